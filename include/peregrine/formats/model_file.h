@@ -1,0 +1,90 @@
+// A model file of any supported format, reduced to one Llama-family config + named tensors.
+//
+// Every reader (llama2.c .bin, GGUF, Hugging Face safetensors folder) produces a ModelFile with
+// the same canonical tensor names (GGUF's llama names) and PyTorch-style shapes
+// ({out_features, in_features}); the model layer never sees the file format. RoPE pairing is a
+// config field, not a weight permutation: llama2.c and llama-arch GGUF rotate interleaved pairs
+// (x[2i], x[2i+1]) (GGUF writers permuted HF's Q/K rows into that order), Hugging Face
+// checkpoints rotate halves (x[i], x[i + head_dim/2]) (GPT-NeoX style).
+//
+// Canonical tensors (L = layer index, hd = head_dim):
+//   token_embd.weight [vocab, dim]          output_norm.weight [dim]
+//   output.weight [vocab, dim] (absent when tied to token_embd)
+//   blk.L.attn_norm.weight [dim]            blk.L.ffn_norm.weight [dim]
+//   blk.L.attn_q.weight [n_heads*hd, dim]   blk.L.attn_output.weight [dim, n_heads*hd]
+//   blk.L.attn_k.weight [n_kv_heads*hd, dim] blk.L.attn_v.weight [n_kv_heads*hd, dim]
+//   blk.L.ffn_gate.weight [ffn, dim]        blk.L.ffn_up.weight [ffn, dim]
+//   blk.L.ffn_down.weight [dim, ffn]
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "peregrine/core/mapped_file.h"
+#include "peregrine/core/status.h"
+#include "peregrine/core/tensor.h"
+#include "peregrine/formats/gguf.h"
+
+namespace peregrine {
+
+/// How RoPE pairs the dims of a head.
+enum class RopeStyle : std::uint8_t {
+  kInterleaved,  // pairs (2i, 2i+1): Meta/llama2.c/llama-arch GGUF
+  kNeox,         // pairs (i, i + hd/2): Hugging Face rotate_half
+};
+
+enum class ModelFormat : std::uint8_t { kLlama2c, kGguf, kHuggingFace };
+
+/// "llama2.c", "gguf", "hf".
+const char* model_format_name(ModelFormat f);
+
+/// Hyper-parameters of a Llama-family decoder.
+struct ModelConfig {
+  std::string arch = "llama";
+  std::int64_t dim = 0;          // residual width (hidden_size)
+  std::int64_t n_layers = 0;
+  std::int64_t n_heads = 0;      // query heads
+  std::int64_t n_kv_heads = 0;   // key/value heads (< n_heads: GQA; 1: MQA)
+  std::int64_t head_dim = 0;     // usually dim / n_heads
+  std::int64_t ffn_dim = 0;      // SwiGLU intermediate width
+  std::int64_t vocab_size = 0;
+  std::int64_t max_seq_len = 0;  // context length (tokens)
+  float rope_theta = 10000.0f;
+  float rms_eps = 1e-5f;
+  RopeStyle rope_style = RopeStyle::kInterleaved;
+  bool tied_embeddings = true;   // LM head reuses token_embd.weight
+
+  /// Checks positivity and divisibility (n_heads % n_kv_heads, even head_dim).
+  /// Errors: kCorruptFile naming the bad field.
+  Status validate() const;
+};
+
+/// A loaded (memory-mapped) model: config, canonical tensors, and what keeps them alive.
+struct ModelFile {
+  ModelFormat format = ModelFormat::kGguf;
+  std::string path;  // file or folder given by the user
+  ModelConfig config;
+  std::map<std::string, TensorView> tensors;  // canonical name → view
+  std::vector<std::shared_ptr<const MappedFile>> storage;
+  std::optional<GgufFile> gguf;  // GGUF only: metadata (tokenizer, chat template)
+
+  /// Tensor by canonical name, or nullptr.
+  const TensorView* find(const std::string& name) const;
+  /// Total bytes of all tensors.
+  std::size_t weight_bytes() const;
+};
+
+/// Checks that every canonical tensor the config implies exists with the right shape and that
+/// norms are F32/F16/BF16. Errors: kCorruptFile (missing tensor / wrong shape), kUnsupported.
+Status validate_llama_tensors(const ModelFile& m);
+
+/// Opens a model from a llama2.c .bin, a .gguf file, or a Hugging Face folder (config.json +
+/// safetensors), detecting the format from the path and magic bytes, and validates it.
+/// Errors: those of MappedFile::open and the format readers; kUnsupported for unknown formats.
+Expected<ModelFile> load_model_file(const std::string& path);
+
+}  // namespace peregrine

@@ -1,0 +1,19 @@
+#include "peregrine/core/status.h"
+
+namespace peregrine {
+
+const char* error_code_name(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kOk: return "ok";
+    case ErrorCode::kInvalidArgument: return "invalid argument";
+    case ErrorCode::kNotFound: return "not found";
+    case ErrorCode::kIoError: return "I/O error";
+    case ErrorCode::kCorruptFile: return "corrupt file";
+    case ErrorCode::kUnsupported: return "unsupported";
+    case ErrorCode::kOutOfRange: return "out of range";
+    case ErrorCode::kInternal: return "internal error";
+  }
+  return "unknown error";
+}
+
+}  // namespace peregrine

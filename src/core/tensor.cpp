@@ -1,0 +1,25 @@
+#include "peregrine/core/tensor.h"
+
+namespace peregrine {
+
+std::int64_t TensorView::numel() const {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::int64_t TensorView::n_rows() const {
+  const auto len = row_length();
+  return len == 0 ? 0 : numel() / len;
+}
+
+std::string TensorView::shape_string() const {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+}  // namespace peregrine

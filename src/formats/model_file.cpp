@@ -1,0 +1,130 @@
+#include "peregrine/formats/model_file.h"
+
+#include <filesystem>
+
+#include "peregrine/formats/gguf_model.h"
+#include "peregrine/formats/hf_model.h"
+#include "peregrine/formats/llama2c.h"
+
+namespace peregrine {
+namespace {
+
+Status expect_tensor(const ModelFile& m, const std::string& name,
+                     std::vector<std::int64_t> shape) {
+  const TensorView* t = m.find(name);
+  if (!t) return corrupt_file(m.path + ": tensor '" + name + "' is missing");
+  if (t->shape != shape) {
+    TensorView want;
+    want.shape = std::move(shape);
+    return corrupt_file(m.path + ": tensor '" + name + "' has shape " + t->shape_string() +
+                        ", expected " + want.shape_string());
+  }
+  return Status::ok();
+}
+
+Status expect_norm(const ModelFile& m, const std::string& name) {
+  PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, name, {m.config.dim}));
+  const DType t = m.find(name)->dtype;
+  if (t == DType::kQ8_0 || t == DType::kQ4_0) {
+    return unsupported(m.path + ": norm weight '" + name + "' is block-quantized");
+  }
+  return Status::ok();
+}
+
+Status field_positive(const char* field, std::int64_t v) {
+  if (v <= 0) return corrupt_file(std::string("model config: ") + field + " = " + std::to_string(v) + " must be positive");
+  return Status::ok();
+}
+
+}  // namespace
+
+const char* model_format_name(ModelFormat f) {
+  switch (f) {
+    case ModelFormat::kLlama2c: return "llama2.c";
+    case ModelFormat::kGguf: return "gguf";
+    case ModelFormat::kHuggingFace: return "hf";
+  }
+  return "?";
+}
+
+Status ModelConfig::validate() const {
+  PEREGRINE_RETURN_IF_ERROR(field_positive("dim", dim));
+  PEREGRINE_RETURN_IF_ERROR(field_positive("n_layers", n_layers));
+  PEREGRINE_RETURN_IF_ERROR(field_positive("n_heads", n_heads));
+  PEREGRINE_RETURN_IF_ERROR(field_positive("n_kv_heads", n_kv_heads));
+  PEREGRINE_RETURN_IF_ERROR(field_positive("head_dim", head_dim));
+  PEREGRINE_RETURN_IF_ERROR(field_positive("ffn_dim", ffn_dim));
+  PEREGRINE_RETURN_IF_ERROR(field_positive("vocab_size", vocab_size));
+  PEREGRINE_RETURN_IF_ERROR(field_positive("max_seq_len", max_seq_len));
+  constexpr std::int64_t kMax = std::int64_t{1} << 24;
+  for (auto v : {dim, n_layers, n_heads, ffn_dim, vocab_size, max_seq_len, head_dim}) {
+    if (v > kMax) return corrupt_file("model config: a hyper-parameter is absurdly large (" + std::to_string(v) + ")");
+  }
+  if (n_heads % n_kv_heads != 0) {
+    return corrupt_file("model config: n_heads " + std::to_string(n_heads) +
+                        " is not a multiple of n_kv_heads " + std::to_string(n_kv_heads));
+  }
+  if (head_dim % 2 != 0) return corrupt_file("model config: head_dim must be even for RoPE");
+  if (!(rope_theta > 0.0f) || !(rms_eps > 0.0f)) {
+    return corrupt_file("model config: rope_theta and rms_eps must be positive");
+  }
+  return Status::ok();
+}
+
+const TensorView* ModelFile::find(const std::string& name) const {
+  auto it = tensors.find(name);
+  return it == tensors.end() ? nullptr : &it->second;
+}
+
+std::size_t ModelFile::weight_bytes() const {
+  std::size_t n = 0;
+  for (const auto& [name, t] : tensors) n += t.nbytes;
+  return n;
+}
+
+Status validate_llama_tensors(const ModelFile& m) {
+  const ModelConfig& c = m.config;
+  PEREGRINE_RETURN_IF_ERROR(c.validate());
+  const std::int64_t q_dim = c.n_heads * c.head_dim;
+  const std::int64_t kv_dim = c.n_kv_heads * c.head_dim;
+  PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, "token_embd.weight", {c.vocab_size, c.dim}));
+  PEREGRINE_RETURN_IF_ERROR(expect_norm(m, "output_norm.weight"));
+  if (!c.tied_embeddings) {
+    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, "output.weight", {c.vocab_size, c.dim}));
+  }
+  for (std::int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    PEREGRINE_RETURN_IF_ERROR(expect_norm(m, p + "attn_norm.weight"));
+    PEREGRINE_RETURN_IF_ERROR(expect_norm(m, p + "ffn_norm.weight"));
+    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p + "attn_q.weight", {q_dim, c.dim}));
+    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p + "attn_k.weight", {kv_dim, c.dim}));
+    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p + "attn_v.weight", {kv_dim, c.dim}));
+    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p + "attn_output.weight", {c.dim, q_dim}));
+    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p + "ffn_gate.weight", {c.ffn_dim, c.dim}));
+    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p + "ffn_up.weight", {c.ffn_dim, c.dim}));
+    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p + "ffn_down.weight", {c.dim, c.ffn_dim}));
+  }
+  return Status::ok();
+}
+
+Expected<ModelFile> load_model_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    if (!std::filesystem::exists(std::filesystem::path(path) / "config.json", ec)) {
+      return invalid_argument(path + " is a directory without config.json (expected a .gguf, a llama2.c .bin, or a Hugging Face model folder)");
+    }
+    return load_hf_model(path);
+  }
+  PEREGRINE_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
+  const auto bytes = file->bytes();
+  if (bytes.size() >= 4 && bytes[0] == 'G' && bytes[1] == 'G' && bytes[2] == 'U' && bytes[3] == 'F') {
+    return load_gguf_model(path);
+  }
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (ext == ".bin") return load_llama2c_model(path);
+  if (ext == ".safetensors") return load_hf_model(std::filesystem::path(path).parent_path().string());
+  if (ext == ".gguf") return corrupt_file(path + " is not a GGUF file (bad magic)");
+  return unsupported(path + ": unknown model format (expected a .gguf, a llama2.c .bin, or a Hugging Face folder)");
+}
+
+}  // namespace peregrine

@@ -1,0 +1,19 @@
+// Paths to real data used by the tests (the shared read-only folder, generated test models).
+#pragma once
+
+#include <string>
+
+namespace peregrine::test {
+
+/// ../shared (real models, tokenizers, texts).
+std::string shared_dir();
+/// The repository root.
+std::string source_dir();
+/// build/testdata (random-weight models + reference logits written by tools/).
+std::string testdata_dir();
+/// The built CLI binary.
+std::string peregrine_binary();
+/// A fresh empty temporary directory, unique per call.
+std::string make_temp_dir();
+
+}  // namespace peregrine::test

@@ -1,0 +1,618 @@
+#!/usr/bin/python3
+"""Independent PyTorch reference forward for Llama-family models (the test oracle).
+
+Reads a llama2.c legacy checkpoint (.bin), a GGUF v2/v3 file (llama architecture) or a
+Hugging Face folder (config.json + safetensors), converts every format INTO the Hugging Face
+weight layout (Q/K rows in half-split "rotate_half" order), and runs one float32 full causal
+forward over the whole token list. No KV cache: each call recomputes everything.
+
+CLI:
+    reference.py --model PATH --tokens 1,15,27 --out FILE
+writes raw little-endian float32 logits of shape [n_tokens, vocab] (row-major) to FILE and
+prints {"n_tokens": N, "vocab": V} on stdout. Bad input: one "error: ..." line, exit 1.
+
+Specs followed: llama2.c run.c (legacy v0 export), GGUF (ggml docs/gguf.md), safetensors,
+Hugging Face LlamaForCausalLM (modeling_llama.py).
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+class ModelError(Exception):
+    """A model file or token list that this reference cannot (or refuses to) run."""
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """Hyper-parameters of a Llama model. Sizes are element counts."""
+    dim: int
+    hidden_dim: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    rope_theta: float
+    rms_eps: float
+    max_seq_len: int  # 0 = unknown / unlimited
+
+
+# --------------------------------------------------------------------------------------------
+# Layout helpers
+
+
+def hf_names(n_layers):
+    """Names of all tensors a Llama model needs, in Hugging Face naming."""
+    names = ["model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"]
+    for i in range(n_layers):
+        p = f"model.layers.{i}."
+        names += [p + s + ".weight" for s in (
+            "input_layernorm", "post_attention_layernorm",
+            "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+            "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")]
+    return names
+
+
+def expected_shapes(cfg):
+    """Map HF tensor name -> expected numpy shape (torch Linear layout [out, in])."""
+    q, kv = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    per_layer = {
+        "input_layernorm": (cfg.dim,), "post_attention_layernorm": (cfg.dim,),
+        "self_attn.q_proj": (q, cfg.dim), "self_attn.k_proj": (kv, cfg.dim),
+        "self_attn.v_proj": (kv, cfg.dim), "self_attn.o_proj": (cfg.dim, q),
+        "mlp.gate_proj": (cfg.hidden_dim, cfg.dim), "mlp.up_proj": (cfg.hidden_dim, cfg.dim),
+        "mlp.down_proj": (cfg.dim, cfg.hidden_dim),
+    }
+    shapes = {"model.embed_tokens.weight": (cfg.vocab_size, cfg.dim),
+              "model.norm.weight": (cfg.dim,),
+              "lm_head.weight": (cfg.vocab_size, cfg.dim)}
+    for i in range(cfg.n_layers):
+        for s, shape in per_layer.items():
+            shapes[f"model.layers.{i}.{s}.weight"] = shape
+    return shapes
+
+
+def validate_weights(cfg, weights):
+    """Raise ModelError unless `weights` holds exactly the expected float32 HF tensors."""
+    for name, shape in expected_shapes(cfg).items():
+        if name not in weights:
+            raise ModelError(f"missing tensor {name}")
+        w = weights[name]
+        if tuple(w.shape) != shape:
+            raise ModelError(f"tensor {name} has shape {tuple(w.shape)}, expected {shape}")
+        if w.dtype != np.float32:
+            raise ModelError(f"tensor {name} is {w.dtype} after loading, expected float32")
+
+
+def check_heads(dim, n_heads, n_kv_heads):
+    """Raise ModelError for head counts that do not form a valid (GQA) attention."""
+    if n_heads <= 0 or n_kv_heads <= 0 or dim % n_heads:
+        raise ModelError(f"bad head config: dim {dim}, heads {n_heads}, kv heads {n_kv_heads}")
+    if n_heads % n_kv_heads:
+        raise ModelError(f"n_heads {n_heads} is not a multiple of n_kv_heads {n_kv_heads}")
+
+
+def unpermute_qk(w, n_head):
+    """Undo convert_hf_to_gguf.py's Q/K row permutation (interleaved -> half-split RoPE pairs).
+
+    w: float32 [n_head * head_dim, dim] with rows of each head ordered (x0,x1),(x2,x3),...
+    Returns float32 [n_head * head_dim, dim] with each head's rows ordered x0,x2,..,x1,x3,..
+    (inverse of w.reshape(n_head, 2, hs//2, dim).swapaxes(1, 2).reshape(w.shape)).
+    """
+    rows, dim = w.shape
+    hs = rows // n_head
+    return np.ascontiguousarray(
+        w.reshape(n_head, hs // 2, 2, dim).swapaxes(1, 2).reshape(rows, dim))
+
+
+def unpermute_all_qk(cfg, weights):
+    """Apply unpermute_qk in place to every layer's q_proj (n_heads) and k_proj (n_kv_heads)."""
+    for i in range(cfg.n_layers):
+        p = f"model.layers.{i}.self_attn."
+        weights[p + "q_proj.weight"] = unpermute_qk(weights[p + "q_proj.weight"], cfg.n_heads)
+        weights[p + "k_proj.weight"] = unpermute_qk(weights[p + "k_proj.weight"], cfg.n_kv_heads)
+
+
+# --------------------------------------------------------------------------------------------
+# llama2.c legacy (v0) checkpoint
+
+LLAMA2C_MAGIC = 0x616B3432  # "ak42": newer llama2.c export versions, not supported
+
+
+def load_llama2c(path):
+    """Load a llama2.c legacy v0 .bin checkpoint into (LlamaConfig, HF-layout float32 weights).
+
+    Header: 7 little-endian int32 (dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size,
+    seq_len); vocab_size < 0 means an unshared classifier follows the freq_cis tables.
+    RoPE theta 10000 and RMS eps 1e-5 are fixed by llama2.c.
+    """
+    raw = np.fromfile(path, dtype="<f4")
+    header = np.frombuffer(raw[:7].tobytes(), dtype="<i4")
+    if len(header) < 7:
+        raise ModelError(f"{path}: too short for a llama2.c header")
+    if header[0] == LLAMA2C_MAGIC:
+        raise ModelError(f"{path}: llama2.c v1/v2 export; only the legacy v0 format is supported")
+    dim, hidden, n_layers, n_heads, n_kv, vocab, seq_len = (int(v) for v in header)
+    shared = vocab > 0
+    vocab = abs(vocab)
+    if min(dim, hidden, n_layers, vocab, seq_len) <= 0:
+        raise ModelError(f"{path}: bad llama2.c header {header.tolist()}")
+    check_heads(dim, n_heads, n_kv)
+    hs = dim // n_heads
+    cfg = LlamaConfig(dim, hidden, n_layers, n_heads, n_kv, hs, vocab, 10000.0, 1e-5, seq_len)
+    sections = [("embed", (vocab, dim)), ("rms_att", (n_layers, dim)),
+                ("wq", (n_layers, n_heads * hs, dim)), ("wk", (n_layers, n_kv * hs, dim)),
+                ("wv", (n_layers, n_kv * hs, dim)), ("wo", (n_layers, dim, n_heads * hs)),
+                ("rms_ffn", (n_layers, dim)), ("w1", (n_layers, hidden, dim)),
+                ("w2", (n_layers, dim, hidden)), ("w3", (n_layers, hidden, dim)),
+                ("rms_final", (dim,)), ("freq_cis", (2, seq_len, hs // 2))]
+    if not shared:
+        sections.append(("wcls", (vocab, dim)))
+    need = 7 + sum(math.prod(shape) for _, shape in sections)
+    if len(raw) != need:
+        raise ModelError(f"{path}: {len(raw) * 4} bytes, header implies {need * 4}")
+    parts, pos = {}, 7
+    for name, shape in sections:
+        n = math.prod(shape)
+        parts[name] = raw[pos:pos + n].reshape(shape)
+        pos += n
+    weights = llama2c_to_hf(parts, n_layers, shared)
+    unpermute_all_qk(cfg, weights)
+    return cfg, weights
+
+
+def llama2c_to_hf(parts, n_layers, shared):
+    """Rename llama2.c sections (stacked [L, ...] float32 arrays) to per-layer HF tensors."""
+    w = {"model.embed_tokens.weight": parts["embed"], "model.norm.weight": parts["rms_final"],
+         "lm_head.weight": parts["embed"] if shared else parts["wcls"]}
+    names = {"rms_att": "input_layernorm", "rms_ffn": "post_attention_layernorm",
+             "wq": "self_attn.q_proj", "wk": "self_attn.k_proj", "wv": "self_attn.v_proj",
+             "wo": "self_attn.o_proj", "w1": "mlp.gate_proj", "w2": "mlp.down_proj",
+             "w3": "mlp.up_proj"}
+    for i in range(n_layers):
+        for src, dst in names.items():
+            w[f"model.layers.{i}.{dst}.weight"] = parts[src][i]
+    return w
+
+
+# --------------------------------------------------------------------------------------------
+# GGUF
+
+GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+                10: "<Q", 11: "<q", 12: "<d"}
+GGUF_STRING, GGUF_ARRAY = 8, 9
+GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q8_0, GGML_BF16 = 0, 1, 2, 8, 30
+GGML_TYPE_NAMES = {GGML_F32: "F32", GGML_F16: "F16", GGML_Q4_0: "Q4_0", GGML_Q8_0: "Q8_0",
+                   GGML_BF16: "BF16"}
+QK = 32  # values per Q4_0 / Q8_0 block
+Q8_0_BLOCK = np.dtype([("d", "<f2"), ("q", "i1", QK)])          # 34 bytes
+Q4_0_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", QK // 2)])    # 18 bytes
+
+
+@dataclass(frozen=True)
+class GgufTensorInfo:
+    """One GGUF tensor: dims innermost-first (ne0, ne1, ...), ggml type, absolute byte offset."""
+    name: str
+    dims: tuple
+    ggml_type: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class GgufFile:
+    """Parsed GGUF header. metadata maps key -> (gguf value type, python value);
+    an array value is (GGUF_ARRAY, (element type, list))."""
+    version: int
+    metadata: dict
+    tensors: dict
+
+
+class _Reader:
+    """Little-endian cursor over a bytes buffer that raises ModelError past its end."""
+
+    def __init__(self, buf, path):
+        self.buf, self.pos, self.path = buf, 0, path
+
+    def unpack(self, fmt):
+        size = struct.calcsize(fmt)
+        if self.pos + size > len(self.buf):
+            raise ModelError(f"{self.path}: truncated GGUF header at byte {self.pos}")
+        value = struct.unpack_from(fmt, self.buf, self.pos)[0]
+        self.pos += size
+        return value
+
+    def string(self):
+        n = self.unpack("<Q")
+        if self.pos + n > len(self.buf):
+            raise ModelError(f"{self.path}: truncated GGUF string at byte {self.pos}")
+        s = self.buf[self.pos:self.pos + n].decode("utf-8", errors="replace")
+        self.pos += n
+        return s
+
+    def value(self, vtype):
+        if vtype == GGUF_STRING:
+            return self.string()
+        if vtype == GGUF_ARRAY:
+            etype, n = self.unpack("<I"), self.unpack("<Q")
+            return (etype, [self.value(etype) for _ in range(n)])
+        if vtype not in GGUF_SCALARS:
+            raise ModelError(f"{self.path}: unknown GGUF value type {vtype}")
+        return self.unpack(GGUF_SCALARS[vtype])
+
+
+def read_gguf(path):
+    """Read the file at `path` and parse its GGUF header (see parse_gguf)."""
+    with open(path, "rb") as f:
+        return parse_gguf(f.read(), path)
+
+
+def parse_gguf(buf, path):
+    """Parse a GGUF v2/v3 header (metadata + tensor infos) from bytes into a GgufFile."""
+    r = _Reader(buf, path)
+    if buf[:4] != b"GGUF":
+        raise ModelError(f"{path}: not a GGUF file (bad magic {buf[:4]!r})")
+    r.pos = 4
+    version = r.unpack("<I")
+    if version not in (2, 3):
+        raise ModelError(f"{path}: GGUF version {version} unsupported (need 2 or 3)")
+    n_tensors, n_kv = r.unpack("<Q"), r.unpack("<Q")
+    metadata = {}
+    for _ in range(n_kv):
+        key = r.string()
+        vtype = r.unpack("<I")
+        metadata[key] = (vtype, r.value(vtype))
+    infos = []
+    for _ in range(n_tensors):
+        name = r.string()
+        dims = tuple(r.unpack("<Q") for _ in range(r.unpack("<I")))
+        infos.append((name, dims, r.unpack("<I"), r.unpack("<Q")))
+    align = metadata.get("general.alignment", (4, 32))[1]
+    data_start = (r.pos + align - 1) // align * align
+    tensors = {n: GgufTensorInfo(n, d, t, data_start + o) for n, d, t, o in infos}
+    return GgufFile(version, metadata, tensors)
+
+
+def gguf_value(gguf, key, default=None):
+    """Plain python value of metadata `key` (arrays as lists); `default` if absent (None: required)."""
+    if key not in gguf.metadata:
+        if default is None:
+            raise ModelError(f"GGUF metadata key {key} missing")
+        return default
+    vtype, value = gguf.metadata[key]
+    return value[1] if vtype == GGUF_ARRAY else value
+
+
+def f16_bits_to_f32(u16):
+    """uint16 array of IEEE half bits -> float32 array of the same shape."""
+    return u16.view("<f2").astype(np.float32)
+
+
+def bf16_bits_to_f32(u16):
+    """uint16 array of bfloat16 bits -> float32 array of the same shape."""
+    return (u16.astype(np.uint32) << 16).view(np.float32)
+
+
+def dequant_q8_0(blocks):
+    """Q8_0 structured blocks [n] -> float32 [n * 32]: x = d * q."""
+    return (blocks["d"].astype(np.float32)[:, None] * blocks["q"].astype(np.float32)).reshape(-1)
+
+
+def dequant_q4_0(blocks):
+    """Q4_0 structured blocks [n] -> float32 [n * 32]: value j = low nibble of byte j,
+    value j+16 = high nibble of byte j; x = d * (nibble - 8)."""
+    qs = blocks["qs"]
+    nibbles = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.float32) - 8.0
+    return (blocks["d"].astype(np.float32)[:, None] * nibbles).reshape(-1)
+
+
+def gguf_tensor_f32(buf, info, path):
+    """Read and dequantize one GGUF tensor to float32 with numpy shape reversed(dims)."""
+    n = math.prod(info.dims)
+    shape = tuple(reversed(info.dims))
+    t = info.ggml_type
+    if t in (GGML_Q4_0, GGML_Q8_0) and info.dims[0] % QK:
+        raise ModelError(f"{path}: {info.name} row length {info.dims[0]} not a multiple of {QK}")
+    if t == GGML_F32:
+        dtype, count, decode = np.dtype("<f4"), n, lambda a: a.astype(np.float32)
+    elif t == GGML_F16:
+        dtype, count, decode = np.dtype("<u2"), n, f16_bits_to_f32
+    elif t == GGML_BF16:
+        dtype, count, decode = np.dtype("<u2"), n, bf16_bits_to_f32
+    elif t == GGML_Q8_0:
+        dtype, count, decode = Q8_0_BLOCK, n // QK, dequant_q8_0
+    elif t == GGML_Q4_0:
+        dtype, count, decode = Q4_0_BLOCK, n // QK, dequant_q4_0
+    else:
+        raise ModelError(f"{path}: tensor {info.name} has unsupported ggml type {t}")
+    if info.offset + count * dtype.itemsize > len(buf):
+        raise ModelError(f"{path}: tensor {info.name} data runs past the end of the file")
+    raw = np.frombuffer(buf, dtype=dtype, count=count, offset=info.offset)
+    return decode(raw).reshape(shape)
+
+
+GGUF_TO_HF = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
+              "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+              "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
+              "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
+
+
+def gguf_config(gguf, path):
+    """LlamaConfig from a GGUF file's llama.* metadata and token_embd shape."""
+    arch = gguf_value(gguf, "general.architecture")
+    if arch != "llama":
+        raise ModelError(f"{path}: architecture {arch!r} unsupported (need 'llama')")
+    if "token_embd.weight" not in gguf.tensors:
+        raise ModelError(f"{path}: tensor token_embd.weight missing")
+    dim, vocab = gguf.tensors["token_embd.weight"].dims
+    n_heads = gguf_value(gguf, "llama.attention.head_count")
+    n_kv = gguf_value(gguf, "llama.attention.head_count_kv", n_heads)
+    check_heads(dim, n_heads, n_kv)
+    head_dim = dim // n_heads
+    rope_dims = gguf_value(gguf, "llama.rope.dimension_count", head_dim)
+    if rope_dims != head_dim:
+        raise ModelError(f"{path}: partial RoPE ({rope_dims} of {head_dim} dims) unsupported")
+    if "llama.rope.scaling.type" in gguf.metadata:
+        raise ModelError(f"{path}: RoPE scaling unsupported")
+    return LlamaConfig(
+        dim=gguf_value(gguf, "llama.embedding_length"),
+        hidden_dim=gguf_value(gguf, "llama.feed_forward_length"),
+        n_layers=gguf_value(gguf, "llama.block_count"),
+        n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim, vocab_size=vocab,
+        rope_theta=float(gguf_value(gguf, "llama.rope.freq_base", 10000.0)),
+        rms_eps=float(gguf_value(gguf, "llama.attention.layer_norm_rms_epsilon")),
+        max_seq_len=gguf_value(gguf, "llama.context_length", 0))
+
+
+def gguf_hf_name(name):
+    """GGUF tensor name -> HF name (None for tensors a Llama forward does not use)."""
+    top = {"token_embd.weight": "model.embed_tokens.weight",
+           "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
+    if name in top:
+        return top[name]
+    parts = name.split(".")
+    if len(parts) == 4 and parts[0] == "blk" and parts[3] == "weight" and parts[2] in GGUF_TO_HF:
+        return f"model.layers.{parts[1]}.{GGUF_TO_HF[parts[2]]}.weight"
+    return None
+
+
+def load_gguf(path):
+    """Load a llama-architecture GGUF v2/v3 into (LlamaConfig, HF-layout float32 weights)."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    gguf = parse_gguf(buf, path)
+    cfg = gguf_config(gguf, path)
+    weights = {}
+    for info in gguf.tensors.values():
+        hf = gguf_hf_name(info.name)
+        if hf is not None:
+            weights[hf] = gguf_tensor_f32(buf, info, path)
+    weights.setdefault("lm_head.weight", weights.get("model.embed_tokens.weight"))
+    validate_weights(cfg, weights)
+    unpermute_all_qk(cfg, weights)
+    return cfg, weights
+
+
+# --------------------------------------------------------------------------------------------
+# Hugging Face folder (config.json + safetensors)
+
+SAFETENSORS_DTYPES = {"F32": (np.dtype("<f4"), lambda a: a.astype(np.float32)),
+                      "F16": (np.dtype("<u2"), f16_bits_to_f32),
+                      "BF16": (np.dtype("<u2"), bf16_bits_to_f32)}
+
+
+def read_safetensors(path):
+    """Read every tensor of one .safetensors file -> {name: float32 numpy array}."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    if len(buf) < 8:
+        raise ModelError(f"{path}: too short for a safetensors header")
+    n = struct.unpack_from("<Q", buf, 0)[0]
+    if 8 + n > len(buf):
+        raise ModelError(f"{path}: safetensors header length {n} past end of file")
+    try:
+        header = json.loads(buf[8:8 + n])
+    except ValueError as e:
+        raise ModelError(f"{path}: bad safetensors header JSON: {e}") from e
+    out = {}
+    for name, meta in header.items():
+        if name != "__metadata__":
+            out[name] = safetensors_tensor(buf, 8 + n, name, meta, path)
+    return out
+
+
+def safetensors_tensor(buf, data_start, name, meta, path):
+    """Decode one safetensors entry {dtype, shape, data_offsets} to a float32 array."""
+    if meta.get("dtype") not in SAFETENSORS_DTYPES:
+        raise ModelError(f"{path}: tensor {name} dtype {meta.get('dtype')} unsupported")
+    dtype, decode = SAFETENSORS_DTYPES[meta["dtype"]]
+    shape = tuple(meta["shape"])
+    begin, end = meta["data_offsets"]
+    if end - begin != math.prod(shape) * dtype.itemsize or data_start + end > len(buf):
+        raise ModelError(f"{path}: tensor {name} has bad data_offsets {meta['data_offsets']}")
+    raw = np.frombuffer(buf, dtype=dtype, count=math.prod(shape), offset=data_start + begin)
+    return decode(raw).reshape(shape)
+
+
+def hf_config(folder):
+    """LlamaConfig from a Hugging Face config.json; also returns tie_word_embeddings."""
+    try:
+        with open(os.path.join(folder, "config.json")) as f:
+            c = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ModelError(f"{folder}: cannot read config.json: {e}") from e
+    if c.get("model_type", "llama") != "llama" or c.get("hidden_act", "silu") != "silu":
+        raise ModelError(f"{folder}: only model_type llama with hidden_act silu is supported")
+    if c.get("rope_scaling"):
+        raise ModelError(f"{folder}: rope_scaling unsupported")
+    try:
+        dim, n_heads = c["hidden_size"], c["num_attention_heads"]
+        n_kv = c.get("num_key_value_heads") or n_heads
+        check_heads(dim, n_heads, n_kv)
+        cfg = LlamaConfig(
+            dim=dim, hidden_dim=c["intermediate_size"], n_layers=c["num_hidden_layers"],
+            n_heads=n_heads, n_kv_heads=n_kv, head_dim=c.get("head_dim") or dim // n_heads,
+            vocab_size=c["vocab_size"], rope_theta=float(c.get("rope_theta", 10000.0)),
+            rms_eps=float(c["rms_norm_eps"]), max_seq_len=c.get("max_position_embeddings", 0))
+    except KeyError as e:
+        raise ModelError(f"{folder}: config.json lacks {e}") from e
+    return cfg, bool(c.get("tie_word_embeddings", False))
+
+
+def safetensors_files(folder):
+    """List the safetensors files of a HF folder (single file, or shards from the index)."""
+    single = os.path.join(folder, "model.safetensors")
+    if os.path.exists(single):
+        return [single]
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if not os.path.exists(index):
+        raise ModelError(f"{folder}: neither model.safetensors nor its index.json found")
+    with open(index) as f:
+        weight_map = json.load(f).get("weight_map", {})
+    return [os.path.join(folder, name) for name in sorted(set(weight_map.values()))]
+
+
+def load_hf(folder):
+    """Load a HF LlamaForCausalLM folder into (LlamaConfig, float32 weights)."""
+    cfg, tied = hf_config(folder)
+    weights = {}
+    for path in safetensors_files(folder):
+        weights.update(read_safetensors(path))
+    if tied:
+        weights["lm_head.weight"] = weights.get("model.embed_tokens.weight")
+    validate_weights(cfg, weights)
+    return cfg, weights
+
+
+# --------------------------------------------------------------------------------------------
+# Forward
+
+
+def load_model(path):
+    """Load any supported model -> (LlamaConfig, {HF name: float32 numpy array}).
+
+    Dispatch: a directory is a HF folder; a file starting with b"GGUF" is GGUF; any other
+    file is a llama2.c legacy checkpoint. Q/K are always returned in HF half-split order.
+    """
+    if os.path.isdir(path):
+        return load_hf(path)
+    if not os.path.isfile(path):
+        raise ModelError(f"{path}: no such file or directory")
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    return load_gguf(path) if magic == b"GGUF" else load_llama2c(path)
+
+
+def rms_norm(x, w, eps):
+    """x: float32 [n, dim], w: float32 [dim] -> x * rsqrt(mean(x^2) + eps) * w."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rope_tables(n, head_dim, theta):
+    """cos, sin: float32 [n, head_dim] for positions 0..n-1, HF layout (freqs repeated twice)."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    freqs = torch.outer(torch.arange(n, dtype=torch.float32), inv_freq)
+    emb = torch.cat([freqs, freqs], dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def apply_rope(x, cos, sin):
+    """x: float32 [heads, n, head_dim]; NeoX/HF rotate_half RoPE on pairs (x[i], x[i+hd/2])."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin
+
+
+def attention(cfg, w, p, h, cos, sin):
+    """Causal GQA self-attention of layer prefix p. h: float32 [n, dim] -> [n, dim]."""
+    n = h.shape[0]
+    q = (h @ w[p + "self_attn.q_proj.weight"].T).view(n, cfg.n_heads, cfg.head_dim)
+    k = (h @ w[p + "self_attn.k_proj.weight"].T).view(n, cfg.n_kv_heads, cfg.head_dim)
+    v = (h @ w[p + "self_attn.v_proj.weight"].T).view(n, cfg.n_kv_heads, cfg.head_dim)
+    q, k, v = (t.transpose(0, 1) for t in (q, k, v))
+    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    rep = cfg.n_heads // cfg.n_kv_heads
+    k, v = k.repeat_interleave(rep, dim=0), v.repeat_interleave(rep, dim=0)
+    scores = q @ k.transpose(1, 2) / math.sqrt(cfg.head_dim)
+    mask = torch.full((n, n), float("-inf")).triu(1)
+    out = torch.softmax(scores + mask, dim=-1) @ v  # [heads, n, head_dim]
+    return out.transpose(0, 1).reshape(n, -1) @ w[p + "self_attn.o_proj.weight"].T
+
+
+def swiglu(w, p, h):
+    """SwiGLU MLP of layer prefix p: down(silu(gate(h)) * up(h)); h: float32 [n, dim]."""
+    gate = torch.nn.functional.silu(h @ w[p + "mlp.gate_proj.weight"].T)
+    return (gate * (h @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
+
+
+def check_tokens(cfg, tokens):
+    """Raise ModelError unless tokens is a non-empty list of ids in [0, vocab) within context."""
+    if not tokens:
+        raise ModelError("token list is empty")
+    bad = [t for t in tokens if not 0 <= t < cfg.vocab_size]
+    if bad:
+        raise ModelError(f"token ids {bad[:5]} outside [0, {cfg.vocab_size})")
+    if cfg.max_seq_len and len(tokens) > cfg.max_seq_len:
+        raise ModelError(f"{len(tokens)} tokens exceed the context length {cfg.max_seq_len}")
+
+
+@torch.no_grad()
+def forward(cfg, weights, tokens):
+    """Full causal forward. tokens: list of n ints -> float32 numpy logits [n, vocab]."""
+    check_tokens(cfg, tokens)
+    w = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in weights.items()}
+    x = w["model.embed_tokens.weight"][torch.tensor(tokens)]
+    cos, sin = rope_tables(len(tokens), cfg.head_dim, cfg.rope_theta)
+    for i in range(cfg.n_layers):
+        p = f"model.layers.{i}."
+        x = x + attention(cfg, w, p, rms_norm(x, w[p + "input_layernorm.weight"], cfg.rms_eps),
+                          cos, sin)
+        x = x + swiglu(w, p, rms_norm(x, w[p + "post_attention_layernorm.weight"], cfg.rms_eps))
+    x = rms_norm(x, w["model.norm.weight"], cfg.rms_eps)
+    return (x @ w["lm_head.weight"].T).numpy().astype(np.float32)
+
+
+def compute_logits(model_path, tokens):
+    """Load `model_path` and return float32 logits [len(tokens), vocab]."""
+    cfg, weights = load_model(model_path)
+    return forward(cfg, weights, tokens)
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+
+
+def parse_tokens(text):
+    """'1,15,27' -> [1, 15, 27]; ModelError on anything else."""
+    try:
+        return [int(t) for t in text.split(",") if t.strip()]
+    except ValueError as e:
+        raise ModelError(f"bad --tokens {text!r}: expected comma-separated integers") from e
+
+
+def main(argv=None):
+    """CLI entry point; returns the process exit code."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", required=True, help="llama2.c .bin, .gguf, or HF folder")
+    ap.add_argument("--tokens", required=True, help="comma-separated token ids, e.g. 1,15,27")
+    ap.add_argument("--out", required=True, help="output file: float32 LE [n_tokens, vocab]")
+    args = ap.parse_args(argv)
+    try:
+        logits = compute_logits(args.model, parse_tokens(args.tokens))
+        logits.astype("<f4").tofile(args.out)
+    except (ModelError, OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps({"n_tokens": logits.shape[0], "vocab": logits.shape[1]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
