@@ -1,0 +1,62 @@
+// Text ↔ token ids. One interface over SentencePiece-style BPE (scores + byte fallback) and
+// GPT-2 byte-level BPE (merges + pre-tokenizer regex), loaded from whatever the model ships.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "peregrine/core/status.h"
+#include "peregrine/formats/model_file.h"
+
+namespace peregrine {
+
+/// A tokenizer. Thread-safe for concurrent const use.
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  /// Token ids of `text` (UTF-8). `add_bos` prepends the BOS id when the vocabulary has one.
+  /// Special-token strings in `text` (e.g. "<s>") are NOT parsed as specials: they are
+  /// tokenized as plain text, as llama.cpp does with parse_special=false.
+  virtual std::vector<std::int32_t> encode(std::string_view text, bool add_bos) const = 0;
+
+  /// The bytes a token contributes to the output when it follows `prev` (streaming decode):
+  /// byte-fallback tokens give their raw byte (possibly part of a UTF-8 sequence), SPM "▁"
+  /// becomes a space (dropped at the start of the text, right after BOS), GPT-2 byte-level
+  /// pieces map back to bytes, control tokens (BOS/EOS) give "". `prev` is -1 at the start.
+  virtual std::string decode_token(std::int32_t prev, std::int32_t id) const = 0;
+
+  /// Concatenated decode_token over `ids` (the inverse of encode(text, false) for any text the
+  /// vocabulary covers).
+  std::string decode(std::span<const std::int32_t> ids) const;
+
+  /// The raw vocabulary entry of `id` ("▁the", "<0x0A>", "Ġthe"), for `tokenize` listings.
+  virtual std::string piece(std::int32_t id) const = 0;
+
+  virtual std::int32_t vocab_size() const = 0;
+  /// Begin/end-of-sequence ids, or -1 when the vocabulary has none.
+  virtual std::int32_t bos_id() const = 0;
+  virtual std::int32_t eos_id() const = 0;
+  /// "spm" (SentencePiece-style BPE with scores), "bpe" (GPT-2 byte-level), "sentencepiece"
+  /// (libsentencepiece .model).
+  virtual std::string kind() const = 0;
+};
+
+/// The tokenizer that belongs to `model`: GGUF metadata (tokenizer.ggml.*); for llama2.c a
+/// tokenizer.bin or tok512.bin beside the checkpoint; for a Hugging Face folder tokenizer.json
+/// or tokenizer.model. `override_path` (the CLI's --tokenizer) takes precedence: a llama2.c
+/// tokenizer.bin, a tokenizer.model, a tokenizer.json, or a vocab GGUF.
+/// Errors: kNotFound (no tokenizer found), kCorruptFile / kUnsupported from the readers.
+Expected<std::unique_ptr<Tokenizer>> load_tokenizer(const ModelFile& model,
+                                                    const std::string& override_path = "");
+
+/// Loads a tokenizer from a single file: *.gguf (vocab metadata), tokenizer.json,
+/// *.model (SentencePiece protobuf), or a llama2.c tokenizer.bin.
+Expected<std::unique_ptr<Tokenizer>> load_tokenizer_file(const std::string& path);
+
+}  // namespace peregrine
