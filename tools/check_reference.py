@@ -5,16 +5,22 @@
 2. Greedy-decodes N tokens from stories260K.bin and .gguf with reference.forward (full
    forward each step) and checks the text is a prefix of greedy_once_upon_a_time.txt.
 3. Reports max |logits(.bin) - logits(.gguf)| over the whole greedy sequence (must be <= 1e-5).
+4. Writes one random model with make_test_models' writers as llama2.c, GGUF F32 and HF F32
+   (tied and untied) and checks all three load to the same logits (<= 1e-5): the writers' Q/K
+   permutation and the readers' un-permutation agree, and so do tensor names and shapes.
+5. Checks Q8_0 / Q4_0 quantize -> dequantize error is within the block-format bound.
 Exit code 0 when all checks pass.
 """
 import argparse
 import os
 import struct
 import sys
+import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_test_models as mtm  # noqa: E402
 import reference  # noqa: E402
 
 STORIES = "/work/shared/models/stories260K"
@@ -80,6 +86,30 @@ def greedy(model_path, prompt, steps):
     return tokens, reference.forward(cfg, weights, tokens[:-1])
 
 
+def cross_format_diff(tied):
+    """Max |logits| difference between the same random weights saved as llama2.c, GGUF F32
+    and HF F32 (all read back through reference.load_model)."""
+    v = mtm.Variant("x", "hf", "f32", 2, 2, 172, tied, 1e4, 1e-5, seed=7)
+    cfg = mtm.variant_config(v)
+    w = mtm.random_weights(cfg, tied, v.seed)
+    with tempfile.TemporaryDirectory() as d:
+        paths = [os.path.join(d, "m.bin"), os.path.join(d, "m.gguf"), os.path.join(d, "hf")]
+        mtm.write_llama2c(paths[0], cfg, w, tied)
+        mtm.write_gguf(paths[1], 3, mtm.gguf_metadata(v, cfg, []), mtm.gguf_tensors(v, cfg, w))
+        mtm.write_hf(paths[2], v, cfg, w)
+        logits = [reference.compute_logits(p, mtm.RANDOM_TOKENS) for p in paths]
+    return max(float(np.abs(a - logits[0]).max()) for a in logits[1:])
+
+
+def quant_error(name, quantize, block_dtype, dequantize):
+    """Max |x - dequant(quant(x))| / max|x| per block over random N(0, 1) data."""
+    x = np.random.default_rng(0).standard_normal((256, reference.QK)).astype(np.float32)
+    blocks = np.frombuffer(quantize(x), dtype=block_dtype)
+    err = np.abs(dequantize(blocks).reshape(x.shape) - x).max(axis=1) / np.abs(x).max(axis=1)
+    print(f"{name}: max per-block error / amax = {err.max():.4f}")
+    return float(err.max())
+
+
 def main():
     """Run the checks, print figures, return exit code."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -102,6 +132,15 @@ def main():
     diff = float(np.abs(logits["bin"] - logits["gguf"]).max())
     ok &= diff <= 1e-5
     print(f"max |logits(bin) - logits(gguf)| over {logits['bin'].shape}: {diff:.3g}")
+    for tied in (False, True):
+        diff = cross_format_diff(tied)
+        ok &= diff <= 1e-5
+        print(f"same weights as .bin / .gguf / HF (tied={tied}): max |diff| {diff:.3g}")
+    # Bounds: Q8_0 rounds to d/2 = amax/254; Q4_0 steps by d = amax/8 (clamped top: d).
+    ok &= quant_error("Q8_0", mtm.quantize_q8_0, reference.Q8_0_BLOCK,
+                      reference.dequant_q8_0) <= 1 / 254 + 1e-3
+    ok &= quant_error("Q4_0", mtm.quantize_q4_0, reference.Q4_0_BLOCK,
+                      reference.dequant_q4_0) <= 1 / 8 + 1e-3
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

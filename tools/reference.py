@@ -127,44 +127,54 @@ def unpermute_all_qk(cfg, weights):
 LLAMA2C_MAGIC = 0x616B3432  # "ak42": newer llama2.c export versions, not supported
 
 
+def llama2c_config(header, path):
+    """LlamaConfig and `shared` (tied classifier) from the 7 int32 of a llama2.c v0 header."""
+    if header[0] == LLAMA2C_MAGIC:
+        raise ModelError(f"{path}: llama2.c v1/v2 export; only the legacy v0 format is supported")
+    dim, hidden, n_layers, n_heads, n_kv, vocab, seq_len = header
+    try:
+        if min(dim, hidden, n_layers, abs(vocab), seq_len) <= 0:
+            raise ModelError("non-positive size")
+        check_heads(dim, n_heads, n_kv)
+    except ModelError as e:
+        raise ModelError(f"{path}: not a llama2.c v0 checkpoint, header {list(header)}: {e}")
+    cfg = LlamaConfig(dim, hidden, n_layers, n_heads, n_kv, dim // n_heads, abs(vocab),
+                      10000.0, 1e-5, seq_len)
+    return cfg, vocab > 0
+
+
+def llama2c_sections(cfg, shared):
+    """(name, numpy shape) of the float32 arrays following the header, in file order."""
+    d, h, L, hs = cfg.dim, cfg.hidden_dim, cfg.n_layers, cfg.head_dim
+    sections = [("embed", (cfg.vocab_size, d)), ("rms_att", (L, d)),
+                ("wq", (L, cfg.n_heads * hs, d)), ("wk", (L, cfg.n_kv_heads * hs, d)),
+                ("wv", (L, cfg.n_kv_heads * hs, d)), ("wo", (L, d, cfg.n_heads * hs)),
+                ("rms_ffn", (L, d)), ("w1", (L, h, d)), ("w2", (L, d, h)), ("w3", (L, h, d)),
+                ("rms_final", (d,)), ("freq_cis", (2, cfg.max_seq_len, hs // 2))]
+    return sections if shared else sections + [("wcls", (cfg.vocab_size, d))]
+
+
 def load_llama2c(path):
     """Load a llama2.c legacy v0 .bin checkpoint into (LlamaConfig, HF-layout float32 weights).
 
     Header: 7 little-endian int32 (dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size,
     seq_len); vocab_size < 0 means an unshared classifier follows the freq_cis tables.
-    RoPE theta 10000 and RMS eps 1e-5 are fixed by llama2.c.
+    RoPE theta 10000 and RMS eps 1e-5 are fixed by llama2.c (the freq_cis tables are ignored).
     """
-    raw = np.fromfile(path, dtype="<f4")
-    header = np.frombuffer(raw[:7].tobytes(), dtype="<i4")
-    if len(header) < 7:
+    with open(path, "rb") as f:
+        buf = f.read()
+    if len(buf) < 28:
         raise ModelError(f"{path}: too short for a llama2.c header")
-    if header[0] == LLAMA2C_MAGIC:
-        raise ModelError(f"{path}: llama2.c v1/v2 export; only the legacy v0 format is supported")
-    dim, hidden, n_layers, n_heads, n_kv, vocab, seq_len = (int(v) for v in header)
-    shared = vocab > 0
-    vocab = abs(vocab)
-    if min(dim, hidden, n_layers, vocab, seq_len) <= 0:
-        raise ModelError(f"{path}: bad llama2.c header {header.tolist()}")
-    check_heads(dim, n_heads, n_kv)
-    hs = dim // n_heads
-    cfg = LlamaConfig(dim, hidden, n_layers, n_heads, n_kv, hs, vocab, 10000.0, 1e-5, seq_len)
-    sections = [("embed", (vocab, dim)), ("rms_att", (n_layers, dim)),
-                ("wq", (n_layers, n_heads * hs, dim)), ("wk", (n_layers, n_kv * hs, dim)),
-                ("wv", (n_layers, n_kv * hs, dim)), ("wo", (n_layers, dim, n_heads * hs)),
-                ("rms_ffn", (n_layers, dim)), ("w1", (n_layers, hidden, dim)),
-                ("w2", (n_layers, dim, hidden)), ("w3", (n_layers, hidden, dim)),
-                ("rms_final", (dim,)), ("freq_cis", (2, seq_len, hs // 2))]
-    if not shared:
-        sections.append(("wcls", (vocab, dim)))
-    need = 7 + sum(math.prod(shape) for _, shape in sections)
-    if len(raw) != need:
-        raise ModelError(f"{path}: {len(raw) * 4} bytes, header implies {need * 4}")
-    parts, pos = {}, 7
+    cfg, shared = llama2c_config(struct.unpack_from("<7i", buf), path)
+    sections = llama2c_sections(cfg, shared)
+    need = 28 + 4 * sum(math.prod(shape) for _, shape in sections)
+    if len(buf) != need:
+        raise ModelError(f"{path}: {len(buf)} bytes, llama2.c header implies {need}")
+    parts, pos = {}, 28
     for name, shape in sections:
-        n = math.prod(shape)
-        parts[name] = raw[pos:pos + n].reshape(shape)
-        pos += n
-    weights = llama2c_to_hf(parts, n_layers, shared)
+        parts[name] = np.frombuffer(buf, "<f4", math.prod(shape), pos).reshape(shape)
+        pos += 4 * math.prod(shape)
+    weights = llama2c_to_hf(parts, cfg.n_layers, shared)
     unpermute_all_qk(cfg, weights)
     return cfg, weights
 
@@ -275,13 +285,16 @@ def parse_gguf(buf, path):
         dims = tuple(r.unpack("<Q") for _ in range(r.unpack("<I")))
         infos.append((name, dims, r.unpack("<I"), r.unpack("<Q")))
     align = metadata.get("general.alignment", (4, 32))[1]
+    if not isinstance(align, int) or align <= 0:
+        raise ModelError(f"{path}: bad general.alignment {align}")
     data_start = (r.pos + align - 1) // align * align
     tensors = {n: GgufTensorInfo(n, d, t, data_start + o) for n, d, t, o in infos}
     return GgufFile(version, metadata, tensors)
 
 
 def gguf_value(gguf, key, default=None):
-    """Plain python value of metadata `key` (arrays as lists); `default` if absent (None: required)."""
+    """Plain python value of metadata `key` (arrays as lists).
+    Returns `default` if absent; raises ModelError if absent and default is None."""
     if key not in gguf.metadata:
         if default is None:
             raise ModelError(f"GGUF metadata key {key} missing")
@@ -567,7 +580,7 @@ def check_tokens(cfg, tokens):
 def forward(cfg, weights, tokens):
     """Full causal forward. tokens: list of n ints -> float32 numpy logits [n, vocab]."""
     check_tokens(cfg, tokens)
-    w = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in weights.items()}
+    w = {k: torch.tensor(v) for k, v in weights.items()}
     x = w["model.embed_tokens.weight"][torch.tensor(tokens)]
     cos, sin = rope_tables(len(tokens), cfg.head_dim, cfg.rope_theta)
     for i in range(cfg.n_layers):

@@ -1,0 +1,46 @@
+// Single-sequence text generation: one batched prefill of the prompt, then one decode step per
+// token, sampling each next token, with timing stats (TTFT, prefill and decode tokens/s).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "peregrine/core/status.h"
+#include "peregrine/core/thread_pool.h"
+#include "peregrine/model/llama_model.h"
+#include "peregrine/sampling/sampler.h"
+
+namespace peregrine {
+
+enum class StopReason { kMaxTokens, kEndOfSequence, kContextFull };
+/// "max_tokens", "eos", "context_full".
+const char* stop_reason_name(StopReason r);
+
+struct GenerateOptions {
+  std::int32_t max_new_tokens = 128;  // -n
+  std::int64_t ctx_len = 0;           // 0 = the model's max_seq_len
+  std::int32_t eos_id = -1;           // stop token (-1: none)
+  SamplingParams sampling;
+};
+
+struct GenerationStats {
+  std::int64_t prompt_tokens = 0;
+  std::int64_t generated_tokens = 0;
+  double ttft_ms = 0;      // start of prefill → first token sampled (ms)
+  double prefill_tps = 0;  // prompt tokens / prefill time (tokens/s)
+  double decode_tps = 0;   // tokens after the first / their decode time (tokens/s)
+  StopReason stop = StopReason::kMaxTokens;
+};
+
+/// Generates up to options.max_new_tokens tokens after `prompt` (token ids, usually starting
+/// with BOS), calling `on_token(id)` for each as soon as it is sampled (the EOS token is not
+/// reported). Stops at max_new_tokens, at eos_id, or when the context is full.
+/// Errors: kInvalidArgument (empty prompt, max_new_tokens < 0, bad sampling params),
+/// kOutOfRange (prompt longer than the context, token ids outside the vocabulary).
+Expected<GenerationStats> generate(const LlamaModel& model, std::span<const std::int32_t> prompt,
+                                   const GenerateOptions& options, ThreadPool& pool,
+                                   const std::function<void(std::int32_t)>& on_token);
+
+}  // namespace peregrine

@@ -1,0 +1,59 @@
+// The Llama-family decoder (Touvron et al. 2023): token embedding, n_layers × [RMSNorm →
+// attention with RoPE and GQA → residual, RMSNorm → SwiGLU FFN → residual], final RMSNorm,
+// LM head (tied to the embedding or separate). One forward over a ragged Batch.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "peregrine/core/status.h"
+#include "peregrine/core/thread_pool.h"
+#include "peregrine/formats/model_file.h"
+#include "peregrine/kv/kv_cache.h"
+#include "peregrine/model/batch.h"
+
+namespace peregrine {
+
+class LlamaModel {
+ public:
+  /// Takes ownership of a validated ModelFile. Weights stay in their stored dtype in the
+  /// mapping (matmul decodes rows on the fly); norm weights are converted to f32.
+  /// Errors: those of validate_llama_tensors.
+  static Expected<LlamaModel> create(ModelFile file);
+
+  const ModelConfig& config() const { return file_.config; }
+  const ModelFile& file() const { return file_; }
+
+  /// Runs the decoder over `batch`, appending each row's K/V to `cache` at its position, and
+  /// writes logits [batch.n_logits(), vocab_size] f32 (rows in batch order) into `logits`
+  /// (resized). Errors (nothing is written to the cache on error): kInvalidArgument (empty
+  /// batch, mismatched array lengths, seq id outside the cache, positions of a sequence not
+  /// consecutive or starting past cache.length(seq)), kOutOfRange (token id outside the
+  /// vocabulary, position >= cache.ctx_len()).
+  Status forward(const Batch& batch, KvCache& cache, std::vector<float>& logits,
+                 ThreadPool& pool) const;
+
+ private:
+  struct Layer {
+    std::vector<float> attn_norm, ffn_norm;
+    const TensorView *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
+  };
+  struct Scratch;
+
+  explicit LlamaModel(ModelFile file) : file_(std::move(file)) {}
+  Status validate(const Batch& batch, const KvCache& cache) const;
+  void embed(const Batch& batch, std::span<float> x) const;
+  void attention_block(const Layer& layer, std::int64_t l, const Batch& batch, KvCache& cache,
+                       Scratch& s, ThreadPool& pool) const;
+  void ffn_block(const Layer& layer, Scratch& s, ThreadPool& pool) const;
+  void lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits, ThreadPool& pool) const;
+
+  ModelFile file_;
+  std::vector<Layer> layers_;
+  std::vector<float> output_norm_;
+  const TensorView* token_embd_ = nullptr;
+  const TensorView* output_ = nullptr;  // token_embd_ when tied
+};
+
+}  // namespace peregrine

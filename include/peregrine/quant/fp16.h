@@ -1,0 +1,21 @@
+// IEEE half (F16) and bfloat16 (BF16) scalar conversions.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+namespace peregrine {
+
+/// IEEE 754 binary16 → float (exact; handles subnormals, inf, NaN).
+float f16_to_f32(std::uint16_t h);
+/// float → binary16, round-to-nearest-even (overflow → inf).
+std::uint16_t f32_to_f16(float f);
+
+/// bfloat16 → float (exact: the high 16 bits of a float).
+inline float bf16_to_f32(std::uint16_t h) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
+}
+/// float → bfloat16, round-to-nearest-even (NaN stays NaN).
+std::uint16_t f32_to_bf16(float f);
+
+}  // namespace peregrine

@@ -1,0 +1,120 @@
+// peregrine generate: prompt → streamed continuation, with a stats line on stderr.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "common.h"
+#include "peregrine/engine/generator.h"
+#include "verbs.h"
+
+namespace peregrine::cli {
+namespace {
+
+struct GenerateArgs {
+  ModelOptions model;
+  std::string prompt = "Once upon a time";
+  std::string prompt_file;
+  std::int32_t n_predict = 256;
+  std::int32_t threads = 2;
+  std::int64_t ctx = 0;
+  bool no_echo = false;
+  std::string stats_json;
+  SamplingParams sampling;
+};
+
+void print_stats(const GenerationStats& s) {
+  std::fprintf(stderr,
+               "\nstats: prompt_tokens=%lld generated_tokens=%lld ttft_ms=%.2f "
+               "prefill_tps=%.1f decode_tps=%.1f stop=%s\n",
+               static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.generated_tokens),
+               s.ttft_ms, s.prefill_tps, s.decode_tps, stop_reason_name(s.stop));
+}
+
+Status write_stats_json(const std::string& path, const GenerationStats& s) {
+  nlohmann::json j = {{"prompt_tokens", s.prompt_tokens}, {"generated_tokens", s.generated_tokens},
+                      {"ttft_ms", s.ttft_ms},             {"prefill_tps", s.prefill_tps},
+                      {"decode_tps", s.decode_tps},       {"stop", stop_reason_name(s.stop)}};
+  std::ofstream out(path);
+  if (!out) return io_error("cannot write stats to " + path);
+  out << j.dump(2) << "\n";
+  return out ? Status::ok() : io_error("cannot write stats to " + path);
+}
+
+Status validate(const GenerateArgs& a) {
+  if (a.threads < 1) return invalid_argument("-t/--threads must be >= 1 (got " + std::to_string(a.threads) + ")");
+  if (a.n_predict < 0) return invalid_argument("-n must be >= 0 (got " + std::to_string(a.n_predict) + ")");
+  if (a.ctx < 0) return invalid_argument("--ctx must be >= 0");
+  return a.sampling.validate();
+}
+
+int run(const GenerateArgs& args) {
+  if (Status st = validate(args); !st) return report(st);
+  std::string prompt = args.prompt;
+  if (!args.prompt_file.empty()) {
+    auto text = read_text_file(args.prompt_file);
+    if (!text) return report(text.status());
+    prompt = std::move(*text);
+  }
+  auto file = open_model(args.model);
+  if (!file) return report(file.status());
+  auto tokenizer = load_tokenizer(*file, args.model.tokenizer);
+  if (!tokenizer) return report(tokenizer.status());
+  auto model = LlamaModel::create(std::move(*file));
+  if (!model) return report(model.status());
+  const Tokenizer& tok = **tokenizer;
+  const std::vector<std::int32_t> ids = tok.encode(prompt, true);
+  GenerateOptions opt;
+  opt.max_new_tokens = args.n_predict;
+  opt.ctx_len = args.ctx;
+  opt.eos_id = tok.eos_id();
+  opt.sampling = args.sampling;
+  ThreadPool pool(args.threads);
+  bool echoed = false;
+  std::int32_t prev = ids.back();
+  auto on_token = [&](std::int32_t id) {
+    if (!echoed && !args.no_echo) std::fputs(prompt.c_str(), stdout);
+    echoed = true;
+    const std::string piece = tok.decode_token(prev, id);
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    prev = id;
+  };
+  auto stats = generate(*model, ids, opt, pool, on_token);
+  if (!stats) return report(stats.status());
+  if (!echoed && !args.no_echo) std::fputs(prompt.c_str(), stdout);
+  std::fputs("\n", stdout);
+  std::fflush(stdout);
+  print_stats(*stats);
+  if (!args.stats_json.empty()) {
+    if (Status st = write_stats_json(args.stats_json, *stats); !st) return report(st);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Verb add_generate(CLI::App& app) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt");
+  add_model_options(*cmd, args->model);
+  auto* p = cmd->add_option("-p,--prompt", args->prompt, "Prompt text")->capture_default_str();
+  auto* f = cmd->add_option("-f,--file", args->prompt_file, "Read the prompt from a file");
+  p->excludes(f);
+  cmd->add_option("-n,--n-predict", args->n_predict, "Number of tokens to generate")->capture_default_str();
+  cmd->add_option("--temp", args->sampling.temperature, "Temperature (0 = greedy)")->capture_default_str();
+  cmd->add_option("--top-k", args->sampling.top_k, "Top-k (0 = off)")->capture_default_str();
+  cmd->add_option("--top-p", args->sampling.top_p, "Top-p / nucleus (1 = off)")->capture_default_str();
+  cmd->add_option("--min-p", args->sampling.min_p, "Min-p (0 = off)")->capture_default_str();
+  cmd->add_option("--repeat-penalty", args->sampling.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
+  cmd->add_option("--repeat-last-n", args->sampling.repeat_last_n, "Tokens the penalty looks back over")->capture_default_str();
+  cmd->add_option("--seed", args->sampling.seed, "RNG seed")->capture_default_str();
+  cmd->add_option("-t,--threads", args->threads, "Threads")->capture_default_str();
+  cmd->add_option("-c,--ctx", args->ctx, "Context length in tokens (0 = the model's)")->capture_default_str();
+  cmd->add_flag("--no-echo", args->no_echo, "Print only the continuation, not the prompt");
+  cmd->add_option("--stats-json", args->stats_json, "Also write the stats as JSON to this path");
+  return {cmd, [args] { return run(*args); }};
+}
+
+}  // namespace peregrine::cli

@@ -1,0 +1,60 @@
+// peregrine inspect: architecture, hyper-parameters, tokenizer and tensor table of a model.
+#include <cstdio>
+#include <memory>
+
+#include "common.h"
+#include "verbs.h"
+
+namespace peregrine::cli {
+namespace {
+
+void print_config(const ModelFile& m) {
+  const ModelConfig& c = m.config;
+  std::printf("model:        %s\nformat:       %s\narchitecture: %s\n", m.path.c_str(),
+              model_format_name(m.format), c.arch.c_str());
+  std::printf("dim %lld, layers %lld, heads %lld, kv_heads %lld (%s), head_dim %lld, ffn %lld\n",
+              static_cast<long long>(c.dim), static_cast<long long>(c.n_layers),
+              static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv_heads),
+              c.n_kv_heads == c.n_heads ? "MHA" : (c.n_kv_heads == 1 ? "MQA" : "GQA"),
+              static_cast<long long>(c.head_dim), static_cast<long long>(c.ffn_dim));
+  std::printf("vocab %lld, context %lld, rope theta %g (%s pairs), rms eps %g, lm head %s\n",
+              static_cast<long long>(c.vocab_size), static_cast<long long>(c.max_seq_len),
+              static_cast<double>(c.rope_theta),
+              c.rope_style == RopeStyle::kInterleaved ? "interleaved" : "neox/half",
+              static_cast<double>(c.rms_eps), c.tied_embeddings ? "tied" : "untied");
+}
+
+void print_tensors(const ModelFile& m) {
+  std::printf("\n%-36s %-6s %-16s %12s\n", "tensor", "dtype", "shape", "bytes");
+  for (const auto& [name, t] : m.tensors) {
+    std::printf("%-36s %-6s %-16s %12zu\n", name.c_str(), std::string(dtype_name(t.dtype)).c_str(),
+                t.shape_string().c_str(), t.nbytes);
+  }
+  std::printf("%zu tensors, %zu bytes\n", m.tensors.size(), m.weight_bytes());
+}
+
+int run(const ModelOptions& args) {
+  auto file = open_model(args);
+  if (!file) return report(file.status());
+  print_config(*file);
+  auto tok = load_tokenizer(*file, args.tokenizer);
+  if (tok) {
+    std::printf("tokenizer: %s, %d tokens, bos %d, eos %d\n", (*tok)->kind().c_str(),
+                (*tok)->vocab_size(), (*tok)->bos_id(), (*tok)->eos_id());
+  } else {
+    std::printf("tokenizer: none (%s)\n", tok.status().message().c_str());
+  }
+  print_tensors(*file);
+  return 0;
+}
+
+}  // namespace
+
+Verb add_inspect(CLI::App& app) {
+  auto args = std::make_shared<ModelOptions>();
+  CLI::App* cmd = app.add_subcommand("inspect", "Show a model's config, tokenizer and tensors");
+  add_model_options(*cmd, *args);
+  return {cmd, [args] { return run(*args); }};
+}
+
+}  // namespace peregrine::cli

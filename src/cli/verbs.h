@@ -1,0 +1,18 @@
+// The `peregrine` verbs. Each add_* registers a CLI11 subcommand and returns how to run it.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace peregrine::cli {
+
+struct Verb {
+  CLI::App* command = nullptr;
+  std::function<int()> run;  // returns the process exit code
+};
+
+Verb add_generate(CLI::App& app);  // generate.cpp
+Verb add_tokenize(CLI::App& app);  // tokenize.cpp
+Verb add_inspect(CLI::App& app);   // inspect.cpp
+
+}  // namespace peregrine::cli

@@ -1,0 +1,89 @@
+#include "peregrine/engine/generator.h"
+
+#include <chrono>
+#include <vector>
+
+#include "peregrine/kv/kv_cache.h"
+
+namespace peregrine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+Status check_request(const LlamaModel& model, std::span<const std::int32_t> prompt,
+                     const GenerateOptions& o, std::int64_t ctx) {
+  PEREGRINE_RETURN_IF_ERROR(o.sampling.validate());
+  if (prompt.empty()) return invalid_argument("the prompt is empty");
+  if (o.max_new_tokens < 0) return invalid_argument("the number of tokens to generate must be >= 0");
+  if (ctx <= 0 || ctx > model.config().max_seq_len) {
+    return invalid_argument("context length must be in [1, " + std::to_string(model.config().max_seq_len) + "]");
+  }
+  if (static_cast<std::int64_t>(prompt.size()) > ctx) {
+    return out_of_range("the prompt is " + std::to_string(prompt.size()) +
+                        " tokens, longer than the context of " + std::to_string(ctx) + " tokens");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::kMaxTokens: return "max_tokens";
+    case StopReason::kEndOfSequence: return "eos";
+    case StopReason::kContextFull: return "context_full";
+  }
+  return "?";
+}
+
+Expected<GenerationStats> generate(const LlamaModel& model, std::span<const std::int32_t> prompt,
+                                   const GenerateOptions& options, ThreadPool& pool,
+                                   const std::function<void(std::int32_t)>& on_token) {
+  const std::int64_t ctx = options.ctx_len > 0 ? options.ctx_len : model.config().max_seq_len;
+  PEREGRINE_RETURN_IF_ERROR(check_request(model, prompt, options, ctx));
+  GenerationStats stats;
+  stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
+  if (options.max_new_tokens == 0) return stats;
+
+  KvCache cache(model.config(), 1, ctx);
+  Sampler sampler(options.sampling);
+  std::vector<std::int32_t> history(prompt.begin(), prompt.end());
+  std::vector<float> logits;
+  Batch batch;
+  for (std::size_t i = 0; i < prompt.size(); ++i) {
+    batch.add(prompt[i], static_cast<std::int32_t>(i), 0, i + 1 == prompt.size());
+  }
+  const auto t0 = Clock::now();
+  PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool));
+  const double prefill_ms = ms_since(t0);
+  stats.prefill_tps = static_cast<double>(prompt.size()) / (prefill_ms / 1000.0);
+  Clock::time_point decode_start;
+  for (;;) {
+    const std::int32_t next = sampler.sample(logits, history);
+    if (stats.generated_tokens == 0) {
+      stats.ttft_ms = ms_since(t0);
+      decode_start = Clock::now();
+    }
+    if (next == options.eos_id) { stats.stop = StopReason::kEndOfSequence; break; }
+    ++stats.generated_tokens;
+    history.push_back(next);
+    on_token(next);
+    if (stats.generated_tokens >= options.max_new_tokens) { stats.stop = StopReason::kMaxTokens; break; }
+    const auto pos = static_cast<std::int32_t>(history.size() - 1);
+    if (pos >= ctx) { stats.stop = StopReason::kContextFull; break; }
+    batch.clear();
+    batch.add(next, pos, 0, true);
+    PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool));
+  }
+  const double decode_ms = ms_since(decode_start);
+  if (stats.generated_tokens > 1 && decode_ms > 0) {
+    stats.decode_tps = static_cast<double>(stats.generated_tokens - 1) / (decode_ms / 1000.0);
+  }
+  return stats;
+}
+
+}  // namespace peregrine

@@ -1,0 +1,166 @@
+#include "peregrine/model/llama_model.h"
+
+#include <map>
+
+#include "peregrine/kernels/cpu/attention.h"
+#include "peregrine/kernels/cpu/elementwise.h"
+#include "peregrine/kernels/cpu/matmul.h"
+#include "peregrine/quant/dequantize.h"
+
+namespace peregrine {
+namespace {
+
+std::vector<float> to_f32(const TensorView& t) {
+  std::vector<float> out(static_cast<std::size_t>(t.numel()));
+  dequantize(t.dtype, t.data, out);
+  return out;
+}
+
+const TensorView& get(const ModelFile& f, std::int64_t layer, const char* name) {
+  return *f.find("blk." + std::to_string(layer) + "." + name + ".weight");
+}
+
+}  // namespace
+
+/// Activations of one forward, [n_rows, width] row-major f32 each.
+struct LlamaModel::Scratch {
+  Scratch(const ModelConfig& c, std::int64_t n)
+      : n(n),
+        x(static_cast<std::size_t>(n * c.dim)),
+        xb(x.size()),
+        q(static_cast<std::size_t>(n * c.n_heads * c.head_dim)),
+        k(static_cast<std::size_t>(n * c.n_kv_heads * c.head_dim)),
+        v(k.size()),
+        attn(q.size()),
+        gate(static_cast<std::size_t>(n * c.ffn_dim)),
+        up(gate.size()) {}
+  std::int64_t n;
+  std::vector<float> x, xb, q, k, v, attn, gate, up;
+};
+
+Expected<LlamaModel> LlamaModel::create(ModelFile file) {
+  PEREGRINE_RETURN_IF_ERROR(validate_llama_tensors(file));
+  LlamaModel m(std::move(file));
+  const ModelFile& f = m.file_;
+  for (std::int64_t l = 0; l < f.config.n_layers; ++l) {
+    m.layers_.push_back(Layer{to_f32(get(f, l, "attn_norm")), to_f32(get(f, l, "ffn_norm")),
+                              &get(f, l, "attn_q"), &get(f, l, "attn_k"), &get(f, l, "attn_v"),
+                              &get(f, l, "attn_output"), &get(f, l, "ffn_gate"),
+                              &get(f, l, "ffn_up"), &get(f, l, "ffn_down")});
+  }
+  m.output_norm_ = to_f32(*f.find("output_norm.weight"));
+  m.token_embd_ = f.find("token_embd.weight");
+  m.output_ = f.config.tied_embeddings ? m.token_embd_ : f.find("output.weight");
+  return m;
+}
+
+Status LlamaModel::validate(const Batch& batch, const KvCache& cache) const {
+  const std::size_t n = batch.tokens.size();
+  if (n == 0) return invalid_argument("forward: empty batch");
+  if (batch.positions.size() != n || batch.seq_ids.size() != n || batch.need_logits.size() != n) {
+    return invalid_argument("forward: batch arrays have different lengths");
+  }
+  std::map<std::int32_t, std::int64_t> next_pos;  // per sequence: expected next position
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int32_t tok = batch.tokens[i], pos = batch.positions[i], seq = batch.seq_ids[i];
+    if (tok < 0 || tok >= config().vocab_size) {
+      return out_of_range("token id " + std::to_string(tok) + " is outside the vocabulary (size " +
+                          std::to_string(config().vocab_size) + ")");
+    }
+    if (seq < 0 || seq >= cache.n_seqs()) return invalid_argument("forward: sequence id " + std::to_string(seq) + " outside the KV cache");
+    if (pos < 0 || pos >= cache.ctx_len()) {
+      return out_of_range("position " + std::to_string(pos) + " is outside the context (" +
+                          std::to_string(cache.ctx_len()) + " tokens)");
+    }
+    auto [it, first] = next_pos.emplace(seq, pos);
+    if ((first && pos > cache.length(seq)) || (!first && pos != it->second)) {
+      return invalid_argument("forward: positions of sequence " + std::to_string(seq) + " are not consecutive");
+    }
+    it->second = pos + 1;
+  }
+  return Status::ok();
+}
+
+void LlamaModel::embed(const Batch& batch, std::span<float> x) const {
+  const std::int64_t dim = config().dim;
+  const std::size_t row_bytes = token_embd_->nbytes / static_cast<std::size_t>(config().vocab_size);
+  for (std::int64_t i = 0; i < batch.size(); ++i) {
+    const auto* row = static_cast<const std::uint8_t*>(token_embd_->data) + batch.tokens[i] * row_bytes;
+    dequantize(token_embd_->dtype, row, x.subspan(static_cast<std::size_t>(i * dim), static_cast<std::size_t>(dim)));
+  }
+}
+
+void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch& batch,
+                                 KvCache& cache, Scratch& s, ThreadPool& pool) const {
+  const ModelConfig& c = config();
+  const std::int64_t n = s.n, dim = c.dim, hd = c.head_dim;
+  const std::int64_t q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd;
+  for (std::int64_t i = 0; i < n; ++i) {
+    rmsnorm(&s.x[i * dim], layer.attn_norm.data(), &s.xb[i * dim], dim, c.rms_eps);
+  }
+  matmul(*layer.wq, s.xb, n, s.q, pool);
+  matmul(*layer.wk, s.xb, n, s.k, pool);
+  matmul(*layer.wv, s.xb, n, s.v, pool);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int32_t pos = batch.positions[i], seq = batch.seq_ids[i];
+    rope(&s.q[i * q_dim], c.n_heads, hd, pos, c.rope_theta, c.rope_style);
+    rope(&s.k[i * kv_dim], c.n_kv_heads, hd, pos, c.rope_theta, c.rope_style);
+    std::copy_n(&s.k[i * kv_dim], kv_dim, cache.k(seq, l) + pos * kv_dim);
+    std::copy_n(&s.v[i * kv_dim], kv_dim, cache.v(seq, l) + pos * kv_dim);
+  }
+  const AttentionShape shape{c.n_heads, c.n_kv_heads, hd, kv_dim};
+  pool.parallel_for(n, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int32_t seq = batch.seq_ids[i];
+      attention_row(&s.q[i * q_dim], cache.k(seq, l), cache.v(seq, l), batch.positions[i] + 1,
+                    shape, &s.attn[i * q_dim]);
+    }
+  });
+  matmul(*layer.wo, s.attn, n, s.xb, pool);
+  for (std::size_t j = 0; j < s.x.size(); ++j) s.x[j] += s.xb[j];
+}
+
+void LlamaModel::ffn_block(const Layer& layer, Scratch& s, ThreadPool& pool) const {
+  const ModelConfig& c = config();
+  const std::int64_t dim = c.dim;
+  for (std::int64_t i = 0; i < s.n; ++i) {
+    rmsnorm(&s.x[i * dim], layer.ffn_norm.data(), &s.xb[i * dim], dim, c.rms_eps);
+  }
+  matmul(*layer.w_gate, s.xb, s.n, s.gate, pool);
+  matmul(*layer.w_up, s.xb, s.n, s.up, pool);
+  swiglu(s.gate.data(), s.up.data(), static_cast<std::int64_t>(s.gate.size()));
+  matmul(*layer.w_down, s.gate, s.n, s.xb, pool);
+  for (std::size_t j = 0; j < s.x.size(); ++j) s.x[j] += s.xb[j];
+}
+
+void LlamaModel::lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits,
+                         ThreadPool& pool) const {
+  const std::int64_t dim = config().dim, n_out = batch.n_logits();
+  std::vector<float> normed(static_cast<std::size_t>(n_out * dim));
+  std::int64_t r = 0;
+  for (std::int64_t i = 0; i < s.n; ++i) {
+    if (!batch.need_logits[i]) continue;
+    rmsnorm(&s.x[i * dim], output_norm_.data(), &normed[r++ * dim], dim, config().rms_eps);
+  }
+  logits.resize(static_cast<std::size_t>(n_out * config().vocab_size));
+  matmul(*output_, normed, n_out, logits, pool);
+}
+
+Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float>& logits,
+                           ThreadPool& pool) const {
+  PEREGRINE_RETURN_IF_ERROR(validate(batch, cache));
+  Scratch s(config(), batch.size());
+  embed(batch, s.x);
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    attention_block(layers_[l], static_cast<std::int64_t>(l), batch, cache, s, pool);
+    ffn_block(layers_[l], s, pool);
+  }
+  for (std::int64_t i = 0; i < batch.size(); ++i) {
+    const std::int32_t seq = batch.seq_ids[i];
+    cache.set_length(seq, batch.positions[i] + 1);  // rows of a sequence are in position order
+  }
+  lm_head(batch, s, logits, pool);
+  return Status::ok();
+}
+
+}  // namespace peregrine

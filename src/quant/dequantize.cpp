@@ -1,0 +1,54 @@
+#include "peregrine/quant/dequantize.h"
+
+#include <cstring>
+
+#include "peregrine/quant/fp16.h"
+
+namespace peregrine {
+namespace {
+
+std::uint16_t load_u16(const std::uint8_t* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+void dequantize_q8_0(const std::uint8_t* src, std::span<float> out) {
+  for (std::size_t b = 0; b < out.size() / 32; ++b, src += 34) {
+    const float d = f16_to_f32(load_u16(src));
+    const auto* q = reinterpret_cast<const std::int8_t*>(src + 2);
+    for (int j = 0; j < 32; ++j) out[b * 32 + j] = d * static_cast<float>(q[j]);
+  }
+}
+
+void dequantize_q4_0(const std::uint8_t* src, std::span<float> out) {
+  for (std::size_t b = 0; b < out.size() / 32; ++b, src += 18) {
+    const float d = f16_to_f32(load_u16(src));
+    const std::uint8_t* qs = src + 2;
+    for (int j = 0; j < 16; ++j) {
+      out[b * 32 + j] = d * static_cast<float>((qs[j] & 0x0f) - 8);
+      out[b * 32 + j + 16] = d * static_cast<float>((qs[j] >> 4) - 8);
+    }
+  }
+}
+
+}  // namespace
+
+void dequantize(DType t, const void* src, std::span<float> out) {
+  const auto* p = static_cast<const std::uint8_t*>(src);
+  switch (t) {
+    case DType::kF32:
+      std::memcpy(out.data(), p, out.size() * sizeof(float));
+      return;
+    case DType::kF16:
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = f16_to_f32(load_u16(p + 2 * i));
+      return;
+    case DType::kBF16:
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(load_u16(p + 2 * i));
+      return;
+    case DType::kQ8_0: dequantize_q8_0(p, out); return;
+    case DType::kQ4_0: dequantize_q4_0(p, out); return;
+  }
+}
+
+}  // namespace peregrine

@@ -1,0 +1,88 @@
+#include "peregrine/sampling/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+namespace peregrine {
+
+Status SamplingParams::validate() const {
+  if (!std::isfinite(temperature) || temperature < 0.0f) {
+    return invalid_argument("temperature must be >= 0 (got " + std::to_string(temperature) + ")");
+  }
+  if (top_k < 0) return invalid_argument("top-k must be >= 0 (got " + std::to_string(top_k) + ")");
+  if (!(top_p > 0.0f && top_p <= 1.0f)) {
+    return invalid_argument("top-p must be in (0, 1] (got " + std::to_string(top_p) + ")");
+  }
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) {
+    return invalid_argument("min-p must be in [0, 1] (got " + std::to_string(min_p) + ")");
+  }
+  if (!(repeat_penalty > 0.0f) || !std::isfinite(repeat_penalty)) {
+    return invalid_argument("repeat penalty must be > 0 (got " + std::to_string(repeat_penalty) + ")");
+  }
+  if (repeat_last_n < 0) return invalid_argument("repeat-last-n must be >= 0");
+  return Status::ok();
+}
+
+std::int32_t argmax(std::span<const float> logits) {
+  return static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+void Sampler::apply_repeat_penalty(std::span<float> logits,
+                                   std::span<const std::int32_t> history) const {
+  if (params_.repeat_penalty == 1.0f || params_.repeat_last_n == 0) return;
+  const std::size_t n = std::min<std::size_t>(history.size(), static_cast<std::size_t>(params_.repeat_last_n));
+  std::unordered_set<std::int32_t> seen(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
+  for (std::int32_t id : seen) {
+    if (id < 0 || static_cast<std::size_t>(id) >= logits.size()) continue;
+    float& l = logits[static_cast<std::size_t>(id)];
+    l = l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+  }
+}
+
+std::vector<std::pair<std::int32_t, float>> Sampler::distribution(std::span<const float> logits) const {
+  std::vector<std::pair<std::int32_t, float>> cand(logits.size());
+  for (std::size_t i = 0; i < logits.size(); ++i) cand[i] = {static_cast<std::int32_t>(i), logits[i]};
+  auto by_logit = [](const auto& a, const auto& b) { return a.second > b.second || (a.second == b.second && a.first < b.first); };
+  std::size_t k = cand.size();
+  if (params_.temperature == 0.0f) k = 1;
+  else if (params_.top_k > 0) k = std::min<std::size_t>(k, static_cast<std::size_t>(params_.top_k));
+  std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(k), cand.end(), by_logit);
+  cand.resize(k);
+  if (params_.temperature == 0.0f) {
+    cand[0].second = 1.0f;
+    return cand;
+  }
+  const double max_logit = cand[0].second;
+  double sum = 0.0;
+  std::vector<double> p(cand.size());
+  for (std::size_t i = 0; i < cand.size(); ++i) sum += (p[i] = std::exp((cand[i].second - max_logit) / params_.temperature));
+  std::size_t keep = cand.size();
+  double cum = 0.0;
+  for (std::size_t i = 0; i < cand.size(); ++i) {  // top-p: smallest prefix reaching top_p
+    cum += p[i] / sum;
+    if (cum >= params_.top_p) { keep = i + 1; break; }
+  }
+  const double p_floor = params_.min_p * p[0];
+  std::size_t kept = 0;
+  double kept_sum = 0.0;
+  for (std::size_t i = 0; i < keep && (i == 0 || p[i] >= p_floor); ++i, ++kept) kept_sum += p[i];
+  cand.resize(kept);
+  for (std::size_t i = 0; i < kept; ++i) cand[i].second = static_cast<float>(p[i] / kept_sum);
+  return cand;
+}
+
+std::int32_t Sampler::sample(std::span<float> logits, std::span<const std::int32_t> history) {
+  apply_repeat_penalty(logits, history);
+  if (params_.temperature == 0.0f) return argmax(logits);
+  const auto cand = distribution(logits);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  double r = uniform(rng_), cum = 0.0;
+  for (const auto& [id, prob] : cand) {
+    cum += prob;
+    if (r < cum) return id;
+  }
+  return cand.back().first;
+}
+
+}  // namespace peregrine

@@ -1,0 +1,393 @@
+#!/usr/bin/python3
+"""Write small seeded random-weight Llama models in every supported format, plus oracle logits.
+
+    make_test_models.py --out DIR
+
+Writes llama2.c .bin (legacy v0), GGUF (v3 and one v2; F32/F16/BF16/Q8_0/Q4_0) and Hugging Face
+folders (safetensors F32/BF16, and F16 in 2 shards) into DIR, copies tok512.bin beside the .bin
+files, and writes DIR/manifest.json, a list of entries
+    {"name", "format", "model", "tokens", "logits", "vocab"}
+where "model" is relative to DIR (absolute for the shared stories260K files) and "logits" names
+a raw little-endian float32 [len(tokens), vocab] file in DIR computed by reference.forward.
+
+Weights are generated in the Hugging Face layout; the GGUF and llama2.c writers permute Q/K
+rows into interleaved RoPE order exactly as convert_hf_to_gguf.py / llama2.c export.py do.
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import struct
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reference  # noqa: E402
+from reference import GGML_BF16, GGML_F16, GGML_F32, GGML_Q4_0, GGML_Q8_0, QK  # noqa: E402
+
+STORIES = "/work/shared/models/stories260K"
+DIM, N_HEADS, VOCAB, SEQ_LEN = 64, 4, 512, 128
+# "Once upon a time" + stories260K's greedy continuation (llama2.c tok512 ids).
+STORY_TOKENS = [1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426,
+                338, 401, 396, 267, 337, 410, 408, 419]
+# Ids spread over the whole 512 vocab, edges and repeats included.
+RANDOM_TOKENS = [1, 403, 407, 261, 378, 0, 511, 2, 255, 256, 17, 17, 499, 300, 128, 64, 450,
+                 33, 222, 377, 19, 508, 403, 3]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One synthetic model. fmt: llama2c | gguf | hf; dtype: f32 f16 bf16 q8_0 q4_0."""
+    name: str
+    fmt: str
+    dtype: str
+    n_layers: int
+    n_kv_heads: int
+    hidden_dim: int
+    tied: bool
+    rope_theta: float
+    rms_eps: float
+    seed: int
+    gguf_version: int = 3
+    shards: int = 1
+
+
+VARIANTS = [
+    Variant("llama2c-mha-tied", "llama2c", "f32", 2, 4, 172, True, 1e4, 1e-5, 101),
+    Variant("llama2c-gqa-untied", "llama2c", "f32", 3, 2, 160, False, 1e4, 1e-5, 102),
+    Variant("gguf-f32-gqa", "gguf", "f32", 2, 2, 172, False, 1e4, 1e-5, 201),
+    Variant("gguf-f16-gqa", "gguf", "f16", 3, 1, 172, True, 5e5, 1e-6, 202),
+    Variant("gguf-bf16-gqa", "gguf", "bf16", 2, 2, 160, False, 5e5, 1e-5, 203),
+    Variant("gguf-q8_0-gqa", "gguf", "q8_0", 2, 2, 160, False, 1e4, 1e-5, 204),
+    Variant("gguf-q4_0-gqa", "gguf", "q4_0", 2, 2, 172, True, 5e5, 1e-5, 205),
+    Variant("gguf-v2-f16-mha", "gguf", "f16", 2, 4, 172, False, 1e4, 1e-5, 206, gguf_version=2),
+    Variant("hf-f32-gqa", "hf", "f32", 2, 2, 172, False, 1e4, 1e-5, 301),
+    Variant("hf-bf16-gqa", "hf", "bf16", 2, 2, 160, True, 5e5, 1e-6, 302),
+    Variant("hf-f16-sharded", "hf", "f16", 3, 2, 172, False, 1e6, 1e-5, 303, shards=2),
+]
+
+
+def variant_config(v):
+    """reference.LlamaConfig of a Variant (dim 64, 4 heads of 16, vocab 512, context 128)."""
+    return reference.LlamaConfig(DIM, v.hidden_dim, v.n_layers, N_HEADS, v.n_kv_heads,
+                                 DIM // N_HEADS, VOCAB, v.rope_theta, v.rms_eps, SEQ_LEN)
+
+
+def random_weights(cfg, tied, seed):
+    """Seeded float32 HF-layout weights: norms 1 + N(0, 0.1); Linear [out, in] ~ N(0, 1/in) so
+    blocks move the residual stream as much as the embedding (attention changes logits by ~1
+    std; tied models do not just echo the input token); embeddings / lm_head N(0, 0.3) so
+    logits have std ~2.4. Tied models hold lm_head.weight as the same array as the embedding."""
+    rng = np.random.default_rng(seed)
+    w = {}
+    for name, shape in reference.expected_shapes(cfg).items():
+        if name == "lm_head.weight" and tied:
+            continue
+        if len(shape) == 1:
+            std, mean = 0.1, 1.0
+        elif name in ("model.embed_tokens.weight", "lm_head.weight"):
+            std, mean = 0.3, 0.0
+        else:
+            std, mean = 1.0 / math.sqrt(shape[1]), 0.0
+        w[name] = (mean + std * rng.standard_normal(shape)).astype(np.float32)
+    if tied:
+        w["lm_head.weight"] = w["model.embed_tokens.weight"]
+    return w
+
+
+def permute_qk(w, n_head):
+    """convert_hf_to_gguf.py's LlamaModel.permute: half-split -> interleaved RoPE row order.
+    w: float32 [n_head * head_dim, dim] -> same shape."""
+    rows, dim = w.shape
+    return np.ascontiguousarray(
+        w.reshape(n_head, 2, rows // n_head // 2, dim).swapaxes(1, 2).reshape(rows, dim))
+
+
+# --------------------------------------------------------------------------------------------
+# Element encodings
+
+
+def f32_to_bf16_bits(x):
+    """float32 array -> uint16 bfloat16 bits, round-to-nearest-even (finite inputs)."""
+    u = x.astype(np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
+
+
+def quantize_q8_0(x):
+    """float32 [..., k*32] -> Q8_0 bytes.
+    As ggml quantize_row_q8_0_ref: d = amax/127, q = round(x/d), d stored as f16."""
+    x = x.reshape(-1, QK).astype(np.float32)
+    d = np.abs(x).max(axis=1) / 127.0
+    inv = np.divide(1.0, d, out=np.zeros_like(d), where=d != 0)
+    blocks = np.empty(len(x), dtype=reference.Q8_0_BLOCK)
+    blocks["d"] = d.astype(np.float16)
+    blocks["q"] = np.round(x * inv[:, None]).astype(np.int8)
+    return blocks.tobytes()
+
+
+def quantize_q4_0(x):
+    """float32 [..., k*32] -> Q4_0 bytes.
+    As ggml quantize_row_q4_0_ref: d = max/-8 where max is the signed value of largest
+    magnitude, q = min(15, trunc(x/d + 8.5)); byte j = q[j] | q[j+16] << 4; d stored as f16."""
+    x = x.reshape(-1, QK).astype(np.float32)
+    signed_max = np.take_along_axis(x, np.abs(x).argmax(axis=1)[:, None], axis=1)[:, 0]
+    d = signed_max / -8.0
+    inv = np.divide(1.0, d, out=np.zeros_like(d), where=d != 0)
+    q = np.minimum(15, np.trunc(x * inv[:, None] + 8.5)).astype(np.uint8)
+    blocks = np.empty(len(x), dtype=reference.Q4_0_BLOCK)
+    blocks["d"] = d.astype(np.float16)
+    blocks["qs"] = q[:, :QK // 2] | (q[:, QK // 2:] << 4)
+    return blocks.tobytes()
+
+
+GGML_ENCODERS = {
+    GGML_F32: lambda x: x.astype("<f4").tobytes(),
+    GGML_F16: lambda x: x.astype("<f2").tobytes(),
+    GGML_BF16: lambda x: f32_to_bf16_bits(x).tobytes(),
+    GGML_Q8_0: quantize_q8_0,
+    GGML_Q4_0: quantize_q4_0,
+}
+GGML_TYPES = {"f32": GGML_F32, "f16": GGML_F16, "bf16": GGML_BF16, "q8_0": GGML_Q8_0,
+              "q4_0": GGML_Q4_0}
+# llama_ftype values written to general.file_type.
+GGUF_FILE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "bf16": 32}
+
+
+# --------------------------------------------------------------------------------------------
+# llama2.c legacy v0
+
+
+def write_llama2c(path, cfg, w, tied):
+    """Write a llama2.c legacy v0 checkpoint (theta 10000 only); vocab_size < 0 when untied."""
+    assert cfg.rope_theta == 1e4, "llama2.c checkpoints have a fixed RoPE theta of 10000"
+    n_heads = {"self_attn.q_proj": cfg.n_heads, "self_attn.k_proj": cfg.n_kv_heads}
+    sections = [w["model.embed_tokens.weight"]]
+    for name in ("input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                 "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj",
+                 "mlp.down_proj", "mlp.up_proj"):
+        for i in range(cfg.n_layers):
+            t = w[f"model.layers.{i}.{name}.weight"]
+            sections.append(permute_qk(t, n_heads[name]) if name in n_heads else t)
+    hs = cfg.head_dim
+    freqs = 1.0 / (10000.0 ** (np.arange(0, hs, 2, dtype=np.float32) / hs))
+    angles = np.outer(np.arange(cfg.max_seq_len, dtype=np.float32), freqs)
+    sections += [w["model.norm.weight"], np.cos(angles), np.sin(angles)]
+    if not tied:
+        sections.append(w["lm_head.weight"])
+    header = (cfg.dim, cfg.hidden_dim, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads,
+              cfg.vocab_size if tied else -cfg.vocab_size, cfg.max_seq_len)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<7i", *header))
+        for s in sections:
+            f.write(s.astype("<f4").tobytes())
+
+
+# --------------------------------------------------------------------------------------------
+# GGUF
+
+
+def gguf_string(s):
+    """GGUF string: u64 byte length + UTF-8 bytes."""
+    b = s.encode("utf-8")
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf_value_bytes(vtype, value):
+    """Encode one GGUF metadata value; arrays are (element type, list)."""
+    if vtype == reference.GGUF_STRING:
+        return gguf_string(value)
+    if vtype == reference.GGUF_ARRAY:
+        etype, items = value
+        return struct.pack("<IQ", etype, len(items)) + b"".join(
+            gguf_value_bytes(etype, item) for item in items)
+    return struct.pack(reference.GGUF_SCALARS[vtype], value)
+
+
+def gguf_tensor_type(name, shape, dtype):
+    """ggml type for tensor `name` (numpy shape) under file dtype: 1-D norms stay F32, and
+    Q8_0/Q4_0 fall back to F32 for rows whose length is not a multiple of 32."""
+    if len(shape) == 1 or (dtype in ("q8_0", "q4_0") and shape[-1] % QK):
+        return GGML_F32
+    return GGML_TYPES[dtype]
+
+
+def write_gguf(path, version, metadata, tensors, align=32):
+    """Write a GGUF v2/v3 file. metadata: list of (key, gguf type, value);
+    tensors: list of (name, float32 array in numpy shape [ne1, ne0], ggml type)."""
+    out = bytearray(b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(metadata)))
+    for key, vtype, value in metadata:
+        out += gguf_string(key) + struct.pack("<I", vtype) + gguf_value_bytes(vtype, value)
+    blobs, offset = [], 0
+    for name, array, ggml_type in tensors:
+        dims = tuple(reversed(array.shape))
+        out += gguf_string(name) + struct.pack(f"<I{len(dims)}QIQ", len(dims), *dims,
+                                               ggml_type, offset)
+        blob = GGML_ENCODERS[ggml_type](array)
+        blob += b"\0" * (-len(blob) % align)
+        blobs.append(blob)
+        offset += len(blob)
+    out += b"\0" * (-len(out) % align)
+    with open(path, "wb") as f:
+        f.write(bytes(out) + b"".join(blobs))
+
+
+def gguf_metadata(v, cfg, tokenizer_kv):
+    """llama.* / general.* metadata of a variant followed by the copied tokenizer.* entries."""
+    u32, f32, s = 4, 6, reference.GGUF_STRING
+    return [
+        ("general.architecture", s, "llama"), ("general.name", s, v.name),
+        ("general.alignment", u32, 32), ("general.file_type", u32, GGUF_FILE_TYPES[v.dtype]),
+        ("llama.vocab_size", u32, cfg.vocab_size),
+        ("llama.context_length", u32, cfg.max_seq_len),
+        ("llama.embedding_length", u32, cfg.dim), ("llama.block_count", u32, cfg.n_layers),
+        ("llama.feed_forward_length", u32, cfg.hidden_dim),
+        ("llama.attention.head_count", u32, cfg.n_heads),
+        ("llama.attention.head_count_kv", u32, cfg.n_kv_heads),
+        ("llama.rope.dimension_count", u32, cfg.head_dim),
+        ("llama.rope.freq_base", f32, cfg.rope_theta),
+        ("llama.attention.layer_norm_rms_epsilon", f32, cfg.rms_eps),
+    ] + tokenizer_kv
+
+
+def gguf_tensors(v, cfg, w):
+    """(GGUF name, float32 array, ggml type) for every tensor; Q/K permuted, output.weight
+    omitted when tied."""
+    names = {"model.embed_tokens.weight": "token_embd.weight",
+             "model.norm.weight": "output_norm.weight"}
+    if not v.tied:
+        names["lm_head.weight"] = "output.weight"
+    for i in range(cfg.n_layers):
+        for g, hf in reference.GGUF_TO_HF.items():
+            names[f"model.layers.{i}.{hf}.weight"] = f"blk.{i}.{g}.weight"
+    out = []
+    for hf, name in names.items():
+        array = w[hf]
+        if hf.endswith("q_proj.weight"):
+            array = permute_qk(array, cfg.n_heads)
+        elif hf.endswith("k_proj.weight"):
+            array = permute_qk(array, cfg.n_kv_heads)
+        out.append((name, array, gguf_tensor_type(name, array.shape, v.dtype)))
+    return out
+
+
+def stories_tokenizer_kv():
+    """The tokenizer.* metadata of stories260K.gguf as (key, type, value), types preserved."""
+    gguf = reference.read_gguf(os.path.join(STORIES, "stories260K.gguf"))
+    return [(k, t, val) for k, (t, val) in gguf.metadata.items() if k.startswith("tokenizer.")]
+
+
+# --------------------------------------------------------------------------------------------
+# Hugging Face safetensors
+
+
+SAFETENSORS_ENCODERS = {"f32": ("F32", GGML_ENCODERS[GGML_F32]),
+                        "f16": ("F16", GGML_ENCODERS[GGML_F16]),
+                        "bf16": ("BF16", GGML_ENCODERS[GGML_BF16])}
+TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+
+
+def write_safetensors(path, tensors, dtype):
+    """Write {name: float32 array} as one safetensors file, every tensor encoded as `dtype`.
+    Returns the number of data bytes written."""
+    st_dtype, encode = SAFETENSORS_ENCODERS[dtype]
+    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+    for name in sorted(tensors):
+        blob = encode(tensors[name])
+        header[name] = {"dtype": st_dtype, "shape": list(tensors[name].shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+    return offset
+
+
+def hf_config_json(v, cfg):
+    """config.json contents of a LlamaForCausalLM variant."""
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+            "hidden_act": "silu", "hidden_size": cfg.dim, "intermediate_size": cfg.hidden_dim,
+            "num_hidden_layers": cfg.n_layers, "num_attention_heads": cfg.n_heads,
+            "num_key_value_heads": cfg.n_kv_heads, "rms_norm_eps": cfg.rms_eps,
+            "rope_theta": cfg.rope_theta, "vocab_size": cfg.vocab_size,
+            "max_position_embeddings": cfg.max_seq_len, "tie_word_embeddings": v.tied,
+            "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": TORCH_DTYPES[v.dtype]}
+
+
+def write_hf(folder, v, cfg, w):
+    """Write config.json and model.safetensors (or v.shards shards + index.json); tied models
+    store no lm_head.weight, as transformers does."""
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(hf_config_json(v, cfg), f, indent=2)
+    names = [n for n in reference.hf_names(cfg.n_layers) if not (v.tied and n == "lm_head.weight")]
+    if v.shards == 1:
+        write_safetensors(os.path.join(folder, "model.safetensors"),
+                          {n: w[n] for n in names}, v.dtype)
+        return
+    weight_map, total = {}, 0
+    for k, part in enumerate(np.array_split(np.array(names), v.shards)):
+        shard = f"model-{k + 1:05d}-of-{v.shards:05d}.safetensors"
+        total += write_safetensors(os.path.join(folder, shard), {n: w[n] for n in part}, v.dtype)
+        weight_map.update({str(n): shard for n in part})
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+
+
+# --------------------------------------------------------------------------------------------
+# Driver
+
+
+def write_variant(out_dir, v, tokenizer_kv):
+    """Write one variant's model; returns its path relative to out_dir."""
+    cfg = variant_config(v)
+    w = random_weights(cfg, v.tied, v.seed)
+    if v.fmt == "llama2c":
+        rel = v.name + ".bin"
+        write_llama2c(os.path.join(out_dir, rel), cfg, w, v.tied)
+    elif v.fmt == "gguf":
+        rel = v.name + ".gguf"
+        write_gguf(os.path.join(out_dir, rel), v.gguf_version,
+                   gguf_metadata(v, cfg, tokenizer_kv), gguf_tensors(v, cfg, w))
+    else:
+        rel = v.name
+        write_hf(os.path.join(out_dir, rel), v, cfg, w)
+    return rel
+
+
+def manifest_entry(out_dir, name, fmt, model, tokens):
+    """Run the reference on `model` (relative to out_dir, or absolute), write
+    name.logits.f32 ([len(tokens), vocab] float32 LE) and return the manifest entry."""
+    logits = reference.compute_logits(os.path.join(out_dir, model), tokens)
+    logits_file = name + ".logits.f32"
+    logits.astype("<f4").tofile(os.path.join(out_dir, logits_file))
+    return {"name": name, "format": fmt, "model": model, "tokens": tokens,
+            "logits": logits_file, "vocab": int(logits.shape[1])}
+
+
+def main():
+    """Write every variant, the stories260K entries and manifest.json into --out."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="output directory (created if missing)")
+    out_dir = ap.parse_args().out
+    os.makedirs(out_dir, exist_ok=True)
+    shutil.copyfile(os.path.join(STORIES, "tok512.bin"), os.path.join(out_dir, "tok512.bin"))
+    tokenizer_kv = stories_tokenizer_kv()
+    manifest = []
+    for v in VARIANTS:
+        model = write_variant(out_dir, v, tokenizer_kv)
+        manifest.append(manifest_entry(out_dir, v.name, v.fmt, model, RANDOM_TOKENS))
+    for ext, fmt in (("bin", "llama2c"), ("gguf", "gguf")):
+        model = os.path.join(STORIES, "stories260K." + ext)
+        manifest.append(manifest_entry(out_dir, "stories260K-" + ext, fmt, model, STORY_TOKENS))
+    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    print(f"wrote {len(manifest)} models + logits to {out_dir}/manifest.json")
+
+
+if __name__ == "__main__":
+    main()
