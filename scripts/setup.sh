@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs Peregrine's build and test dependencies from Debian 12 packages.
+# Usage: scripts/setup.sh   (as root, or with sudo available)
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libcli11-dev nlohmann-json3-dev libpcre2-dev libsentencepiece-dev
+  libgtest-dev libgmock-dev
+  python3 python3-numpy python3-torch   # tools/reference.py, the test oracle
+  clang                                 # libFuzzer targets (scripts/fuzz.sh)
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all packages already installed"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "setup: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: the Release build's tests, then the unit tests again under
+# AddressSanitizer + UndefinedBehaviorSanitizer. Usage: scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+jobs=$(nproc)
+
+echo "== Release build + tests"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPEREGRINE_WERROR=ON
+cmake --build build
+ctest --test-dir build --output-on-failure -j "$jobs"
+
+echo "== ASan + UBSan build + tests"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPEREGRINE_SANITIZE=ON -DPEREGRINE_WERROR=ON
+cmake --build build-asan
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$jobs"

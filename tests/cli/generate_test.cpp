@@ -1,0 +1,93 @@
+// End-to-end `peregrine generate` on the real stories260K model (the main job).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "run_cli.h"
+#include "test_paths.h"
+
+namespace peregrine::test {
+namespace {
+
+std::string stories(const std::string& file) { return shared_dir() + "/models/stories260K/" + file; }
+
+/// llama2.c's run.c greedy output (-t 0 -n 256) without its final newline.
+std::string expected_greedy() {
+  std::string s = read_file(stories("greedy_once_upon_a_time.txt"));
+  if (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+void expect_greedy_matches_llama2c(const std::vector<std::string>& model_args) {
+  std::vector<std::string> args = {"generate", "-p", "Once upon a time", "-n", "300", "--temp", "0"};
+  args.insert(args.end(), model_args.begin(), model_args.end());
+  const CliResult r = run_cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string want = expected_greedy();
+  ASSERT_GT(want.size(), 500u);
+  EXPECT_EQ(r.out.substr(0, want.size()), want);
+  EXPECT_NE(r.err.find("generated_tokens=300"), std::string::npos) << r.err;
+}
+
+TEST(Generate, GreedyMatchesLlama2cOnBin) { expect_greedy_matches_llama2c({"-m", stories("stories260K.bin")}); }
+TEST(Generate, GreedyMatchesLlama2cOnGguf) { expect_greedy_matches_llama2c({"-m", stories("stories260K.gguf")}); }
+TEST(Generate, BundledDefaultModelNeedsNoFlag) { expect_greedy_matches_llama2c({}); }
+
+TEST(Generate, SameSeedSameTextDifferentSeedDifferentText) {
+  auto run = [](const char* seed) {
+    return run_cli({"generate", "-n", "60", "--temp", "1.0", "--top-k", "0", "--top-p", "1", "--min-p", "0", "--seed", seed});
+  };
+  const CliResult a = run("7"), b = run("7"), c = run("8");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out, c.out);
+}
+
+TEST(Generate, NoEchoPrintsOnlyTheContinuation) {
+  const CliResult r = run_cli({"generate", "-p", "Once upon a time", "-n", "20", "--temp", "0", "--no-echo"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind(", there was a little girl", 0), 0u) << r.out;
+}
+
+TEST(Generate, StatsJsonHasTheDocumentedKeys) {
+  const std::string path = make_temp_dir() + "/stats.json";
+  const CliResult r = run_cli({"generate", "-n", "16", "--temp", "0", "--stats-json", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(read_file(path));
+  EXPECT_EQ(j["prompt_tokens"], 5);
+  EXPECT_EQ(j["generated_tokens"], 16);
+  for (const char* key : {"ttft_ms", "prefill_tps", "decode_tps"}) {
+    ASSERT_TRUE(j.contains(key)) << key;
+    EXPECT_GT(j[key].get<double>(), 0.0) << key;
+  }
+  EXPECT_EQ(j["stop"], "max_tokens");
+  // The stderr stats line is the last line.
+  EXPECT_NE(r.err.find("stats: prompt_tokens=5 generated_tokens=16"), std::string::npos) << r.err;
+}
+
+TEST(Generate, StopsAtTheContextLimitAndSaysSo) {
+  const CliResult r = run_cli({"generate", "-n", "100", "--temp", "0", "-c", "32"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("generated_tokens=28"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("stop=context_full"), std::string::npos) << r.err;
+}
+
+TEST(Tokenize, IdsOfThePrompt) {
+  const CliResult r = run_cli({"tokenize", "--ids", "Once upon a time"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[1, 403, 407, 261, 378]\n");
+  const CliResult nobos = run_cli({"tokenize", "--ids", "--no-bos", "Once upon a time"});
+  EXPECT_EQ(nobos.out, "[403, 407, 261, 378]\n");
+}
+
+TEST(Inspect, ShowsConfigTokenizerAndTensors) {
+  const CliResult r = run_cli({"inspect", "-m", stories("stories260K.gguf")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("kv_heads 4 (GQA)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("512 tokens"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("blk.4.ffn_down.weight"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("48 tensors"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace peregrine::test
