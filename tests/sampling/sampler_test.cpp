@@ -318,6 +318,28 @@ TEST(Sampler, RepeatPenaltyCanChangeTheGreedyChoice) {
   EXPECT_EQ(Sampler(p).sample(logits, std::vector<std::int32_t>{0}), 1);
 }
 
+TEST(Sampler, NeverDrawsAZeroProbabilityToken) {
+  // 244 equal logits and one masked (-inf) token. The kept probabilities are float(1/244),
+  // which sum to 1 - 5.6e-8; seed 3138459 (found by search) makes the first uniform draw land
+  // in that gap. The draw must still be a real token, not the masked one at the end of the
+  // candidate list.
+  constexpr int kLive = 244;
+  std::vector<float> logits(kLive + 1, 0.0f);
+  logits[kLive] = -kInf;
+  SamplingParams p = plain(1.0f, 3138459);
+  // Precondition (keeps the test meaningful): the draw is past the total probability mass.
+  double total = 0.0;
+  for (const auto& [id, prob] : Sampler(p).distribution(logits)) total += prob;
+  std::mt19937_64 rng(p.seed);
+  const double r = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  EXPECT_GE(r, total);
+
+  Sampler s(p);
+  const auto id = s.sample(logits, {});
+  EXPECT_GE(id, 0);
+  EXPECT_LT(id, kLive) << "drew the -inf token";
+}
+
 // ------------------------------------------------------------------ empirical frequencies
 
 TEST(Sampler, EmpiricalFrequenciesMatchSoftmax) {
