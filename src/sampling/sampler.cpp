@@ -78,11 +78,16 @@ std::int32_t Sampler::sample(std::span<float> logits, std::span<const std::int32
   const auto cand = distribution(logits);
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
   double r = uniform(rng_), cum = 0.0;
+  std::int32_t last = cand.front().first;
   for (const auto& [id, prob] : cand) {
+    if (!(prob > 0.0f)) break;  // sorted by decreasing probability: the rest are zero too
     cum += prob;
+    last = id;
     if (r < cum) return id;
   }
-  return cand.back().first;
+  // r landed past the float-rounded total (< 1 by up to ~6e-8): never fall through to a
+  // zero-probability (e.g. -inf, masked) candidate.
+  return last;
 }
 
 }  // namespace peregrine

@@ -1,0 +1,177 @@
+#include "peregrine/kernels/cpu/elementwise.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace peregrine {
+namespace {
+
+std::vector<float> random_vec(std::size_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = normal(rng);
+  return v;
+}
+
+constexpr std::int64_t kLengths[] = {1, 7, 33, 172};
+
+TEST(RmsNorm, MatchesFormula) {
+  std::mt19937 rng(1);
+  for (std::int64_t n : kLengths) {
+    for (float eps : {1e-5f, 1e-6f, 0.5f}) {
+      const auto x = random_vec(static_cast<std::size_t>(n), rng, 3.0f);
+      const auto w = random_vec(static_cast<std::size_t>(n), rng);
+      std::vector<float> out(static_cast<std::size_t>(n));
+      rmsnorm(x.data(), w.data(), out.data(), n, eps);
+      double ms = 0.0;
+      for (float v : x) ms += static_cast<double>(v) * v;
+      ms /= static_cast<double>(n);
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const double expected = x[i] / std::sqrt(ms + eps) * w[i];
+        EXPECT_NEAR(out[i], expected, 1e-6 * std::fabs(expected) + 1e-7) << "n=" << n << " i=" << i;
+      }
+      // In place (out aliases x) gives the same result.
+      auto y = x;
+      rmsnorm(y.data(), w.data(), y.data(), n, eps);
+      EXPECT_EQ(y, out);
+    }
+  }
+}
+
+TEST(RmsNorm, UnitWeightsGiveUnitRms) {
+  std::mt19937 rng(2);
+  const auto x = random_vec(172, rng, 100.0f);
+  const std::vector<float> w(172, 1.0f);
+  std::vector<float> out(172);
+  rmsnorm(x.data(), w.data(), out.data(), 172, 0.0f);
+  double ms = 0.0;
+  for (float v : out) ms += static_cast<double>(v) * v;
+  EXPECT_NEAR(std::sqrt(ms / 172.0), 1.0, 1e-6);
+}
+
+TEST(Rope, PositionZeroIsIdentity) {
+  std::mt19937 rng(3);
+  for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kNeox}) {
+    for (std::int64_t hd : {2, 8, 64}) {
+      const auto x = random_vec(static_cast<std::size_t>(3 * hd), rng);
+      auto y = x;
+      rope(y.data(), 3, hd, 0, 10000.0f, style);
+      EXPECT_EQ(y, x);
+    }
+  }
+}
+
+TEST(Rope, PreservesEachPairNorm) {
+  std::mt19937 rng(4);
+  const std::int64_t n_heads = 3, hd = 64;
+  for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kNeox}) {
+    for (std::int32_t pos : {1, 7, 333, 4095}) {
+      const auto x = random_vec(static_cast<std::size_t>(n_heads * hd), rng);
+      auto y = x;
+      rope(y.data(), n_heads, hd, pos, 10000.0f, style);
+      for (std::int64_t h = 0; h < n_heads; ++h) {
+        for (std::int64_t i = 0; i < hd / 2; ++i) {
+          const std::int64_t a = h * hd + (style == RopeStyle::kInterleaved ? 2 * i : i);
+          const std::int64_t b = h * hd + (style == RopeStyle::kInterleaved ? 2 * i + 1 : i + hd / 2);
+          const double before = std::hypot(x[static_cast<std::size_t>(a)], x[static_cast<std::size_t>(b)]);
+          const double after = std::hypot(y[static_cast<std::size_t>(a)], y[static_cast<std::size_t>(b)]);
+          EXPECT_NEAR(after, before, 1e-6 * before + 1e-7) << "pos=" << pos << " pair " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(Rope, InterleavedAndNeoxAgreeAfterPermutingDims) {
+  // Interleaved pair i = dims (2i, 2i+1); NeoX pair i = dims (i, i + hd/2). Same frequencies.
+  std::mt19937 rng(5);
+  const std::int64_t n_heads = 2;
+  for (std::int64_t hd : {2, 8, 64}) {
+    for (std::int32_t pos : {1, 17, 1000}) {
+      const auto inter = random_vec(static_cast<std::size_t>(n_heads * hd), rng);
+      std::vector<float> neox(inter.size());
+      auto perm = [&](const std::vector<float>& src, std::vector<float>& dst) {
+        for (std::int64_t h = 0; h < n_heads; ++h) {
+          for (std::int64_t i = 0; i < hd / 2; ++i) {
+            dst[static_cast<std::size_t>(h * hd + i)] = src[static_cast<std::size_t>(h * hd + 2 * i)];
+            dst[static_cast<std::size_t>(h * hd + i + hd / 2)] = src[static_cast<std::size_t>(h * hd + 2 * i + 1)];
+          }
+        }
+      };
+      perm(inter, neox);
+      auto a = inter;
+      rope(a.data(), n_heads, hd, pos, 10000.0f, RopeStyle::kInterleaved);
+      rope(neox.data(), n_heads, hd, pos, 10000.0f, RopeStyle::kNeox);
+      std::vector<float> a_perm(a.size());
+      perm(a, a_perm);
+      EXPECT_EQ(a_perm, neox) << "hd=" << hd << " pos=" << pos;
+    }
+  }
+}
+
+TEST(Rope, KnownValuesAtPositionOne) {
+  // hd = 8, theta = 10000: pair i rotates by 10000^(-2i/8) = 1, 0.1, 0.01, 0.001 rad.
+  // Every pair starts at (1, 2) → (cos a - 2 sin a, sin a + 2 cos a).
+  std::vector<float> x = {1, 2, 1, 2, 1, 2, 1, 2};
+  rope(x.data(), 1, 8, 1, 10000.0f, RopeStyle::kInterleaved);
+  EXPECT_NEAR(x[0], -1.1426396637f, 1e-6f);  // cos 1 - 2 sin 1
+  EXPECT_NEAR(x[1], 1.9220755966f, 1e-6f);   // sin 1 + 2 cos 1
+  const double angles[] = {1.0, 0.1, 0.01, 0.001};
+  for (int i = 0; i < 4; ++i) {
+    const double c = std::cos(angles[i]), s = std::sin(angles[i]);
+    EXPECT_NEAR(x[static_cast<std::size_t>(2 * i)], c - 2 * s, 1e-6) << i;
+    EXPECT_NEAR(x[static_cast<std::size_t>(2 * i + 1)], s + 2 * c, 1e-6) << i;
+  }
+  // NeoX: same rotation on pairs (i, i + 4).
+  std::vector<float> y = {1, 1, 1, 1, 2, 2, 2, 2};
+  rope(y.data(), 1, 8, 1, 10000.0f, RopeStyle::kNeox);
+  EXPECT_NEAR(y[1], std::cos(0.1) - 2 * std::sin(0.1), 1e-6);
+  EXPECT_NEAR(y[5], std::sin(0.1) + 2 * std::cos(0.1), 1e-6);
+}
+
+TEST(Rope, RotationsCompose) {
+  // R(p) R(q) = R(p + q): relative-position property of RoPE.
+  std::mt19937 rng(6);
+  const auto x = random_vec(2 * 16, rng);
+  auto a = x, b = x;
+  rope(a.data(), 2, 16, 5, 10000.0f, RopeStyle::kNeox);
+  rope(a.data(), 2, 16, 12, 10000.0f, RopeStyle::kNeox);
+  rope(b.data(), 2, 16, 17, 10000.0f, RopeStyle::kNeox);
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5f) << i;
+}
+
+TEST(Rope, AllHeadsRotateAlike) {
+  std::mt19937 rng(7);
+  const auto head = random_vec(16, rng);
+  std::vector<float> x;
+  for (int h = 0; h < 5; ++h) x.insert(x.end(), head.begin(), head.end());
+  rope(x.data(), 5, 16, 9, 500000.0f, RopeStyle::kInterleaved);
+  for (int h = 1; h < 5; ++h) {
+    EXPECT_TRUE(std::equal(x.begin(), x.begin() + 16, x.begin() + 16 * h)) << h;
+  }
+}
+
+TEST(SwiGlu, MatchesFormula) {
+  std::mt19937 rng(8);
+  for (std::int64_t n : kLengths) {
+    auto gate = random_vec(static_cast<std::size_t>(n), rng, 4.0f);
+    if (n == 172) gate[0] = -100.0f, gate[1] = 100.0f, gate[2] = 0.0f;  // saturation, zero
+    const auto up = random_vec(static_cast<std::size_t>(n), rng);
+    auto out = gate;
+    swiglu(out.data(), up.data(), n);
+    for (std::size_t i = 0; i < gate.size(); ++i) {
+      const double g = gate[i];
+      const double expected = g / (1.0 + std::exp(-g)) * up[i];
+      EXPECT_NEAR(out[i], expected, 1e-6 * std::fabs(expected) + 1e-30) << "n=" << n << " i=" << i;
+      EXPECT_TRUE(std::isfinite(out[i]));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace peregrine
