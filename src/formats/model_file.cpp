@@ -115,9 +115,9 @@ Expected<ModelFile> load_model_file(const std::string& path) {
     }
     return load_hf_model(path);
   }
-  PEREGRINE_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
+  PEREGRINE_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));  // missing/empty/dir errors
   const auto bytes = file->bytes();
-  if (bytes.size() >= 4 && bytes[0] == 'G' && bytes[1] == 'G' && bytes[2] == 'U' && bytes[3] == 'F') {
+  if (bytes.size() >= 4 && std::string_view(reinterpret_cast<const char*>(bytes.data()), 4) == "GGUF") {
     return load_gguf_model(path);
   }
   const std::string ext = std::filesystem::path(path).extension().string();
