@@ -81,9 +81,9 @@ TEST(Llama2cTokenizer, MissingAndEmptyFiles) {
   auto missing = load_llama2c_tokenizer("/nonexistent/tokenizer.bin");
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.status().code(), ErrorCode::kNotFound);
-  const std::string dir = test::make_temp_dir();
-  { std::ofstream(dir + "/empty.bin"); }
-  auto empty = load_llama2c_tokenizer(dir + "/empty.bin");
+  test::TempDir dir;
+  { std::ofstream(dir.path + "/empty.bin"); }
+  auto empty = load_llama2c_tokenizer(dir.path + "/empty.bin");
   ASSERT_FALSE(empty);
   EXPECT_EQ(empty.status().code(), ErrorCode::kCorruptFile);
 }

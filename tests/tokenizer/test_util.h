@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -17,6 +18,18 @@ inline std::string read_file(const std::string& path) {
   ss << in.rdbuf();
   return ss.str();
 }
+
+/// A fresh temporary directory, removed with its contents when the object goes away.
+struct TempDir {
+  std::string path = make_temp_dir();
+  TempDir() = default;
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+};
 
 inline std::string vocab_dir() { return shared_dir() + "/tokenizers/gguf-vocab"; }
 
