@@ -174,6 +174,21 @@ Expected<std::unique_ptr<Tokenizer>> make_byte_level(const json& root, const jso
   return std::unique_ptr<Tokenizer>(std::move(tok));
 }
 
+// The Metaspace pre-tokenizer node, or null.
+const json* metaspace_node(const json& root) {
+  const json* found = nullptr;
+  if (root.contains("pre_tokenizer")) {
+    visit_sequence(root["pre_tokenizer"], "pretokenizers", [&](const json& p) {
+      if (str_or(p, "type", "") == "Metaspace") found = &p;
+    });
+  }
+  return found;
+}
+
+std::string prepend_scheme(const json& metaspace) {
+  return str_or(metaspace, "prepend_scheme", bool_or(metaspace, "add_prefix_space", true) ? "always" : "never");
+}
+
 // Whether a Metaspace pre-tokenizer / Prepend normalizer adds the dummy-prefix "▁".
 bool metaspace_prefix(const json& root) {
   bool prefix = false;
@@ -182,13 +197,7 @@ bool metaspace_prefix(const json& root) {
       prefix = prefix || (str_or(n, "type", "") == "Prepend" && str_or(n, "prepend", "") == kSpace);
     });
   }
-  if (root.contains("pre_tokenizer")) {
-    visit_sequence(root["pre_tokenizer"], "pretokenizers", [&](const json& p) {
-      if (str_or(p, "type", "") != "Metaspace") return;
-      const std::string scheme = str_or(p, "prepend_scheme", bool_or(p, "add_prefix_space", true) ? "always" : "never");
-      prefix = prefix || scheme != "never";
-    });
-  }
+  if (const json* m = metaspace_node(root)) prefix = prefix || prepend_scheme(*m) != "never";
   return prefix;
 }
 
@@ -202,6 +211,10 @@ Expected<std::unique_ptr<Tokenizer>> make_metaspace(const json& root, Vocab voca
   PEREGRINE_RETURN_IF_ERROR(vocab.finalize("tokenizer.json vocabulary"));
   SpmOptions opt;
   opt.add_space_prefix = metaspace_prefix(root);
+  if (const json* m = metaspace_node(root)) {
+    opt.space_prefix_only_at_start = prepend_scheme(*m) == "first";
+    opt.split_words = bool_or(*m, "split", true);
+  }
   opt.add_bos_default = add_bos;
   opt.ranks = MergeRanks(merges, vocab);
   PEREGRINE_ASSIGN_OR_RETURN(auto tok, SpmTokenizer::create(std::move(vocab), std::move(opt)));

@@ -19,14 +19,14 @@ Expected<std::unique_ptr<SpmTokenizer>> SpmTokenizer::create(Vocab vocab, SpmOpt
 std::vector<std::int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos) const {
   std::vector<std::int32_t> out;
   if (add_bos && vocab_.bos_id >= 0) out.push_back(vocab_.bos_id);
-  bool after_token = true;  // the start of the text counts as "after a verbatim token"
+  bool prefix = options_.add_space_prefix;  // the start of the text counts as "after a token"
   for (const auto& f : split_user_defined(text, vocab_)) {
     if (f.token >= 0) {
       out.push_back(f.token);
-      after_token = true;
+      prefix = options_.add_space_prefix && !options_.space_prefix_only_at_start;
     } else {
-      encode_fragment(f.text, options_.add_space_prefix && after_token, out);
-      after_token = false;
+      encode_fragment(f.text, prefix, out);
+      prefix = false;
     }
   }
   return out;
@@ -36,10 +36,24 @@ void SpmTokenizer::encode_fragment(std::string_view text, bool prefix_space,
                                    std::vector<std::int32_t>& out) const {
   std::string norm = prefix_space ? std::string(kSpace) : std::string();
   norm += replace_all(text, " ", kSpace);
-  const PairPriority priority = [this](std::string_view l, std::string_view r) { return pair_priority(l, r); };
-  for (const Span& s : merge_pairs(norm, char_spans(norm), priority)) {
-    emit_symbol(std::string_view(norm).substr(s.begin, s.size), out);
+  if (!options_.split_words) {
+    encode_normalized(norm, out);
+    return;
   }
+  // Words start at each "▁" (HF Metaspace split, behaviour MergedWithNext).
+  const std::string_view all(norm);
+  std::size_t start = 0;
+  while (start < all.size()) {
+    const std::size_t next = all.find(kSpace, start + 1);
+    const std::size_t end = next == std::string_view::npos ? all.size() : next;
+    encode_normalized(all.substr(start, end - start), out);
+    start = end;
+  }
+}
+
+void SpmTokenizer::encode_normalized(std::string_view norm, std::vector<std::int32_t>& out) const {
+  const PairPriority priority = [this](std::string_view l, std::string_view r) { return pair_priority(l, r); };
+  for (const Span& s : merge_pairs(norm, char_spans(norm), priority)) emit_symbol(norm.substr(s.begin, s.size), out);
 }
 
 std::int32_t SpmTokenizer::mergeable_id(std::string_view piece) const {

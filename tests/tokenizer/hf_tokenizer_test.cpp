@@ -139,11 +139,33 @@ json spm_merges(const GgufVocab& v) {
   return merges;
 }
 
-TEST(HfTokenizerJson, LlamaMetaspaceByteFallback) {
-  const GgufVocab v = read_gguf("llama-spm");
+json llama_json(const GgufVocab& v) {
   json j;
   j["model"] = {{"type", "BPE"}, {"byte_fallback", true}, {"unk_token", "<unk>"}, {"merges", spm_merges(v)}};
   put_vocab(v, j);
+  return j;
+}
+
+TEST(HfTokenizerJson, MetaspacePreTokenizer) {
+  const GgufVocab v = read_gguf("llama-spm");
+  json j = llama_json(v);
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "first"}, {"split", false}};
+  test::TempDir dir;
+  auto tok = load_tokenizer_file(write_json(j, dir));
+  ASSERT_TRUE(tok) << tok.status().message();
+  expect_vectors(**tok, "llama-spm");
+  // split=true: merges stay inside "▁"-initial words, so no piece has an inner "▁".
+  j["pre_tokenizer"]["split"] = true;
+  auto split = load_tokenizer_file(write_json(j, dir));
+  ASSERT_TRUE(split) << split.status().message();
+  const std::string text = "a  b   c\n  d";
+  const auto ids = (*split)->encode(text, false);
+  EXPECT_EQ((*split)->decode(ids), text);
+  for (auto id : ids) EXPECT_EQ((*split)->piece(id).find("\xE2\x96\x81", 1), std::string::npos) << (*split)->piece(id);
+}
+
+TEST(HfTokenizerJson, LlamaMetaspaceByteFallback) {
+  json j = llama_json(read_gguf("llama-spm"));
   j["normalizer"] = {{"type", "Sequence"},
                      {"normalizers",
                       {{{"type", "Prepend"}, {"prepend", "\xE2\x96\x81"}},

@@ -33,6 +33,7 @@ class BpeTokenizer final : public Tokenizer {
   static Expected<std::unique_ptr<BpeTokenizer>> create(
       Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options);
 
+  // Tokenizer interface (see tokenizer.h); kind() is "bpe".
   std::vector<std::int32_t> encode(std::string_view text, bool add_bos) const override;
   std::string decode_token(std::int32_t prev, std::int32_t id) const override;
   std::string piece(std::int32_t id) const override;
@@ -42,6 +43,7 @@ class BpeTokenizer final : public Tokenizer {
   std::string kind() const override { return "bpe"; }
   bool add_bos_default() const override { return options_.add_bos_default; }
 
+  /// The vocabulary (byte-level pieces, types, special ids).
   const Vocab& vocab() const { return vocab_; }
 
  private:

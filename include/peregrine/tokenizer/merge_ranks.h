@@ -29,6 +29,7 @@ class MergeRanks {
 
   /// Rank of merging `left` and `right` (ids), or nullopt if no rule merges them.
   std::optional<std::int32_t> rank(std::int32_t left, std::int32_t right) const;
+  /// Number of usable rules.
   std::size_t size() const { return ranks_.size(); }
 
  private:

@@ -28,7 +28,8 @@ using PairPriority = std::function<std::optional<double>(std::string_view left, 
 /// Merges adjacent symbols of `text`, starting from `initial` (consecutive spans covering the
 /// text, e.g. its UTF-8 characters), always taking the mergeable pair of highest priority
 /// (ties: the leftmost) until no pair is mergeable. Returns the final symbols in text order.
-/// Cost O(n log n) in the number of initial symbols (priority queue + linked list).
+/// Cost O(n log n) in the number of initial symbols (priority queue + linked list); spans use
+/// 32-bit offsets, so `text` must be shorter than 4 GiB.
 std::vector<Span> merge_pairs(std::string_view text, const std::vector<Span>& initial,
                               const PairPriority& priority);
 

@@ -27,6 +27,11 @@ namespace peregrine {
 
 struct SpmOptions {
   bool add_space_prefix = true;  // SentencePiece normalizer add_dummy_prefix
+  /// Add the dummy prefix only at the very start of the text, not after verbatim tokens
+  /// (HF Metaspace prepend_scheme "first"); false is SentencePiece/llama.cpp behaviour.
+  bool space_prefix_only_at_start = false;
+  /// Merge only inside "▁"-initial words (HF Metaspace split=true); false merges across them.
+  bool split_words = false;
   bool add_bos_default = true;
   std::optional<MergeRanks> ranks;  // set: merge by rank (HF BPE), unset: by piece score
 };
@@ -36,6 +41,7 @@ class SpmTokenizer final : public Tokenizer {
   /// Wraps a finalized vocabulary. Never fails today; Expected for symmetry with the loaders.
   static Expected<std::unique_ptr<SpmTokenizer>> create(Vocab vocab, SpmOptions options);
 
+  // Tokenizer interface (see tokenizer.h); kind() is "spm".
   std::vector<std::int32_t> encode(std::string_view text, bool add_bos) const override;
   std::string decode_token(std::int32_t prev, std::int32_t id) const override;
   std::string piece(std::int32_t id) const override;
@@ -45,11 +51,13 @@ class SpmTokenizer final : public Tokenizer {
   std::string kind() const override { return "spm"; }
   bool add_bos_default() const override { return options_.add_bos_default; }
 
+  /// The vocabulary (pieces, scores, types, special ids).
   const Vocab& vocab() const { return vocab_; }
 
  private:
   SpmTokenizer(Vocab vocab, SpmOptions options) : vocab_(std::move(vocab)), options_(std::move(options)) {}
   void encode_fragment(std::string_view text, bool prefix_space, std::vector<std::int32_t>& out) const;
+  void encode_normalized(std::string_view norm, std::vector<std::int32_t>& out) const;
   std::optional<double> pair_priority(std::string_view left, std::string_view right) const;
   std::int32_t mergeable_id(std::string_view piece) const;
   void emit_symbol(std::string_view symbol, std::vector<std::int32_t>& out) const;

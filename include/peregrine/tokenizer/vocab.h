@@ -46,8 +46,11 @@ struct Vocab {
   /// table. Errors: kCorruptFile naming `what`.
   Status finalize(const std::string& what);
 
+  /// Number of tokens.
   std::int32_t size() const { return static_cast<std::int32_t>(pieces.size()); }
+  /// Whether 0 <= id < size().
   bool valid_id(std::int32_t id) const { return id >= 0 && id < size(); }
+  /// Type, piece and score of a token; `id` must be valid_id().
   TokenType type(std::int32_t id) const { return types[static_cast<std::size_t>(id)]; }
   const std::string& piece(std::int32_t id) const { return pieces[static_cast<std::size_t>(id)]; }
   float score(std::int32_t id) const { return scores[static_cast<std::size_t>(id)]; }
