@@ -45,6 +45,10 @@ class Tokenizer {
   /// "spm" (SentencePiece-style BPE with scores), "bpe" (GPT-2 byte-level), "sentencepiece"
   /// (libsentencepiece .model).
   virtual std::string kind() const = 0;
+  /// Whether prompts for this model should start with BOS (GGUF tokenizer.ggml.add_bos_token,
+  /// tokenizer.json's post-processor; SentencePiece vocabularies default to true, GPT-2
+  /// byte-level BPE to false). A hint for callers of encode(); encode itself never guesses.
+  virtual bool add_bos_default() const = 0;
 };
 
 /// The tokenizer that belongs to `model`: GGUF metadata (tokenizer.ggml.*); for llama2.c a
