@@ -26,7 +26,7 @@ struct GenerateArgs {
 
 void print_stats(const GenerationStats& s) {
   std::fprintf(stderr,
-               "\nstats: prompt_tokens=%lld generated_tokens=%lld ttft_ms=%.2f "
+               "stats: prompt_tokens=%lld generated_tokens=%lld ttft_ms=%.2f "
                "prefill_tps=%.1f decode_tps=%.1f stop=%s\n",
                static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.generated_tokens),
                s.ttft_ms, s.prefill_tps, s.decode_tps, stop_reason_name(s.stop));

@@ -1,5 +1,6 @@
 // peregrine <verb> [options]: the command-line front end.
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "verbs.h"
@@ -12,6 +13,20 @@ int main(int argc, char** argv) {
       peregrine::cli::add_tokenize(app),
       peregrine::cli::add_inspect(app),
   };
+  std::string names;
+  bool known = false;
+  for (const auto& v : verbs) {
+    names += (names.empty() ? "" : ", ") + v.command->get_name();
+    known = known || (argc > 1 && v.command->get_name() == argv[1]);
+  }
+  if (argc == 1) {
+    std::fputs(app.help().c_str(), stderr);
+    return 2;
+  }
+  if (argv[1][0] != '-' && !known) {
+    std::fprintf(stderr, "peregrine: error: unknown verb '%s' (expected one of: %s)\n", argv[1], names.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -128,11 +128,11 @@ Expected<Header> read_header(ByteReader& r, const std::string& what) {
   PEREGRINE_ASSIGN_OR_RETURN(h.n_kv, r.read<std::uint64_t>());
   if (h.n_kv > r.remaining() / kMinKvBytes) {
     return corrupt_file(what + ": GGUF metadata count " + std::to_string(h.n_kv) +
-                        " is larger than the file could hold");
+                        " is larger than the file could hold (truncated or corrupt)");
   }
   if (h.n_tensors > r.remaining() / kMinTensorInfoBytes) {
     return corrupt_file(what + ": GGUF tensor count " + std::to_string(h.n_tensors) +
-                        " is larger than the file could hold");
+                        " is larger than the file could hold (truncated or corrupt)");
   }
   return h;
 }
