@@ -84,7 +84,7 @@ std::size_t ModelFile::weight_bytes() const {
 
 Status validate_llama_tensors(const ModelFile& m) {
   const ModelConfig& c = m.config;
-  PEREGRINE_RETURN_IF_ERROR(c.validate());
+  if (Status st = c.validate(); !st) return {st.code(), m.path + ": " + st.message()};
   const std::int64_t q_dim = c.n_heads * c.head_dim;
   const std::int64_t kv_dim = c.n_kv_heads * c.head_dim;
   PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, "token_embd.weight", {c.vocab_size, c.dim}));

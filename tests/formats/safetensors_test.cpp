@@ -53,9 +53,9 @@ TEST(Safetensors, ReadsF32F16BF16AndMetadata) {
        {"scalar", "F32", {}, test::f32_bytes({7.0f})},
        {"empty", "F32", {0, 4}, {}}},
       {{"format", "pt"}});
-  const std::string dir = test::make_temp_dir();
-  test::write_bytes(dir + "/m.safetensors", file);
-  auto f = SafetensorsFile::open(dir + "/m.safetensors");
+  test::TempDir dir;
+  test::write_bytes(dir.file("m.safetensors"), file);
+  auto f = SafetensorsFile::open(dir.file("m.safetensors"));
   ASSERT_TRUE(f) << f.status().message();
   ASSERT_EQ(f->tensors().size(), 5u);
   EXPECT_EQ(f->metadata().at("format"), "pt");

@@ -3,14 +3,30 @@
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include "test_paths.h"
+
 namespace peregrine::test {
 
 using Bytes = std::vector<std::uint8_t>;
+
+/// A fresh temporary directory, removed with its contents when the object goes away.
+struct TempDir {
+  TempDir() : path(make_temp_dir()) {}
+  ~TempDir() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return path + "/" + name; }
+  std::string path;
+};
 
 inline Bytes read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
