@@ -1,26 +1,28 @@
 #include "peregrine/formats/gguf_model.h"
 
+#include "json_util.h"
+
 namespace peregrine {
 namespace {
 
-Expected<std::int64_t> required_int(const GgufFile& g, const std::string& key) {
+Expected<std::int64_t> required_int(const GgufFile& g, const std::string& key, const std::string& path) {
   auto v = g.get_int(key);
-  if (!v) return corrupt_file(v.status().message() + " (required hyper-parameter)");
+  if (!v) return corrupt_file(path + ": " + v.status().message() + " (required hyper-parameter)");
   return *v;
 }
 
-Expected<ModelConfig> read_llama_config(const GgufFile& g) {
+Expected<ModelConfig> read_llama_config(const GgufFile& g, const std::string& path) {
   ModelConfig c;
-  PEREGRINE_ASSIGN_OR_RETURN(c.dim, required_int(g, "llama.embedding_length"));
-  PEREGRINE_ASSIGN_OR_RETURN(c.n_layers, required_int(g, "llama.block_count"));
-  PEREGRINE_ASSIGN_OR_RETURN(c.ffn_dim, required_int(g, "llama.feed_forward_length"));
-  PEREGRINE_ASSIGN_OR_RETURN(c.n_heads, required_int(g, "llama.attention.head_count"));
-  PEREGRINE_ASSIGN_OR_RETURN(c.max_seq_len, required_int(g, "llama.context_length"));
+  PEREGRINE_ASSIGN_OR_RETURN(c.dim, required_int(g, "llama.embedding_length", path));
+  PEREGRINE_ASSIGN_OR_RETURN(c.n_layers, required_int(g, "llama.block_count", path));
+  PEREGRINE_ASSIGN_OR_RETURN(c.ffn_dim, required_int(g, "llama.feed_forward_length", path));
+  PEREGRINE_ASSIGN_OR_RETURN(c.n_heads, required_int(g, "llama.attention.head_count", path));
+  PEREGRINE_ASSIGN_OR_RETURN(c.max_seq_len, required_int(g, "llama.context_length", path));
   auto kv = g.get_int("llama.attention.head_count_kv");
   c.n_kv_heads = kv ? *kv : c.n_heads;
   c.head_dim = c.n_heads > 0 ? c.dim / c.n_heads : 0;
   if (auto rot = g.get_int("llama.rope.dimension_count"); rot && *rot != c.head_dim) {
-    return unsupported("GGUF llama.rope.dimension_count " + std::to_string(*rot) +
+    return unsupported(path + ": GGUF llama.rope.dimension_count " + std::to_string(*rot) +
                        " != head_dim " + std::to_string(c.head_dim) + " (partial RoPE)");
   }
   if (auto eps = g.get_float("llama.attention.layer_norm_rms_epsilon")) c.rms_eps = static_cast<float>(*eps);
@@ -41,7 +43,7 @@ Expected<ModelFile> load_gguf_model(const std::string& path) {
   ModelFile m;
   m.format = ModelFormat::kGguf;
   m.path = path;
-  PEREGRINE_ASSIGN_OR_RETURN(m.config, read_llama_config(g));
+  PEREGRINE_ASSIGN_OR_RETURN(m.config, read_llama_config(g, path));
   for (const auto& t : g.tensors()) m.tensors.emplace(t.name, t);
   if (const TensorView* emb = m.find("token_embd.weight"); emb && emb->shape.size() == 2) {
     m.config.vocab_size = emb->shape[0];

@@ -117,13 +117,14 @@ Expected<ModelFile> load_model_file(const std::string& path) {
   }
   PEREGRINE_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
   const auto bytes = file->bytes();
-  if (bytes.size() >= 4 && bytes[0] == 'G' && bytes[1] == 'G' && bytes[2] == 'U' && bytes[3] == 'F') {
-    return load_gguf_model(path);
-  }
   const std::string ext = std::filesystem::path(path).extension().string();
+  const bool gguf_magic =
+      bytes.size() >= 4 && bytes[0] == 'G' && bytes[1] == 'G' && bytes[2] == 'U' && bytes[3] == 'F';
+  // A .gguf name goes to the GGUF reader even without the magic: it tells truncation from a
+  // wrong magic.
+  if (gguf_magic || ext == ".gguf") return load_gguf_model(path);
   if (ext == ".bin") return load_llama2c_model(path);
   if (ext == ".safetensors") return load_hf_model(std::filesystem::path(path).parent_path().string());
-  if (ext == ".gguf") return corrupt_file(path + " is not a GGUF file (bad magic)");
   return unsupported(path + ": unknown model format (expected a .gguf, a llama2.c .bin, or a Hugging Face folder)");
 }
 
