@@ -1,10 +1,12 @@
 // libFuzzer target: GgufFile::parse on arbitrary bytes. On success every tensor view is read
-// end to end and every metadata value goes through the typed getters.
+// end to end, every metadata value goes through the typed getters, and the file goes through
+// the llama config + tensor validation of gguf_to_model_file.
 #include <cstdint>
 #include <span>
 
 #include "fuzz_util.h"
 #include "peregrine/formats/gguf.h"
+#include "peregrine/formats/gguf_model.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace peregrine;
@@ -34,5 +36,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     auto na = g->get_number_array(key);
     if (na) sink = sink + na->size(); else fuzz::check_error(na.status());
   }
+  auto m = gguf_to_model_file(*g, "fuzz.gguf");
+  if (!m) {
+    fuzz::check_error(m.status());
+    return 0;
+  }
+  if (!m->config.validate().is_ok()) fuzz::fail("loaded model has an invalid config");
+  for (const auto& [name, t] : m->tensors) sink = sink + fuzz::touch(t, data, size);
   return 0;
 }

@@ -102,6 +102,27 @@ kvs = [("general.architecture", 8, gguf_string(b"llama")), ("general.alignment",
 tensors = [("f32", [32, 2], 0, 256), ("f16", [32], 1, 64), ("q4_0", [64, 2], 2, 4 * 18),
            ("q8_0", [32, 1, 2], 8, 2 * 34), ("bf16", [32, 1, 1, 1], 30, 64)]
 with open(f"{out}/gguf/dtypes.gguf", "wb") as f: f.write(make_gguf(kvs, tensors))
+
+def tiny_llama(matrix_type):
+    """A loadable llama: dim 32, 4 heads (hd 8), 2 KV heads, ffn 32, 1 layer, vocab 8."""
+    u32 = lambda v: struct.pack("<I", v)
+    kv = [("general.architecture", 8, gguf_string(b"llama")), ("llama.embedding_length", 4, u32(32)),
+          ("llama.block_count", 4, u32(1)), ("llama.feed_forward_length", 4, u32(32)),
+          ("llama.attention.head_count", 4, u32(4)), ("llama.attention.head_count_kv", 4, u32(2)),
+          ("llama.context_length", 4, u32(64)), ("llama.rope.dimension_count", 4, u32(8)),
+          ("llama.attention.layer_norm_rms_epsilon", 6, struct.pack("<f", 1e-5)),
+          ("llama.rope.freq_base", 6, struct.pack("<f", 1e4))]
+    row = {0: 4 * 32, 1: 2 * 32, 8: 34, 2: 18}[matrix_type]  # bytes of a 32-wide row
+    mat = lambda name, rows: (name, [32, rows], matrix_type, rows * row)
+    ts = [mat("token_embd.weight", 8), ("output_norm.weight", [32], 0, 128),
+          ("blk.0.attn_norm.weight", [32], 0, 128), ("blk.0.ffn_norm.weight", [32], 0, 128),
+          mat("blk.0.attn_q.weight", 32), mat("blk.0.attn_k.weight", 16), mat("blk.0.attn_v.weight", 16),
+          mat("blk.0.attn_output.weight", 32), mat("blk.0.ffn_gate.weight", 32),
+          mat("blk.0.ffn_up.weight", 32), mat("blk.0.ffn_down.weight", 32)]
+    return make_gguf(kv, ts)
+
+for t, name in [(0, "f32"), (1, "f16"), (8, "q8_0"), (2, "q4_0")]:
+    with open(f"{out}/gguf/tiny-llama-{name}.gguf", "wb") as f: f.write(tiny_llama(t))
 with open(f"{out}/gguf/v2.gguf", "wb") as f: f.write(make_gguf(kvs[:3], tensors[:1], version=2))
 
 def safetensors(tensors, metadata=None):

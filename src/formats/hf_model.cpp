@@ -1,6 +1,8 @@
 #include "peregrine/formats/hf_model.h"
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -41,11 +43,17 @@ class ConfigFields {
     return std::optional<std::int64_t>(i);
   }
 
-  Expected<std::optional<double>> optional_number(const char* key) const {
+  /// A number that fits in a float.
+  Expected<std::optional<float>> optional_float(const char* key) const {
     const json* v = get(key);
-    if (!v) return std::optional<double>();
+    if (!v) return std::optional<float>();
     if (!v->is_number()) return ill_typed(key, *v, "a number");
-    return std::optional<double>(v->get<double>());
+    const double d = v->get<double>();
+    if (!std::isfinite(d) || std::fabs(d) > std::numeric_limits<float>::max()) {
+      return corrupt_file(what_ + ": field '" + key + "' = " + json_util::printable(v->dump(), 40) +
+                          " is out of range");
+    }
+    return std::optional<float>(static_cast<float>(d));
   }
 
   Expected<std::optional<bool>> optional_bool(const char* key) const {
@@ -156,10 +164,10 @@ Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   // a Mistral model is exact when the context is capped at the window.
   PEREGRINE_ASSIGN_OR_RETURN(auto window, f.optional_int("sliding_window"));
   if (window && *window > 0 && *window < c.max_seq_len) c.max_seq_len = *window;
-  PEREGRINE_ASSIGN_OR_RETURN(auto eps, f.optional_number("rms_norm_eps"));
-  c.rms_eps = static_cast<float>(eps.value_or(1e-6));
-  PEREGRINE_ASSIGN_OR_RETURN(auto theta, f.optional_number("rope_theta"));
-  c.rope_theta = static_cast<float>(theta.value_or(10000.0));
+  PEREGRINE_ASSIGN_OR_RETURN(auto eps, f.optional_float("rms_norm_eps"));
+  c.rms_eps = eps.value_or(1e-6f);
+  PEREGRINE_ASSIGN_OR_RETURN(auto theta, f.optional_float("rope_theta"));
+  c.rope_theta = theta.value_or(10000.0f);
   PEREGRINE_ASSIGN_OR_RETURN(auto tied, f.optional_bool("tie_word_embeddings"));
   c.tied_embeddings = tied.value_or(false);
   c.rope_style = RopeStyle::kNeox;

@@ -124,7 +124,10 @@ Expected<ModelFile> load_model_file(const std::string& path) {
   // wrong magic.
   if (gguf_magic || ext == ".gguf") return load_gguf_model(path);
   if (ext == ".bin") return load_llama2c_model(path);
-  if (ext == ".safetensors") return load_hf_model(std::filesystem::path(path).parent_path().string());
+  if (ext == ".safetensors") {
+    const auto dir = std::filesystem::path(path).parent_path();
+    return load_hf_model(dir.empty() ? std::string(".") : dir.string());
+  }
   return unsupported(path + ": unknown model format (expected a .gguf, a llama2.c .bin, or a Hugging Face folder)");
 }
 

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <cmath>
 #include <filesystem>
+#include <functional>
 
 #include "gguf_writer.h"
 #include "peregrine/formats/gguf.h"
@@ -44,7 +46,9 @@ std::size_t tensor_info_after_name(const Bytes& b, const std::string& name) {
 }
 
 /// Tiny llama GGUF (dim 8, 2 heads, 1 KV head, ffn 16, 1 layer, vocab 16) under `arch`.
-Bytes tiny_gguf(const std::string& arch, std::uint32_t version = 3) {
+/// `hparams` (if given) replaces the rms-epsilon key, to write odd hyper-parameters.
+Bytes tiny_gguf(const std::string& arch, std::uint32_t version = 3,
+                const std::function<void(test::GgufWriter&)>& hparams = {}) {
   test::GgufWriter w;
   w.kv_string("general.architecture", arch);
   w.kv_u32(arch + ".embedding_length", 8);
@@ -53,7 +57,11 @@ Bytes tiny_gguf(const std::string& arch, std::uint32_t version = 3) {
   w.kv_u32(arch + ".attention.head_count", 2);
   w.kv_u32(arch + ".attention.head_count_kv", 1);
   w.kv_u32(arch + ".context_length", 64);
-  w.kv_f32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  if (hparams) {
+    hparams(w);
+  } else {
+    w.kv_f32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  }
   auto t = [&](const std::string& name, std::vector<std::int64_t> shape) {
     std::int64_t n = 1;
     for (auto d : shape) n *= d;
@@ -199,6 +207,17 @@ TEST_F(BadInput, GgufArchitectureAndHyperParameters) {
   expect_error(load_model_file(write("nohp.gguf", w.bytes())), ErrorCode::kCorruptFile, "no hparams");
   test::GgufWriter none;  // no architecture at all
   expect_error(load_model_file(write("noarch.gguf", none.bytes())), ErrorCode::kCorruptFile, "no arch");
+  // Ill-typed or out-of-range optional hyper-parameters.
+  const std::pair<const char*, std::function<void(test::GgufWriter&)>> odd[] = {
+      {"eps as string", [](test::GgufWriter& g) { g.kv_string("llama.attention.layer_norm_rms_epsilon", "tiny"); }},
+      {"eps infinite", [](test::GgufWriter& g) { g.kv_f32("llama.attention.layer_norm_rms_epsilon", INFINITY); }},
+      {"theta NaN", [](test::GgufWriter& g) { g.kv_f32("llama.rope.freq_base", NAN); }},
+      {"kv heads as string", [](test::GgufWriter& g) { g.kv_string("llama.attention.head_count_kv", "1"); }},
+      {"eps zero", [](test::GgufWriter& g) { g.kv_f32("llama.attention.layer_norm_rms_epsilon", 0.0f); }},
+  };
+  for (const auto& [what, hp] : odd) {
+    expect_error(load_model_file(write("odd.gguf", tiny_gguf("llama", 3, hp))), ErrorCode::kCorruptFile, what);
+  }
   // The version field of an otherwise valid file.
   expect_error(load_model_file(write("v1.gguf", tiny_gguf("llama", 1))), ErrorCode::kUnsupported, "v1");
   expect_error(load_model_file(write("v4.gguf", tiny_gguf("llama", 4))), ErrorCode::kUnsupported, "v4");
