@@ -3,6 +3,8 @@
 #include <limits>
 #include <set>
 
+#include "json_util.h"
+
 namespace peregrine {
 namespace {
 
@@ -78,10 +80,10 @@ Expected<GgufValue> read_value(ByteReader& r, const std::string& key) {
     return v;
   }
   PEREGRINE_ASSIGN_OR_RETURN(v.elem_type, read_type(r));
-  if (v.elem_type == GgufType::kArray) return unsupported("GGUF key '" + key + "' is an array of arrays");
+  if (v.elem_type == GgufType::kArray) return unsupported("GGUF key '" + json_util::printable(key) + "' is an array of arrays");
   PEREGRINE_ASSIGN_OR_RETURN(auto n, r.read<std::uint64_t>());
   if (n > r.remaining() / scalar_size(v.elem_type)) {
-    return corrupt_file("GGUF array '" + key + "' claims " + std::to_string(n) +
+    return corrupt_file("GGUF array '" + json_util::printable(key) + "' claims " + std::to_string(n) +
                         " elements, more than the file holds");
   }
   v.array.reserve(static_cast<std::size_t>(n));
@@ -95,12 +97,12 @@ Expected<GgufValue> read_value(ByteReader& r, const std::string& key) {
 Expected<std::int64_t> scalar_to_int(const GgufScalar& s, const std::string& key) {
   if (auto* u = std::get_if<std::uint64_t>(&s)) {
     if (*u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-      return corrupt_file("GGUF key '" + key + "' is too large");
+      return corrupt_file("GGUF key '" + json_util::printable(key) + "' is too large");
     }
     return static_cast<std::int64_t>(*u);
   }
   if (auto* i = std::get_if<std::int64_t>(&s)) return *i;
-  return corrupt_file("GGUF key '" + key + "' is not an integer");
+  return corrupt_file("GGUF key '" + json_util::printable(key) + "' is not an integer");
 }
 
 Expected<double> scalar_to_double(const GgufScalar& s, const std::string& key) {
@@ -148,13 +150,13 @@ Expected<RawTensorInfo> read_tensor_info(ByteReader& r) {
   const std::string& name = info.view.name;
   PEREGRINE_ASSIGN_OR_RETURN(auto n_dims, r.read<std::uint32_t>());
   if (n_dims == 0 || n_dims > kMaxDims) {
-    return corrupt_file("GGUF tensor '" + name + "' has " + std::to_string(n_dims) + " dims");
+    return corrupt_file("GGUF tensor '" + json_util::printable(name) + "' has " + std::to_string(n_dims) + " dims");
   }
   std::uint64_t numel = 1;
   for (std::uint32_t d = 0; d < n_dims; ++d) {
     PEREGRINE_ASSIGN_OR_RETURN(auto dim, r.read<std::uint64_t>());
     if (dim == 0 || dim > (std::uint64_t{1} << 40) || numel > (std::uint64_t{1} << 42) / dim) {
-      return corrupt_file("GGUF tensor '" + name + "' has an absurd dim " + std::to_string(dim));
+      return corrupt_file("GGUF tensor '" + json_util::printable(name) + "' has an absurd dim " + std::to_string(dim));
     }
     numel *= dim;
     info.view.shape.insert(info.view.shape.begin(), static_cast<std::int64_t>(dim));
@@ -162,13 +164,13 @@ Expected<RawTensorInfo> read_tensor_info(ByteReader& r) {
   PEREGRINE_ASSIGN_OR_RETURN(auto type, r.read<std::uint32_t>());
   auto dtype = dtype_from_ggml_type(type);
   if (!dtype) {
-    return unsupported("GGUF tensor '" + name + "' has ggml type " + std::to_string(type) +
+    return unsupported("GGUF tensor '" + json_util::printable(name) + "' has ggml type " + std::to_string(type) +
                        " (supported: F32, F16, BF16, Q8_0, Q4_0)");
   }
   info.view.dtype = *dtype;
   auto row_bytes = dtype_row_bytes(*dtype, static_cast<std::uint64_t>(info.view.row_length()));
   if (!row_bytes) {
-    return corrupt_file("GGUF tensor '" + name + "' row length " +
+    return corrupt_file("GGUF tensor '" + json_util::printable(name) + "' row length " +
                         std::to_string(info.view.row_length()) + " is not a multiple of the " +
                         std::string(dtype_name(*dtype)) + " block size");
   }
@@ -185,6 +187,12 @@ Expected<std::uint64_t> alignment_of(const std::map<std::string, GgufValue>& md)
     return corrupt_file("GGUF general.alignment " + std::to_string(a) + " is not a power of two");
   }
   return static_cast<std::uint64_t>(a);
+}
+
+/// Prefixes `what` (the file) to an error raised without it.
+Status in_file(const std::string& what, const Status& st) {
+  if (st.message().rfind(what, 0) == 0) return st;
+  return {st.code(), what + ": " + st.message()};
 }
 
 }  // namespace
@@ -225,32 +233,37 @@ Expected<GgufFile> GgufFile::parse(std::span<const std::uint8_t> bytes, const st
   g.version_ = header.version;
   for (std::uint64_t i = 0; i < header.n_kv; ++i) {
     PEREGRINE_ASSIGN_OR_RETURN(auto key, read_gguf_string(r));
-    PEREGRINE_ASSIGN_OR_RETURN(auto value, read_value(r, key));
-    if (!g.metadata_.emplace(key, std::move(value)).second) {
-      return corrupt_file(what + ": duplicate GGUF metadata key '" + key + "'");
+    auto value = read_value(r, key);
+    if (!value) return in_file(what, value.status());
+    if (!g.metadata_.emplace(key, std::move(value).value()).second) {
+      return corrupt_file(what + ": duplicate GGUF metadata key '" + json_util::printable(key) + "'");
     }
   }
   std::vector<RawTensorInfo> infos;
   std::set<std::string> names;
   for (std::uint64_t i = 0; i < header.n_tensors; ++i) {
-    PEREGRINE_ASSIGN_OR_RETURN(auto info, read_tensor_info(r));
+    auto parsed = read_tensor_info(r);
+    if (!parsed) return in_file(what, parsed.status());
+    RawTensorInfo info = std::move(parsed).value();
     if (!names.insert(info.view.name).second) {
-      return corrupt_file(what + ": duplicate GGUF tensor '" + info.view.name + "'");
+      return corrupt_file(what + ": duplicate GGUF tensor '" + json_util::printable(info.view.name) + "'");
     }
     infos.push_back(std::move(info));
   }
-  PEREGRINE_ASSIGN_OR_RETURN(auto alignment, alignment_of(g.metadata_));
+  auto aligned = alignment_of(g.metadata_);
+  if (!aligned) return in_file(what, aligned.status());
+  const std::uint64_t alignment = *aligned;
   const std::uint64_t data_start = (r.offset() + alignment - 1) / alignment * alignment;
   if (data_start > bytes.size() && !infos.empty()) {
     return corrupt_file(what + " is truncated before its tensor data");
   }
   for (auto& info : infos) {
     if (info.offset % alignment != 0) {
-      return corrupt_file(what + ": tensor '" + info.view.name + "' offset is not aligned");
+      return corrupt_file(what + ": tensor '" + json_util::printable(info.view.name) + "' offset is not aligned");
     }
     if (info.offset > bytes.size() - data_start ||
         info.view.nbytes > bytes.size() - data_start - info.offset) {
-      return corrupt_file(what + ": tensor '" + info.view.name +
+      return corrupt_file(what + ": tensor '" + json_util::printable(info.view.name) +
                           "' extends past the end of the file (truncated?)");
     }
     info.view.data = bytes.data() + data_start + info.offset;
@@ -266,28 +279,28 @@ const GgufValue* GgufFile::find(const std::string& key) const {
 
 Expected<std::int64_t> GgufFile::get_int(const std::string& key) const {
   const auto* v = find(key);
-  if (!v) return not_found("GGUF key '" + key + "' is missing");
+  if (!v) return not_found("GGUF key '" + json_util::printable(key) + "' is missing");
   return scalar_to_int(v->scalar, key);
 }
 
 Expected<double> GgufFile::get_float(const std::string& key) const {
   const auto* v = find(key);
-  if (!v) return not_found("GGUF key '" + key + "' is missing");
+  if (!v) return not_found("GGUF key '" + json_util::printable(key) + "' is missing");
   return scalar_to_double(v->scalar, key);
 }
 
 Expected<std::string> GgufFile::get_string(const std::string& key) const {
   const auto* v = find(key);
-  if (!v) return not_found("GGUF key '" + key + "' is missing");
+  if (!v) return not_found("GGUF key '" + json_util::printable(key) + "' is missing");
   if (auto* s = std::get_if<std::string>(&v->scalar); s && v->type == GgufType::kString) return *s;
-  return corrupt_file("GGUF key '" + key + "' is not a string");
+  return corrupt_file("GGUF key '" + json_util::printable(key) + "' is not a string");
 }
 
 Expected<std::vector<std::string>> GgufFile::get_string_array(const std::string& key) const {
   const auto* v = find(key);
-  if (!v) return not_found("GGUF key '" + key + "' is missing");
+  if (!v) return not_found("GGUF key '" + json_util::printable(key) + "' is missing");
   if (v->type != GgufType::kArray || v->elem_type != GgufType::kString) {
-    return corrupt_file("GGUF key '" + key + "' is not a string array");
+    return corrupt_file("GGUF key '" + json_util::printable(key) + "' is not a string array");
   }
   std::vector<std::string> out;
   out.reserve(v->array.size());
@@ -297,10 +310,10 @@ Expected<std::vector<std::string>> GgufFile::get_string_array(const std::string&
 
 Expected<std::vector<double>> GgufFile::get_number_array(const std::string& key) const {
   const auto* v = find(key);
-  if (!v) return not_found("GGUF key '" + key + "' is missing");
+  if (!v) return not_found("GGUF key '" + json_util::printable(key) + "' is missing");
   if (v->type != GgufType::kArray || v->elem_type == GgufType::kString ||
       v->elem_type == GgufType::kBool) {
-    return corrupt_file("GGUF key '" + key + "' is not a numeric array");
+    return corrupt_file("GGUF key '" + json_util::printable(key) + "' is not a numeric array");
   }
   std::vector<double> out;
   out.reserve(v->array.size());

@@ -1,10 +1,337 @@
 #include "peregrine/formats/hf_model.h"
 
-namespace peregrine {
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string_view>
 
-// Placeholder until the safetensors reader lands (being written now).
+#include "json_util.h"
+#include "peregrine/formats/safetensors.h"
+
+namespace peregrine {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kSupportedArchs[] = {"LlamaForCausalLM", "MistralForCausalLM"};
+constexpr const char* kSupportedModelTypes[] = {"llama", "mistral"};
+
+/// Typed access to config.json fields; every error names the file and the field.
+class ConfigFields {
+ public:
+  ConfigFields(const json& j, std::string what) : j_(j), what_(std::move(what)) {}
+
+  /// The field, or nullptr when absent or null (HF writes null for "use the default").
+  const json* get(const char* key) const {
+    auto it = j_.find(key);
+    return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+
+  Expected<std::int64_t> required_int(const char* key) const {
+    const json* v = get(key);
+    if (!v) return corrupt_file(what_ + ": required field '" + key + "' is missing");
+    return to_int(key, *v);
+  }
+
+  Expected<std::optional<std::int64_t>> optional_int(const char* key) const {
+    const json* v = get(key);
+    if (!v) return std::optional<std::int64_t>();
+    PEREGRINE_ASSIGN_OR_RETURN(auto i, to_int(key, *v));
+    return std::optional<std::int64_t>(i);
+  }
+
+  /// A number that fits in a float.
+  Expected<std::optional<float>> optional_float(const char* key) const {
+    const json* v = get(key);
+    if (!v) return std::optional<float>();
+    if (!v->is_number()) return ill_typed(key, *v, "a number");
+    const double d = v->get<double>();
+    if (!std::isfinite(d) || std::fabs(d) > std::numeric_limits<float>::max()) {
+      return corrupt_file(what_ + ": field '" + key + "' = " + json_util::printable(v->dump(), 40) +
+                          " is out of range");
+    }
+    return std::optional<float>(static_cast<float>(d));
+  }
+
+  Expected<std::optional<bool>> optional_bool(const char* key) const {
+    const json* v = get(key);
+    if (!v) return std::optional<bool>();
+    if (!v->is_boolean()) return ill_typed(key, *v, "true or false");
+    return std::optional<bool>(v->get<bool>());
+  }
+
+  Expected<std::optional<std::string>> optional_string(const char* key) const {
+    const json* v = get(key);
+    if (!v) return std::optional<std::string>();
+    if (!v->is_string()) return ill_typed(key, *v, "a string");
+    return std::optional<std::string>(v->get<std::string>());
+  }
+
+  const std::string& what() const { return what_; }
+
+ private:
+  Expected<std::int64_t> to_int(const char* key, const json& v) const {
+    auto i = json_util::as_i64(v);
+    if (!i) return ill_typed(key, v, "an integer");
+    return *i;
+  }
+  Status ill_typed(const char* key, const json& v, const char* expected) const {
+    return corrupt_file(what_ + ": field '" + key + "' is " +
+                        (v.is_number() ? std::string("the number ") + json_util::printable(v.dump(), 40)
+                                       : "a " + json_util::type_name(v)) +
+                        ", expected " + expected);
+  }
+
+  const json& j_;
+  std::string what_;
+};
+
+/// Accepts LlamaForCausalLM / MistralForCausalLM (architectures) or model_type llama/mistral.
+Status check_architecture(const ConfigFields& f) {
+  std::string named;  // what the config names instead, for the message
+  if (const json* archs = f.get("architectures")) {
+    if (!archs->is_array()) {
+      return corrupt_file(f.what() + ": field 'architectures' is a " + json_util::type_name(*archs) +
+                          ", expected a list of strings");
+    }
+    for (const auto& a : *archs) {
+      if (!a.is_string()) continue;
+      const auto& s = a.get_ref<const std::string&>();
+      for (const char* ok : kSupportedArchs) {
+        if (s == ok) return Status::ok();
+      }
+      if (named.empty()) named = "architecture '" + json_util::printable(s) + "'";
+    }
+  }
+  PEREGRINE_ASSIGN_OR_RETURN(auto model_type, f.optional_string("model_type"));
+  if (model_type) {
+    for (const char* ok : kSupportedModelTypes) {
+      if (*model_type == ok) return Status::ok();
+    }
+    if (named.empty()) named = "model_type '" + json_util::printable(*model_type) + "'";
+  }
+  if (named.empty()) {
+    return corrupt_file(f.what() + ": names no architecture (no 'architectures' or 'model_type')");
+  }
+  return unsupported(f.what() + ": " + named +
+                     " is not supported (only LlamaForCausalLM / MistralForCausalLM, model_type llama / mistral)");
+}
+
+Expected<ModelConfig> read_config(const json& j, const std::string& what) {
+  if (!j.is_object()) return corrupt_file(what + ": is not a JSON object");
+  ConfigFields f(j, what);
+  PEREGRINE_RETURN_IF_ERROR(check_architecture(f));
+  if (f.get("rope_scaling")) {
+    return unsupported(what + ": rope_scaling is set (scaled RoPE is not supported)");
+  }
+  PEREGRINE_ASSIGN_OR_RETURN(auto act, f.optional_string("hidden_act"));
+  if (act && *act != "silu") {
+    return unsupported(what + ": hidden_act '" + json_util::printable(*act) +
+                       "' is not supported (only silu / SwiGLU)");
+  }
+  for (const char* bias : {"attention_bias", "mlp_bias"}) {
+    PEREGRINE_ASSIGN_OR_RETURN(auto has_bias, f.optional_bool(bias));
+    if (has_bias && *has_bias) return unsupported(what + ": " + bias + " is true (biases are not supported)");
+  }
+
+  ModelConfig c;
+  c.arch = "llama";  // Mistral is the llama architecture (+ sliding window, handled below)
+  PEREGRINE_ASSIGN_OR_RETURN(c.dim, f.required_int("hidden_size"));
+  PEREGRINE_ASSIGN_OR_RETURN(c.ffn_dim, f.required_int("intermediate_size"));
+  PEREGRINE_ASSIGN_OR_RETURN(c.n_layers, f.required_int("num_hidden_layers"));
+  PEREGRINE_ASSIGN_OR_RETURN(c.n_heads, f.required_int("num_attention_heads"));
+  PEREGRINE_ASSIGN_OR_RETURN(auto kv_heads, f.optional_int("num_key_value_heads"));
+  c.n_kv_heads = kv_heads.value_or(c.n_heads);
+  PEREGRINE_ASSIGN_OR_RETURN(auto head_dim, f.optional_int("head_dim"));
+  if (head_dim) {
+    c.head_dim = *head_dim;
+  } else if (c.n_heads > 0) {
+    if (c.dim % c.n_heads != 0) {
+      return corrupt_file(what + ": hidden_size " + std::to_string(c.dim) +
+                          " is not a multiple of num_attention_heads " + std::to_string(c.n_heads) +
+                          " (and head_dim is not given)");
+    }
+    c.head_dim = c.dim / c.n_heads;
+  }
+  PEREGRINE_ASSIGN_OR_RETURN(auto vocab, f.optional_int("vocab_size"));
+  c.vocab_size = vocab.value_or(0);  // 0: taken from embed_tokens below
+  PEREGRINE_ASSIGN_OR_RETURN(auto max_pos, f.optional_int("max_position_embeddings"));
+  c.max_seq_len = max_pos.value_or(2048);
+  // Sliding-window attention equals full attention for contexts no longer than the window, so
+  // a Mistral model is exact when the context is capped at the window.
+  PEREGRINE_ASSIGN_OR_RETURN(auto window, f.optional_int("sliding_window"));
+  if (window && *window > 0 && *window < c.max_seq_len) c.max_seq_len = *window;
+  PEREGRINE_ASSIGN_OR_RETURN(auto eps, f.optional_float("rms_norm_eps"));
+  c.rms_eps = eps.value_or(1e-6f);
+  PEREGRINE_ASSIGN_OR_RETURN(auto theta, f.optional_float("rope_theta"));
+  c.rope_theta = theta.value_or(10000.0f);
+  PEREGRINE_ASSIGN_OR_RETURN(auto tied, f.optional_bool("tie_word_embeddings"));
+  c.tied_embeddings = tied.value_or(false);
+  c.rope_style = RopeStyle::kNeox;
+  return c;
+}
+
+/// "model.layers.N.<suffix>" → canonical "blk.N.<name>" for the llama suffixes.
+constexpr std::pair<std::string_view, std::string_view> kLayerNames[] = {
+    {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},
+    {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"},
+    {"input_layernorm.weight", "attn_norm.weight"},
+    {"post_attention_layernorm.weight", "ffn_norm.weight"},
+};
+
+/// Canonical name of a Hugging Face Llama tensor; nullopt for tensors to skip (the RoPE
+/// inv_freq buffer some older checkpoints saved). Errors: kUnsupported for any other name
+/// (biases, unknown modules), kCorruptFile for a layer index outside num_hidden_layers.
+Expected<std::optional<std::string>> canonical_name(const std::string& hf, std::int64_t n_layers,
+                                                    const std::string& what) {
+  using R = std::optional<std::string>;
+  if (hf == "model.embed_tokens.weight") return R("token_embd.weight");
+  if (hf == "model.norm.weight") return R("output_norm.weight");
+  if (hf == "lm_head.weight") return R("output.weight");
+  constexpr std::string_view kPrefix = "model.layers.";
+  std::string_view rest(hf);
+  if (rest.substr(0, kPrefix.size()) == kPrefix) {
+    rest.remove_prefix(kPrefix.size());
+    std::size_t n = 0;
+    std::int64_t layer = 0;
+    while (n < rest.size() && n < 9 && rest[n] >= '0' && rest[n] <= '9') {
+      layer = layer * 10 + (rest[n] - '0');
+      ++n;
+    }
+    if (n > 0 && n < rest.size() && rest[n] == '.' && (n == 1 || rest[0] != '0')) {
+      const std::string_view suffix = rest.substr(n + 1);
+      if (suffix == "self_attn.rotary_emb.inv_freq") return R();
+      for (const auto& [from, to] : kLayerNames) {
+        if (suffix != from) continue;
+        if (layer >= n_layers) {
+          return corrupt_file(what + ": tensor '" + json_util::printable(hf) + "' is for layer " +
+                              std::to_string(layer) + " but num_hidden_layers is " +
+                              std::to_string(n_layers));
+        }
+        return R("blk." + std::to_string(layer) + "." + std::string(to));
+      }
+    }
+  }
+  return unsupported(what + ": unexpected tensor '" + json_util::printable(hf) +
+                     "' (not part of a Llama/Mistral checkpoint)");
+}
+
+/// A file name from the index must name a file inside the folder.
+bool is_plain_file_name(const std::string& s) {
+  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
+         s.find('\\') == std::string::npos && s.find('\0') == std::string::npos;
+}
+
+Expected<json> read_json_file(const fs::path& path) {
+  PEREGRINE_ASSIGN_OR_RETURN(auto file, MappedFile::open(path.string()));
+  const auto bytes = file->bytes();
+  return json_util::parse(
+      std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path.string());
+}
+
+/// HF tensor name → (shard file name, its parsed safetensors), for one file or an index.
+struct Weights {
+  std::map<std::string, SafetensorsFile> shards;       // file name → parsed shard
+  std::map<std::string, const TensorView*> by_hf_name;  // HF name → view inside a shard
+};
+
+Expected<Weights> read_weights(const fs::path& dir) {
+  Weights w;
+  std::error_code ec;
+  const fs::path single = dir / "model.safetensors";
+  const fs::path index = dir / "model.safetensors.index.json";
+  if (fs::exists(single, ec)) {
+    PEREGRINE_ASSIGN_OR_RETURN(auto f, SafetensorsFile::open(single.string()));
+    auto& shard = w.shards.emplace("model.safetensors", std::move(f)).first->second;
+    for (const auto& t : shard.tensors()) w.by_hf_name.emplace(t.name, &t);
+    return w;
+  }
+  if (!fs::exists(index, ec)) {
+    return not_found(dir.string() + ": no model.safetensors or model.safetensors.index.json");
+  }
+  const std::string what = index.string();
+  PEREGRINE_ASSIGN_OR_RETURN(json j, read_json_file(index));
+  const auto map_it = j.is_object() ? j.find("weight_map") : j.end();
+  if (!j.is_object() || map_it == j.end() || !map_it->is_object()) {
+    return corrupt_file(what + ": has no \"weight_map\" object");
+  }
+  for (const auto& [name, shard_name] : map_it->items()) {
+    if (!shard_name.is_string() || !is_plain_file_name(shard_name.get_ref<const std::string&>())) {
+      return corrupt_file(what + ": weight_map entry '" + json_util::printable(name) +
+                          "' is not a file name in the model folder");
+    }
+    const auto& file = shard_name.get_ref<const std::string&>();
+    auto it = w.shards.find(file);
+    if (it == w.shards.end()) {
+      const fs::path shard_path = dir / file;
+      if (!fs::exists(shard_path, ec)) {
+        return not_found(what + ": shard '" + json_util::printable(file) + "' (holding '" +
+                         json_util::printable(name) + "') does not exist");
+      }
+      PEREGRINE_ASSIGN_OR_RETURN(auto f, SafetensorsFile::open(shard_path.string()));
+      it = w.shards.emplace(file, std::move(f)).first;
+    }
+    const TensorView* t = it->second.find(name);
+    if (!t) {
+      return corrupt_file(what + ": tensor '" + json_util::printable(name) + "' is not in shard '" +
+                          json_util::printable(file) + "'");
+    }
+    w.by_hf_name.emplace(name, t);
+  }
+  if (w.by_hf_name.empty()) return corrupt_file(what + ": weight_map is empty");
+  return w;
+}
+
+}  // namespace
+
 Expected<ModelFile> load_hf_model(const std::string& dir) {
-  return unsupported(dir + ": Hugging Face folders are not supported yet");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    if (fs::exists(dir, ec)) return invalid_argument(dir + " is not a directory (expected a Hugging Face model folder)");
+    return not_found("no such directory: " + dir);
+  }
+  const fs::path config_path = fs::path(dir) / "config.json";
+  if (!fs::exists(config_path, ec)) {
+    return not_found(dir + ": no config.json (not a Hugging Face model folder)");
+  }
+  ModelFile m;
+  m.format = ModelFormat::kHuggingFace;
+  m.path = dir;
+  PEREGRINE_ASSIGN_OR_RETURN(json cfg, read_json_file(config_path));
+  PEREGRINE_ASSIGN_OR_RETURN(m.config, read_config(cfg, config_path.string()));
+  PEREGRINE_ASSIGN_OR_RETURN(Weights w, read_weights(fs::path(dir)));
+
+  for (const auto& [hf_name, view] : w.by_hf_name) {
+    PEREGRINE_ASSIGN_OR_RETURN(auto name, canonical_name(hf_name, m.config.n_layers, dir));
+    if (!name) continue;
+    TensorView t = *view;
+    t.name = *name;
+    m.tensors.emplace(*name, std::move(t));
+  }
+  // tie_word_embeddings, or no lm_head saved at all: the LM head is token_embd.
+  if (m.config.tied_embeddings || !m.find("output.weight")) {
+    m.config.tied_embeddings = true;
+    m.tensors.erase("output.weight");
+  }
+  if (m.config.vocab_size == 0) {  // no vocab_size in config.json: the embedding's rows
+    const TensorView* emb = m.find("token_embd.weight");
+    if (!emb || emb->shape.size() != 2) {
+      return corrupt_file(config_path.string() +
+                          ": field 'vocab_size' is missing and model.embed_tokens.weight is absent or not 2-D");
+    }
+    m.config.vocab_size = emb->shape[0];
+  }
+  for (const auto& [file, shard] : w.shards) m.storage.push_back(shard.file());
+  PEREGRINE_RETURN_IF_ERROR(validate_llama_tensors(m));
+  return m;
 }
 
 }  // namespace peregrine

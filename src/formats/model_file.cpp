@@ -84,7 +84,7 @@ std::size_t ModelFile::weight_bytes() const {
 
 Status validate_llama_tensors(const ModelFile& m) {
   const ModelConfig& c = m.config;
-  PEREGRINE_RETURN_IF_ERROR(c.validate());
+  if (Status st = c.validate(); !st) return {st.code(), m.path + ": " + st.message()};
   const std::int64_t q_dim = c.n_heads * c.head_dim;
   const std::int64_t kv_dim = c.n_kv_heads * c.head_dim;
   PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, "token_embd.weight", {c.vocab_size, c.dim}));
@@ -117,13 +117,17 @@ Expected<ModelFile> load_model_file(const std::string& path) {
   }
   PEREGRINE_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));  // missing/empty/dir errors
   const auto bytes = file->bytes();
-  if (bytes.size() >= 4 && std::string_view(reinterpret_cast<const char*>(bytes.data()), 4) == "GGUF") {
-    return load_gguf_model(path);
-  }
   const std::string ext = std::filesystem::path(path).extension().string();
+  const bool gguf_magic =
+      bytes.size() >= 4 && std::string_view(reinterpret_cast<const char*>(bytes.data()), 4) == "GGUF";
+  // A .gguf name goes to the GGUF reader even without the magic: it tells truncation from a
+  // wrong magic.
+  if (gguf_magic || ext == ".gguf") return load_gguf_model(path);
   if (ext == ".bin") return load_llama2c_model(path);
-  if (ext == ".safetensors") return load_hf_model(std::filesystem::path(path).parent_path().string());
-  if (ext == ".gguf") return corrupt_file(path + " is not a GGUF file (bad magic)");
+  if (ext == ".safetensors") {
+    const auto dir = std::filesystem::path(path).parent_path();
+    return load_hf_model(dir.empty() ? std::string(".") : dir.string());
+  }
   return unsupported(path + ": unknown model format (expected a .gguf, a llama2.c .bin, or a Hugging Face folder)");
 }
 

@@ -16,4 +16,10 @@ namespace peregrine {
 /// kCorruptFile (missing/invalid hyper-parameters or tensors).
 Expected<ModelFile> load_gguf_model(const std::string& path);
 
+/// The second half of load_gguf_model, on an already parsed file (e.g. GgufFile::parse of an
+/// in-memory image, as the fuzzer does): same checks and errors; `path` names it in messages.
+/// The views keep pointing where `g`'s do, so their bytes must outlive the result (a mapped
+/// file is kept alive in ModelFile::storage).
+Expected<ModelFile> gguf_to_model_file(GgufFile g, const std::string& path);
+
 }  // namespace peregrine

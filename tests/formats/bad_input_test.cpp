@@ -1,0 +1,281 @@
+// Every malformed input must give a clean error value with the right code and a one-line
+// message, never a crash.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+
+#include "gguf_writer.h"
+#include "peregrine/formats/gguf.h"
+#include "peregrine/formats/hf_model.h"
+#include "peregrine/formats/llama2c.h"
+#include "peregrine/formats/model_file.h"
+#include "peregrine/formats/safetensors.h"
+#include "safetensors_writer.h"
+#include "test_paths.h"
+
+namespace peregrine {
+namespace {
+
+using test::Bytes;
+
+std::string stories(const char* ext) { return test::shared_dir() + "/models/stories260K/stories260K." + ext; }
+
+template <typename T>
+void expect_error(const Expected<T>& r, ErrorCode code, const std::string& context) {
+  ASSERT_FALSE(r.has_value()) << context << ": accepted";
+  EXPECT_EQ(r.status().code(), code) << context << ": " << r.status().message();
+  EXPECT_FALSE(r.status().message().empty()) << context;
+  EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << context;
+  if (std::getenv("PEREGRINE_SHOW_ERRORS")) std::printf("%-28s %s\n", context.c_str(), r.status().message().c_str());
+}
+
+/// Offset of the tensor info of `name` in a GGUF image (just after its name).
+std::size_t tensor_info_after_name(const Bytes& b, const std::string& name) {
+  Bytes needle;
+  test::append(needle, static_cast<std::uint64_t>(name.size()));
+  needle.insert(needle.end(), name.begin(), name.end());
+  auto it = std::search(b.begin(), b.end(), needle.begin(), needle.end());
+  EXPECT_NE(it, b.end()) << name;
+  return static_cast<std::size_t>(it - b.begin()) + needle.size();
+}
+
+/// Tiny llama GGUF (dim 8, 2 heads, 1 KV head, ffn 16, 1 layer, vocab 16) under `arch`.
+/// `hparams` (if given) replaces the rms-epsilon key, to write odd hyper-parameters.
+Bytes tiny_gguf(const std::string& arch, std::uint32_t version = 3,
+                const std::function<void(test::GgufWriter&)>& hparams = {}) {
+  test::GgufWriter w;
+  w.kv_string("general.architecture", arch);
+  w.kv_u32(arch + ".embedding_length", 8);
+  w.kv_u32(arch + ".block_count", 1);
+  w.kv_u32(arch + ".feed_forward_length", 16);
+  w.kv_u32(arch + ".attention.head_count", 2);
+  w.kv_u32(arch + ".attention.head_count_kv", 1);
+  w.kv_u32(arch + ".context_length", 64);
+  if (hparams) {
+    hparams(w);
+  } else {
+    w.kv_f32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  }
+  auto t = [&](const std::string& name, std::vector<std::int64_t> shape) {
+    std::int64_t n = 1;
+    for (auto d : shape) n *= d;
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 7) * 0.125f - 0.25f;
+    w.tensor_f32(name, shape, v);
+  };
+  t("token_embd.weight", {16, 8});
+  t("output_norm.weight", {8});
+  t("blk.0.attn_norm.weight", {8});
+  t("blk.0.ffn_norm.weight", {8});
+  t("blk.0.attn_q.weight", {8, 8});
+  t("blk.0.attn_k.weight", {4, 8});
+  t("blk.0.attn_v.weight", {4, 8});
+  t("blk.0.attn_output.weight", {8, 8});
+  t("blk.0.ffn_gate.weight", {16, 8});
+  t("blk.0.ffn_up.weight", {16, 8});
+  t("blk.0.ffn_down.weight", {8, 16});
+  return w.bytes(version);
+}
+
+class BadInput : public ::testing::Test {
+ protected:
+  std::string write(const std::string& name, const Bytes& b) {
+    const std::string p = dir_.file(name);
+    test::write_bytes(p, b);
+    return p;
+  }
+  test::TempDir dir_;
+};
+
+TEST_F(BadInput, MissingFileEmptyFileAndDirectory) {
+  const std::string missing = dir_.file("missing.gguf");
+  expect_error(load_model_file(missing), ErrorCode::kNotFound, "missing model");
+  expect_error(GgufFile::open(missing), ErrorCode::kNotFound, "missing gguf");
+  expect_error(SafetensorsFile::open(missing), ErrorCode::kNotFound, "missing safetensors");
+  expect_error(load_llama2c_model(dir_.file("missing.bin")), ErrorCode::kNotFound, "missing bin");
+  for (const char* name : {"empty.gguf", "empty.bin", "empty.safetensors"}) {
+    expect_error(load_model_file(write(name, {})), ErrorCode::kCorruptFile, name);
+  }
+  expect_error(SafetensorsFile::open(dir_.file("empty.safetensors")), ErrorCode::kCorruptFile, "empty st");
+  expect_error(load_model_file(dir_.path), ErrorCode::kInvalidArgument, "directory");
+  expect_error(GgufFile::open(dir_.path), ErrorCode::kInvalidArgument, "directory as gguf");
+  expect_error(SafetensorsFile::open(dir_.path), ErrorCode::kInvalidArgument, "directory as st");
+}
+
+TEST_F(BadInput, TruncatedLlama2cAndGguf) {
+  for (const char* ext : {"bin", "gguf"}) {
+    const Bytes full = test::read_bytes(stories(ext));
+    ASSERT_GT(full.size(), 600000u);
+    // 5000: inside the GGUF metadata (the token list); 12000: inside its tensor infos
+    // (11347..14152); 500000: inside the tensor data.
+    for (std::size_t cut : {std::size_t{3}, std::size_t{10}, std::size_t{24}, std::size_t{100},
+                            std::size_t{5000}, std::size_t{12000}, std::size_t{500000}, full.size() - 1}) {
+      const std::string ctx = std::string(ext) + " cut at " + std::to_string(cut);
+      const std::string p = write(std::string("cut.") + ext, Bytes(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(cut)));
+      expect_error(load_model_file(p), ErrorCode::kCorruptFile, ctx);
+      if (std::string(ext) == "gguf") expect_error(GgufFile::open(p), ErrorCode::kCorruptFile, ctx);
+    }
+  }
+}
+
+TEST_F(BadInput, WrongMagic) {
+  Bytes b = test::read_bytes(stories("gguf"));
+  b[3] = 'X';
+  expect_error(load_model_file(write("bad.gguf", b)), ErrorCode::kCorruptFile, "GGUX");
+  expect_error(GgufFile::open(dir_.file("bad.gguf")), ErrorCode::kCorruptFile, "GGUX");
+  const std::string text = "this is not a model file at all";
+  expect_error(load_model_file(write("text.gguf", Bytes(text.begin(), text.end()))), ErrorCode::kCorruptFile, "text");
+  expect_error(load_model_file(write("text.bin", Bytes(text.begin(), text.end()))), ErrorCode::kCorruptFile, "text bin");
+  expect_error(SafetensorsFile::open(write("text.safetensors", Bytes(text.begin(), text.end()))),
+               ErrorCode::kCorruptFile, "text safetensors");
+  expect_error(load_model_file(write("text.xyz", Bytes(text.begin(), text.end()))), ErrorCode::kUnsupported, "unknown ext");
+}
+
+TEST_F(BadInput, GgufAbsurdCountsAndVersions) {
+  const Bytes full = test::read_bytes(stories("gguf"));
+  Bytes b = full;
+  test::poke(b, 8, std::uint64_t{1} << 60);  // tensor count
+  expect_error(load_model_file(write("t.gguf", b)), ErrorCode::kCorruptFile, "tensor count");
+  b = full;
+  test::poke(b, 16, ~std::uint64_t{0});  // kv count
+  expect_error(load_model_file(write("kv.gguf", b)), ErrorCode::kCorruptFile, "kv count");
+  b = full;
+  test::poke(b, 16, std::uint64_t{100});  // more kvs than the file has: runs into the tensor infos
+  expect_error(load_model_file(write("kv100.gguf", b)), ErrorCode::kCorruptFile, "kv count 100");
+  for (std::uint32_t version : {0u, 1u, 4u, 0xffffffffu}) {
+    b = full;
+    test::poke(b, 4, version);
+    expect_error(load_model_file(write("v.gguf", b)), ErrorCode::kUnsupported, "version " + std::to_string(version));
+  }
+}
+
+TEST_F(BadInput, GgufTensorInfoPastTheEnd) {
+  const Bytes full = test::read_bytes(stories("gguf"));
+  const std::size_t info = tensor_info_after_name(full, "token_embd.weight");
+  std::uint32_t n_dims;
+  std::memcpy(&n_dims, full.data() + info, 4);
+  ASSERT_EQ(n_dims, 2u);
+  const std::size_t dims = info + 4, type = dims + 16, offset = type + 4;
+
+  Bytes b = full;
+  test::poke(b, dims + 8, std::uint64_t{1} << 20);  // 512 rows → 1M rows
+  expect_error(load_model_file(write("dim.gguf", b)), ErrorCode::kCorruptFile, "dim past end");
+  b = full;
+  test::poke(b, dims, std::uint64_t{1} << 50);  // absurd dim
+  expect_error(load_model_file(write("dim2.gguf", b)), ErrorCode::kCorruptFile, "absurd dim");
+  b = full;
+  test::poke(b, dims, std::uint64_t{0});  // zero dim
+  expect_error(load_model_file(write("dim0.gguf", b)), ErrorCode::kCorruptFile, "zero dim");
+  b = full;
+  test::poke(b, info, std::uint32_t{9});  // n_dims
+  expect_error(load_model_file(write("ndims.gguf", b)), ErrorCode::kCorruptFile, "n_dims");
+  b = full;
+  test::poke(b, offset, std::uint64_t{1} << 40);  // aligned, far past the end
+  expect_error(load_model_file(write("off.gguf", b)), ErrorCode::kCorruptFile, "offset past end");
+  b = full;
+  test::poke(b, offset, ~std::uint64_t{0} - 31);  // would wrap around
+  expect_error(load_model_file(write("off2.gguf", b)), ErrorCode::kCorruptFile, "offset wrap");
+  b = full;
+  test::poke(b, offset, std::uint64_t{4});  // misaligned
+  expect_error(load_model_file(write("off3.gguf", b)), ErrorCode::kCorruptFile, "misaligned offset");
+  b = full;
+  test::poke(b, type, std::uint32_t{12});  // GGML_TYPE_Q4_K
+  expect_error(load_model_file(write("q4k.gguf", b)), ErrorCode::kUnsupported, "Q4_K");
+  expect_error(GgufFile::open(dir_.file("q4k.gguf")), ErrorCode::kUnsupported, "Q4_K");
+}
+
+TEST_F(BadInput, GgufArchitectureAndHyperParameters) {
+  auto ok = load_model_file(write("llama.gguf", tiny_gguf("llama")));  // the writer itself is right
+  ASSERT_TRUE(ok) << ok.status().message();
+  EXPECT_EQ(ok->config.dim, 8);
+  EXPECT_EQ(ok->config.n_kv_heads, 1);
+  EXPECT_EQ(ok->config.vocab_size, 16);
+  EXPECT_TRUE(ok->config.tied_embeddings);
+  auto gpt2 = load_model_file(write("gpt2.gguf", tiny_gguf("gpt2")));
+  expect_error(gpt2, ErrorCode::kUnsupported, "gpt2");
+  EXPECT_NE(gpt2.status().message().find("gpt2"), std::string::npos);
+
+  test::GgufWriter w;  // llama without any hyper-parameters
+  w.kv_string("general.architecture", "llama");
+  w.tensor_f32("token_embd.weight", {2, 2}, {1, 2, 3, 4});
+  expect_error(load_model_file(write("nohp.gguf", w.bytes())), ErrorCode::kCorruptFile, "no hparams");
+  test::GgufWriter none;  // no architecture at all
+  expect_error(load_model_file(write("noarch.gguf", none.bytes())), ErrorCode::kCorruptFile, "no arch");
+  // Ill-typed or out-of-range optional hyper-parameters.
+  const std::pair<const char*, std::function<void(test::GgufWriter&)>> odd[] = {
+      {"eps as string", [](test::GgufWriter& g) { g.kv_string("llama.attention.layer_norm_rms_epsilon", "tiny"); }},
+      {"eps infinite", [](test::GgufWriter& g) { g.kv_f32("llama.attention.layer_norm_rms_epsilon", INFINITY); }},
+      {"theta NaN", [](test::GgufWriter& g) { g.kv_f32("llama.rope.freq_base", NAN); }},
+      {"kv heads as string", [](test::GgufWriter& g) { g.kv_string("llama.attention.head_count_kv", "1"); }},
+      {"eps zero", [](test::GgufWriter& g) { g.kv_f32("llama.attention.layer_norm_rms_epsilon", 0.0f); }},
+  };
+  for (const auto& [what, hp] : odd) {
+    expect_error(load_model_file(write("odd.gguf", tiny_gguf("llama", 3, hp))), ErrorCode::kCorruptFile, what);
+  }
+  // The version field of an otherwise valid file.
+  expect_error(load_model_file(write("v1.gguf", tiny_gguf("llama", 1))), ErrorCode::kUnsupported, "v1");
+  expect_error(load_model_file(write("v4.gguf", tiny_gguf("llama", 4))), ErrorCode::kUnsupported, "v4");
+  EXPECT_TRUE(load_model_file(write("v2.gguf", tiny_gguf("llama", 2))));
+}
+
+TEST_F(BadInput, TruncatedSafetensors) {
+  std::vector<float> v(64);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  const Bytes full = test::safetensors_bytes({{"a", "F32", {8, 4}, test::f32_bytes({v.begin(), v.begin() + 32})},
+                                              {"b", "F32", {32}, test::f32_bytes({v.begin() + 32, v.end()})}},
+                                             {{"format", "pt"}});
+  std::uint64_t header_len;
+  std::memcpy(&header_len, full.data(), 8);
+  ASSERT_TRUE(SafetensorsFile::parse(full, "full"));
+  for (std::size_t cut : {std::size_t{3}, std::size_t{8}, std::size_t{10}, std::size_t{8 + header_len / 2},
+                          std::size_t{8 + header_len}, std::size_t{8 + header_len + 100}, full.size() - 1}) {
+    const std::string p = write("cut.safetensors", Bytes(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(cut)));
+    expect_error(SafetensorsFile::open(p), ErrorCode::kCorruptFile, "safetensors cut at " + std::to_string(cut));
+  }
+}
+
+TEST_F(BadInput, UnsupportedSafetensorsDtypes) {
+  for (const char* dtype : {"I64", "F8_E4M3", "F8_E5M2", "I8", "BOOL"}) {
+    const std::size_t elem = std::string(dtype) == "I64" ? 8 : 1;
+    const Bytes b = test::safetensors_bytes({{"x", dtype, {4}, Bytes(4 * elem)}});
+    auto r = SafetensorsFile::open(write("d.safetensors", b));
+    expect_error(r, ErrorCode::kUnsupported, dtype);
+    EXPECT_NE(r.status().message().find(dtype), std::string::npos) << r.status().message();
+  }
+}
+
+TEST_F(BadInput, HfConfigErrors) {
+  const std::string hf = dir_.file("hf");
+  std::filesystem::create_directory(hf);
+  test::write_bytes(hf + "/model.safetensors", test::safetensors_bytes({{"x", "F32", {1}, Bytes(4)}}));
+  const nlohmann::json good = {{"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 8},
+                               {"intermediate_size", 16}, {"num_hidden_layers", 1},
+                               {"num_attention_heads", 2}, {"vocab_size", 16}};
+  nlohmann::json cfg = good;
+  cfg.erase("hidden_size");
+  test::write_text(hf + "/config.json", cfg.dump());
+  auto r = load_model_file(hf);
+  expect_error(r, ErrorCode::kCorruptFile, "missing hidden_size");
+  EXPECT_NE(r.status().message().find("hidden_size"), std::string::npos);
+  for (const char* text : {"{\"hidden_size\": 8,", "{hidden_size: 8}", "", "\xff\xfe", "{\"a\": 1} trailing"}) {
+    test::write_text(hf + "/config.json", text);
+    expect_error(load_model_file(hf), ErrorCode::kCorruptFile, std::string("malformed: ") + text);
+  }
+  // Valid config, but the weights are I64 / truncated.
+  test::write_text(hf + "/config.json", good.dump());
+  test::write_bytes(hf + "/model.safetensors", test::safetensors_bytes({{"model.norm.weight", "I64", {8}, Bytes(64)}}));
+  expect_error(load_hf_model(hf), ErrorCode::kUnsupported, "I64 weights");
+  Bytes st = test::safetensors_bytes({{"model.norm.weight", "F32", {8}, Bytes(32)}});
+  st.resize(st.size() - 5);
+  test::write_bytes(hf + "/model.safetensors", st);
+  expect_error(load_hf_model(hf), ErrorCode::kCorruptFile, "truncated weights");
+}
+
+}  // namespace
+}  // namespace peregrine
