@@ -42,8 +42,13 @@ Status write_stats_json(const std::string& path, const GenerationStats& s) {
   return out ? Status::ok() : io_error("cannot write stats to " + path);
 }
 
+constexpr std::int32_t kMaxThreads = 512;
+
 Status validate(const GenerateArgs& a) {
-  if (a.threads < 1) return invalid_argument("-t/--threads must be >= 1 (got " + std::to_string(a.threads) + ")");
+  if (a.threads < 1 || a.threads > kMaxThreads) {
+    return invalid_argument("-t/--threads must be in [1, " + std::to_string(kMaxThreads) + "] (got " +
+                            std::to_string(a.threads) + ")");
+  }
   if (a.n_predict < 0) return invalid_argument("-n must be >= 0 (got " + std::to_string(a.n_predict) + ")");
   if (a.ctx < 0) return invalid_argument("--ctx must be >= 0");
   return a.sampling.validate();
@@ -57,6 +62,9 @@ int run(const GenerateArgs& args) {
     if (!text) return report(text.status());
     prompt = std::move(*text);
   }
+  if (!args.stats_json.empty() && !std::ofstream(args.stats_json, std::ios::app)) {
+    return report(io_error("cannot write stats to " + args.stats_json));
+  }
   auto file = open_model(args.model);
   if (!file) return report(file.status());
   auto tokenizer = load_tokenizer(*file, args.model.tokenizer);
@@ -64,7 +72,8 @@ int run(const GenerateArgs& args) {
   auto model = LlamaModel::create(std::move(*file));
   if (!model) return report(model.status());
   const Tokenizer& tok = **tokenizer;
-  const std::vector<std::int32_t> ids = tok.encode(prompt, true);
+  const std::vector<std::int32_t> ids = tok.encode(prompt, tok.add_bos_default());
+  if (ids.empty()) return report(invalid_argument("the prompt is empty (no tokens)"));
   GenerateOptions opt;
   opt.max_new_tokens = args.n_predict;
   opt.ctx_len = args.ctx;

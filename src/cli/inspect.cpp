@@ -10,8 +10,9 @@ namespace {
 
 void print_config(const ModelFile& m) {
   const ModelConfig& c = m.config;
-  std::printf("model:        %s\nformat:       %s\narchitecture: %s\n", m.path.c_str(),
-              model_format_name(m.format), c.arch.c_str());
+  const std::string version = m.gguf ? " v" + std::to_string(m.gguf->version()) : "";
+  std::printf("model:        %s\nformat:       %s%s\narchitecture: %s\n", m.path.c_str(),
+              model_format_name(m.format), version.c_str(), c.arch.c_str());
   std::printf("dim %lld, layers %lld, heads %lld, kv_heads %lld (%s), head_dim %lld, ffn %lld\n",
               static_cast<long long>(c.dim), static_cast<long long>(c.n_layers),
               static_cast<long long>(c.n_heads), static_cast<long long>(c.n_kv_heads),
@@ -36,8 +37,9 @@ void print_tensors(const ModelFile& m) {
 int run(const ModelOptions& args) {
   auto file = open_model(args);
   if (!file) return report(file.status());
-  print_config(*file);
   auto tok = load_tokenizer(*file, args.tokenizer);
+  if (!tok && !args.tokenizer.empty()) return report(tok.status());
+  print_config(*file);
   if (tok) {
     std::printf("tokenizer: %s, %d tokens, bos %d, eos %d\n", (*tok)->kind().c_str(),
                 (*tok)->vocab_size(), (*tok)->bos_id(), (*tok)->eos_id());

@@ -1,5 +1,7 @@
 // peregrine <verb> [options]: the command-line front end.
 #include <cstdio>
+#include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -33,8 +35,18 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() != 0) std::fprintf(stderr, "peregrine: error: %s\n", e.what());
     return e.get_exit_code() != 0 ? 2 : app.exit(e);
   }
-  for (auto& v : verbs) {
-    if (v.command->parsed()) return v.run();
+  // Library code reports errors as values; this only catches what the OS can refuse at any
+  // point (memory, threads), so that even those end in one error line, not an abort.
+  try {
+    for (auto& v : verbs) {
+      if (v.command->parsed()) return v.run();
+    }
+  } catch (const std::bad_alloc&) {
+    std::fputs("peregrine: error: out of memory\n", stderr);
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "peregrine: error: %s\n", e.what());
+    return 1;
   }
   return 2;
 }

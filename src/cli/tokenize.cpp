@@ -35,7 +35,7 @@ int run(const TokenizeArgs& args) {
     if (!t) return report(t.status());
     tok = std::move(*t);
   }
-  const auto ids = tok->encode(text, !args.no_bos);
+  const auto ids = tok->encode(text, tok->add_bos_default() && !args.no_bos);
   if (args.ids_only) {
     std::string line = "[";
     for (std::size_t i = 0; i < ids.size(); ++i) line += (i ? ", " : "") + std::to_string(ids[i]);
@@ -55,7 +55,7 @@ Verb add_tokenize(CLI::App& app) {
   auto* text = cmd->add_option("text", args->text, "Text to tokenize");
   auto* file = cmd->add_option("-f,--file", args->file, "Read the text from a file");
   text->excludes(file);
-  cmd->add_flag("--no-bos", args->no_bos, "Do not prepend the BOS token");
+  cmd->add_flag("--no-bos", args->no_bos, "Do not prepend BOS (by default it is added when the tokenizer's config says so)");
   cmd->add_flag("--ids", args->ids_only, "Print only the ids, as [1, 2, 3]");
   return {cmd, [args] { return run(*args); }};
 }

@@ -1,5 +1,8 @@
 #include "peregrine/engine/generator.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -14,6 +17,25 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+/// The context to allocate: the requested one, else just what prompt + max_new_tokens need
+/// (capped at the model's context), so a 128k-context model does not reserve 128k positions.
+std::int64_t context_length(const LlamaModel& model, std::size_t prompt_len, const GenerateOptions& o) {
+  if (o.ctx_len > 0) return o.ctx_len;
+  const std::int64_t need = static_cast<std::int64_t>(prompt_len) + std::max<std::int64_t>(o.max_new_tokens, 0);
+  return std::max<std::int64_t>(1, std::min(need, model.config().max_seq_len));
+}
+
+Status check_kv_fits(const ModelConfig& c, std::int64_t ctx) {
+  const double bytes = 2.0 * static_cast<double>(c.n_layers) * static_cast<double>(ctx) *
+                       static_cast<double>(c.n_kv_heads * c.head_dim) * sizeof(float);
+  const double ram = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  if (ram > 0 && bytes > ram) {
+    return out_of_range("a KV cache of " + std::to_string(ctx) + " tokens needs " +
+                        std::to_string(bytes / (1 << 30)) + " GiB, more than this machine's memory; use a smaller context");
+  }
+  return Status::ok();
+}
+
 Status check_request(const LlamaModel& model, std::span<const std::int32_t> prompt,
                      const GenerateOptions& o, std::int64_t ctx) {
   PEREGRINE_RETURN_IF_ERROR(o.sampling.validate());
@@ -26,7 +48,7 @@ Status check_request(const LlamaModel& model, std::span<const std::int32_t> prom
     return out_of_range("the prompt is " + std::to_string(prompt.size()) +
                         " tokens, longer than the context of " + std::to_string(ctx) + " tokens");
   }
-  return Status::ok();
+  return check_kv_fits(model.config(), ctx);
 }
 
 }  // namespace
@@ -43,7 +65,7 @@ const char* stop_reason_name(StopReason r) {
 Expected<GenerationStats> generate(const LlamaModel& model, std::span<const std::int32_t> prompt,
                                    const GenerateOptions& options, ThreadPool& pool,
                                    const std::function<void(std::int32_t)>& on_token) {
-  const std::int64_t ctx = options.ctx_len > 0 ? options.ctx_len : model.config().max_seq_len;
+  const std::int64_t ctx = context_length(model, prompt.size(), options);
   PEREGRINE_RETURN_IF_ERROR(check_request(model, prompt, options, ctx));
   GenerationStats stats;
   stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());

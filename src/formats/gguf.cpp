@@ -11,6 +11,9 @@ namespace {
 constexpr std::uint32_t kGgufMagic = 0x46554747;  // "GGUF" little-endian
 constexpr std::uint64_t kDefaultAlignment = 32;
 constexpr std::uint32_t kMaxDims = 4;
+// No real metadata array comes near this (the largest vocabularies/merge lists are ~1M);
+// each element costs ~40 bytes in memory, so this also bounds what a hostile file can allocate.
+constexpr std::uint64_t kMaxArrayElements = std::uint64_t{1} << 23;
 constexpr std::uint64_t kMinKvBytes = 8 + 1 + 4;           // empty key, type, smallest value
 constexpr std::uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // empty name, one dim
 
@@ -82,6 +85,10 @@ Expected<GgufValue> read_value(ByteReader& r, const std::string& key) {
   PEREGRINE_ASSIGN_OR_RETURN(v.elem_type, read_type(r));
   if (v.elem_type == GgufType::kArray) return unsupported("GGUF key '" + json_util::printable(key) + "' is an array of arrays");
   PEREGRINE_ASSIGN_OR_RETURN(auto n, r.read<std::uint64_t>());
+  if (n > kMaxArrayElements) {
+    return corrupt_file("GGUF array '" + key + "' has " + std::to_string(n) + " elements (limit " +
+                        std::to_string(kMaxArrayElements) + ")");
+  }
   if (n > r.remaining() / scalar_size(v.elem_type)) {
     return corrupt_file("GGUF array '" + json_util::printable(key) + "' claims " + std::to_string(n) +
                         " elements, more than the file holds");
@@ -206,17 +213,6 @@ std::optional<DType> dtype_from_ggml_type(std::uint32_t ggml_type) {
     case 30: return DType::kBF16;
     default: return std::nullopt;
   }
-}
-
-std::uint32_t ggml_type_from_dtype(DType t) {
-  switch (t) {
-    case DType::kF32: return 0;
-    case DType::kF16: return 1;
-    case DType::kQ4_0: return 2;
-    case DType::kQ8_0: return 8;
-    case DType::kBF16: return 30;
-  }
-  return 0;
 }
 
 Expected<GgufFile> GgufFile::open(const std::string& path) {

@@ -45,7 +45,11 @@ Expected<ModelConfig> read_llama_config(const GgufFile& g, const std::string& pa
   PEREGRINE_ASSIGN_OR_RETURN(c.max_seq_len, required_int(g, "llama.context_length", path));
   PEREGRINE_ASSIGN_OR_RETURN(auto kv, optional_int(g, "llama.attention.head_count_kv", path));
   c.n_kv_heads = kv.value_or(c.n_heads);
-  c.head_dim = c.n_heads > 0 ? c.dim / c.n_heads : 0;
+  if (c.n_heads <= 0 || c.dim % c.n_heads != 0) {
+    return corrupt_file("GGUF llama.embedding_length " + std::to_string(c.dim) +
+                        " is not a positive multiple of llama.attention.head_count " + std::to_string(c.n_heads));
+  }
+  c.head_dim = c.dim / c.n_heads;
   PEREGRINE_ASSIGN_OR_RETURN(auto rot, optional_int(g, "llama.rope.dimension_count", path));
   if (rot && *rot != c.head_dim) {
     return unsupported(path + ": GGUF llama.rope.dimension_count " + std::to_string(*rot) +

@@ -59,7 +59,6 @@ class Layout {
     }
   }
   void skip(std::uint64_t n_floats) { pos_ += n_floats * sizeof(float); }
-  std::uint64_t end() const { return pos_; }
 
  private:
   const MappedFile& f_;
@@ -80,9 +79,7 @@ double implied_file_bytes(const ModelConfig& c, bool shared) {
   return kHeaderBytes + floats * sizeof(float);
 }
 
-std::string blk(std::int64_t l, const char* name) {
-  return "blk." + std::to_string(l) + "." + name + ".weight";
-}
+std::string blk(std::int64_t l, const char* name) { return layer_tensor_name(l, name); }
 
 }  // namespace
 
@@ -116,7 +113,6 @@ Expected<ModelFile> load_llama2c_model(const std::string& path) {
   lay.add(1, {c.dim}, [](auto) { return std::string("output_norm.weight"); });
   lay.skip(static_cast<std::uint64_t>(c.max_seq_len) * static_cast<std::uint64_t>(hd));  // freq_cis
   if (!shared) lay.add(1, {c.vocab_size, c.dim}, [](auto) { return std::string("output.weight"); });
-  if (lay.end() != file->size()) return corrupt_file(path + ": llama2.c layout mismatch");
   m.storage.push_back(std::move(file));
   PEREGRINE_RETURN_IF_ERROR(validate_llama_tensors(m));
   return m;

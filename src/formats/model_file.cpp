@@ -82,6 +82,10 @@ std::size_t ModelFile::weight_bytes() const {
   return n;
 }
 
+std::string layer_tensor_name(std::int64_t layer, std::string_view name) {
+  return "blk." + std::to_string(layer) + "." + std::string(name) + ".weight";
+}
+
 Status validate_llama_tensors(const ModelFile& m) {
   const ModelConfig& c = m.config;
   if (Status st = c.validate(); !st) return {st.code(), m.path + ": " + st.message()};
@@ -93,16 +97,16 @@ Status validate_llama_tensors(const ModelFile& m) {
     PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, "output.weight", {c.vocab_size, c.dim}));
   }
   for (std::int64_t l = 0; l < c.n_layers; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    PEREGRINE_RETURN_IF_ERROR(expect_norm(m, p + "attn_norm.weight"));
-    PEREGRINE_RETURN_IF_ERROR(expect_norm(m, p + "ffn_norm.weight"));
-    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p + "attn_q.weight", {q_dim, c.dim}));
-    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p + "attn_k.weight", {kv_dim, c.dim}));
-    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p + "attn_v.weight", {kv_dim, c.dim}));
-    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p + "attn_output.weight", {c.dim, q_dim}));
-    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p + "ffn_gate.weight", {c.ffn_dim, c.dim}));
-    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p + "ffn_up.weight", {c.ffn_dim, c.dim}));
-    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p + "ffn_down.weight", {c.dim, c.ffn_dim}));
+    auto p = [l](const char* name) { return layer_tensor_name(l, name); };
+    PEREGRINE_RETURN_IF_ERROR(expect_norm(m, p("attn_norm")));
+    PEREGRINE_RETURN_IF_ERROR(expect_norm(m, p("ffn_norm")));
+    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p("attn_q"), {q_dim, c.dim}));
+    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p("attn_k"), {kv_dim, c.dim}));
+    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p("attn_v"), {kv_dim, c.dim}));
+    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p("attn_output"), {c.dim, q_dim}));
+    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p("ffn_gate"), {c.ffn_dim, c.dim}));
+    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p("ffn_up"), {c.ffn_dim, c.dim}));
+    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p("ffn_down"), {c.dim, c.ffn_dim}));
   }
   return Status::ok();
 }

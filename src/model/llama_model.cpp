@@ -17,7 +17,7 @@ std::vector<float> to_f32(const TensorView& t) {
 }
 
 const TensorView& get(const ModelFile& f, std::int64_t layer, const char* name) {
-  return *f.find("blk." + std::to_string(layer) + "." + name + ".weight");
+  return *f.find(layer_tensor_name(layer, name));
 }
 
 }  // namespace

@@ -73,6 +73,9 @@ std::vector<std::pair<std::int32_t, float>> Sampler::distribution(std::span<cons
 }
 
 std::int32_t Sampler::sample(std::span<float> logits, std::span<const std::int32_t> history) {
+  for (float& l : logits) {
+    if (std::isnan(l)) l = -INFINITY;  // a NaN would break the ordering of every step below
+  }
   apply_repeat_penalty(logits, history);
   if (params_.temperature == 0.0f) return argmax(logits);
   const auto cand = distribution(logits);

@@ -67,6 +67,13 @@ TEST(CliBadInput, PromptLongerThanContext) {
 TEST(CliBadInput, NegativeTemperature) { expect_clean_error(run_cli({"generate", "--temp", "-1"}), "temperature"); }
 TEST(CliBadInput, TopPAboveOne) { expect_clean_error(run_cli({"generate", "--top-p", "1.5"}), "top-p"); }
 TEST(CliBadInput, MinPAboveOne) { expect_clean_error(run_cli({"generate", "--min-p", "2"}), "min-p"); }
+TEST(CliBadInput, AbsurdThreadCount) { expect_clean_error(run_cli({"generate", "-t", "2147483647"}), "threads"); }
+TEST(CliBadInput, UnwritableStatsJson) {
+  expect_clean_error(run_cli({"generate", "--stats-json", "/nonexistent/dir/stats.json"}), "cannot write stats");
+}
+TEST(CliBadInput, MissingExplicitTokenizer) {
+  expect_clean_error(run_cli({"inspect", "--tokenizer", "/nonexistent/tokenizer.model"}), "tokenizer");
+}
 TEST(CliBadInput, ZeroThreads) { expect_clean_error(run_cli({"generate", "-t", "0"}), "threads"); }
 TEST(CliBadInput, NonNumericArgument) { expect_clean_error(run_cli({"generate", "-n", "many"}), "many"); }
 TEST(CliBadInput, UnknownVerb) { expect_clean_error(run_cli({"fly"}), "fly"); }

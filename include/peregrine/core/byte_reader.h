@@ -41,13 +41,6 @@ class ByteReader {
     return s;
   }
 
-  /// Skips `n` bytes. Error kCorruptFile if past the end.
-  Status skip(std::uint64_t n) {
-    if (n > remaining()) return truncated(n);
-    pos_ += static_cast<std::size_t>(n);
-    return Status::ok();
-  }
-
  private:
   Status truncated(std::uint64_t wanted) const {
     return corrupt_file(what_ + " is truncated: needed " + std::to_string(wanted) +

@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "peregrine/core/mapped_file.h"
@@ -77,6 +78,9 @@ struct ModelFile {
   /// Total bytes of all tensors.
   std::size_t weight_bytes() const;
 };
+
+/// Canonical name of a per-layer weight: layer_tensor_name(3, "attn_q") == "blk.3.attn_q.weight".
+std::string layer_tensor_name(std::int64_t layer, std::string_view name);
 
 /// Checks that every canonical tensor the config implies exists with the right shape and that
 /// norms are F32/F16/BF16. Errors: kCorruptFile (missing tensor / wrong shape), kUnsupported.

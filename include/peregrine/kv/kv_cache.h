@@ -21,7 +21,6 @@ class KvCache {
 
   std::int32_t n_seqs() const { return n_seqs_; }
   std::int64_t ctx_len() const { return ctx_len_; }
-  std::int64_t kv_dim() const { return kv_dim_; }
 
   /// Positions [0, length) of `seq` hold valid K/V.
   std::int64_t length(std::int32_t seq) const { return lengths_[static_cast<std::size_t>(seq)]; }
@@ -31,9 +30,6 @@ class KvCache {
   /// [ctx_len, kv_dim] f32 K (or V) slab of (seq, layer).
   float* k(std::int32_t seq, std::int64_t layer) { return &k_[offset(seq, layer)]; }
   float* v(std::int32_t seq, std::int64_t layer) { return &v_[offset(seq, layer)]; }
-
-  /// Bytes of K and V storage.
-  std::size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
 
  private:
   std::size_t offset(std::int32_t seq, std::int64_t layer) const {

@@ -22,6 +22,13 @@ class LlamaModel {
   /// Errors: those of validate_llama_tensors.
   static Expected<LlamaModel> create(ModelFile file);
 
+  // Layers hold pointers into file_.tensors: movable (std::map nodes keep their addresses),
+  // not copyable.
+  LlamaModel(LlamaModel&&) = default;
+  LlamaModel& operator=(LlamaModel&&) = default;
+  LlamaModel(const LlamaModel&) = delete;
+  LlamaModel& operator=(const LlamaModel&) = delete;
+
   const ModelConfig& config() const { return file_.config; }
   const ModelFile& file() const { return file_; }
 

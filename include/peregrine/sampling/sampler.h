@@ -32,7 +32,7 @@ class Sampler {
  public:
   explicit Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
 
-  /// Picks the next token from `logits` [vocab] f32 (modified in place by the penalty).
+  /// Picks the next token from `logits` [vocab] f32 (modified in place: NaN → -inf, penalty).
   /// Pipeline: repetition penalty over the last repeat_last_n ids of `history` (CTRL, Keskar
   /// et al. 2019: positive logits divided, negative multiplied) → greedy argmax if
   /// temperature == 0 → top-k → softmax at temperature → top-p (smallest set with cumulative
@@ -41,7 +41,8 @@ class Sampler {
   std::int32_t sample(std::span<float> logits, std::span<const std::int32_t> history);
 
   /// The candidate distribution sample() would draw from, as (id, probability) sorted by
-  /// decreasing probability (exposed for tests and speculative verification).
+  /// decreasing probability (exposed for tests and speculative verification). `logits` must
+  /// not contain NaN (sample() maps NaN to -inf first).
   std::vector<std::pair<std::int32_t, float>> distribution(std::span<const float> logits) const;
 
  private:

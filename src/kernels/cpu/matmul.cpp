@@ -9,10 +9,13 @@ namespace {
 
 const float* row_as_f32(const TensorView& w, std::int64_t row, std::vector<float>& scratch) {
   const std::int64_t in = w.row_length();
-  if (w.dtype == DType::kF32) return static_cast<const float*>(w.data) + row * in;
   const std::size_t row_bytes = w.nbytes / static_cast<std::size_t>(w.n_rows());
-  dequantize(w.dtype, static_cast<const std::uint8_t*>(w.data) + row * row_bytes,
-             std::span<float>(scratch.data(), static_cast<std::size_t>(in)));
+  const auto* src = static_cast<const std::uint8_t*>(w.data) + row * row_bytes;
+  // F32 rows are used in place when aligned (safetensors/GGUF alignment 1 may leave them not).
+  if (w.dtype == DType::kF32 && reinterpret_cast<std::uintptr_t>(src) % alignof(float) == 0) {
+    return reinterpret_cast<const float*>(src);
+  }
+  dequantize(w.dtype, src, std::span<float>(scratch.data(), static_cast<std::size_t>(in)));
   return scratch.data();
 }
 

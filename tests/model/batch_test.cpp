@@ -1,0 +1,82 @@
+// The ragged Batch: several sequences in one forward give the same logits as separate runs,
+// and malformed batches are rejected before anything is written.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "peregrine/model/llama_model.h"
+#include "test_paths.h"
+
+namespace peregrine {
+namespace {
+
+LlamaModel load_stories() {
+  auto file = load_model_file(test::shared_dir() + "/models/stories260K/stories260K.gguf");
+  EXPECT_TRUE(file) << file.status().message();
+  auto m = LlamaModel::create(std::move(*file));
+  EXPECT_TRUE(m) << m.status().message();
+  return std::move(*m);
+}
+
+TEST(RaggedBatch, TwoSequencesInOneForwardMatchSeparateRuns) {
+  const LlamaModel model = load_stories();
+  ThreadPool pool(2);
+  const std::vector<std::int32_t> a = {1, 403, 407, 261, 378}, b = {1, 261, 300, 17};
+  const std::int64_t vocab = model.config().vocab_size;
+
+  auto last_logits = [&](const std::vector<std::int32_t>& toks) {
+    KvCache cache(model.config(), 1, 64);
+    Batch batch;
+    for (std::size_t i = 0; i < toks.size(); ++i) batch.add(toks[i], static_cast<std::int32_t>(i), 0, i + 1 == toks.size());
+    std::vector<float> logits;
+    EXPECT_TRUE(model.forward(batch, cache, logits, pool).is_ok());
+    return logits;
+  };
+  // Interleave the rows of both sequences (seq 1 first) in a single ragged batch.
+  KvCache cache(model.config(), 2, 64);
+  Batch batch;
+  for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    if (i < b.size()) batch.add(b[i], static_cast<std::int32_t>(i), 1, i + 1 == b.size());
+    if (i < a.size()) batch.add(a[i], static_cast<std::int32_t>(i), 0, i + 1 == a.size());
+  }
+  std::vector<float> logits;
+  ASSERT_TRUE(model.forward(batch, cache, logits, pool).is_ok());
+  ASSERT_EQ(logits.size(), static_cast<std::size_t>(2 * vocab));
+  const auto la = last_logits(a), lb = last_logits(b);
+  for (std::int64_t v = 0; v < vocab; ++v) {  // rows with logits come out in batch order: b then a
+    EXPECT_NEAR(logits[v], lb[v], 1e-5);
+    EXPECT_NEAR(logits[vocab + v], la[v], 1e-5);
+  }
+  EXPECT_EQ(cache.length(0), 5);
+  EXPECT_EQ(cache.length(1), 4);
+}
+
+TEST(RaggedBatch, MalformedBatchesAreRejected) {
+  const LlamaModel model = load_stories();
+  ThreadPool pool(1);
+  KvCache cache(model.config(), 1, 8);
+  std::vector<float> logits;
+  auto code = [&](const Batch& b) { return model.forward(b, cache, logits, pool).code(); };
+  Batch empty;
+  EXPECT_EQ(code(empty), ErrorCode::kInvalidArgument);
+  Batch gap;
+  gap.add(1, 0, 0, false);
+  gap.add(2, 2, 0, true);
+  EXPECT_EQ(code(gap), ErrorCode::kInvalidArgument);
+  Batch ahead;  // starts past the cached length
+  ahead.add(1, 3, 0, true);
+  EXPECT_EQ(code(ahead), ErrorCode::kInvalidArgument);
+  Batch bad_seq;
+  bad_seq.add(1, 0, 1, true);
+  EXPECT_EQ(code(bad_seq), ErrorCode::kInvalidArgument);
+  Batch bad_token;
+  bad_token.add(512, 0, 0, true);
+  EXPECT_EQ(code(bad_token), ErrorCode::kOutOfRange);
+  Batch past_ctx;
+  past_ctx.add(1, 8, 0, true);
+  EXPECT_EQ(code(past_ctx), ErrorCode::kOutOfRange);
+  EXPECT_EQ(cache.length(0), 0);
+}
+
+}  // namespace
+}  // namespace peregrine
