@@ -129,6 +129,20 @@ TEST(Matmul, ScalarDtypesHandleRowLengthsThatAreNotBlockMultiples) {
   }
 }
 
+TEST(Matmul, MisalignedF32WeightsAreReadSafely) {
+  // safetensors data (and GGUF with alignment 1) may leave F32 rows off a 4-byte boundary;
+  // the kernel must copy them rather than load misaligned floats (UBSan checks this).
+  const std::vector<float> wf = {1, 2, 3, -1, 0, 0.5f};
+  std::vector<std::uint8_t> bytes(1 + wf.size() * sizeof(float));
+  std::memcpy(bytes.data() + 1, wf.data(), wf.size() * sizeof(float));
+  const TensorView w{std::string("w"), DType::kF32, {2, 3}, bytes.data() + 1, wf.size() * sizeof(float)};
+  const std::vector<float> x = {1, 1, 1, 2, -1, 4};
+  std::vector<float> y(4);
+  ThreadPool pool(2);
+  matmul(w, x, 2, y, pool);
+  EXPECT_EQ(y, (std::vector<float>{6, -0.5f, 12, 0}));
+}
+
 TEST(Matmul, ReferenceOnHandComputedExample) {
   // W = [[1, 2, 3], [-1, 0, 0.5]], x = [[1, 1, 1], [2, -1, 4]]  →  y = [[6, -0.5], [12, 0]].
   const std::vector<float> wf = {1, 2, 3, -1, 0, 0.5f};
