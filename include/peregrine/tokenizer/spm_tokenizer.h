@@ -38,8 +38,9 @@ struct SpmOptions {
 
 class SpmTokenizer final : public Tokenizer {
  public:
-  /// Wraps a finalized vocabulary. Never fails today; Expected for symmetry with the loaders.
-  static Expected<std::unique_ptr<SpmTokenizer>> create(Vocab vocab, SpmOptions options);
+  /// Wraps a vocabulary on which Vocab::finalize() succeeded (the caller's duty; nothing is
+  /// re-validated), with `options`. Cannot fail.
+  static std::unique_ptr<SpmTokenizer> create(Vocab vocab, SpmOptions options);
 
   // Tokenizer interface (see tokenizer.h); kind() is "spm".
   std::vector<std::int32_t> encode(std::string_view text, bool add_bos) const override;
