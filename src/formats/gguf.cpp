@@ -3,7 +3,7 @@
 #include <limits>
 #include <set>
 
-#include "json_util.h"
+#include "peregrine/core/json_util.h"
 
 namespace peregrine {
 namespace {

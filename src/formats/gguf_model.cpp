@@ -4,7 +4,7 @@
 #include <limits>
 #include <optional>
 
-#include "json_util.h"
+#include "peregrine/core/json_util.h"
 
 namespace peregrine {
 namespace {

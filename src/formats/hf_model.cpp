@@ -7,7 +7,7 @@
 #include <optional>
 #include <string_view>
 
-#include "json_util.h"
+#include "peregrine/core/json_util.h"
 #include "peregrine/formats/safetensors.h"
 
 namespace peregrine {

@@ -4,7 +4,7 @@
 #include <limits>
 #include <string_view>
 
-#include "json_util.h"
+#include "peregrine/core/json_util.h"
 #include "peregrine/core/byte_reader.h"
 
 namespace peregrine {

@@ -81,8 +81,7 @@ Expected<std::unique_ptr<Tokenizer>> make_spm(const GgufFile& g) {
   SpmOptions opt;
   PEREGRINE_ASSIGN_OR_RETURN(opt.add_space_prefix, get_bool(g, key("add_space_prefix"), true));
   PEREGRINE_ASSIGN_OR_RETURN(opt.add_bos_default, get_bool(g, key("add_bos_token"), true));
-  PEREGRINE_ASSIGN_OR_RETURN(auto tok, SpmTokenizer::create(std::move(vocab), std::move(opt)));
-  return std::unique_ptr<Tokenizer>(std::move(tok));
+  return std::unique_ptr<Tokenizer>(SpmTokenizer::create(std::move(vocab), std::move(opt)));
 }
 
 Expected<std::unique_ptr<Tokenizer>> make_bpe(const GgufFile& g) {

@@ -1,15 +1,17 @@
 #include "peregrine/tokenizer/hf_tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
+#include "peregrine/core/json_util.h"
 #include "peregrine/core/mapped_file.h"
 #include "peregrine/tokenizer/bpe_tokenizer.h"
 #include "peregrine/tokenizer/merge_ranks.h"
 #include "peregrine/tokenizer/spm_tokenizer.h"
+#include "spm_piece.h"
 
 namespace peregrine {
 namespace {
@@ -17,7 +19,18 @@ namespace {
 using json = nlohmann::json;
 using Merges = std::vector<std::pair<std::string, std::string>>;
 constexpr std::int64_t kMaxId = std::int64_t{1} << 24;
-constexpr std::string_view kSpace = "\xE2\x96\x81";
+// Real tokenizer.json / tokenizer_config.json files nest about 6 levels deep; untrusted input
+// nested deeper is rejected before anything walks it.
+constexpr int kMaxJsonDepth = 64;
+// Sequence pre-tokenizers / normalizers / decoders / post-processors inside each other.
+constexpr int kMaxSequenceDepth = 8;
+// The component lists visit_sequence walks, with the key of a Sequence node's children.
+constexpr std::pair<const char*, const char*> kSequenceLists[] = {
+    {"pre_tokenizer", "pretokenizers"},
+    {"normalizer", "normalizers"},
+    {"decoder", "decoders"},
+    {"post_processor", "processors"},
+};
 
 std::string str_or(const json& j, const char* k, std::string fallback) {
   auto it = j.find(k);
@@ -29,12 +42,37 @@ bool bool_or(const json& j, const char* k, bool fallback) {
   return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
 }
 
+bool is_sequence(const json& j, const char* list_key) {
+  return j.is_object() && str_or(j, "type", "") == "Sequence" && j.contains(list_key) && j[list_key].is_array();
+}
+
+// Depth of Sequence nodes nested inside `j` (0 for a plain component), counted up to `limit`.
+int sequence_depth(const json& j, const char* list_key, int limit) {
+  if (limit <= 0 || !is_sequence(j, list_key)) return 0;
+  int deepest = 0;
+  for (const auto& e : j[list_key]) deepest = std::max(deepest, sequence_depth(e, list_key, limit - 1));
+  return 1 + deepest;
+}
+
+// kCorruptFile when a component list nests Sequences deeper than kMaxSequenceDepth.
+Status check_sequence_depth(const json& root) {
+  for (const auto& [key, list_key] : kSequenceLists) {
+    auto it = root.find(key);
+    if (it != root.end() && sequence_depth(*it, list_key, kMaxSequenceDepth + 1) > kMaxSequenceDepth) {
+      return corrupt_file(std::string(key) + " nests Sequences deeper than " + std::to_string(kMaxSequenceDepth) +
+                          " levels");
+    }
+  }
+  return Status::ok();
+}
+
 // Calls f on `j` and, for Sequence nodes, on every element of j[list_key], recursively.
+// check_sequence_depth has bounded the nesting; `depth` guards the recursion regardless.
 template <typename F>
-void visit_sequence(const json& j, const char* list_key, F&& f) {
-  if (!j.is_object()) return;
-  if (str_or(j, "type", "") == "Sequence" && j.contains(list_key) && j[list_key].is_array()) {
-    for (const auto& e : j[list_key]) visit_sequence(e, list_key, f);
+void visit_sequence(const json& j, const char* list_key, F&& f, int depth = 0) {
+  if (!j.is_object() || depth > kMaxSequenceDepth) return;
+  if (is_sequence(j, list_key)) {
+    for (const auto& e : j[list_key]) visit_sequence(e, list_key, f, depth + 1);
     return;
   }
   f(j);
@@ -103,12 +141,21 @@ Expected<Merges> read_merges(const json& model) {
   return merges;
 }
 
+// The lowest id of `piece`, or -1 (what Vocab::find gives once finalized; the vocabulary is
+// finalized only after the specials and token types are settled).
+std::int32_t first_id(const Vocab& v, std::string_view piece) {
+  for (std::int32_t id = 0; id < v.size(); ++id) {
+    if (v.piece(id) == piece) return id;
+  }
+  return -1;
+}
+
 // The added/known token named by a hint or the first present candidate piece, or -1.
 std::int32_t find_special(const Vocab& v, const std::optional<std::string>& hint,
                           std::initializer_list<std::string_view> candidates) {
-  if (hint) return v.find(*hint);
+  if (hint) return first_id(v, *hint);
   for (auto c : candidates) {
-    if (const std::int32_t id = v.find(c); id >= 0) return id;
+    if (const std::int32_t id = first_id(v, c); id >= 0) return id;
   }
   return -1;
 }
@@ -126,14 +173,14 @@ std::optional<std::string> template_bos(const json& root) {
   return bos;
 }
 
-Status set_specials(const json& root, const json& model, const HfTokenizerHints& hints, Vocab& v, bool& add_bos) {
+// Sets BOS/EOS/UNK (retyping UNK as kUnknown); returns whether prompts start with BOS.
+bool set_specials(const json& root, const json& model, const HfTokenizerHints& hints, Vocab& v) {
   const auto tbos = template_bos(root);
   v.bos_id = find_special(v, hints.bos_token ? hints.bos_token : tbos, {"<s>", "<|begin_of_text|>", "<|endoftext|>"});
   v.eos_id = find_special(v, hints.eos_token, {"</s>", "<|end_of_text|>", "<|endoftext|>"});
-  v.unk_id = v.find(str_or(model, "unk_token", ""));
+  v.unk_id = first_id(v, str_or(model, "unk_token", ""));
   if (v.unk_id >= 0) v.types[static_cast<std::size_t>(v.unk_id)] = TokenType::kUnknown;
-  add_bos = hints.add_bos_token.value_or(tbos.has_value() && v.bos_id >= 0);
-  return Status::ok();
+  return hints.add_bos_token.value_or(tbos.has_value() && v.bos_id >= 0);
 }
 
 // Regex list of a byte-level pre-tokenizer (ByteLevel, Split, Digits, Sequence).
@@ -194,21 +241,24 @@ bool metaspace_prefix(const json& root) {
   bool prefix = false;
   if (root.contains("normalizer")) {
     visit_sequence(root["normalizer"], "normalizers", [&](const json& n) {
-      prefix = prefix || (str_or(n, "type", "") == "Prepend" && str_or(n, "prepend", "") == kSpace);
+      prefix = prefix || (str_or(n, "type", "") == "Prepend" && str_or(n, "prepend", "") == kSpmSpace);
     });
   }
   if (const json* m = metaspace_node(root)) prefix = prefix || prepend_scheme(*m) != "never";
   return prefix;
 }
 
-Expected<std::unique_ptr<Tokenizer>> make_metaspace(const json& root, Vocab vocab, const Merges& merges,
-                                                    bool add_bos) {
+// SentencePiece-converted vocabularies: normal "<0xXX>" pieces are byte-fallback tokens.
+void type_byte_pieces(Vocab& vocab) {
   for (std::int32_t id = 0; id < vocab.size(); ++id) {
     if (vocab.type(id) == TokenType::kNormal && parse_byte_piece(vocab.piece(id))) {
       vocab.types[static_cast<std::size_t>(id)] = TokenType::kByte;
     }
   }
-  PEREGRINE_RETURN_IF_ERROR(vocab.finalize("tokenizer.json vocabulary"));
+}
+
+// `vocab` is finalized, its byte pieces typed by type_byte_pieces.
+std::unique_ptr<Tokenizer> make_metaspace(const json& root, Vocab vocab, const Merges& merges, bool add_bos) {
   SpmOptions opt;
   opt.add_space_prefix = metaspace_prefix(root);
   if (const json* m = metaspace_node(root)) {
@@ -217,8 +267,7 @@ Expected<std::unique_ptr<Tokenizer>> make_metaspace(const json& root, Vocab voca
   }
   opt.add_bos_default = add_bos;
   opt.ranks = MergeRanks(merges, vocab);
-  PEREGRINE_ASSIGN_OR_RETURN(auto tok, SpmTokenizer::create(std::move(vocab), std::move(opt)));
-  return std::unique_ptr<Tokenizer>(std::move(tok));
+  return SpmTokenizer::create(std::move(vocab), std::move(opt));
 }
 
 Expected<std::unique_ptr<Tokenizer>> build(const json& root, const HfTokenizerHints& hints) {
@@ -228,20 +277,19 @@ Expected<std::unique_ptr<Tokenizer>> build(const json& root, const HfTokenizerHi
   const json& model = root["model"];
   const std::string type = str_or(model, "type", "BPE");
   if (type != "BPE") return unsupported("tokenizer model type '" + type + "' (only BPE is supported)");
+  PEREGRINE_RETURN_IF_ERROR(check_sequence_depth(root));
   Vocab vocab;
   PEREGRINE_RETURN_IF_ERROR(read_vocab(model, vocab));
   PEREGRINE_RETURN_IF_ERROR(read_added_tokens(root, vocab));
   PEREGRINE_ASSIGN_OR_RETURN(Merges merges, read_merges(model));
-  PEREGRINE_RETURN_IF_ERROR(vocab.finalize("tokenizer.json vocabulary"));
-  bool add_bos = false;
-  PEREGRINE_RETURN_IF_ERROR(set_specials(root, model, hints, vocab, add_bos));
-  PEREGRINE_RETURN_IF_ERROR(vocab.finalize("tokenizer.json vocabulary"));  // re-index the retyped UNK
+  const bool add_bos = set_specials(root, model, hints, vocab);
   const bool byte_level = (root.contains("pre_tokenizer") && has_type(root["pre_tokenizer"], "pretokenizers", "ByteLevel")) ||
                           (root.contains("decoder") && has_type(root["decoder"], "decoders", "ByteLevel"));
+  const bool metaspace = !byte_level && (bool_or(model, "byte_fallback", false) || metaspace_prefix(root));
+  if (metaspace) type_byte_pieces(vocab);
+  PEREGRINE_RETURN_IF_ERROR(vocab.finalize("tokenizer.json vocabulary"));
   if (byte_level) return make_byte_level(root, model, std::move(vocab), merges, add_bos);
-  if (bool_or(model, "byte_fallback", false) || metaspace_prefix(root)) {
-    return make_metaspace(root, std::move(vocab), merges, add_bos);
-  }
+  if (metaspace) return make_metaspace(root, std::move(vocab), merges, add_bos);
   return unsupported("BPE tokenizer.json that is neither byte-level nor SentencePiece-style (Metaspace/byte_fallback)");
 }
 
@@ -253,16 +301,19 @@ std::optional<std::string> token_content(const json& j, const char* k) {
   return std::nullopt;
 }
 
-// Hints from tokenizer_config.json next to `path`; empty when absent or unreadable.
-HfTokenizerHints read_hints(const std::string& path) {
+// Hints from the tokenizer_config.json next to `path`; empty when there is none.
+// Errors: kCorruptFile naming the file when it is not one well-formed JSON object.
+Expected<HfTokenizerHints> read_hints(const std::string& path) {
   HfTokenizerHints h;
-  const auto cfg = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
-  std::ifstream in(cfg);
-  if (!in) return h;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const json j = json::parse(ss.str(), nullptr, false);
-  if (!j.is_object()) return h;
+  const std::string cfg = (std::filesystem::path(path).parent_path() / "tokenizer_config.json").string();
+  std::error_code ec;
+  if (!std::filesystem::exists(cfg, ec)) return h;
+  PEREGRINE_ASSIGN_OR_RETURN(auto file, MappedFile::open(cfg));
+  const auto bytes = file->bytes();
+  PEREGRINE_ASSIGN_OR_RETURN(
+      const json j, json_util::parse(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), cfg,
+                                     kMaxJsonDepth));
+  if (!j.is_object()) return corrupt_file(cfg + ": is a JSON " + json_util::type_name(j) + ", expected an object");
   h.bos_token = token_content(j, "bos_token");
   h.eos_token = token_content(j, "eos_token");
   if (j.contains("add_bos_token") && j["add_bos_token"].is_boolean()) h.add_bos_token = j["add_bos_token"].get<bool>();
@@ -273,8 +324,7 @@ HfTokenizerHints read_hints(const std::string& path) {
 
 Expected<std::unique_ptr<Tokenizer>> parse_hf_tokenizer_json(std::string_view json_text, const std::string& what,
                                                              const HfTokenizerHints& hints) {
-  const json root = json::parse(json_text.begin(), json_text.end(), nullptr, false);
-  if (root.is_discarded()) return corrupt_file(what + ": not valid JSON");
+  PEREGRINE_ASSIGN_OR_RETURN(const json root, json_util::parse(json_text, what, kMaxJsonDepth));
   try {
     auto tok = build(root, hints);
     if (!tok) return Status(tok.status().code(), what + ": " + tok.status().message());
@@ -288,7 +338,8 @@ Expected<std::unique_ptr<Tokenizer>> load_hf_tokenizer_json(const std::string& p
   PEREGRINE_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
   const auto bytes = file->bytes();
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  return parse_hf_tokenizer_json(text, path, read_hints(path));
+  PEREGRINE_ASSIGN_OR_RETURN(const HfTokenizerHints hints, read_hints(path));
+  return parse_hf_tokenizer_json(text, path, hints);
 }
 
 }  // namespace peregrine

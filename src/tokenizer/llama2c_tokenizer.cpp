@@ -6,6 +6,7 @@
 #include "peregrine/core/mapped_file.h"
 #include "peregrine/tokenizer/spm_tokenizer.h"
 #include "peregrine/tokenizer/utf8.h"
+#include "spm_piece.h"
 
 namespace peregrine {
 namespace {
@@ -39,7 +40,7 @@ Status read_entry(ByteReader& r, std::int32_t max_len, Vocab& v, const std::stri
   if (!std::isfinite(score)) return corrupt_file(where + " has a non-finite score");
   PEREGRINE_ASSIGN_OR_RETURN(std::string raw, r.read_string(static_cast<std::uint64_t>(len)));
   const auto id = static_cast<std::int32_t>(v.pieces.size());
-  std::string piece = id <= 2 ? strip_newlines(std::move(raw)) : replace_all(raw, " ", "\xE2\x96\x81");
+  std::string piece = id <= 2 ? strip_newlines(std::move(raw)) : replace_all(raw, " ", kSpmSpace);
   v.types.push_back(infer_type(id, piece));
   v.scores.push_back(score);
   v.pieces.push_back(std::move(piece));
@@ -71,8 +72,7 @@ Expected<Vocab> parse_llama2c_vocab(std::span<const std::uint8_t> bytes, const s
 Expected<std::unique_ptr<Tokenizer>> load_llama2c_tokenizer(const std::string& path) {
   PEREGRINE_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
   PEREGRINE_ASSIGN_OR_RETURN(Vocab vocab, parse_llama2c_vocab(file->bytes(), path));
-  PEREGRINE_ASSIGN_OR_RETURN(auto tok, SpmTokenizer::create(std::move(vocab), SpmOptions{}));
-  return std::unique_ptr<Tokenizer>(std::move(tok));
+  return std::unique_ptr<Tokenizer>(SpmTokenizer::create(std::move(vocab), SpmOptions{}));
 }
 
 }  // namespace peregrine

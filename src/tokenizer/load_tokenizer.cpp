@@ -13,10 +13,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 bool has_gguf_magic(const std::string& path) {
   auto file = MappedFile::open(path);
   if (!file) return false;
@@ -75,9 +71,9 @@ Expected<std::unique_ptr<Tokenizer>> load_tokenizer_file(const std::string& path
   std::error_code ec;
   if (fs::is_directory(path, ec)) return load_from_dir(path);
   if (!fs::exists(path, ec)) return not_found(path + ": no such tokenizer file");
-  if (ends_with(path, ".gguf") || has_gguf_magic(path)) return load_gguf_tokenizer_file(path);
-  if (ends_with(path, ".json")) return load_hf_tokenizer_json(path);
-  if (ends_with(path, ".model")) return load_sentencepiece_model(path);
+  if (path.ends_with(".gguf") || has_gguf_magic(path)) return load_gguf_tokenizer_file(path);
+  if (path.ends_with(".json")) return load_hf_tokenizer_json(path);
+  if (path.ends_with(".model")) return load_sentencepiece_model(path);
   return load_llama2c_tokenizer(path);
 }
 

@@ -4,20 +4,18 @@
 
 #include <filesystem>
 
-#include "peregrine/tokenizer/utf8.h"
 #include "peregrine/tokenizer/vocab.h"
+#include "spm_piece.h"
 
 namespace peregrine {
 namespace {
-
-constexpr std::string_view kSpace = "\xE2\x96\x81";
 
 class SentencePieceTokenizer final : public Tokenizer {
  public:
   explicit SentencePieceTokenizer(std::unique_ptr<sentencepiece::SentencePieceProcessor> sp)
       : sp_(std::move(sp)) {
     const auto pieces = sp_->EncodeAsPieces("a");
-    dummy_prefix_ = !pieces.empty() && pieces.front().rfind(kSpace, 0) == 0;
+    dummy_prefix_ = !pieces.empty() && pieces.front().rfind(kSpmSpace, 0) == 0;
   }
 
   std::vector<std::int32_t> encode(std::string_view text, bool add_bos) const override {
@@ -31,16 +29,13 @@ class SentencePieceTokenizer final : public Tokenizer {
   }
 
   std::string decode_token(std::int32_t prev, std::int32_t id) const override {
-    if (id < 0 || id >= vocab_size() || sp_->IsControl(id)) return "";
-    if (sp_->IsUnknown(id)) return " \xE2\x81\x87 ";
-    const std::string& p = sp_->IdToPiece(id);
-    if (sp_->IsByte(id)) {
-      if (auto b = parse_byte_piece(p)) return std::string(1, static_cast<char>(*b));
-    }
-    std::string text = replace_all(p, kSpace, " ");
-    const bool at_start = prev < 0 || (prev == bos_id() && bos_id() >= 0);
-    if (dummy_prefix_ && at_start && !text.empty() && text.front() == ' ') text.erase(0, 1);
-    return text;
+    if (id < 0 || id >= vocab_size()) return "";
+    // User-defined pieces decode like normal ones here, as SentencePiece's decoder does.
+    const TokenType type = sp_->IsControl(id) ? TokenType::kControl
+                           : sp_->IsUnknown(id) ? TokenType::kUnknown
+                           : sp_->IsByte(id)    ? TokenType::kByte
+                                                : TokenType::kNormal;
+    return spm_decode_piece(sp_->IdToPiece(id), type, dummy_prefix_ && spm_at_text_start(prev, bos_id()));
   }
 
   std::string piece(std::int32_t id) const override {

@@ -3,16 +3,11 @@
 #include "peregrine/tokenizer/pair_merge.h"
 #include "peregrine/tokenizer/special_split.h"
 #include "peregrine/tokenizer/utf8.h"
+#include "spm_piece.h"
 
 namespace peregrine {
-namespace {
 
-constexpr std::string_view kSpace = "\xE2\x96\x81";     // U+2581 LOWER ONE EIGHTH BLOCK "▁"
-constexpr std::string_view kUnkSurface = " \xE2\x81\x87 ";  // SentencePiece's " ⁇ "
-
-}  // namespace
-
-Expected<std::unique_ptr<SpmTokenizer>> SpmTokenizer::create(Vocab vocab, SpmOptions options) {
+std::unique_ptr<SpmTokenizer> SpmTokenizer::create(Vocab vocab, SpmOptions options) {
   return std::unique_ptr<SpmTokenizer>(new SpmTokenizer(std::move(vocab), std::move(options)));
 }
 
@@ -34,8 +29,8 @@ std::vector<std::int32_t> SpmTokenizer::encode(std::string_view text, bool add_b
 
 void SpmTokenizer::encode_fragment(std::string_view text, bool prefix_space,
                                    std::vector<std::int32_t>& out) const {
-  std::string norm = prefix_space ? std::string(kSpace) : std::string();
-  norm += replace_all(text, " ", kSpace);
+  std::string norm = prefix_space ? std::string(kSpmSpace) : std::string();
+  norm += replace_all(text, " ", kSpmSpace);
   if (!options_.split_words) {
     encode_normalized(norm, out);
     return;
@@ -44,7 +39,7 @@ void SpmTokenizer::encode_fragment(std::string_view text, bool prefix_space,
   const std::string_view all(norm);
   std::size_t start = 0;
   while (start < all.size()) {
-    const std::size_t next = all.find(kSpace, start + 1);
+    const std::size_t next = all.find(kSpmSpace, start + 1);
     const std::size_t end = next == std::string_view::npos ? all.size() : next;
     encode_normalized(all.substr(start, end - start), out);
     start = end;
@@ -96,19 +91,8 @@ void SpmTokenizer::emit_symbol(std::string_view symbol, std::vector<std::int32_t
 
 std::string SpmTokenizer::decode_token(std::int32_t prev, std::int32_t id) const {
   if (!vocab_.valid_id(id)) return "";
-  switch (vocab_.type(id)) {
-    case TokenType::kControl: return "";
-    case TokenType::kUnknown: return std::string(kUnkSurface);
-    case TokenType::kUserDefined: return vocab_.piece(id);
-    case TokenType::kByte:
-      if (auto b = parse_byte_piece(vocab_.piece(id))) return std::string(1, static_cast<char>(*b));
-      return vocab_.piece(id);
-    default: break;
-  }
-  std::string text = replace_all(vocab_.piece(id), kSpace, " ");
-  const bool at_start = prev < 0 || (prev == vocab_.bos_id && vocab_.bos_id >= 0);
-  if (options_.add_space_prefix && at_start && !text.empty() && text.front() == ' ') text.erase(0, 1);
-  return text;
+  const bool drop_space = options_.add_space_prefix && spm_at_text_start(prev, vocab_.bos_id);
+  return spm_decode_piece(vocab_.piece(id), vocab_.type(id), drop_space);
 }
 
 std::string SpmTokenizer::piece(std::int32_t id) const { return vocab_.valid_id(id) ? vocab_.piece(id) : ""; }

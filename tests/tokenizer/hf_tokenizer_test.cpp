@@ -203,5 +203,73 @@ TEST(HfTokenizerJson, Errors) {
   EXPECT_EQ(wrong_types.status().code(), ErrorCode::kCorruptFile);
 }
 
+// A minimal byte-level tokenizer.json whose pre_tokenizer is `pre` (JSON text).
+std::string with_pre_tokenizer(const std::string& pre) {
+  return R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}, "pre_tokenizer": )" +
+         pre + "}";
+}
+
+// `levels` Sequence pre-tokenizers inside each other around a ByteLevel one, built as text
+// (nlohmann's dump() would itself recurse that deep).
+std::string nested_sequences(std::size_t levels) {
+  std::string s;
+  for (std::size_t i = 0; i < levels; ++i) s += R"({"type": "Sequence", "pretokenizers": [)";
+  s += R"({"type": "ByteLevel"})";
+  for (std::size_t i = 0; i < levels; ++i) s += "]}";
+  return s;
+}
+
+TEST(HfTokenizerJson, DeeplyNestedJsonIsACleanError) {
+  auto deep = parse_hf_tokenizer_json(with_pre_tokenizer(nested_sequences(200000)), "deep.json");
+  ASSERT_FALSE(deep);
+  EXPECT_EQ(deep.status().code(), ErrorCode::kCorruptFile);
+  EXPECT_NE(deep.status().message().find("deep.json"), std::string::npos) << deep.status().message();
+  EXPECT_NE(deep.status().message().find("nested deeper"), std::string::npos) << deep.status().message();
+  // Under the JSON depth limit but still absurdly many Sequences inside each other.
+  auto sequences = parse_hf_tokenizer_json(with_pre_tokenizer(nested_sequences(20)), "seq.json");
+  ASSERT_FALSE(sequences);
+  EXPECT_EQ(sequences.status().code(), ErrorCode::kCorruptFile);
+  EXPECT_NE(sequences.status().message().find("Sequences deeper"), std::string::npos) << sequences.status().message();
+  // A few levels are fine.
+  auto ok = parse_hf_tokenizer_json(with_pre_tokenizer(nested_sequences(3)), "ok.json");
+  ASSERT_TRUE(ok) << ok.status().message();
+  EXPECT_EQ((*ok)->encode("ab", false), std::vector<std::int32_t>{2});
+}
+
+TEST(HfTokenizerJson, DuplicateKeysAreRejected) {
+  auto dup = parse_hf_tokenizer_json(R"({"model": {"type": "BPE", "vocab": {"a": 0, "a": 1}, "merges": []},
+                                        "pre_tokenizer": {"type": "ByteLevel"}})",
+                                     "dup.json");
+  ASSERT_FALSE(dup);
+  EXPECT_EQ(dup.status().code(), ErrorCode::kCorruptFile);
+  EXPECT_NE(dup.status().message().find("duplicate"), std::string::npos) << dup.status().message();
+}
+
+TEST(HfTokenizerJson, TokenizerConfigIsReadStrictly) {
+  test::TempDir dir;
+  const std::string path = dir.path + "/tokenizer.json";
+  std::ofstream(path) << with_pre_tokenizer(R"({"type": "ByteLevel"})");
+  const std::string cfg = dir.path + "/tokenizer_config.json";
+  {  // absent: defaults
+    auto tok = load_hf_tokenizer_json(path);
+    ASSERT_TRUE(tok) << tok.status().message();
+    EXPECT_FALSE((*tok)->add_bos_default());
+  }
+  {  // present and valid: its hints apply
+    std::ofstream(cfg) << R"({"bos_token": {"content": "a"}, "add_bos_token": true})";
+    auto tok = load_hf_tokenizer_json(path);
+    ASSERT_TRUE(tok) << tok.status().message();
+    EXPECT_EQ((*tok)->bos_id(), 0);
+    EXPECT_TRUE((*tok)->add_bos_default());
+  }
+  for (const std::string bad : {"{\"bos_token\": ", "[1, 2]", "{\"add_bos_token\": true, \"add_bos_token\": false}", ""}) {
+    std::ofstream(cfg, std::ios::trunc) << bad;
+    auto tok = load_hf_tokenizer_json(path);
+    ASSERT_FALSE(tok) << test::escaped(bad);
+    EXPECT_EQ(tok.status().code(), ErrorCode::kCorruptFile) << tok.status().message();
+    EXPECT_NE(tok.status().message().find("tokenizer_config.json"), std::string::npos) << tok.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace peregrine

@@ -117,6 +117,24 @@ TEST(SpmTokenizer, Llama2BinMatchesSentencePieceModel) {
   EXPECT_EQ(mismatches, 0u);
 }
 
+TEST(SpmTokenizer, DecodeTokenMatchesSentencePieceModelForEveryId) {
+  // Both decode through the same piece rules: "▁" → ' ', dummy-prefix space dropped at the
+  // start and after BOS only, <0xXX> → byte, control → "", unknown → " ⁇ ".
+  auto bin = must_load(load_llama2c_tokenizer(llama2_dir() + "/tokenizer.bin"));
+  auto model = must_load(load_sentencepiece_model(llama2_dir() + "/tokenizer.model"));
+  ASSERT_TRUE(bin && model);
+  const std::int32_t the = model->encode("the", false).at(0);
+  for (std::int32_t prev : {-1, model->bos_id(), the}) {
+    for (std::int32_t id = 0; id < model->vocab_size(); ++id) {
+      ASSERT_EQ(bin->decode_token(prev, id), model->decode_token(prev, id)) << "prev " << prev << " id " << id;
+    }
+  }
+  EXPECT_EQ(model->decode_token(-1, the), "the");
+  EXPECT_EQ(model->decode_token(the, the), " the");
+  EXPECT_EQ(model->decode_token(-1, 0), " \xE2\x81\x87 ");
+  EXPECT_EQ(model->decode_token(-1, model->eos_id()), "");
+}
+
 TEST(SpmTokenizer, Llama2BinMatchesLlamaSpmGguf) {
   auto bin = must_load(load_llama2c_tokenizer(llama2_dir() + "/tokenizer.bin"));
   auto gguf = must_load(load_gguf_tokenizer_file(test::vocab_dir() + "/ggml-vocab-llama-spm.gguf"));
@@ -168,13 +186,12 @@ TEST(SpmTokenizer, ScoresDecideMergesTiesGoLeft) {
   opt.add_space_prefix = false;
   auto a = SpmTokenizer::create(std::move(v), opt);
   auto b = SpmTokenizer::create(std::move(tie), opt);
-  ASSERT_TRUE(a && b);
-  EXPECT_EQ((*a)->encode("abc", false), (std::vector<std::int32_t>{6, 5}));
-  EXPECT_EQ((*b)->encode("abc", false), (std::vector<std::int32_t>{6, 5}));
-  EXPECT_EQ((*a)->encode("bca", false), (std::vector<std::int32_t>{7, 3}));
+  EXPECT_EQ(a->encode("abc", false), (std::vector<std::int32_t>{6, 5}));
+  EXPECT_EQ(b->encode("abc", false), (std::vector<std::int32_t>{6, 5}));
+  EXPECT_EQ(a->encode("bca", false), (std::vector<std::int32_t>{7, 3}));
   // No byte tokens in this vocabulary: unknown characters become <unk>.
-  EXPECT_EQ((*a)->encode("xa", false), (std::vector<std::int32_t>{0, 3}));
-  EXPECT_EQ((*a)->decode_token(3, 0), " \xE2\x81\x87 ");
+  EXPECT_EQ(a->encode("xa", false), (std::vector<std::int32_t>{0, 3}));
+  EXPECT_EQ(a->decode_token(3, 0), " \xE2\x81\x87 ");
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 
 namespace peregrine {
 
+/// How a BpeTokenizer pre-tokenizes and whether prompts start with BOS.
 struct BpeOptions {
   PreTokenizerSpec pre;           // regex list (+ ignore_merges)
   bool add_prefix_space = false;  // HF ByteLevel add_prefix_space: prepend " " to each fragment
@@ -28,12 +29,13 @@ struct BpeOptions {
 
 class BpeTokenizer final : public Tokenizer {
  public:
-  /// Builds the tokenizer from a finalized vocabulary (byte-level pieces) and its merges in
-  /// rank order. Errors: kUnsupported when a pre-tokenizer regex does not compile.
+  /// Builds the tokenizer from a vocabulary on which Vocab::finalize() succeeded (byte-level
+  /// pieces) and its merges in rank order (first = merged first; rules whose parts are not
+  /// pieces are dropped). Errors: kUnsupported when a pre-tokenizer regex does not compile.
   static Expected<std::unique_ptr<BpeTokenizer>> create(
       Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options);
 
-  // Tokenizer interface (see tokenizer.h); kind() is "bpe".
+  /// Tokenizer interface (contracts in tokenizer.h; none of these fail); kind() is "bpe".
   std::vector<std::int32_t> encode(std::string_view text, bool add_bos) const override;
   std::string decode_token(std::int32_t prev, std::int32_t id) const override;
   std::string piece(std::int32_t id) const override;

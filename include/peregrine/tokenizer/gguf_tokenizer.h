@@ -23,6 +23,8 @@ namespace peregrine {
 Expected<std::unique_ptr<Tokenizer>> load_gguf_tokenizer(const GgufFile& gguf, const std::string& what);
 
 /// Opens a GGUF file (model or vocab-only) and loads its tokenizer.
+/// Errors: those of GgufFile::open (kNotFound, kCorruptFile, kUnsupported) and
+/// load_gguf_tokenizer.
 Expected<std::unique_ptr<Tokenizer>> load_gguf_tokenizer_file(const std::string& path);
 
 }  // namespace peregrine

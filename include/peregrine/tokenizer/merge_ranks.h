@@ -1,5 +1,5 @@
 // Ranked BPE merge rules ("left right" lines), as in GPT-2's vocab.bpe, GGUF
-// tokenizer.ggml.merges and tokenizer.json model.merges.
+// tokenizer.ggml.merges and tokenizer.json model.merges (BPE: Sennrich et al. 2016).
 #pragma once
 
 #include <cstdint>
@@ -23,8 +23,10 @@ Expected<std::pair<std::string, std::string>> split_merge_line(std::string_view 
 /// merged first). Rules whose parts are not vocabulary pieces can never apply and are dropped.
 class MergeRanks {
  public:
+  /// No rules: rank() is always nullopt.
   MergeRanks() = default;
-  /// Builds the index of `merges` against `vocab` (duplicates: the first rank wins).
+  /// Builds the index of `merges` (in rank order) against the finalized `vocab` (duplicates:
+  /// the first rank wins). Never fails: unusable rules are dropped.
   MergeRanks(const std::vector<std::pair<std::string, std::string>>& merges, const Vocab& vocab);
 
   /// Rank of merging `left` and `right` (ids), or nullopt if no rule merges them.

@@ -25,6 +25,7 @@
 
 namespace peregrine {
 
+/// How an SpmTokenizer normalizes and merges, and whether prompts start with BOS.
 struct SpmOptions {
   bool add_space_prefix = true;  // SentencePiece normalizer add_dummy_prefix
   /// Add the dummy prefix only at the very start of the text, not after verbatim tokens
@@ -38,10 +39,11 @@ struct SpmOptions {
 
 class SpmTokenizer final : public Tokenizer {
  public:
-  /// Wraps a finalized vocabulary. Never fails today; Expected for symmetry with the loaders.
-  static Expected<std::unique_ptr<SpmTokenizer>> create(Vocab vocab, SpmOptions options);
+  /// Wraps a vocabulary on which Vocab::finalize() succeeded (the caller's duty; nothing is
+  /// re-validated), with `options`. Cannot fail.
+  static std::unique_ptr<SpmTokenizer> create(Vocab vocab, SpmOptions options);
 
-  // Tokenizer interface (see tokenizer.h); kind() is "spm".
+  /// Tokenizer interface (contracts in tokenizer.h; none of these fail); kind() is "spm".
   std::vector<std::int32_t> encode(std::string_view text, bool add_bos) const override;
   std::string decode_token(std::int32_t prev, std::int32_t id) const override;
   std::string piece(std::int32_t id) const override;

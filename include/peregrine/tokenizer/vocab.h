@@ -50,12 +50,14 @@ struct Vocab {
   std::int32_t size() const { return static_cast<std::int32_t>(pieces.size()); }
   /// Whether 0 <= id < size().
   bool valid_id(std::int32_t id) const { return id >= 0 && id < size(); }
-  /// Type, piece and score of a token; `id` must be valid_id().
+  /// Type of a token; `id` must be valid_id().
   TokenType type(std::int32_t id) const { return types[static_cast<std::size_t>(id)]; }
+  /// Piece (UTF-8 bytes) of a token; `id` must be valid_id().
   const std::string& piece(std::int32_t id) const { return pieces[static_cast<std::size_t>(id)]; }
+  /// Score (SentencePiece log-probability) of a token; `id` must be valid_id().
   float score(std::int32_t id) const { return scores[static_cast<std::size_t>(id)]; }
 
-  /// Id of `piece`, or -1.
+  /// Id of `piece` (the lowest id for a duplicated piece), or -1. Valid after finalize().
   std::int32_t find(std::string_view piece) const;
   /// Id of the SentencePiece byte token "<0xXX>" for `byte`, or -1 if the vocabulary has none.
   std::int32_t byte_token(std::uint8_t byte) const { return byte_tokens_[byte]; }

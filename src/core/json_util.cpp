@@ -1,4 +1,4 @@
-#include "json_util.h"
+#include "peregrine/core/json_util.h"
 
 #include <exception>
 #include <limits>

@@ -1,4 +1,5 @@
-// Private helpers for the JSON parts of model formats (safetensors headers, HF config.json).
+// Strict JSON helpers for untrusted input (safetensors headers, HF config.json, tokenizer.json,
+// tokenizer_config.json). Needs nlohmann/json (RFC 8259) on the include path: library-internal.
 #pragma once
 
 #include <cstdint>
