@@ -118,17 +118,6 @@ std::optional<DType> dtype_from_safetensors(std::string_view name) {
   return std::nullopt;
 }
 
-std::string_view safetensors_dtype_name(DType t) {
-  switch (t) {
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kBF16: return "BF16";
-    case DType::kQ8_0:
-    case DType::kQ4_0: return "";
-  }
-  return "";
-}
-
 Expected<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   PEREGRINE_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
   PEREGRINE_ASSIGN_OR_RETURN(SafetensorsFile f, parse(file->bytes(), path));
