@@ -86,7 +86,7 @@ Expected<GgufValue> read_value(ByteReader& r, const std::string& key) {
   if (v.elem_type == GgufType::kArray) return unsupported("GGUF key '" + json_util::printable(key) + "' is an array of arrays");
   PEREGRINE_ASSIGN_OR_RETURN(auto n, r.read<std::uint64_t>());
   if (n > kMaxArrayElements) {
-    return corrupt_file("GGUF array '" + key + "' has " + std::to_string(n) + " elements (limit " +
+    return corrupt_file("GGUF array '" + json_util::printable(key) + "' has " + std::to_string(n) + " elements (limit " +
                         std::to_string(kMaxArrayElements) + ")");
   }
   if (n > r.remaining() / scalar_size(v.elem_type)) {

@@ -137,6 +137,29 @@ TEST_F(BadInput, WrongMagic) {
   expect_error(load_model_file(write("text.xyz", Bytes(text.begin(), text.end()))), ErrorCode::kUnsupported, "unknown ext");
 }
 
+TEST_F(BadInput, GgufArrayLongerThanTheCapIsRejectedWithAOneLineMessage) {
+  // magic, v3, 0 tensors, 1 kv: key "a\nb" = array of 2^24 u8 (found by the fuzzer: the key's
+  // newline must not reach the message).
+  Bytes b = {'G', 'G', 'U', 'F'};
+  auto put = [&b](auto v) {
+    const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
+    b.insert(b.end(), p, p + sizeof v);
+  };
+  put(std::uint32_t{3});
+  put(std::uint64_t{0});
+  put(std::uint64_t{1});
+  put(std::uint64_t{3});
+  b.insert(b.end(), {'a', '\n', 'b'});
+  put(std::uint32_t{9});
+  put(std::uint32_t{0});
+  put(std::uint64_t{1} << 24);
+  auto g = GgufFile::parse(b, "cap.gguf");
+  ASSERT_FALSE(g);
+  EXPECT_EQ(g.status().code(), ErrorCode::kCorruptFile);
+  EXPECT_NE(g.status().message().find("limit"), std::string::npos) << g.status().message();
+  EXPECT_EQ(g.status().message().find('\n'), std::string::npos) << g.status().message();
+}
+
 TEST_F(BadInput, GgufAbsurdCountsAndVersions) {
   const Bytes full = test::read_bytes(stories("gguf"));
   Bytes b = full;
