@@ -94,7 +94,7 @@ void check_against_reference(DType t, Shape s, std::mt19937& rng) {
     for (int threads : {1, 3}) {
       ThreadPool pool(threads);
       std::vector<float> y(ref.size(), std::numeric_limits<float>::quiet_NaN());
-      matmul(w, x, n_tokens, y, pool);
+      matmul(w, x, n_tokens, y, pool, /*min_parallel_macs=*/0);
       for (std::int64_t tok = 0; tok < n_tokens; ++tok) {
         for (std::int64_t o = 0; o < s.out; ++o) {
           double mag = 0.0;  // Σ|w||x| bounds the accumulation error of a dot product
@@ -139,7 +139,7 @@ TEST(Matmul, MisalignedF32WeightsAreReadSafely) {
   const std::vector<float> x = {1, 1, 1, 2, -1, 4};
   std::vector<float> y(4);
   ThreadPool pool(2);
-  matmul(w, x, 2, y, pool);
+  matmul(w, x, 2, y, pool, /*min_parallel_macs=*/0);
   EXPECT_EQ(y, (std::vector<float>{6, -0.5f, 12, 0}));
 }
 
@@ -153,7 +153,7 @@ TEST(Matmul, ReferenceOnHandComputedExample) {
     std::vector<float> ref(4), y(4);
     matmul_reference(w, x, 2, ref);
     ThreadPool pool(2);
-    matmul(w, x, 2, y, pool);
+    matmul(w, x, 2, y, pool, /*min_parallel_macs=*/0);
     const std::vector<float> expected = {6, -0.5f, 12, 0};
     EXPECT_EQ(ref, expected) << dtype_name(t);
     EXPECT_EQ(y, expected) << dtype_name(t);

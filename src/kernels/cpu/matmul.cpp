@@ -28,15 +28,20 @@ float dot(const float* a, const float* b, std::int64_t n) {
 }  // namespace
 
 void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
-            std::span<float> y, ThreadPool& pool) {
+            std::span<float> y, ThreadPool& pool, std::int64_t min_parallel_macs) {
   const std::int64_t out = w.n_rows(), in = w.row_length();
-  pool.parallel_for(out, [&](std::int64_t begin, std::int64_t end) {
+  auto rows = [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> scratch(static_cast<std::size_t>(in));
     for (std::int64_t o = begin; o < end; ++o) {
       const float* wr = row_as_f32(w, o, scratch);
       for (std::int64_t t = 0; t < n_tokens; ++t) y[t * out + o] = dot(wr, &x[t * in], in);
     }
-  });
+  };
+  if (out * in * n_tokens < min_parallel_macs) {
+    rows(0, out);
+    return;
+  }
+  pool.parallel_for(out, rows);
 }
 
 void matmul_reference(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
