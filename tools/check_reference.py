@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_test_models as mtm  # noqa: E402
 import reference  # noqa: E402
 
-STORIES = "/work/shared/models/stories260K"
+STORIES = mtm.STORIES
 PROMPT = "Once upon a time"
 PROMPT_TOKENS = [1, 403, 407, 261, 378]
 

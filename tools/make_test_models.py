@@ -7,7 +7,7 @@ Writes llama2.c .bin (legacy v0), GGUF (v3 and one v2; F32/F16/BF16/Q8_0/Q4_0) a
 folders (safetensors F32/BF16, and F16 in 2 shards) into DIR, copies tok512.bin beside the .bin
 files, and writes DIR/manifest.json, a list of entries
     {"name", "format", "model", "tokens", "logits", "vocab"}
-where "model" is relative to DIR (absolute for the shared stories260K files) and "logits" names
+where "model" is relative to DIR (absolute for the real models in ../shared: stories260K .bin/.gguf, aidreams260K .bin) and "logits" names
 a raw little-endian float32 [len(tokens), vocab] file in DIR computed by reference.forward.
 
 Weights are generated in the Hugging Face layout; the GGUF and llama2.c writers permute Q/K
@@ -28,7 +28,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference  # noqa: E402
 from reference import GGML_BF16, GGML_F16, GGML_F32, GGML_Q4_0, GGML_Q8_0, QK  # noqa: E402
 
-STORIES = "/work/shared/models/stories260K"
+# The read-only data folder: $PEREGRINE_SHARED_DIR, else ../shared beside the repository.
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.environ.get("PEREGRINE_SHARED_DIR", os.path.join(REPO, "..", "shared"))
+STORIES = os.path.join(SHARED, "models", "stories260K")
+AIDREAMS = os.path.join(SHARED, "models", "aidreams260K", "aidreams260K.bin")
 DIM, N_HEADS, VOCAB, SEQ_LEN = 64, 4, 512, 128
 # "Once upon a time" + stories260K's greedy continuation (llama2.c tok512 ids).
 STORY_TOKENS = [1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426,
@@ -370,7 +374,7 @@ def manifest_entry(out_dir, name, fmt, model, tokens):
 
 
 def main():
-    """Write every variant, the stories260K entries and manifest.json into --out."""
+    """Write every variant, the real-model entries and manifest.json into --out."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="output directory (created if missing)")
     out_dir = ap.parse_args().out
@@ -384,6 +388,7 @@ def main():
     for ext, fmt in (("bin", "llama2c"), ("gguf", "gguf")):
         model = os.path.join(STORIES, "stories260K." + ext)
         manifest.append(manifest_entry(out_dir, "stories260K-" + ext, fmt, model, STORY_TOKENS))
+    manifest.append(manifest_entry(out_dir, "aidreams260K-bin", "llama2c", AIDREAMS, RANDOM_TOKENS))
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     print(f"wrote {len(manifest)} models + logits to {out_dir}/manifest.json")
