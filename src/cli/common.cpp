@@ -38,7 +38,8 @@ int report(const Status& st) {
   return 1;
 }
 
-Expected<std::string> read_text_file(const std::string& path) {
+Expected<std::string> text_or_file(const std::string& text, const std::string& path) {
+  if (path.empty()) return text;
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return not_found("cannot read prompt file " + path);
   std::ifstream in(path, std::ios::binary);

@@ -30,7 +30,8 @@ Expected<ModelFile> open_model(const ModelOptions& o);
 /// Prints "peregrine: error: <message>" to stderr; returns the exit code (1).
 int report(const Status& st);
 
-/// Reads a whole text file. Errors: kNotFound / kIoError.
-Expected<std::string> read_text_file(const std::string& path);
+/// The text of a `TEXT | -f FILE` pair: the whole file when `file` is set, else `text`.
+/// Errors: kNotFound (file missing) / kIoError.
+Expected<std::string> text_or_file(const std::string& text, const std::string& file);
 
 }  // namespace peregrine::cli

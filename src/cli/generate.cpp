@@ -56,12 +56,9 @@ Status validate(const GenerateArgs& a) {
 
 int run(const GenerateArgs& args) {
   if (Status st = validate(args); !st) return report(st);
-  std::string prompt = args.prompt;
-  if (!args.prompt_file.empty()) {
-    auto text = read_text_file(args.prompt_file);
-    if (!text) return report(text.status());
-    prompt = std::move(*text);
-  }
+  auto prompt_text = text_or_file(args.prompt, args.prompt_file);
+  if (!prompt_text) return report(prompt_text.status());
+  const std::string& prompt = *prompt_text;
   if (!args.stats_json.empty() && !std::ofstream(args.stats_json, std::ios::app)) {
     return report(io_error("cannot write stats to " + args.stats_json));
   }

@@ -17,12 +17,8 @@ struct TokenizeArgs {
 };
 
 int run(const TokenizeArgs& args) {
-  std::string text = args.text;
-  if (!args.file.empty()) {
-    auto t = read_text_file(args.file);
-    if (!t) return report(t.status());
-    text = std::move(*t);
-  }
+  auto text = text_or_file(args.text, args.file);
+  if (!text) return report(text.status());
   std::unique_ptr<Tokenizer> tok;
   if (!args.model.tokenizer.empty() && args.model.model.empty()) {
     auto t = load_tokenizer_file(args.model.tokenizer);
@@ -35,7 +31,7 @@ int run(const TokenizeArgs& args) {
     if (!t) return report(t.status());
     tok = std::move(*t);
   }
-  const auto ids = tok->encode(text, tok->add_bos_default() && !args.no_bos);
+  const auto ids = tok->encode(*text, tok->add_bos_default() && !args.no_bos);
   if (args.ids_only) {
     std::string line = "[";
     for (std::size_t i = 0; i < ids.size(); ++i) line += (i ? ", " : "") + std::to_string(ids[i]);
