@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libcli11-dev nlohmann-json3-dev libpcre2-dev libsentencepiece-dev
+  libhwy-dev                            # Highway SIMD (kernels/cpu)
   libgtest-dev libgmock-dev
   python3 python3-numpy python3-torch   # tools/reference.py, the test oracle
   clang                                 # libFuzzer targets (scripts/fuzz.sh)
