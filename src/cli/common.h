@@ -27,6 +27,9 @@ std::string default_model_path();
 /// Loads the model file (default path when o.model is empty).
 Expected<ModelFile> open_model(const ModelOptions& o);
 
+/// -t/--threads must be in [1, 512]. Errors: kInvalidArgument.
+Status validate_threads(std::int32_t threads);
+
 /// Prints "peregrine: error: <message>" to stderr; returns the exit code (1).
 int report(const Status& st);
 

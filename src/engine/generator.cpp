@@ -1,7 +1,5 @@
 #include "peregrine/engine/generator.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -25,17 +23,6 @@ std::int64_t context_length(const LlamaModel& model, std::size_t prompt_len, con
   return std::max<std::int64_t>(1, std::min(need, model.config().max_seq_len));
 }
 
-Status check_kv_fits(const ModelConfig& c, std::int64_t ctx) {
-  const double bytes = 2.0 * static_cast<double>(c.n_layers) * static_cast<double>(ctx) *
-                       static_cast<double>(c.n_kv_heads * c.head_dim) * sizeof(float);
-  const double ram = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-  if (ram > 0 && bytes > ram) {
-    return out_of_range("a KV cache of " + std::to_string(ctx) + " tokens needs " +
-                        std::to_string(bytes / (1 << 30)) + " GiB, more than this machine's memory; use a smaller context");
-  }
-  return Status::ok();
-}
-
 Status check_request(const LlamaModel& model, std::span<const std::int32_t> prompt,
                      const GenerateOptions& o, std::int64_t ctx) {
   PEREGRINE_RETURN_IF_ERROR(o.sampling.validate());
@@ -48,7 +35,7 @@ Status check_request(const LlamaModel& model, std::span<const std::int32_t> prom
     return out_of_range("the prompt is " + std::to_string(prompt.size()) +
                         " tokens, longer than the context of " + std::to_string(ctx) + " tokens");
   }
-  return check_kv_fits(model.config(), ctx);
+  return check_kv_cache_fits(model.config(), 1, ctx);
 }
 
 }  // namespace

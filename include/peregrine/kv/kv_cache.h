@@ -13,6 +13,10 @@
 
 namespace peregrine {
 
+/// Fails with kOutOfRange when a cache of `n_seqs` × `ctx_len` positions (f32 K and V, sizes as
+/// in KvCache's constructor) would need more bytes than this machine's physical memory.
+Status check_kv_cache_fits(const ModelConfig& config, std::int32_t n_seqs, std::int64_t ctx_len);
+
 class KvCache {
  public:
   /// Room for `n_seqs` sequences of up to `ctx_len` positions each, f32.

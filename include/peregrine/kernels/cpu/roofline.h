@@ -1,0 +1,31 @@
+// The machine's roofline: sustained memory read bandwidth and fp32 FMA peak, measured with the
+// same SIMD target and thread pool the kernels use (Williams, Waterman & Patterson 2009,
+// "Roofline: an insightful visual performance model"). Batch-1 decode is bound by the first
+// (weight bytes per token), prefill by the second (FLOPs per token).
+#pragma once
+
+#include <cstddef>
+
+#include "peregrine/core/thread_pool.h"
+
+namespace peregrine {
+
+struct Roofline {
+  double read_gbps = 0.0;    // GB/s (1e9 bytes/s) streaming reads from DRAM, all pool threads
+  double fma_gflops = 0.0;   // GFLOP/s fp32 (an FMA counts 2 FLOPs), all pool threads
+  const char* simd_target = "";  // Highway target the measurement ran on, e.g. "AVX3_DL"
+};
+
+/// Best of `reps` passes of a parallel f32 sum over a `bytes`-sized buffer (must be well above
+/// the last-level cache: default 512 MiB). Returns GB/s. Allocates and touches the buffer first.
+double measure_read_bandwidth(ThreadPool& pool, std::size_t bytes = std::size_t{512} << 20,
+                              int reps = 5);
+
+/// Best of `reps` runs of register-resident independent FMA chains on every pool thread.
+/// Returns GFLOP/s fp32.
+double measure_fma_peak(ThreadPool& pool, int reps = 5);
+
+/// Both measurements plus the SIMD target name (takes about a second).
+Roofline measure_roofline(ThreadPool& pool);
+
+}  // namespace peregrine

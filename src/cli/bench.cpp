@@ -1,0 +1,145 @@
+// peregrine bench: llama-bench-style pp/tg throughput with the machine's roofline beside it.
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common.h"
+#include "peregrine/engine/bench.h"
+#include "peregrine/kernels/cpu/roofline.h"
+#include "verbs.h"
+
+namespace peregrine::cli {
+namespace {
+
+struct BenchArgs {
+  ModelOptions model;
+  BenchParams params;
+  std::int32_t threads = 2;
+  bool json = false;
+  bool roofline_only = false;
+};
+
+/// One row of the table: a test's throughput and what it achieved against the roofline.
+struct Row {
+  std::string test;
+  MeanSd tps;
+  double gbps = 0.0, gflops = 0.0;
+};
+
+/// The dtype holding most of the matrix bytes ("q4_0" for a Q4_0 GGUF with F32 norms).
+std::string dominant_dtype(const ModelFile& f) {
+  std::map<DType, double> bytes;
+  for (const auto& [name, t] : f.tensors) {
+    if (t.shape.size() == 2) bytes[t.dtype] += static_cast<double>(t.nbytes);
+  }
+  DType best = DType::kF32;
+  for (const auto& [d, b] : bytes) {
+    if (b > bytes[best]) best = d;
+  }
+  return std::string(dtype_name(best));
+}
+
+std::vector<Row> table_rows(const BenchArgs& a, const BenchResult& r, const ModelCost& cost) {
+  std::vector<Row> rows;
+  if (!r.pp_tps.empty()) {
+    const MeanSd m = mean_sd(r.pp_tps);
+    const double forwards_per_s = m.mean / static_cast<double>(a.params.n_prompt);
+    rows.push_back({"pp" + std::to_string(a.params.n_prompt), m, cost.decode_weight_bytes * forwards_per_s / 1e9,
+                    r.pp_flops * forwards_per_s / 1e9});
+  }
+  if (!r.tg_tps.empty()) {
+    const MeanSd m = mean_sd(r.tg_tps);
+    rows.push_back({"tg" + std::to_string(a.params.n_gen), m, cost.decode_weight_bytes * m.mean / 1e9,
+                    r.tg_flops / static_cast<double>(a.params.n_gen) * m.mean / 1e9});
+  }
+  return rows;
+}
+
+void print_roofline(const Roofline& roof, int threads) {
+  std::printf("roofline (%d threads, %s): read %.1f GB/s, fp32 FMA %.1f GFLOP/s\n", threads,
+              roof.simd_target, roof.read_gbps, roof.fma_gflops);
+}
+
+void print_table(const std::string& name, const std::string& dtype, const BenchArgs& a,
+                 const Roofline& roof, const ModelCost& cost, const std::vector<Row>& rows) {
+  std::printf("model: %s (%s, %.3f GB of weights read per decoded token)\n", name.c_str(), dtype.c_str(),
+              cost.decode_weight_bytes / 1e9);
+  print_roofline(roof, a.threads);
+  std::printf("| %-7s | %18s | %8s | %6s | %8s | %6s |\n", "test", "t/s", "GB/s", "% bw", "GFLOP/s", "% fma");
+  std::printf("|---------|--------------------|----------|--------|----------|--------|\n");
+  for (const Row& r : rows) {
+    std::printf("| %-7s | %9.2f ± %6.2f | %8.2f | %5.1f%% | %8.2f | %5.1f%% |\n", r.test.c_str(), r.tps.mean,
+                r.tps.sd, r.gbps, 100.0 * r.gbps / roof.read_gbps, r.gflops, 100.0 * r.gflops / roof.fma_gflops);
+  }
+}
+
+void print_json(const std::string& name, const std::string& dtype, const BenchArgs& a, const Roofline& roof,
+                const BenchResult& r, const std::vector<Row>& rows) {
+  nlohmann::json j = {{"model", name},       {"dtype", dtype},         {"threads", a.threads},
+                      {"n_prompt", a.params.n_prompt}, {"n_gen", a.params.n_gen}, {"reps", a.params.reps},
+                      {"pp_tps", nullptr},   {"pp_sd", nullptr},       {"tg_tps", nullptr},
+                      {"tg_sd", nullptr},    {"gbps", nullptr},        {"gflops", nullptr},
+                      {"read_gbps", roof.read_gbps}, {"fma_gflops", roof.fma_gflops}, {"simd", roof.simd_target}};
+  std::size_t i = 0;
+  if (!r.pp_tps.empty()) {
+    j["pp_tps"] = rows[i].tps.mean;
+    j["pp_sd"] = rows[i].tps.sd;
+    j["gflops"] = rows[i++].gflops;
+  }
+  if (!r.tg_tps.empty()) {
+    j["tg_tps"] = rows[i].tps.mean;
+    j["tg_sd"] = rows[i].tps.sd;
+    j["gbps"] = rows[i].gbps;
+  }
+  std::printf("%s\n", j.dump(2).c_str());
+}
+
+int run(const BenchArgs& args) {
+  if (Status st = validate_threads(args.threads); !st) return report(st);
+  ThreadPool pool(args.threads);
+  if (args.roofline_only && args.model.model.empty()) {
+    print_roofline(measure_roofline(pool), args.threads);
+    return 0;
+  }
+  auto file = open_model(args.model);
+  if (!file) return report(file.status());
+  const std::string name = std::filesystem::path(file->path).filename().string();
+  const std::string dtype = dominant_dtype(*file);
+  auto model = LlamaModel::create(std::move(*file));
+  if (!model) return report(model.status());
+  const Roofline roof = measure_roofline(pool);
+  auto result = run_bench(*model, args.params, pool);
+  if (!result) return report(result.status());
+  const ModelCost cost = model_cost(*model);
+  const std::vector<Row> rows = table_rows(args, *result, cost);
+  if (args.json) {
+    print_json(name, dtype, args, roof, *result, rows);
+  } else {
+    print_table(name, dtype, args, roof, cost, rows);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Verb add_bench(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Measure prefill (pp) and decode (tg) throughput, llama-bench style, against this machine's roofline");
+  add_model_options(*cmd, args->model);
+  cmd->add_option("-p,--n-prompt", args->params.n_prompt, "Prompt tokens of the pp test (0 = skip)")->capture_default_str();
+  cmd->add_option("-n,--n-gen", args->params.n_gen, "Generated tokens of the tg test (0 = skip)")->capture_default_str();
+  cmd->add_option("-r,--repetitions", args->params.reps, "Timed repetitions of each test")->capture_default_str();
+  cmd->add_option("-t,--threads", args->threads, "Threads")->capture_default_str();
+  cmd->add_option("--seed", args->params.seed, "Seed of the random prompt tokens")->capture_default_str();
+  cmd->add_flag("--json", args->json, "Print one JSON object instead of the table");
+  cmd->add_flag("--roofline", args->roofline_only,
+                "Only measure this machine's read bandwidth and FMA peak (unless -m is also given)");
+  return {cmd, [args] { return run(*args); }};
+}
+
+}  // namespace peregrine::cli

@@ -1,0 +1,132 @@
+#include "peregrine/engine/bench.h"
+
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "peregrine/kv/kv_cache.h"
+
+namespace peregrine {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double matrix_macs(const TensorView& t) { return static_cast<double>(t.numel()); }
+
+Status check_params(const LlamaModel& model, const BenchParams& p) {
+  if (p.n_prompt < 0 || p.n_gen < 0) return invalid_argument("bench: -p and -n must be >= 0");
+  if (p.n_prompt == 0 && p.n_gen == 0) return invalid_argument("bench: both -p and -n are 0, nothing to measure");
+  if (p.reps < 1) return invalid_argument("bench: -r must be >= 1");
+  const std::int64_t ctx = model.config().max_seq_len;
+  if (p.n_prompt > ctx || p.n_gen > ctx) {
+    return invalid_argument("bench: a test of " + std::to_string(std::max(p.n_prompt, p.n_gen)) +
+                            " tokens exceeds the model's context of " + std::to_string(ctx));
+  }
+  return check_kv_cache_fits(model.config(), 1, std::max(p.n_prompt, p.n_gen));
+}
+
+/// Seconds for one forward of `n` random tokens into an empty cache, logits for the last row.
+Expected<double> time_prefill(const LlamaModel& model, std::int64_t n, KvCache& cache,
+                              std::mt19937& rng, ThreadPool& pool) {
+  std::uniform_int_distribution<std::int32_t> token(0, static_cast<std::int32_t>(model.config().vocab_size - 1));
+  Batch batch;
+  for (std::int64_t i = 0; i < n; ++i) batch.add(token(rng), static_cast<std::int32_t>(i), 0, i == n - 1);
+  std::vector<float> logits;
+  cache.set_length(0, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool));
+  return seconds_since(t0);
+}
+
+/// Seconds for `n` single-token decode forwards from position 0.
+Expected<double> time_decode(const LlamaModel& model, std::int64_t n, KvCache& cache,
+                             std::mt19937& rng, ThreadPool& pool) {
+  std::uniform_int_distribution<std::int32_t> token(0, static_cast<std::int32_t>(model.config().vocab_size - 1));
+  Batch batch;
+  std::vector<float> logits;
+  cache.set_length(0, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::int64_t i = 0; i < n; ++i) {
+    batch.clear();
+    batch.add(token(rng), static_cast<std::int32_t>(i), 0, true);
+    PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool));
+  }
+  return seconds_since(t0);
+}
+
+/// One untimed warm-up, then `reps` timed runs of `run`, as tokens/s of `n` tokens each.
+template <typename Run>
+Expected<std::vector<double>> repeat(int reps, std::int64_t n, Run run) {
+  std::vector<double> tps;
+  if (n == 0) return tps;
+  for (int r = -1; r < reps; ++r) {
+    auto s = run();
+    if (!s) return s.status();
+    if (r >= 0) tps.push_back(static_cast<double>(n) / *s);
+  }
+  return tps;
+}
+
+}  // namespace
+
+double ModelCost::prefill_flops(std::int64_t p0, std::int64_t n, std::int64_t vocab, std::int64_t dim) const {
+  // Row i attends to p0 + i + 1 positions; the LM head runs for the last row only.
+  const double pairs = static_cast<double>(n) * static_cast<double>(p0) + 0.5 * n * (n + 1.0);
+  const double head = 2.0 * static_cast<double>(vocab) * static_cast<double>(dim);
+  return static_cast<double>(n) * (matmul_flops_per_token - head) + head + pairs * attention_flops_per_pair;
+}
+
+ModelCost model_cost(const LlamaModel& model) {
+  const ModelFile& f = model.file();
+  const ModelConfig& c = model.config();
+  const TensorView& embd = *f.find("token_embd.weight");
+  const TensorView& head = c.tied_embeddings ? embd : *f.find("output.weight");
+  ModelCost cost;
+  double macs = matrix_macs(head);
+  for (const auto& [name, t] : f.tensors) {
+    if (&t == &embd) continue;
+    cost.decode_weight_bytes += static_cast<double>(t.nbytes);
+    if (t.shape.size() == 2 && &t != &head) macs += matrix_macs(t);
+  }
+  cost.decode_weight_bytes += c.tied_embeddings ? static_cast<double>(embd.nbytes)
+                                                : static_cast<double>(embd.nbytes) / static_cast<double>(c.vocab_size);
+  cost.matmul_flops_per_token = 2.0 * macs;
+  cost.attention_flops_per_pair = 4.0 * static_cast<double>(c.n_heads * c.head_dim * c.n_layers);
+  return cost;
+}
+
+Expected<BenchResult> run_bench(const LlamaModel& model, const BenchParams& p, ThreadPool& pool) {
+  PEREGRINE_RETURN_IF_ERROR(check_params(model, p));
+  KvCache cache(model.config(), 1, std::max(p.n_prompt, p.n_gen));
+  std::mt19937 rng(static_cast<std::mt19937::result_type>(p.seed));
+  BenchResult r;
+  auto pp = repeat(p.reps, p.n_prompt, [&] { return time_prefill(model, p.n_prompt, cache, rng, pool); });
+  if (!pp) return pp.status();
+  auto tg = repeat(p.reps, p.n_gen, [&] { return time_decode(model, p.n_gen, cache, rng, pool); });
+  if (!tg) return tg.status();
+  r.pp_tps = std::move(*pp);
+  r.tg_tps = std::move(*tg);
+  const ModelCost cost = model_cost(model);
+  const ModelConfig& c = model.config();
+  r.pp_flops = cost.prefill_flops(0, p.n_prompt, c.vocab_size, c.dim);
+  r.tg_flops = static_cast<double>(p.n_gen) * cost.matmul_flops_per_token +
+               0.5 * p.n_gen * (p.n_gen + 1.0) * cost.attention_flops_per_pair;
+  return r;
+}
+
+MeanSd mean_sd(const std::vector<double>& xs) {
+  MeanSd m;
+  if (xs.empty()) return m;
+  for (double x : xs) m.mean += x;
+  m.mean /= static_cast<double>(xs.size());
+  if (xs.size() < 2) return m;
+  double ss = 0.0;
+  for (double x : xs) ss += (x - m.mean) * (x - m.mean);
+  m.sd = std::sqrt(ss / static_cast<double>(xs.size() - 1));
+  return m;
+}
+
+}  // namespace peregrine

@@ -1,0 +1,91 @@
+// run_bench() and model_cost() on the real stories260K model.
+#include "peregrine/engine/bench.h"
+
+#include <gtest/gtest.h>
+
+#include "peregrine/formats/model_file.h"
+#include "test_paths.h"
+
+namespace peregrine {
+namespace {
+
+class BenchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto file = load_model_file(test::shared_dir() + "/models/stories260K/stories260K.bin");
+    ASSERT_TRUE(file) << file.status().message();
+    auto m = LlamaModel::create(std::move(*file));
+    ASSERT_TRUE(m) << m.status().message();
+    model_ = std::make_unique<LlamaModel>(std::move(*m));
+  }
+  std::unique_ptr<LlamaModel> model_;
+  ThreadPool pool_{2};
+};
+
+TEST_F(BenchTest, MeasuresEveryRepetitionOfBothTests) {
+  BenchParams p;
+  p.n_prompt = 16;
+  p.n_gen = 8;
+  p.reps = 3;
+  auto r = run_bench(*model_, p, pool_);
+  ASSERT_TRUE(r) << r.status().message();
+  ASSERT_EQ(r->pp_tps.size(), 3u);
+  ASSERT_EQ(r->tg_tps.size(), 3u);
+  for (double t : r->pp_tps) EXPECT_GT(t, 0.0);
+  for (double t : r->tg_tps) EXPECT_GT(t, 0.0);
+  EXPECT_GT(r->pp_flops, 0.0);
+  EXPECT_GT(r->tg_flops, 0.0);
+}
+
+TEST_F(BenchTest, SkipsATestOfZeroTokens) {
+  BenchParams p;
+  p.n_prompt = 0;
+  p.n_gen = 4;
+  p.reps = 1;
+  auto r = run_bench(*model_, p, pool_);
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_TRUE(r->pp_tps.empty());
+  EXPECT_EQ(r->tg_tps.size(), 1u);
+}
+
+TEST_F(BenchTest, RejectsBadParameters) {
+  BenchParams p;
+  p.reps = 0;
+  EXPECT_EQ(run_bench(*model_, p, pool_).status().code(), ErrorCode::kInvalidArgument);
+  p = BenchParams{};
+  p.n_prompt = p.n_gen = 0;
+  EXPECT_EQ(run_bench(*model_, p, pool_).status().code(), ErrorCode::kInvalidArgument);
+  p = BenchParams{};
+  p.n_prompt = model_->config().max_seq_len + 1;  // stories260K: 512
+  EXPECT_EQ(run_bench(*model_, p, pool_).status().code(), ErrorCode::kInvalidArgument);
+  p = BenchParams{};
+  p.n_gen = -1;
+  EXPECT_EQ(run_bench(*model_, p, pool_).status().code(), ErrorCode::kInvalidArgument);
+}
+
+// stories260K: dim 64, 5 layers, 8 heads / 4 KV heads (head_dim 8), ffn 172, vocab 512, tied.
+TEST_F(BenchTest, ModelCostCountsEveryMatrixOnce) {
+  const ModelConfig& c = model_->config();
+  const double per_layer_macs = static_cast<double>(c.dim) * (2 * c.n_heads * c.head_dim + 2 * c.n_kv_heads * c.head_dim) +
+                                3.0 * static_cast<double>(c.dim) * static_cast<double>(c.ffn_dim);
+  const double head_macs = static_cast<double>(c.vocab_size) * static_cast<double>(c.dim);
+  const ModelCost cost = model_cost(*model_);
+  EXPECT_DOUBLE_EQ(cost.matmul_flops_per_token, 2.0 * (c.n_layers * per_layer_macs + head_macs));
+  // f32 weights, tied head: every tensor is read once per decode step, the embedding as the head.
+  EXPECT_DOUBLE_EQ(cost.decode_weight_bytes, static_cast<double>(model_->file().weight_bytes()));
+  EXPECT_DOUBLE_EQ(cost.attention_flops_per_pair, 4.0 * c.n_heads * c.head_dim * c.n_layers);
+  // One token at position 0: the matmuls plus one (query, key) pair per layer.
+  EXPECT_DOUBLE_EQ(cost.prefill_flops(0, 1, c.vocab_size, c.dim),
+                   cost.matmul_flops_per_token + cost.attention_flops_per_pair);
+}
+
+TEST(MeanSd, SampleStandardDeviation) {
+  const MeanSd m = mean_sd({2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0});
+  EXPECT_DOUBLE_EQ(m.mean, 5.0);
+  EXPECT_NEAR(m.sd, 2.138089935, 1e-9);
+  EXPECT_EQ(mean_sd({3.0}).sd, 0.0);
+  EXPECT_EQ(mean_sd({}).mean, 0.0);
+}
+
+}  // namespace
+}  // namespace peregrine
