@@ -3,6 +3,8 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace peregrine::test {
 
@@ -15,6 +17,13 @@ std::string make_temp_dir() {
   std::string tmpl = (std::filesystem::temp_directory_path() / "peregrine-test-XXXXXX").string();
   if (::mkdtemp(tmpl.data()) == nullptr) return {};
   return tmpl;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 }  // namespace peregrine::test

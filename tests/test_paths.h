@@ -16,4 +16,7 @@ std::string peregrine_binary();
 /// A fresh empty temporary directory, unique per call.
 std::string make_temp_dir();
 
+/// Reads a whole file (binary); "" if it cannot be read.
+std::string read_file(const std::string& path);
+
 }  // namespace peregrine::test

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "test_paths.h"  // read_file
+
 namespace peregrine::test {
 
 struct CliResult {
@@ -16,7 +18,5 @@ CliResult run_cli(const std::vector<std::string>& args);
 
 /// Writes `bytes` to `path` (binary).
 void write_file(const std::string& path, const std::string& bytes);
-/// Reads a whole file (binary); "" if it cannot be read.
-std::string read_file(const std::string& path);
 
 }  // namespace peregrine::test
