@@ -14,5 +14,6 @@ struct Verb {
 Verb add_generate(CLI::App& app);  // generate.cpp
 Verb add_tokenize(CLI::App& app);  // tokenize.cpp
 Verb add_inspect(CLI::App& app);   // inspect.cpp
+Verb add_synth(CLI::App& app);     // synth.cpp
 
 }  // namespace peregrine::cli
