@@ -42,6 +42,10 @@ Expected<SynthOptions> options_of(const SynthArgs& a, const ModelShape& shape) {
   o.vocab_gguf = a.vocab.empty() ? shared_file(shape.vocab) : a.vocab;
   o.hf_tokenizer = shared_file(shape.hf_tokenizer);
   std::error_code ec;
+  if (a.vocab.empty() && a.format == "gguf" && !std::filesystem::exists(o.vocab_gguf, ec)) {
+    return not_found("the vocabulary of " + shape.name + " (" + o.vocab_gguf +
+                     ") is missing: set PEREGRINE_SHARED_DIR to the shared data folder or pass --vocab PATH");
+  }
   if (!o.hf_tokenizer.empty() && !std::filesystem::exists(o.hf_tokenizer, ec)) o.hf_tokenizer.clear();
   return o;
 }

@@ -1,6 +1,7 @@
 #include "peregrine/core/output_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,11 +14,13 @@ namespace peregrine {
 Expected<OutputFile> OutputFile::create(const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return io_error("cannot create " + path + ": " + std::strerror(errno));
-  return OutputFile(path, fd);
+  struct stat st {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  return OutputFile(path, fd, regular);
 }
 
 OutputFile::OutputFile(OutputFile&& other) noexcept
-    : path_(std::move(other.path_)), fd_(other.fd_), size_(other.size_) {
+    : path_(std::move(other.path_)), fd_(other.fd_), size_(other.size_), regular_(other.regular_) {
   other.fd_ = -1;
 }
 
@@ -27,6 +30,7 @@ OutputFile& OutputFile::operator=(OutputFile&& other) noexcept {
     path_ = std::move(other.path_);
     fd_ = other.fd_;
     size_ = other.size_;
+    regular_ = other.regular_;
     other.fd_ = -1;
   }
   return *this;
@@ -37,7 +41,7 @@ OutputFile::~OutputFile() { discard(); }
 void OutputFile::discard() {
   if (fd_ < 0) return;
   ::close(fd_);
-  ::unlink(path_.c_str());
+  if (regular_) ::unlink(path_.c_str());
   fd_ = -1;
 }
 
@@ -64,7 +68,7 @@ Status OutputFile::close() {
   fd_ = -1;
   if (rc != 0) {
     const int err = errno;
-    ::unlink(path_.c_str());
+    if (regular_) ::unlink(path_.c_str());
     return io_error("cannot write " + path_ + ": " + std::strerror(err));
   }
   return Status::ok();

@@ -119,8 +119,7 @@ GgufValue gguf_array(GgufType elem_type, std::vector<GgufScalar> elems) {
   return v;
 }
 
-GgufWriter::GgufWriter(std::uint32_t alignment)
-    : alignment_(alignment), data_(std::make_unique<TensorDataWriter>(alignment)) {}
+GgufWriter::GgufWriter() : data_(std::make_unique<TensorDataWriter>(kAlignment)) {}
 GgufWriter::~GgufWriter() = default;
 GgufWriter::GgufWriter(GgufWriter&&) noexcept = default;
 GgufWriter& GgufWriter::operator=(GgufWriter&&) noexcept = default;
@@ -143,9 +142,6 @@ Status GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<
 }
 
 Status GgufWriter::begin(const std::string& path) {
-  if (alignment_ == 0 || (alignment_ & (alignment_ - 1)) != 0) {
-    return invalid_argument("GGUF alignment " + std::to_string(alignment_) + " is not a power of two");
-  }
   Bytes h;
   append(h, std::uint32_t{0x46554747});  // "GGUF"
   append(h, kGgufVersion);
@@ -153,7 +149,7 @@ Status GgufWriter::begin(const std::string& path) {
   append(h, n_kv_ + 1);
   append_string(h, "general.alignment");
   append(h, static_cast<std::uint32_t>(GgufType::kU32));
-  append(h, alignment_);
+  append(h, kAlignment);
   h.insert(h.end(), kv_.begin(), kv_.end());
   for (const TensorEntry& t : data_->tensors()) {
     append_string(h, t.name);
@@ -162,7 +158,7 @@ Status GgufWriter::begin(const std::string& path) {
     append(h, ggml_type_of(t.dtype));
     append(h, t.offset);
   }
-  h.resize((h.size() + alignment_ - 1) / alignment_ * alignment_, 0);
+  h.resize((h.size() + kAlignment - 1) / kAlignment * kAlignment, 0);
   return data_->start(path, h);
 }
 

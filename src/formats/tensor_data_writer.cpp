@@ -10,8 +10,11 @@ Status TensorDataWriter::add(const std::string& name, DType dtype, std::vector<s
   }
   std::uint64_t numel = 1;
   for (std::int64_t d : shape) {
-    if (d < 1 || d > (std::int64_t{1} << 40)) return invalid_argument("tensor '" + name + "' has a dim " + std::to_string(d));
-    numel *= static_cast<std::uint64_t>(d);
+    const auto u = static_cast<std::uint64_t>(d);
+    if (d < 1 || numel > (std::uint64_t{1} << 42) / u) {
+      return invalid_argument("tensor '" + name + "' has a dim " + std::to_string(d) + " (< 1, or > 2^42 values in all)");
+    }
+    numel *= u;
   }
   const auto row_bytes = dtype_row_bytes(dtype, static_cast<std::uint64_t>(shape.back()));
   if (!row_bytes) {

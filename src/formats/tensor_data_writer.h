@@ -28,11 +28,11 @@ struct TensorEntry {
 
 class TensorDataWriter {
  public:
-  /// `alignment` (bytes, a power of two): where each tensor starts, relative to the data section.
+  /// `alignment` (bytes, >= 1): where each tensor starts, relative to the data section.
   explicit TensorDataWriter(std::uint64_t alignment) : alignment_(alignment) {}
 
   /// Declares the next tensor. Errors: kInvalidArgument (empty or duplicate name, no dims or
-  /// more than 4, a dim < 1, a row length that is not a multiple of the dtype's block size,
+  /// more than 4, a dim < 1 or more than 2^42 values (GGUF's reader limit), a row length that is not a multiple of the dtype's block size,
   /// or called after start()).
   Status add(const std::string& name, DType dtype, std::vector<std::int64_t> shape);
   const std::vector<TensorEntry>& tensors() const { return tensors_; }

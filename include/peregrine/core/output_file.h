@@ -1,5 +1,6 @@
 // A file being written: unbuffered POSIX writes with errors as values, and no half-written
-// file left behind (an OutputFile destroyed before close() removes what it wrote).
+// file left behind (an OutputFile destroyed before close() removes what it wrote; only regular
+// files are removed, never a device such as /dev/null).
 #pragma once
 
 #include <cstdint>
@@ -35,12 +36,13 @@ class OutputFile {
   Status close();
 
  private:
-  OutputFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  OutputFile(std::string path, int fd, bool regular) : path_(std::move(path)), fd_(fd), regular_(regular) {}
   void discard();
 
   std::string path_;
   int fd_ = -1;
   std::uint64_t size_ = 0;
+  bool regular_ = false;  // a regular file: removed when not closed
 };
 
 }  // namespace peregrine

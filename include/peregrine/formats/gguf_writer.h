@@ -38,9 +38,10 @@ GgufValue gguf_array(GgufType elem_type, std::vector<GgufScalar> elems);
 /// destroyed before a successful finish() removes the partial file.
 class GgufWriter {
  public:
-  /// `alignment` of the data section and of every tensor (bytes, a power of two); written as
-  /// general.alignment.
-  explicit GgufWriter(std::uint32_t alignment = 32);
+  /// The data section and every tensor are aligned to kAlignment bytes (general.alignment).
+  static constexpr std::uint32_t kAlignment = 32;
+
+  GgufWriter();
   ~GgufWriter();
   GgufWriter(GgufWriter&&) noexcept;
   GgufWriter& operator=(GgufWriter&&) noexcept;
@@ -66,7 +67,6 @@ class GgufWriter {
   Status finish();
 
  private:
-  std::uint32_t alignment_;
   std::vector<std::uint8_t> kv_;  // serialized key/values after general.alignment
   std::uint64_t n_kv_ = 0;
   std::set<std::string> keys_;
