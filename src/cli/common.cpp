@@ -66,6 +66,15 @@ Expected<ModelFile> open_model(const ModelOptions& o, ThreadPool* pool) {
   return m;
 }
 
+Status validate_threads(std::int32_t threads) {
+  constexpr std::int32_t kMaxThreads = 512;
+  if (threads < 1 || threads > kMaxThreads) {
+    return invalid_argument("-t/--threads must be in [1, " + std::to_string(kMaxThreads) + "] (got " +
+                            std::to_string(threads) + ")");
+  }
+  return Status::ok();
+}
+
 int report(const Status& st) {
   std::fprintf(stderr, "peregrine: error: %s\n", st.message().c_str());
   return 1;

@@ -39,6 +39,9 @@ std::string shared_data_dir();
 /// convert_model_weights; kInvalidArgument for an unknown --dtype.
 Expected<ModelFile> open_model(const ModelOptions& o, ThreadPool* pool = nullptr);
 
+/// Checks a -t/--threads value: [1, 512]. Errors: kInvalidArgument naming the value.
+Status validate_threads(std::int32_t threads);
+
 /// Prints "peregrine: error: <message>" to stderr; returns the exit code (1).
 int report(const Status& st);
 

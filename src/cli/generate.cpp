@@ -42,13 +42,8 @@ Status write_stats_json(const std::string& path, const GenerationStats& s) {
   return out ? Status::ok() : io_error("cannot write stats to " + path);
 }
 
-constexpr std::int32_t kMaxThreads = 512;
-
 Status validate(const GenerateArgs& a) {
-  if (a.threads < 1 || a.threads > kMaxThreads) {
-    return invalid_argument("-t/--threads must be in [1, " + std::to_string(kMaxThreads) + "] (got " +
-                            std::to_string(a.threads) + ")");
-  }
+  PEREGRINE_RETURN_IF_ERROR(validate_threads(a.threads));
   if (a.n_predict < 0) return invalid_argument("-n must be >= 0 (got " + std::to_string(a.n_predict) + ")");
   if (a.ctx < 0) return invalid_argument("--ctx must be >= 0");
   return a.sampling.validate();

@@ -56,7 +56,7 @@ int run(const SynthArgs& a) {
   if (a.format != "gguf" && a.format != "safetensors") {
     return report(invalid_argument("--format '" + a.format + "' is not one of gguf, safetensors"));
   }
-  if (a.threads < 1 || a.threads > 512) return report(invalid_argument("-t/--threads must be in [1, 512]"));
+  if (Status st = validate_threads(a.threads); !st) return report(st);
   auto o = options_of(a, *shape);
   if (!o) return report(o.status());
   ThreadPool pool(a.threads);

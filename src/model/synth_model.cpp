@@ -6,6 +6,7 @@
 
 #include "peregrine/core/output_file.h"
 #include "peregrine/core/prng.h"
+#include "peregrine/formats/gguf_llama_metadata.h"
 #include "peregrine/formats/gguf_writer.h"
 #include "peregrine/formats/hf_config_writer.h"
 #include "peregrine/formats/hf_names.h"
@@ -116,53 +117,6 @@ Status check_shape(const ModelShape& shape) {
   return Status::ok();
 }
 
-/// llama_ftype of a file whose matrices are `t` (llama.h: ALL_F32 0, MOSTLY_F16 1,
-/// MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_BF16 32).
-std::uint32_t llama_file_type(DType t) {
-  switch (t) {
-    case DType::kF32: return 0;
-    case DType::kF16: return 1;
-    case DType::kQ4_0: return 2;
-    case DType::kQ8_0: return 7;
-    case DType::kBF16: return 32;
-  }
-  return 0;
-}
-
-Status add_llama_metadata(GgufWriter& w, const ModelShape& shape, DType dtype) {
-  const ModelConfig& c = shape.config;
-  auto u32 = [](std::int64_t v) { return gguf_u32(static_cast<std::uint32_t>(v)); };
-  PEREGRINE_RETURN_IF_ERROR(w.add("general.architecture", gguf_string("llama")));
-  PEREGRINE_RETURN_IF_ERROR(w.add("general.name", gguf_string(shape.name)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("general.file_type", gguf_u32(llama_file_type(dtype))));
-  if (dtype_block_size(dtype) > 1) PEREGRINE_RETURN_IF_ERROR(w.add("general.quantization_version", gguf_u32(2)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("llama.vocab_size", u32(c.vocab_size)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("llama.context_length", u32(c.max_seq_len)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("llama.embedding_length", u32(c.dim)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("llama.block_count", u32(c.n_layers)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("llama.feed_forward_length", u32(c.ffn_dim)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("llama.rope.dimension_count", u32(c.head_dim)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("llama.attention.head_count", u32(c.n_heads)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("llama.attention.head_count_kv", u32(c.n_kv_heads)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("llama.attention.layer_norm_rms_epsilon", gguf_f32(c.rms_eps)));
-  return w.add("llama.rope.freq_base", gguf_f32(c.rope_theta));
-}
-
-/// Copies the tokenizer.* keys of the GGUF at `path`, whose vocabulary must have `vocab_size` tokens.
-Status copy_tokenizer(GgufWriter& w, const std::string& path, std::int64_t vocab_size) {
-  PEREGRINE_ASSIGN_OR_RETURN(GgufFile vocab, GgufFile::open(path));
-  auto tokens = vocab.get_string_array("tokenizer.ggml.tokens");
-  if (!tokens) return invalid_argument(path + ": " + tokens.status().message() + " (not a vocabulary GGUF)");
-  if (static_cast<std::int64_t>(tokens->size()) != vocab_size) {
-    return invalid_argument(path + " has " + std::to_string(tokens->size()) + " tokens but the shape's vocabulary has " +
-                            std::to_string(vocab_size));
-  }
-  for (const auto& [key, value] : vocab.metadata()) {
-    if (key.rfind("tokenizer.", 0) == 0) PEREGRINE_RETURN_IF_ERROR(w.add(key, value));
-  }
-  return Status::ok();
-}
-
 Status write_text_file(const std::string& path, const std::string& text) {
   PEREGRINE_ASSIGN_OR_RETURN(OutputFile f, OutputFile::create(path));
   PEREGRINE_RETURN_IF_ERROR(f.write({reinterpret_cast<const std::uint8_t*>(text.data()), text.size()}));
@@ -175,8 +129,8 @@ Expected<SynthReport> synth_gguf(const ModelShape& shape, const SynthOptions& o,
                                  ThreadPool& pool) {
   PEREGRINE_RETURN_IF_ERROR(check_shape(shape));
   GgufWriter w;
-  PEREGRINE_RETURN_IF_ERROR(add_llama_metadata(w, shape, o.dtype));
-  if (!o.vocab_gguf.empty()) PEREGRINE_RETURN_IF_ERROR(copy_tokenizer(w, o.vocab_gguf, shape.config.vocab_size));
+  PEREGRINE_RETURN_IF_ERROR(add_llama_metadata(w, shape.name, shape.config, o.dtype));
+  if (!o.vocab_gguf.empty()) PEREGRINE_RETURN_IF_ERROR(copy_tokenizer_metadata(w, o.vocab_gguf, shape.config.vocab_size));
   const auto tensors = llama_tensors(shape.config);
   std::vector<DType> dtypes;
   std::vector<std::string> fallback;

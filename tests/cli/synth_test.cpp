@@ -49,7 +49,7 @@ TEST(Synth, BadInputIsOneCleanError) {
   expect_clean_error(run_cli({"synth", "--shape", "stories260k", "-o", dir + "/x.gguf", "--dtype", "q5_1"}), "--dtype 'q5_1'");
   expect_clean_error(run_cli({"synth", "--shape", "stories260k", "-o", dir + "/x.gguf", "--format", "onnx"}), "--format 'onnx'");
   expect_clean_error(run_cli({"synth", "--shape", "stories260k", "-o", dir + "/x.gguf", "--vocab", shared_dir() + "/tokenizers/gguf-vocab/ggml-vocab-llama-spm.gguf"}),
-                     "has 32000 tokens but the shape's vocabulary has 512");
+                     "has 32000 tokens but the model's vocabulary has 512");
   EXPECT_FALSE(std::filesystem::exists(dir + "/x.gguf"));
   const CliResult missing = run_cli({"synth", "-o", dir + "/x.gguf"});
   EXPECT_EQ(missing.exit_code, 2);
