@@ -105,7 +105,7 @@ int run(const BenchArgs& args) {
     print_roofline(measure_roofline(pool), args.threads);
     return 0;
   }
-  auto file = open_model(args.model);
+  auto file = open_model(args.model, &pool);
   if (!file) return report(file.status());
   const std::string name = std::filesystem::path(file->path).filename().string();
   const std::string dtype = dominant_dtype(*file);
@@ -131,6 +131,7 @@ Verb add_bench(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "Measure prefill (pp) and decode (tg) throughput, llama-bench style, against this machine's roofline");
   add_model_options(*cmd, args->model);
+  add_dtype_option(*cmd, args->model);
   cmd->add_option("-p,--n-prompt", args->params.n_prompt, "Prompt tokens of the pp test (0 = skip)")->capture_default_str();
   cmd->add_option("-n,--n-gen", args->params.n_gen, "Generated tokens of the tg test (0 = skip)")->capture_default_str();
   cmd->add_option("-r,--repetitions", args->params.reps, "Timed repetitions of each test")->capture_default_str();

@@ -3,9 +3,13 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
+
+#include "peregrine/quant/convert_model.h"
 
 namespace peregrine::cli {
 
@@ -16,6 +20,12 @@ void add_model_options(CLI::App& cmd, ModelOptions& o) {
   cmd.add_option("--tokenizer", o.tokenizer,
                  "Tokenizer file overriding the model's (tokenizer.bin, tokenizer.model, "
                  "tokenizer.json, or a vocab .gguf)");
+}
+
+void add_dtype_option(CLI::App& cmd, ModelOptions& o) {
+  cmd.add_option("--dtype", o.dtype,
+                 "Convert the weight matrices on load (round-to-nearest): f32, f16, bf16, q8_0 "
+                 "or q4_0 (rows not a multiple of 32 stay f16 under q8_0/q4_0)");
 }
 
 std::string default_model_path() {
@@ -29,8 +39,31 @@ std::string default_model_path() {
   return std::string(PEREGRINE_DEFAULT_MODEL_DIR) + "/stories260K.bin";
 }
 
-Expected<ModelFile> open_model(const ModelOptions& o) {
-  return load_model_file(o.model.empty() ? default_model_path() : o.model);
+std::string shared_data_dir() {
+  if (const char* env = std::getenv("PEREGRINE_SHARED_DIR"); env != nullptr && *env != '\0') return env;
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto candidate = exe.parent_path().parent_path().parent_path().parent_path() / "shared";
+    if (std::filesystem::is_directory(candidate, ec)) return candidate.string();
+  }
+  return (std::filesystem::path(PEREGRINE_DEFAULT_MODEL_DIR) / ".." / ".." / ".." / "shared").lexically_normal().string();
+}
+
+Expected<ModelFile> open_model(const ModelOptions& o, ThreadPool* pool) {
+  std::optional<DType> dtype;
+  if (!o.dtype.empty()) {
+    dtype = dtype_from_name(o.dtype);
+    if (!dtype) return invalid_argument("--dtype '" + o.dtype + "' is not one of f32, f16, bf16, q8_0, q4_0");
+  }
+  PEREGRINE_ASSIGN_OR_RETURN(ModelFile m, load_model_file(o.model.empty() ? default_model_path() : o.model));
+  if (!dtype) return m;
+  PEREGRINE_ASSIGN_OR_RETURN(auto fell_back, convert_model_weights(m, *dtype, pool));
+  if (!fell_back.empty()) {
+    std::fprintf(stderr, "peregrine: --dtype %s: %zu matrices with rows not a multiple of 32 values stay f16 (%s%s)\n",
+                 o.dtype.c_str(), fell_back.size(), fell_back.front().c_str(), fell_back.size() > 1 ? ", ..." : "");
+  }
+  return m;
 }
 
 Status validate_threads(std::int32_t threads) {

@@ -6,28 +6,40 @@
 #include <string>
 
 #include "peregrine/core/status.h"
+#include "peregrine/core/thread_pool.h"
 #include "peregrine/formats/model_file.h"
 #include "peregrine/tokenizer/tokenizer.h"
 
 namespace peregrine::cli {
 
-/// -m / --tokenizer options every model-reading verb takes.
+/// -m / --tokenizer (/ --dtype) options of the model-reading verbs.
 struct ModelOptions {
   std::string model;      // empty = the bundled stories260K
   std::string tokenizer;  // override
+  std::string dtype;      // empty = as stored; else f32|f16|bf16|q8_0|q4_0, converted on load
 };
 
 /// Adds -m/--model and --tokenizer to `cmd`.
 void add_model_options(CLI::App& cmd, ModelOptions& o);
+/// Adds --dtype (weight conversion on load) to `cmd`.
+void add_dtype_option(CLI::App& cmd, ModelOptions& o);
 
 /// The bundled default model: models/stories260K/stories260K.bin next to the executable's
 /// repository (build/bin/../../models), else the source tree it was built from.
 std::string default_model_path();
 
-/// Loads the model file (default path when o.model is empty).
-Expected<ModelFile> open_model(const ModelOptions& o);
+/// The shared data folder (real models, tokenizers): $PEREGRINE_SHARED_DIR if set, else
+/// `shared` beside the repository the executable was built in (build/bin/../../../shared), else
+/// beside the source tree it was built from.
+std::string shared_data_dir();
 
-/// -t/--threads must be in [1, 512]. Errors: kInvalidArgument.
+/// Loads the model file (default path when o.model is empty) and, with --dtype, converts its
+/// weight matrices in memory (quant/convert_model.h, rows split over `pool` if given), noting
+/// on stderr the matrices that fell back to f16. Errors: those of load_model_file and
+/// convert_model_weights; kInvalidArgument for an unknown --dtype.
+Expected<ModelFile> open_model(const ModelOptions& o, ThreadPool* pool = nullptr);
+
+/// Checks a -t/--threads value: [1, 512]. Errors: kInvalidArgument naming the value.
 Status validate_threads(std::int32_t threads);
 
 /// Prints "peregrine: error: <message>" to stderr; returns the exit code (1).

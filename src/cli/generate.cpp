@@ -57,7 +57,8 @@ int run(const GenerateArgs& args) {
   if (!args.stats_json.empty() && !std::ofstream(args.stats_json, std::ios::app)) {
     return report(io_error("cannot write stats to " + args.stats_json));
   }
-  auto file = open_model(args.model);
+  ThreadPool pool(args.threads);
+  auto file = open_model(args.model, &pool);
   if (!file) return report(file.status());
   auto tokenizer = load_tokenizer(*file, args.model.tokenizer);
   if (!tokenizer) return report(tokenizer.status());
@@ -71,7 +72,6 @@ int run(const GenerateArgs& args) {
   opt.ctx_len = args.ctx;
   opt.eos_id = tok.eos_id();
   opt.sampling = args.sampling;
-  ThreadPool pool(args.threads);
   bool echoed = false;
   std::int32_t prev = ids.back();
   auto on_token = [&](std::int32_t id) {
@@ -100,6 +100,7 @@ Verb add_generate(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt");
   add_model_options(*cmd, args->model);
+  add_dtype_option(*cmd, args->model);
   auto* p = cmd->add_option("-p,--prompt", args->prompt, "Prompt text")->capture_default_str();
   auto* f = cmd->add_option("-f,--file", args->prompt_file, "Read the prompt from a file");
   p->excludes(f);

@@ -56,6 +56,7 @@ Verb add_inspect(CLI::App& app) {
   auto args = std::make_shared<ModelOptions>();
   CLI::App* cmd = app.add_subcommand("inspect", "Show a model's config, tokenizer and tensors");
   add_model_options(*cmd, *args);
+  add_dtype_option(*cmd, *args);
   return {cmd, [args] { return run(*args); }};
 }
 

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
       peregrine::cli::add_tokenize(app),
       peregrine::cli::add_inspect(app),
       peregrine::cli::add_bench(app),
+      peregrine::cli::add_synth(app),
   };
   std::string names;
   bool known = false;

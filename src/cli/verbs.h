@@ -15,5 +15,6 @@ Verb add_generate(CLI::App& app);  // generate.cpp
 Verb add_tokenize(CLI::App& app);  // tokenize.cpp
 Verb add_inspect(CLI::App& app);   // inspect.cpp
 Verb add_bench(CLI::App& app);     // bench.cpp
+Verb add_synth(CLI::App& app);     // synth.cpp
 
 }  // namespace peregrine::cli

@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <set>
+#include <utility>
 
 #include "peregrine/core/json_util.h"
 
@@ -11,6 +12,9 @@ namespace {
 constexpr std::uint32_t kGgufMagic = 0x46554747;  // "GGUF" little-endian
 constexpr std::uint64_t kDefaultAlignment = 32;
 constexpr std::uint32_t kMaxDims = 4;
+// ggml type ids (ggml.h enum ggml_type) of the dtypes Peregrine reads.
+constexpr std::pair<std::uint32_t, DType> kGgmlTypes[] = {
+    {0, DType::kF32}, {1, DType::kF16}, {2, DType::kQ4_0}, {8, DType::kQ8_0}, {30, DType::kBF16}};
 // No real metadata array comes near this (the largest vocabularies/merge lists are ~1M);
 // each element costs ~40 bytes in memory, so this also bounds what a hostile file can allocate.
 constexpr std::uint64_t kMaxArrayElements = std::uint64_t{1} << 23;
@@ -205,14 +209,17 @@ Status in_file(const std::string& what, const Status& st) {
 }  // namespace
 
 std::optional<DType> dtype_from_ggml_type(std::uint32_t ggml_type) {
-  switch (ggml_type) {
-    case 0: return DType::kF32;
-    case 1: return DType::kF16;
-    case 2: return DType::kQ4_0;
-    case 8: return DType::kQ8_0;
-    case 30: return DType::kBF16;
-    default: return std::nullopt;
+  for (const auto& [id, t] : kGgmlTypes) {
+    if (id == ggml_type) return t;
   }
+  return std::nullopt;
+}
+
+std::uint32_t ggml_type_of(DType t) {
+  for (const auto& [id, d] : kGgmlTypes) {
+    if (d == t) return id;
+  }
+  return 0;  // unreachable: every DType is in the table
 }
 
 Expected<GgufFile> GgufFile::open(const std::string& path) {

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "peregrine/core/json_util.h"
+#include "peregrine/formats/hf_names.h"
 #include "peregrine/formats/safetensors.h"
 
 namespace peregrine {
@@ -174,28 +175,15 @@ Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   return c;
 }
 
-/// "model.layers.N.<suffix>" → canonical "blk.N.<name>" for the llama suffixes.
-constexpr std::pair<std::string_view, std::string_view> kLayerNames[] = {
-    {"self_attn.q_proj.weight", "attn_q.weight"},
-    {"self_attn.k_proj.weight", "attn_k.weight"},
-    {"self_attn.v_proj.weight", "attn_v.weight"},
-    {"self_attn.o_proj.weight", "attn_output.weight"},
-    {"mlp.gate_proj.weight", "ffn_gate.weight"},
-    {"mlp.up_proj.weight", "ffn_up.weight"},
-    {"mlp.down_proj.weight", "ffn_down.weight"},
-    {"input_layernorm.weight", "attn_norm.weight"},
-    {"post_attention_layernorm.weight", "ffn_norm.weight"},
-};
-
 /// Canonical name of a Hugging Face Llama tensor; nullopt for tensors to skip (the RoPE
 /// inv_freq buffer some older checkpoints saved). Errors: kUnsupported for any other name
 /// (biases, unknown modules), kCorruptFile for a layer index outside num_hidden_layers.
 Expected<std::optional<std::string>> canonical_name(const std::string& hf, std::int64_t n_layers,
                                                     const std::string& what) {
   using R = std::optional<std::string>;
-  if (hf == "model.embed_tokens.weight") return R("token_embd.weight");
-  if (hf == "model.norm.weight") return R("output_norm.weight");
-  if (hf == "lm_head.weight") return R("output.weight");
+  for (const auto& [from, to] : kHfModelNames) {
+    if (hf == from) return R(std::string(to));
+  }
   constexpr std::string_view kPrefix = "model.layers.";
   std::string_view rest(hf);
   if (rest.substr(0, kPrefix.size()) == kPrefix) {
@@ -209,7 +197,7 @@ Expected<std::optional<std::string>> canonical_name(const std::string& hf, std::
     if (n > 0 && n < rest.size() && rest[n] == '.' && (n == 1 || rest[0] != '0')) {
       const std::string_view suffix = rest.substr(n + 1);
       if (suffix == "self_attn.rotary_emb.inv_freq") return R();
-      for (const auto& [from, to] : kLayerNames) {
+      for (const auto& [from, to] : kHfLayerNames) {
         if (suffix != from) continue;
         if (layer >= n_layers) {
           return corrupt_file(what + ": tensor '" + json_util::printable(hf) + "' is for layer " +

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <string_view>
+#include <utility>
 
 #include "peregrine/core/json_util.h"
 #include "peregrine/core/byte_reader.h"
@@ -111,10 +112,22 @@ Expected<std::map<std::string, std::string>> read_metadata(const json& v, const 
 
 }  // namespace
 
+namespace {
+constexpr std::pair<std::string_view, DType> kSafetensorsDtypes[] = {
+    {"F32", DType::kF32}, {"F16", DType::kF16}, {"BF16", DType::kBF16}};
+}  // namespace
+
 std::optional<DType> dtype_from_safetensors(std::string_view name) {
-  if (name == "F32") return DType::kF32;
-  if (name == "F16") return DType::kF16;
-  if (name == "BF16") return DType::kBF16;
+  for (const auto& [s, t] : kSafetensorsDtypes) {
+    if (s == name) return t;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string_view> safetensors_dtype_name(DType t) {
+  for (const auto& [s, d] : kSafetensorsDtypes) {
+    if (d == t) return s;
+  }
   return std::nullopt;
 }
 

@@ -10,15 +10,6 @@ namespace {
 
 std::string stories(const std::string& file) { return shared_dir() + "/models/stories260K/" + file; }
 
-void expect_clean_error(const CliResult& r, const std::string& needle) {
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_LT(r.exit_code, 128) << "killed by a signal";
-  EXPECT_EQ(r.out, "");
-  EXPECT_EQ(r.err.rfind("peregrine: error: ", 0), 0u) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.err;
-}
-
 CliResult generate_with(const std::string& model) {
   return run_cli({"generate", "-m", model, "-n", "4"});
 }

@@ -4,6 +4,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -35,6 +38,23 @@ CliResult run_cli(const std::vector<std::string>& args) {
   r.out = read_file(out_path);
   r.err = read_file(err_path);
   return r;
+}
+
+void expect_clean_error(const CliResult& r, const std::string& needle) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.exit_code, 128) << "killed by a signal";
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err.rfind("peregrine: error: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.err;
+}
+
+std::string line_starting_with(const std::string& text, const std::string& prefix) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) == 0) return line;
+  }
+  return "";
 }
 
 void write_file(const std::string& path, const std::string& bytes) {

@@ -16,6 +16,13 @@ struct CliResult {
 /// Runs `peregrine args...` (no shell), waiting for it to finish.
 CliResult run_cli(const std::vector<std::string>& args);
 
+/// Expects a failed run with one clean error line: exit code in [1, 128) (no signal), nothing
+/// on stdout, stderr exactly "peregrine: error: ...\n" containing `needle`.
+void expect_clean_error(const CliResult& r, const std::string& needle);
+
+/// The first line of `text` starting with `prefix` ("" if none), without its newline.
+std::string line_starting_with(const std::string& text, const std::string& prefix);
+
 /// Writes `bytes` to `path` (binary).
 void write_file(const std::string& path, const std::string& bytes);
 

@@ -76,5 +76,7 @@ class GgufFile {
 
 /// ggml type id → DType; nullopt for types Peregrine does not read.
 std::optional<DType> dtype_from_ggml_type(std::uint32_t ggml_type);
+/// DType → ggml type id (F32 0, F16 1, Q4_0 2, Q8_0 8, BF16 30).
+std::uint32_t ggml_type_of(DType t);
 
 }  // namespace peregrine

@@ -64,13 +64,14 @@ struct ModelConfig {
   Status validate() const;
 };
 
-/// A loaded (memory-mapped) model: config, canonical tensors, and what keeps them alive.
+/// A loaded model: config, canonical tensors, and what keeps their bytes alive (the file
+/// mappings, and owned buffers of tensors converted in memory, see quant/convert_model.h).
 struct ModelFile {
   ModelFormat format = ModelFormat::kGguf;
   std::string path;  // file or folder given by the user
   ModelConfig config;
   std::map<std::string, TensorView> tensors;  // canonical name → view
-  std::vector<std::shared_ptr<const MappedFile>> storage;
+  std::vector<std::shared_ptr<const void>> storage;  // MappedFile or owned byte buffers
   std::optional<GgufFile> gguf;  // GGUF only: metadata (tokenizer, chat template)
 
   /// Tensor by canonical name, or nullptr.

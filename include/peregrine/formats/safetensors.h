@@ -65,5 +65,8 @@ class SafetensorsFile {
 /// safetensors dtype string → DType for the types Peregrine reads ("F32", "F16", "BF16");
 /// nullopt otherwise.
 std::optional<DType> dtype_from_safetensors(std::string_view name);
+/// DType → safetensors dtype string ("F32", "F16", "BF16"); nullopt for the block-quantized
+/// types, which safetensors cannot hold.
+std::optional<std::string_view> safetensors_dtype_name(DType t);
 
 }  // namespace peregrine

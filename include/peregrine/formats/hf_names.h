@@ -1,0 +1,35 @@
+// Hugging Face Llama tensor names ↔ the canonical (GGUF llama) names of model_file.h.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace peregrine {
+
+/// Per-layer suffixes: "model.layers.N.<hf>" ↔ "blk.N.<canonical>".
+inline constexpr std::pair<std::string_view, std::string_view> kHfLayerNames[] = {
+    {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},
+    {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"},
+    {"input_layernorm.weight", "attn_norm.weight"},
+    {"post_attention_layernorm.weight", "ffn_norm.weight"},
+};
+
+/// Whole-model tensors: HF name ↔ canonical name.
+inline constexpr std::pair<std::string_view, std::string_view> kHfModelNames[] = {
+    {"model.embed_tokens.weight", "token_embd.weight"},
+    {"model.norm.weight", "output_norm.weight"},
+    {"lm_head.weight", "output.weight"},
+};
+
+/// The Hugging Face name of a canonical tensor name ("blk.3.attn_q.weight" →
+/// "model.layers.3.self_attn.q_proj.weight"); nullopt for names outside the tables.
+std::optional<std::string> hf_tensor_name(std::string_view canonical);
+
+}  // namespace peregrine

@@ -1,0 +1,33 @@
+// In-memory weight conversion of a loaded model (`--dtype` on load): every 2-D matrix
+// re-encoded with round-to-nearest (quant/quantize_rtn.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "peregrine/core/dtype.h"
+#include "peregrine/core/status.h"
+#include "peregrine/core/thread_pool.h"
+#include "peregrine/formats/model_file.h"
+
+namespace peregrine {
+
+/// The dtype a weight matrix with rows of `row_length` values is stored in when `target` is
+/// asked for: `target`, except F16 when `target` is block-quantized (Q8_0/Q4_0) and
+/// row_length is not a multiple of its 32-value block (e.g. stories260K's ffn_down, whose rows
+/// hold ffn_dim = 172 values). The same rule is used by `peregrine synth`.
+DType matrix_dtype_for(DType target, std::int64_t row_length);
+
+/// Re-encodes every 2-D tensor of `m` (token_embd, output, attention and FFN projections) as
+/// matrix_dtype_for(target, row_length): each row is decoded to f32 and encoded with
+/// quantize_rtn. Matrices already in that dtype and the 1-D norm weights are left as they are.
+/// The new bytes are owned by m.storage (the views point into them); the mapping stays alive
+/// for the tensors not converted. Rows are split over `pool` when one is given.
+/// Returns the names of the matrices that fell back to F16 (sorted; empty unless `target` is
+/// Q8_0/Q4_0). Errors: kUnsupported when `m` already holds Q8_0/Q4_0 tensors (re-quantizing
+/// would compound rounding errors; convert the F32/F16/BF16 original instead).
+Expected<std::vector<std::string>> convert_model_weights(ModelFile& m, DType target,
+                                                         ThreadPool* pool = nullptr);
+
+}  // namespace peregrine

@@ -1,0 +1,53 @@
+#include "peregrine/formats/hf_config_writer.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace peregrine {
+namespace {
+
+const char* torch_dtype(DType t) {
+  switch (t) {
+    case DType::kF16: return "float16";
+    case DType::kBF16: return "bfloat16";
+    default: return "float32";
+  }
+}
+
+/// The double whose shortest decimal form is that of float `f` (1e-5f → 1e-05, not
+/// 9.999999747378752e-06), so the JSON reads as written and parses back to `f`.
+double as_decimal(float f) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, f);
+  return std::strtod(std::string(buf, r.ptr).c_str(), nullptr);
+}
+
+}  // namespace
+
+std::string hf_config_json(const ModelConfig& c, DType dtype) {
+  const nlohmann::ordered_json j = {
+      {"architectures", nlohmann::ordered_json::array({"LlamaForCausalLM"})},
+      {"model_type", "llama"},
+      {"hidden_act", "silu"},
+      {"hidden_size", c.dim},
+      {"intermediate_size", c.ffn_dim},
+      {"num_hidden_layers", c.n_layers},
+      {"num_attention_heads", c.n_heads},
+      {"num_key_value_heads", c.n_kv_heads},
+      {"head_dim", c.head_dim},
+      {"vocab_size", c.vocab_size},
+      {"max_position_embeddings", c.max_seq_len},
+      {"rms_norm_eps", as_decimal(c.rms_eps)},
+      {"rope_theta", as_decimal(c.rope_theta)},
+      {"tie_word_embeddings", c.tied_embeddings},
+      {"bos_token_id", 1},
+      {"eos_token_id", 2},
+      {"torch_dtype", torch_dtype(dtype)},
+  };
+  return j.dump(2) + "\n";
+}
+
+}  // namespace peregrine

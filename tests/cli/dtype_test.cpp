@@ -1,0 +1,37 @@
+// `--dtype` on generate/inspect: weights converted on load; bad values and already-quantized
+// models give one clean error line.
+#include <gtest/gtest.h>
+
+#include "run_cli.h"
+#include "test_paths.h"
+
+namespace peregrine::test {
+namespace {
+
+TEST(Dtype, GenerateConvertsOnLoadAndNotesTheF16Fallback) {
+  const CliResult r = run_cli({"generate", "-n", "30", "--temp", "0", "--dtype", "q8_0", "--no-echo"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("--dtype q8_0: 5 matrices with rows not a multiple of 32 values stay f16 (blk.0.ffn_down.weight, ...)"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.out.rfind(", there was a little girl", 0), 0u) << r.out;
+}
+
+TEST(Dtype, InspectShowsTheConvertedDtypes) {
+  const CliResult r = run_cli({"inspect", "--dtype", "bf16"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(line_starting_with(r.out, "blk.0.attn_q.weight ").find(" bf16 "), std::string::npos) << r.out;
+  EXPECT_NE(line_starting_with(r.out, "blk.0.attn_norm.weight ").find(" f32 "), std::string::npos) << r.out;
+}
+
+TEST(Dtype, BadValueIsAnError) {
+  expect_clean_error(run_cli({"generate", "-n", "4", "--dtype", "q3_k"}), "--dtype 'q3_k' is not one of f32, f16, bf16, q8_0, q4_0");
+}
+
+TEST(Dtype, AlreadyQuantizedModelIsRefused) {
+  const std::string path = make_temp_dir() + "/q.gguf";
+  ASSERT_EQ(run_cli({"synth", "--shape", "stories260k", "-o", path, "--dtype", "q4_0"}).exit_code, 0);
+  expect_clean_error(run_cli({"generate", "-m", path, "-n", "4", "--dtype", "f16"}), "is already quantized");
+}
+
+}  // namespace
+}  // namespace peregrine::test
