@@ -13,7 +13,7 @@ namespace peregrine {
 
 /// From this many tokens on, matmul_float uses gemm_float (packing pays off); below, the
 /// bandwidth-bound gemv_float. Measured with bench/matmul_bench on tinyllama-size matrices.
-inline constexpr std::int64_t kGemmMinTokens = 8;
+inline constexpr std::int64_t kGemmMinTokens = 16;
 
 /// True for the dtypes matmul_float handles: F32, F16, BF16.
 bool is_float_dtype(DType t);
