@@ -11,9 +11,10 @@
 
 namespace peregrine {
 
-/// From this many tokens on, matmul_float uses gemm_float (packing pays off); below, the
-/// bandwidth-bound gemv_float. Measured with bench/matmul_bench on tinyllama-size matrices.
-inline constexpr std::int64_t kGemmMinTokens = 16;
+/// From this many tokens on, matmul_float uses gemm_float; below, gemv_float. Measured
+/// (bench/matmul_bench --only threshold, F16 5632×2048, 1 and 2 threads): the GEMV is faster
+/// up to 24 tokens and even at 32, where the GEMM's first 2-vector token panel fills.
+inline constexpr std::int64_t kGemmMinTokens = 32;
 
 /// True for the dtypes matmul_float handles: F32, F16, BF16.
 bool is_float_dtype(DType t);

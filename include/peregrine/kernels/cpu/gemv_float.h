@@ -18,8 +18,10 @@ inline constexpr std::int64_t kGemvRows = 4;
 /// f32. y: [n_tokens, out] f32. Accumulates in f32.
 /// Memory-bound matrix-vector product (roofline: ~1 FLOP per weight byte for F16/BF16):
 /// Highway SIMD over `in`, kGemvRows rows at a time, weights widened in registers from their
-/// stored dtype (F16 by F16C, BF16 by a 16-bit shift) so the matrix streams from memory once;
-/// up to 4 tokens share each weight load, further tokens re-read the block from L1/L2.
+/// stored dtype (F16 by F16C, BF16 by a 16-bit shift) so the matrix streams from memory once,
+/// the next row block software-prefetched (hardware prefetchers stop at 4 KiB pages); up to
+/// 4 tokens share each weight load, further tokens re-read the block from L1/L2. x is copied
+/// to a vector-aligned per-thread buffer first (n_tokens·in floats, kept between calls).
 /// Preconditions (checked by matmul_float's callers): float dtype, 0 <= row_begin <= row_end
 /// <= out, x.size() == n_tokens*in, y.size() == n_tokens*out.
 /// Scalar reference twin: float_matmul_reference (float_matmul.h).
