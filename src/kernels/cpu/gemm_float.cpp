@@ -15,8 +15,11 @@
 HWY_BEFORE_NAMESPACE();
 namespace peregrine::HWY_NAMESPACE {
 
-constexpr std::size_t kRows = static_cast<std::size_t>(kGemmRows);  // micro-tile weight rows
-constexpr std::size_t kPanelVectors = 2;  // micro-tile tokens, in SIMD vectors
+// Micro-tile: kRows weight rows × kPanelVectors token vectors of accumulators. kGemmRows
+// (24 accumulators) fits AVX-512's 32 vector registers; x86 targets below it have 16.
+constexpr std::size_t kRows = static_cast<std::size_t>(
+    HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3 ? kGemmRows / 2 : kGemmRows);
+constexpr std::size_t kPanelVectors = 2;
 constexpr std::size_t kBlockInputs = 256;  // inputs per packed weight block (kRows × 256 f32 = 12 KiB, L1)
 constexpr std::size_t kBlockRows = 4 * kRows;  // rows per yᵀ accumulation block
 

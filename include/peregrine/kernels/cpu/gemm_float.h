@@ -8,7 +8,8 @@
 
 namespace peregrine {
 
-/// Weight rows per micro-tile of gemm_float (and the thread-split granularity).
+/// Weight rows per micro-tile of gemm_float on AVX-512 (half that on x86 targets with 16
+/// vector registers), and the thread-split granularity.
 inline constexpr std::int64_t kGemmRows = 12;
 
 /// y[t, o] = Σ_i W[o, i] · x[t, i] for the output rows o in [row_begin, row_end) and every
