@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 #include <hwy/aligned_allocator.h>
 
@@ -59,12 +60,14 @@ HWY_INLINE void DotBlock(const WT* HWY_RESTRICT w, std::size_t in, const float* 
   };
   // The next kRows rows follow these contiguously: prefetch them at the rate this block is
   // consumed, so that the stream continues across the 4 KiB pages the hardware prefetcher
-  // stops at.
-  const char* next_block = reinterpret_cast<const char*>(w + kRows * in);
+  // stops at. (Integer addresses: past the matrix end they are hints, never dereferenced.)
+  const std::uintptr_t next_block = reinterpret_cast<std::uintptr_t>(w + kRows * in);
   const std::size_t step_bytes = kRows * n * sizeof(WT);
   std::size_t i = 0;
   for (; i + n <= in; i += n) {
-    for (std::size_t b = 0; b < step_bytes; b += 64) hwy::Prefetch(next_block + i * kRows * sizeof(WT) + b);
+    for (std::size_t b = 0; b < step_bytes; b += 64) {
+      hwy::Prefetch(reinterpret_cast<const char*>(next_block + i * kRows * sizeof(WT) + b));
+    }
     step(i, [&](std::size_t r) { return LoadAsF32(d, w + r * in + i); });
   }
   if (i < in) {

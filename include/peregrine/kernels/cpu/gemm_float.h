@@ -18,12 +18,13 @@ inline constexpr std::int64_t kGemmRows = 12;
 /// w: [out, in] row-major, dtype F32, F16 or BF16, at any byte alignment. x: [n_tokens, in]
 /// f32. y: [n_tokens, out] f32. Accumulates in f32, each dot product in order of i.
 /// Compute-bound GEMM after Goto & van de Geijn, "Anatomy of High-Performance Matrix
-/// Multiplication" (ACM TOMS 2008): the tokens are packed k-major in panels of 2 SIMD vectors
-/// (zero-padded), blocks of kGemmRows weight rows × 256 inputs are converted to f32 into an
-/// L1-resident buffer, and a micro-kernel keeps a kGemmRows × 2-vector tile of yᵀ in
-/// registers (one broadcast weight × one token vector per FMA); partial sums accumulate in a
-/// small yᵀ buffer across input blocks and are transposed into y at the end.
-/// Preconditions (checked by matmul_float's callers): float dtype, 0 <= row_begin <= row_end
+/// Multiplication" (ACM TOMS 2008), with the roles set by y's layout: x is packed (per call,
+/// n_tokens·in floats) into k-major panels of 2 SIMD vectors of tokens, zero-padded; blocks of
+/// kGemmRows weight rows × 256 inputs are widened to f32 into an L1-resident buffer (the next
+/// block prefetched into L2); the micro-kernel keeps a kGemmRows × 2-vector tile of yᵀ in
+/// registers (one broadcast weight × one token vector per FMA). Partial sums accumulate in a
+/// 48-row yᵀ buffer across input blocks, then are transposed into y.
+/// Preconditions (the model checks shapes at load time, see matmul.h): float dtype, 0 <= row_begin <= row_end
 /// <= out, x.size() == n_tokens*in, y.size() == n_tokens*out.
 /// Scalar reference twin: float_matmul_reference (float_matmul.h).
 void gemm_float(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
