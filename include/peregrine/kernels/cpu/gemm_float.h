@@ -24,8 +24,8 @@ inline constexpr std::int64_t kGemmRows = 12;
 /// block prefetched into L2); the micro-kernel keeps a kGemmRows × 2-vector tile of yᵀ in
 /// registers (one broadcast weight × one token vector per FMA). Partial sums accumulate in a
 /// 48-row yᵀ buffer across input blocks, then are transposed into y.
-/// Preconditions (the model checks shapes at load time, see matmul.h): float dtype, 0 <= row_begin <= row_end
-/// <= out, x.size() == n_tokens*in, y.size() == n_tokens*out.
+/// Preconditions (shapes checked by the model at load time, see matmul.h): float dtype,
+/// 0 <= row_begin <= row_end <= out, x.size() == n_tokens*in, y.size() == n_tokens*out.
 /// Scalar reference twin: float_matmul_reference (float_matmul.h).
 void gemm_float(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
                 std::span<float> y, std::int64_t row_begin, std::int64_t row_end);

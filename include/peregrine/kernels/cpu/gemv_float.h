@@ -22,8 +22,8 @@ inline constexpr std::int64_t kGemvRows = 4;
 /// the next row block software-prefetched (hardware prefetchers stop at 4 KiB pages); up to
 /// 4 tokens share each weight load, further tokens re-read the block from L1/L2. x is copied
 /// to a vector-aligned per-thread buffer first (n_tokens·in floats, kept between calls).
-/// Preconditions (the model checks shapes at load time, see matmul.h): float dtype, 0 <= row_begin <= row_end
-/// <= out, x.size() == n_tokens*in, y.size() == n_tokens*out.
+/// Preconditions (shapes checked by the model at load time, see matmul.h): float dtype,
+/// 0 <= row_begin <= row_end <= out, x.size() == n_tokens*in, y.size() == n_tokens*out.
 /// Scalar reference twin: float_matmul_reference (float_matmul.h).
 void gemv_float(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
                 std::span<float> y, std::int64_t row_begin, std::int64_t row_end);
