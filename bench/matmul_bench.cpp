@@ -214,8 +214,8 @@ void bench_threshold(ThreadPool& pool, int reps, std::mt19937& rng) {
   }
 }
 
-// stories260K-size decode products (dim 64, ffn 172, vocab 512), F32, calling thread only:
-// ns per call.
+// stories260K-size decode products (dim 64, ffn 172, vocab 512), F32: below
+// kMinParallelMacs, so both run on the calling thread. ns per call.
 void bench_small(int reps, std::mt19937& rng) {
   std::printf("\nstories260K decode products, f32, 1 token (ns per call)\n");
   std::printf("%-12s %10s %10s %8s\n", "out x in", "new", "old", "new/old");
@@ -250,11 +250,14 @@ int main(int argc, char** argv) {
     else if (flag == "--old") peregrine::g_run_old = std::string(argv[a + 1]) != "off";
   }
   std::mt19937 rng(7);
+  if (only.empty() || only == "small") {
+    peregrine::g_cpu_clock_threads = cpu_clock ? 1 : 0;
+    peregrine::bench_small(reps, rng);
+  }
   for (int threads : thread_counts) {
     peregrine::ThreadPool pool(threads);
     peregrine::g_cpu_clock_threads = cpu_clock ? threads : 0;
     std::printf("==== %d thread(s) ====\n", threads);
-    if (only.empty() || only == "small") peregrine::bench_small(reps, rng);
     if (only.empty() || only == "gemv") peregrine::bench_gemv(pool, reps, rng);
     if (only.empty() || only == "threshold") peregrine::bench_threshold(pool, reps, rng);
     if (only.empty() || only == "gemm") peregrine::bench_gemm(pool, reps, rng);
