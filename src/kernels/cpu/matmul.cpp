@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "peregrine/kernels/cpu/float_matmul.h"
 #include "peregrine/quant/dequantize.h"
 
 namespace peregrine {
@@ -29,6 +30,10 @@ float dot(const float* a, const float* b, std::int64_t n) {
 
 void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
             std::span<float> y, ThreadPool& pool, std::int64_t min_parallel_macs) {
+  if (is_float_dtype(w.dtype)) {
+    matmul_float(w, x, n_tokens, y, pool, min_parallel_macs);
+    return;
+  }
   const std::int64_t out = w.n_rows(), in = w.row_length();
   auto rows = [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> scratch(static_cast<std::size_t>(in));
