@@ -4,6 +4,7 @@
 #define HWY_TARGET_INCLUDE "kernels/cpu/roofline.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/aligned_allocator.h>
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -22,7 +23,13 @@ float SumStream(const float* HWY_RESTRICT x, std::size_t n) {
   const std::size_t N = hn::Lanes(d);
   auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
   std::size_t i = 0;
+  // Software prefetch 4 KiB ahead keeps the stream going across the page boundaries where
+  // hardware prefetchers stop (the GEMV kernels do the same; without it reads measure ~25% low).
+  constexpr std::size_t kAhead = 4096 / sizeof(float);
   for (; i + 4 * N <= n; i += 4 * N) {
+    for (std::size_t b = 0; b < 4 * N * sizeof(float); b += 64) {
+      hwy::Prefetch(reinterpret_cast<const char*>(x + i + kAhead) + b);
+    }
     a0 = hn::Add(a0, hn::Load(d, x + i));
     a1 = hn::Add(a1, hn::Load(d, x + i + N));
     a2 = hn::Add(a2, hn::Load(d, x + i + 2 * N));
