@@ -101,10 +101,12 @@ void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch
   matmul(*layer.wq, s.xb, n, s.q, pool);
   matmul(*layer.wk, s.xb, n, s.k, pool);
   matmul(*layer.wv, s.xb, n, s.v, pool);
+  std::vector<float> rope_cos(static_cast<std::size_t>(hd)), rope_sin(rope_cos.size());
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int32_t pos = batch.positions[i], seq = batch.seq_ids[i];
-    rope(&s.q[i * q_dim], c.n_heads, hd, pos, c.rope_theta, c.rope_style);
-    rope(&s.k[i * kv_dim], c.n_kv_heads, hd, pos, c.rope_theta, c.rope_style);
+    rope_table(pos, hd, c.rope_theta, c.rope_style, rope_cos.data(), rope_sin.data());
+    rope_rotate(&s.q[i * q_dim], c.n_heads, hd, rope_cos.data(), rope_sin.data(), c.rope_style);
+    rope_rotate(&s.k[i * kv_dim], c.n_kv_heads, hd, rope_cos.data(), rope_sin.data(), c.rope_style);
     std::copy_n(&s.k[i * kv_dim], kv_dim, cache.k(seq, l) + pos * kv_dim);
     std::copy_n(&s.v[i * kv_dim], kv_dim, cache.v(seq, l) + pos * kv_dim);
   }
