@@ -114,19 +114,17 @@ std::int64_t padded_lanes(std::int64_t r) { return (r + lanes() - 1) / lanes() *
 
 // Calls fn.template operator()<kR, kV>(row, vec) over an n_rows × n_vecs grid in register
 // blocks: kVecs-wide vector blocks, then single vectors (decode's few query lanes) with
-// correspondingly more rows; rows left over go one at a time.
-template <std::size_t kV, class Fn>
-HWY_INLINE void for_row_blocks(std::size_t n_rows, std::size_t vec, const Fn& fn) {
-  constexpr std::size_t kR = kAccumulators / kV;
-  std::size_t r = 0;
-  for (; r + kR <= n_rows; r += kR) fn.template operator()<kR, kV>(r, vec);
-  for (; r < n_rows; ++r) fn.template operator()<1, kV>(r, vec);
+// correspondingly more rows; leftover rows go in halving blocks (15 = 8 + 4 + 2 + 1).
+template <std::size_t kV, std::size_t kR, class Fn>
+HWY_INLINE void for_row_blocks(std::size_t row, std::size_t n_rows, std::size_t vec, const Fn& fn) {
+  for (; row + kR <= n_rows; row += kR) fn.template operator()<kR, kV>(row, vec);
+  if constexpr (kR > 1) for_row_blocks<kV, kR / 2>(row, n_rows, vec, fn);
 }
 template <class Fn>
 HWY_INLINE void for_blocks(std::size_t n_rows, std::size_t n_vecs, const Fn& fn) {
   std::size_t x = 0;
-  for (; x + kVecs <= n_vecs; x += kVecs) for_row_blocks<kVecs>(n_rows, x, fn);
-  for (; x < n_vecs; ++x) for_row_blocks<1>(n_rows, x, fn);
+  for (; x + kVecs <= n_vecs; x += kVecs) for_row_blocks<kVecs, kAccumulators / kVecs>(0, n_rows, x, fn);
+  for (; x < n_vecs; ++x) for_row_blocks<1, kAccumulators>(0, n_rows, x, fn);
 }
 
 // st[j, r] = Σ_d k[j, d] · qt[d, r] for kR rows of k and kV vectors of lanes.
