@@ -11,7 +11,8 @@
 // up to the block's last row, with a causal mask only on tiles past the block's first row.
 // Decode: one row; the KV range is optionally split into chunks whose softmax states
 // (max m, sum l, unnormalized output) merge as m = max(m1, m2), l = l1·e^(m1-m) + l2·e^(m2-m),
-// o = o1·e^(m1-m) + o2·e^(m2-m) (FlashDecoding).
+// o = o1·e^(m1-m) + o2·e^(m2-m) (FlashDecoding; m is kept unscaled, the exponents carry the
+// 1/sqrt(head_dim)).
 
 #include "peregrine/kernels/cpu/attention.h"
 
@@ -187,8 +188,11 @@ void mask_future(const float* HWY_RESTRICT qpos, std::int64_t pos0, std::size_t 
   }
 }
 
-// Online softmax over one tile: new running max m' = max(m, scale · max_j st), corr = e^(m - m'),
-// st → p = e^(scale · st - m'), l = l · corr + Σ_j p.
+// Online softmax over one tile, with the running max m kept in unscaled score units:
+// m' = max(m, max_j st), corr = e^(scale·(m - m')), st → p = e^(scale·(st - m')),
+// l = l · corr + Σ_j p. Subtracting before scaling keeps scores of ~1e4 accurate: st - m' is
+// exact near the max (Sterbenz), while rounding scale·st first would cost ulp(1e4) ≈ 1e-3 of
+// the exponent on targets without FMA.
 void softmax_update(std::size_t n_keys, std::size_t r_pad, float scale, float* HWY_RESTRICT st,
                     const SoftmaxState& state, float* HWY_RESTRICT corr) {
   const D d;
@@ -197,12 +201,12 @@ void softmax_update(std::size_t n_keys, std::size_t r_pad, float scale, float* H
     V tile_max = hn::Set(d, -INFINITY);
     for (std::size_t j = 0; j < n_keys; ++j) tile_max = hn::Max(tile_max, hn::Load(d, st + j * r_pad + r));
     const V m_old = hn::Load(d, state.m + r);
-    const V m_new = hn::Max(m_old, hn::Mul(tile_max, scale_v));
-    const V c = hn::Exp(d, hn::Sub(m_old, m_new));  // e^-inf = 0 on the first tile
+    const V m_new = hn::Max(m_old, tile_max);
+    const V c = hn::Exp(d, hn::Mul(hn::Sub(m_old, m_new), scale_v));  // e^-inf = 0 on the first tile
     V sum = hn::Zero(d);
     for (std::size_t j = 0; j < n_keys; ++j) {
       float* s = st + j * r_pad + r;
-      const V p = hn::Exp(d, hn::MulSub(hn::Load(d, s), scale_v, m_new));  // masked: e^-inf = 0
+      const V p = hn::Exp(d, hn::Mul(hn::Sub(hn::Load(d, s), m_new), scale_v));  // masked: e^-inf = 0
       hn::Store(p, d, s);
       sum = hn::Add(sum, p);
     }
@@ -251,6 +255,8 @@ void init_state(std::int64_t head_dim, std::int64_t r_pad, const SoftmaxState& s
   std::fill_n(state.l, r_pad, 0.0f);
 }
 
+float softmax_scale(const AttentionShape& s) { return 1.0f / std::sqrt(static_cast<float>(s.head_dim)); }
+
 // Prefetches the K/V rows [begin, end) of one KV head (k, v offset to it): a decode tile
 // takes ~2 µs, so fetching the next tile's rows while computing this one hides the memory
 // latency of the strided per-head rows (n_ctx 8192 decode: ~2.0 → ~1.4 ms, measured).
@@ -269,7 +275,7 @@ void prefetch_rows(const float* k, const float* v, const AttentionShape& s, std:
 void attend_range(const float* k, const float* v, const AttentionShape& s, std::int64_t kv_head,
                   std::int64_t begin, std::int64_t end, std::int64_t min_qpos, Workspace& ws,
                   const SoftmaxState& state) {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  const float scale = softmax_scale(s);
   const std::int64_t off = kv_head * s.head_dim;
   for (std::int64_t t = begin; t < end; t += kKvTile) {
     const std::int64_t n_keys = std::min(kKvTile, end - t);
@@ -290,14 +296,15 @@ void write_output(const SoftmaxState& state, const QueryBlock& b, const Attentio
   }
 }
 
-// a ← a ⊕ b: the softmax state of the union of two disjoint KV ranges.
+// a ← a ⊕ b: the softmax state of the union of two disjoint KV ranges (m in unscaled units).
 void merge_state(const SoftmaxState& a, const SoftmaxState& b, std::int64_t head_dim,
-                 std::int64_t r_pad) {
+                 std::int64_t r_pad, float scale) {
   const D d;
   const auto n = static_cast<std::int64_t>(hn::Lanes(d));
+  const V scale_v = hn::Set(d, scale);
   for (std::int64_t r = 0; r < r_pad; r += n) {
     const V ma = hn::Load(d, a.m + r), mb = hn::Load(d, b.m + r), m = hn::Max(ma, mb);
-    const V ca = hn::Exp(d, hn::Sub(ma, m)), cb = hn::Exp(d, hn::Sub(mb, m));
+    const V ca = hn::Exp(d, hn::Mul(hn::Sub(ma, m), scale_v)), cb = hn::Exp(d, hn::Mul(hn::Sub(mb, m), scale_v));
     hn::Store(hn::MulAdd(hn::Load(d, a.l + r), ca, hn::Mul(hn::Load(d, b.l + r), cb)), d, a.l + r);
     hn::Store(m, d, a.m + r);
     for (std::int64_t i = 0; i < head_dim; ++i) {
@@ -359,7 +366,7 @@ void DecodeImpl(const float* q, const float* k, const float* v, std::int64_t n_c
   if (n_chunks == 1) return;
   for (std::int64_t g = 0; g < s.n_kv_heads; ++g) {
     const SoftmaxState total = partial(g * n_chunks);
-    for (std::int64_t c = 1; c < n_chunks; ++c) merge_state(total, partial(g * n_chunks + c), hd, r_pad);
+    for (std::int64_t c = 1; c < n_chunks; ++c) merge_state(total, partial(g * n_chunks + c), hd, r_pad, softmax_scale(s));
     write_output(total, QueryBlock{0, 1, g}, s, r_pad, out);
   }
 }

@@ -3,7 +3,6 @@
 
 #include "peregrine/kernels/cpu/elementwise.h"
 
-#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -50,33 +49,39 @@ void RmsNormImpl(const float* x, const float* w, float* out, std::int64_t n, flo
   for (; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
-// x'[j] = x[j]·cos[j] + x[partner(j)]·sin[j] on one head. Interleaved: partners are adjacent
-// lanes (Reverse2); NeoX: the two halves, processed side by side.
+// x[ia..] ← x[ia..]·cos[ia..] + x[ib..]·sin[ia..] and x[ib..] ← x[ib..]·cos[ib..] +
+// x[ia..]·sin[ib..] on Lanes(d) pairs: the one rounding sequence every pair goes through, so
+// both pairings and the vector body and tail give bit-identical rotations.
+template <class DT>
+HWY_INLINE void rotate_pairs(DT d, float* HWY_RESTRICT x, const float* HWY_RESTRICT cos,
+                             const float* HWY_RESTRICT sin, std::int64_t ia, std::int64_t ib) {
+  const auto a = hn::LoadU(d, x + ia), b = hn::LoadU(d, x + ib);
+  hn::StoreU(hn::MulAdd(b, hn::LoadU(d, sin + ia), hn::Mul(a, hn::LoadU(d, cos + ia))), d, x + ia);
+  hn::StoreU(hn::MulAdd(a, hn::LoadU(d, sin + ib), hn::Mul(b, hn::LoadU(d, cos + ib))), d, x + ib);
+}
+
+// x'[j] = x[j]·cos[j] + x[partner(j)]·sin[j] on one head. NeoX: the two halves side by side;
+// interleaved: partners are adjacent lanes (Reverse2, same arithmetic as rotate_pairs); the
+// pairs left over go one at a time.
 void rotate_head(float* HWY_RESTRICT x, std::int64_t head_dim, const float* HWY_RESTRICT cos,
                  const float* HWY_RESTRICT sin, RopeStyle style) {
   const D d;
+  const hn::CappedTag<float, 1> d1;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   const std::int64_t half = head_dim / 2;
-  const bool interleaved = style == RopeStyle::kInterleaved;
-  const std::int64_t n_pairs_simd = interleaved ? (head_dim / N) * N / 2 : (half / N) * N;
-  if (interleaved) {
-    for (std::int64_t j = 0; j < 2 * n_pairs_simd; j += N) {
-      const V v = hn::LoadU(d, x + j);
-      hn::StoreU(hn::MulAdd(hn::Reverse2(d, v), hn::LoadU(d, sin + j), hn::Mul(v, hn::LoadU(d, cos + j))), d, x + j);
-    }
-  } else {
-    for (std::int64_t i = 0; i < n_pairs_simd; i += N) {
-      const V a = hn::LoadU(d, x + i), b = hn::LoadU(d, x + half + i);
-      hn::StoreU(hn::MulAdd(b, hn::LoadU(d, sin + i), hn::Mul(a, hn::LoadU(d, cos + i))), d, x + i);
-      hn::StoreU(hn::MulAdd(a, hn::LoadU(d, sin + half + i), hn::Mul(b, hn::LoadU(d, cos + half + i))), d, x + half + i);
+  std::int64_t i = 0;  // pairs done
+  if (style == RopeStyle::kNeox) {
+    for (; i + N <= half; i += N) rotate_pairs(d, x, cos, sin, i, i + half);
+    for (; i < half; ++i) rotate_pairs(d1, x, cos, sin, i, i + half);
+    return;
+  }
+  if (N >= 2) {
+    for (; 2 * i + N <= head_dim; i += N / 2) {
+      const V v = hn::LoadU(d, x + 2 * i);
+      hn::StoreU(hn::MulAdd(hn::Reverse2(d, v), hn::LoadU(d, sin + 2 * i), hn::Mul(v, hn::LoadU(d, cos + 2 * i))), d, x + 2 * i);
     }
   }
-  for (std::int64_t i = n_pairs_simd; i < half; ++i) {
-    const std::int64_t ia = interleaved ? 2 * i : i, ib = interleaved ? 2 * i + 1 : i + half;
-    const float a = x[ia], b = x[ib];
-    x[ia] = a * cos[ia] + b * sin[ia];
-    x[ib] = b * cos[ib] + a * sin[ib];
-  }
+  for (; i < half; ++i) rotate_pairs(d1, x, cos, sin, 2 * i, 2 * i + 1);
 }
 
 void RopeRotateImpl(float* x, std::int64_t n_heads, std::int64_t head_dim, const float* cos,
@@ -84,17 +89,20 @@ void RopeRotateImpl(float* x, std::int64_t n_heads, std::int64_t head_dim, const
   for (std::int64_t h = 0; h < n_heads; ++h) rotate_head(x + h * head_dim, head_dim, cos, sin, style);
 }
 
+// gate ← g / (1 + e^min(-g, 88)) · up on Lanes(d) entries (e^88 < FLT_MAX).
+template <class DT>
+HWY_INLINE void swiglu_lanes(DT d, float* HWY_RESTRICT gate, const float* HWY_RESTRICT up) {
+  const auto g = hn::LoadU(d, gate);
+  const auto e = hn::Exp(d, hn::Min(hn::Neg(g), hn::Set(d, 88.0f)));
+  hn::StoreU(hn::Mul(hn::Div(g, hn::Add(hn::Set(d, 1.0f), e)), hn::LoadU(d, up)), d, gate);
+}
+
 void SwiGluImpl(float* gate, const float* up, std::int64_t n) {
   const D d;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
-  const V one = hn::Set(d, 1.0f), cap = hn::Set(d, 88.0f);  // e^88 < FLT_MAX
   std::int64_t i = 0;
-  for (; i + N <= n; i += N) {
-    const V g = hn::LoadU(d, gate + i);
-    const V silu = hn::Div(g, hn::Add(one, hn::Exp(d, hn::Min(hn::Neg(g), cap))));
-    hn::StoreU(hn::Mul(silu, hn::LoadU(d, up + i)), d, gate + i);
-  }
-  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(std::min(-gate[i], 88.0f))) * up[i];
+  for (; i + N <= n; i += N) swiglu_lanes(d, gate + i, up + i);
+  for (; i < n; ++i) swiglu_lanes(hn::CappedTag<float, 1>(), gate + i, up + i);
 }
 
 }  // namespace peregrine::HWY_NAMESPACE
