@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/simd_targets.h"
+
 namespace peregrine {
 namespace {
 
@@ -78,14 +80,16 @@ void check_decode(const Inputs& in, std::int64_t n_ctx, const AttentionShape& s,
   std::vector<float> ref(static_cast<std::size_t>(s.n_heads * s.head_dim));
   attention_row_reference(in.q.data(), in.k.data(), in.v.data(), n_ctx, s, ref.data());
   const float tol = kRelTol * max_abs(in.v);
-  for (int threads : kThreadCounts) {
-    ThreadPool pool(threads);
-    for (std::int64_t min_macs : {std::int64_t{0}, kMinParallelAttentionMacs}) {
-      std::vector<float> out(ref.size(), -999.0f);
-      attention_decode(in.q.data(), in.k.data(), in.v.data(), n_ctx, s, out.data(), pool, min_macs);
-      expect_rows_near(out.data(), ref, tol, what + " threads=" + std::to_string(threads) + " min_macs=" + std::to_string(min_macs));
+  test::for_each_simd_target([&] {
+    for (int threads : kThreadCounts) {
+      ThreadPool pool(threads);
+      for (std::int64_t min_macs : {std::int64_t{0}, kMinParallelAttentionMacs}) {
+        std::vector<float> out(ref.size(), -999.0f);
+        attention_decode(in.q.data(), in.k.data(), in.v.data(), n_ctx, s, out.data(), pool, min_macs);
+        expect_rows_near(out.data(), ref, tol, what + " threads=" + std::to_string(threads) + " min_macs=" + std::to_string(min_macs));
+      }
     }
-  }
+  });
 }
 
 // attention_prefill of n_q rows at p0.. vs the reference row by row (row i sees p0 + i + 1).
@@ -96,12 +100,14 @@ void check_prefill(const Inputs& in, std::int64_t p0, std::int64_t n_q, const At
     attention_row_reference(&in.q[static_cast<std::size_t>(i * row)], in.k.data(), in.v.data(), p0 + i + 1, s, &ref[static_cast<std::size_t>(i * row)]);
   }
   const float tol = kRelTol * max_abs(in.v);
-  for (int threads : kThreadCounts) {
-    ThreadPool pool(threads);
-    std::vector<float> out(ref.size(), -999.0f);
-    attention_prefill(in.q.data(), in.k.data(), in.v.data(), p0, n_q, s, out.data(), pool, 0);
-    expect_rows_near(out.data(), ref, tol, what + " threads=" + std::to_string(threads));
-  }
+  test::for_each_simd_target([&] {
+    for (int threads : kThreadCounts) {
+      ThreadPool pool(threads);
+      std::vector<float> out(ref.size(), -999.0f);
+      attention_prefill(in.q.data(), in.k.data(), in.v.data(), p0, n_q, s, out.data(), pool, 0);
+      expect_rows_near(out.data(), ref, tol, what + " threads=" + std::to_string(threads));
+    }
+  });
 }
 
 std::string describe(const AttentionShape& s, const char* kind, std::int64_t a, std::int64_t b, bool large) {
