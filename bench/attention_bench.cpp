@@ -128,7 +128,7 @@ void bench_decode(std::int64_t n_ctx, int threads, int reps, std::mt19937& rng) 
 // attention_decode on the calling thread vs forced onto the pool: where splitting pays.
 void bench_decode_threshold(const AttentionShape& s, const char* name, int reps, std::mt19937& rng) {
   ThreadPool pool(2);
-  for (std::int64_t n_ctx : {16, 32, 64, 128, 256, 512, 1024}) {
+  for (std::int64_t n_ctx : {64, 128, 256, 512, 1024, 2048, 4096, 8192}) {
     const auto q = random_vec(s.n_heads * s.head_dim, rng), k = random_vec(n_ctx * s.kv_stride, rng), v = random_vec(n_ctx * s.kv_stride, rng);
     std::vector<float> out(q.size());
     const auto inline_call = [&] { peregrine::attention_decode(q.data(), k.data(), v.data(), n_ctx, s, out.data(), pool, std::numeric_limits<std::int64_t>::max()); };

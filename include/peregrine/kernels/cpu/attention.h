@@ -25,9 +25,11 @@ struct AttentionShape {
 };
 
 /// Below this many multiply-adds (2 · visible positions · n_heads · head_dim summed over the
-/// query rows) a call runs on the calling thread: waking the pool's workers costs tens of
-/// microseconds. Measured with bench/attention_bench.cpp (tinyllama shape, 2 threads): decode
-/// gains from the second thread from n_ctx ≈ 128 (≈ 0.5M multiply-adds) on.
+/// query rows) a call runs on the calling thread. Measured here: a pool round trip costs
+/// ~4 µs and single-thread decode at TinyLlama's shape ~15 µs at n_ctx 128 (0.5M
+/// multiply-adds), so from there a second thread saves more than the wake-up costs; smaller
+/// calls (e.g. stories260K's heads) stay inline. `attention_bench` prints the 1- vs 2-thread
+/// decode sweep to re-check on a quiet machine (a shared, loaded one shows no 2-thread gain).
 inline constexpr std::int64_t kMinParallelAttentionMacs = std::int64_t{1} << 19;
 
 /// Prefill attention for `n_q` consecutive query rows of one sequence at positions
