@@ -101,21 +101,28 @@ void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch
   matmul(*layer.wq, s.xb, n, s.q, pool);
   matmul(*layer.wk, s.xb, n, s.k, pool);
   matmul(*layer.wv, s.xb, n, s.v, pool);
+  std::vector<float> rope_cos(static_cast<std::size_t>(hd)), rope_sin(rope_cos.size());
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int32_t pos = batch.positions[i], seq = batch.seq_ids[i];
-    rope(&s.q[i * q_dim], c.n_heads, hd, pos, c.rope_theta, c.rope_style);
-    rope(&s.k[i * kv_dim], c.n_kv_heads, hd, pos, c.rope_theta, c.rope_style);
+    rope_table(pos, hd, c.rope_theta, c.rope_style, rope_cos.data(), rope_sin.data());
+    rope_rotate(&s.q[i * q_dim], c.n_heads, hd, rope_cos.data(), rope_sin.data(), c.rope_style);
+    rope_rotate(&s.k[i * kv_dim], c.n_kv_heads, hd, rope_cos.data(), rope_sin.data(), c.rope_style);
     std::copy_n(&s.k[i * kv_dim], kv_dim, cache.k(seq, l) + pos * kv_dim);
     std::copy_n(&s.v[i * kv_dim], kv_dim, cache.v(seq, l) + pos * kv_dim);
   }
+  // Runs of rows of one sequence at consecutive positions: a prompt chunk takes the tiled
+  // prefill kernel, a lone row (decode) the split-K one.
   const AttentionShape shape{c.n_heads, c.n_kv_heads, hd, kv_dim};
-  pool.parallel_for(n, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      const std::int32_t seq = batch.seq_ids[i];
-      attention_row(&s.q[i * q_dim], cache.k(seq, l), cache.v(seq, l), batch.positions[i] + 1,
-                    shape, &s.attn[i * q_dim]);
+  for (std::int64_t i = 0, end; i < n; i = end) {
+    const std::int32_t seq = batch.seq_ids[i], p0 = batch.positions[i];
+    for (end = i + 1; end < n && batch.seq_ids[end] == seq && batch.positions[end] == p0 + (end - i); ++end) {}
+    const float *k = cache.k(seq, l), *v = cache.v(seq, l);
+    if (end - i > 1) {
+      attention_prefill(&s.q[i * q_dim], k, v, p0, end - i, shape, &s.attn[i * q_dim], pool);
+    } else {
+      attention_decode(&s.q[i * q_dim], k, v, p0 + 1, shape, &s.attn[i * q_dim], pool);
     }
-  });
+  }
   matmul(*layer.wo, s.attn, n, s.xb, pool);
   for (std::size_t j = 0; j < s.x.size(); ++j) s.x[j] += s.xb[j];
 }

@@ -8,6 +8,8 @@
 #include <random>
 #include <vector>
 
+#include "kernels/simd_targets.h"
+
 namespace peregrine {
 namespace {
 
@@ -104,12 +106,14 @@ TEST(Rope, InterleavedAndNeoxAgreeAfterPermutingDims) {
         }
       };
       perm(inter, neox);
-      auto a = inter;
-      rope(a.data(), n_heads, hd, pos, 10000.0f, RopeStyle::kInterleaved);
-      rope(neox.data(), n_heads, hd, pos, 10000.0f, RopeStyle::kNeox);
-      std::vector<float> a_perm(a.size());
-      perm(a, a_perm);
-      EXPECT_EQ(a_perm, neox) << "hd=" << hd << " pos=" << pos;
+      test::for_each_simd_target([&] {  // vector body and tails round alike on every target
+        auto a = inter, b = neox;
+        rope(a.data(), n_heads, hd, pos, 10000.0f, RopeStyle::kInterleaved);
+        rope(b.data(), n_heads, hd, pos, 10000.0f, RopeStyle::kNeox);
+        std::vector<float> a_perm(a.size());
+        perm(a, a_perm);
+        EXPECT_EQ(a_perm, b) << "hd=" << hd << " pos=" << pos;
+      });
     }
   }
 }
@@ -170,6 +174,104 @@ TEST(SwiGlu, MatchesFormula) {
       EXPECT_NEAR(out[i], expected, 1e-6 * std::fabs(expected) + 1e-30) << "n=" << n << " i=" << i;
       EXPECT_TRUE(std::isfinite(out[i]));
     }
+  }
+}
+
+// ---- SIMD kernels vs their scalar reference twins, lengths around the vector widths ----
+
+constexpr std::int64_t kOddLengths[] = {1, 3, 7, 15, 16, 17, 31, 63, 64, 65, 172, 2048, 5003};
+constexpr double kUnitRoundoff = 1.0 / (1 << 24);  // f32 rounding: relative error <= 2^-24
+
+TEST(RmsNorm, MatchesReferenceOnOddLengths) {
+  std::mt19937 rng(21);
+  for (std::int64_t n : kOddLengths) {
+    for (float scale : {1e-3f, 1.0f, 50.0f}) {
+      const auto x = random_vec(static_cast<std::size_t>(n), rng, scale);
+      const auto w = random_vec(static_cast<std::size_t>(n), rng);
+      std::vector<float> ref(x.size());
+      rmsnorm_reference(x.data(), w.data(), ref.data(), n, 1e-5f);
+      // The f32 sum of squares over >= 4 partial sums (4 accumulators × >= 1 lane), then the
+      // lanes and a scalar tail of < 16 terms, is off by <= (n/4 + 4 + 16)·u relative; the
+      // square root halves that, and the f32 scale and two products add <= 3u.
+      const double rel = (0.5 * (static_cast<double>(n) / 4.0 + 20.0) + 3.0) * kUnitRoundoff;
+      test::for_each_simd_target([&] {
+        std::vector<float> out(x.size());
+        rmsnorm(x.data(), w.data(), out.data(), n, 1e-5f);
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          ASSERT_NEAR(out[i], ref[i], rel * std::fabs(ref[i])) << "n=" << n << " i=" << i;
+        }
+      });
+    }
+  }
+}
+
+TEST(Rope, MatchesReferenceInBothPairings) {
+  std::mt19937 rng(22);
+  for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kNeox}) {
+    for (std::int64_t hd : {2, 8, 10, 34, 48, 64, 96, 128}) {
+      for (std::int32_t pos : {0, 1, 17, 4095, 100000}) {
+        for (float theta : {10000.0f, 500000.0f}) {
+          const std::int64_t n_heads = 3;
+          const auto x = random_vec(static_cast<std::size_t>(n_heads * hd), rng, 3.0f);
+          auto ref = x;
+          rope_reference(ref.data(), n_heads, hd, pos, theta, style);
+          // Same f32 cos/sin; each output a·c ∓ b·s is rounded <= 3 times (products, sum; or
+          // one FMA and a product) at magnitudes <= |a| + |b|: both sides within 3u(|a| + |b|).
+          test::for_each_simd_target([&] {
+            auto out = x;
+            rope(out.data(), n_heads, hd, pos, theta, style);
+            for (std::int64_t h = 0; h < n_heads; ++h) {
+              for (std::int64_t i = 0; i < hd / 2; ++i) {
+                const std::int64_t a = h * hd + (style == RopeStyle::kInterleaved ? 2 * i : i);
+                const std::int64_t b = h * hd + (style == RopeStyle::kInterleaved ? 2 * i + 1 : i + hd / 2);
+                const double pair = std::fabs(x[static_cast<std::size_t>(a)]) + std::fabs(x[static_cast<std::size_t>(b)]);
+                for (std::int64_t j : {a, b}) {
+                  ASSERT_NEAR(out[static_cast<std::size_t>(j)], ref[static_cast<std::size_t>(j)], 6.0 * kUnitRoundoff * pair)
+                      << "hd=" << hd << " pos=" << pos << " j=" << j;
+                }
+              }
+            }
+          });
+        }
+      }
+    }
+  }
+}
+
+TEST(Rope, TableOnceEqualsRopeCall) {
+  // rope_table + rope_rotate (the model reuses one table for q and k) is exactly rope.
+  std::mt19937 rng(23);
+  for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kNeox}) {
+    const std::int64_t hd = 64;
+    auto a = random_vec(4 * hd, rng), b = a;
+    std::vector<float> c(hd), s(hd);
+    rope_table(321, hd, 10000.0f, style, c.data(), s.data());
+    rope_rotate(a.data(), 4, hd, c.data(), s.data(), style);
+    rope(b.data(), 4, hd, 321, 10000.0f, style);
+    EXPECT_EQ(a, b);
+  }
+}
+
+TEST(SwiGlu, MatchesReferenceOnOddLengths) {
+  std::mt19937 rng(24);
+  for (std::int64_t n : kOddLengths) {
+    auto gate = random_vec(static_cast<std::size_t>(n), rng, 4.0f);
+    const float extremes[] = {-100.0f, -88.5f, -20.0f, 0.0f, 1e-8f, 20.0f, 88.5f, 100.0f};
+    for (std::size_t i = 0; i < gate.size() && i < std::size(extremes); ++i) gate[i * 3 % gate.size()] = extremes[i];
+    const auto up = random_vec(static_cast<std::size_t>(n), rng);
+    auto ref = gate;
+    swiglu_reference(ref.data(), up.data(), n);
+    // Highway's Exp is within 1 ulp; it enters silu damped by e/(1+e) <= 1, then 1 + e, the
+    // division and the product round once each: <= 5u relative. Below g = -88 the kernel caps
+    // e^-g at e^88 (result ~1e-36 instead of ~0): covered by the absolute 1e-30.
+    test::for_each_simd_target([&] {
+      auto out = gate;
+      swiglu(out.data(), up.data(), n);
+      for (std::size_t i = 0; i < gate.size(); ++i) {
+        ASSERT_NEAR(out[i], ref[i], 5.0 * kUnitRoundoff * std::fabs(ref[i]) + 1e-30) << "n=" << n << " g=" << gate[i];
+        ASSERT_TRUE(std::isfinite(out[i]));
+      }
+    });
   }
 }
 

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "peregrine/model/llama_model.h"
 #include "test_paths.h"
@@ -49,6 +51,36 @@ TEST(RaggedBatch, TwoSequencesInOneForwardMatchSeparateRuns) {
   }
   EXPECT_EQ(cache.length(0), 5);
   EXPECT_EQ(cache.length(1), 4);
+}
+
+TEST(RaggedBatch, ChunkedPrefillMatchesOneShot) {
+  // A prompt fed as chunks continuing the cache (prefill runs at p0 > 0, a lone decode row,
+  // then two sequences' runs side by side) gives the logits of one whole-prompt forward.
+  const LlamaModel model = load_stories();
+  ThreadPool pool(2);
+  const std::vector<std::int32_t> toks = {1, 403, 407, 261, 378, 300, 17, 42, 99, 261, 5};
+  const std::int64_t vocab = model.config().vocab_size;
+  KvCache one_cache(model.config(), 1, 64);
+  Batch whole;
+  for (std::size_t i = 0; i < toks.size(); ++i) whole.add(toks[i], static_cast<std::int32_t>(i), 0, true);
+  std::vector<float> expected;
+  ASSERT_TRUE(model.forward(whole, one_cache, expected, pool).is_ok());
+
+  KvCache cache(model.config(), 2, 64);
+  std::vector<float> logits;
+  for (auto [begin, end] : {std::pair<std::size_t, std::size_t>{0, 4}, {4, 5}, {5, 11}}) {
+    Batch chunk;  // seq 0's rows, then the same tokens as seq 1
+    for (std::int32_t seq : {0, 1}) {
+      for (std::size_t i = begin; i < end; ++i) chunk.add(toks[i], static_cast<std::int32_t>(i), seq, true);
+    }
+    ASSERT_TRUE(model.forward(chunk, cache, logits, pool).is_ok());
+    for (std::size_t r = 0; r < 2 * (end - begin); ++r) {
+      const std::size_t i = begin + r % (end - begin);
+      for (std::int64_t v = 0; v < vocab; ++v) {
+        ASSERT_NEAR(logits[r * vocab + v], expected[i * vocab + v], 1e-5) << "token " << i << " row " << r;
+      }
+    }
+  }
 }
 
 TEST(RaggedBatch, MalformedBatchesAreRejected) {

@@ -1,0 +1,33 @@
+// Scalar reference twin of the attention kernels (attention.h): scores materialized, two-pass
+// softmax, f64 accumulation. Tests compare attention_prefill / attention_decode against it.
+#include <cmath>
+#include <vector>
+
+#include "peregrine/kernels/cpu/attention.h"
+
+namespace peregrine {
+
+void attention_row_reference(const float* q, const float* k, const float* v,
+                             std::int64_t n_ctx, const AttentionShape& s, float* out) {
+  const std::int64_t group = s.n_heads / s.n_kv_heads, hd = s.head_dim;
+  std::vector<double> scores(static_cast<std::size_t>(n_ctx));
+  for (std::int64_t h = 0; h < s.n_heads; ++h) {
+    const std::int64_t kv_off = (h / group) * hd;
+    double max_score = -INFINITY;
+    for (std::int64_t t = 0; t < n_ctx; ++t) {
+      double dot = 0.0;
+      for (std::int64_t d = 0; d < hd; ++d) dot += static_cast<double>(q[h * hd + d]) * k[t * s.kv_stride + kv_off + d];
+      scores[t] = dot / std::sqrt(static_cast<double>(hd));
+      max_score = std::max(max_score, scores[t]);
+    }
+    double sum = 0.0;
+    for (auto& sc : scores) sum += (sc = std::exp(sc - max_score));
+    for (std::int64_t d = 0; d < hd; ++d) {
+      double acc = 0.0;
+      for (std::int64_t t = 0; t < n_ctx; ++t) acc += scores[t] * v[t * s.kv_stride + kv_off + d];
+      out[h * hd + d] = static_cast<float>(acc / sum);
+    }
+  }
+}
+
+}  // namespace peregrine
