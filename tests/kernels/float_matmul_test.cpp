@@ -1,9 +1,6 @@
 #include "peregrine/kernels/cpu/float_matmul.h"
 
 #include <gtest/gtest.h>
-// The kernels' target list (peregrine_lib defines this too): test every compiled target.
-#define HWY_WANT_AVX3_DL
-#include <hwy/targets.h>
 
 #include <cmath>
 #include <cstdint>
@@ -19,6 +16,7 @@
 #include "peregrine/kernels/cpu/matmul.h"
 #include "peregrine/quant/dequantize.h"
 #include "peregrine/quant/fp16.h"
+#include "simd_targets.h"
 
 namespace peregrine {
 namespace {
@@ -92,17 +90,6 @@ double tolerance(std::int64_t in, double magnitude) {
   return 2.0 * h * u / (1.0 - h * u) * magnitude;
 }
 
-// Runs fn once per SIMD target compiled into the kernels that this CPU supports (AVX3_DL,
-// AVX3, AVX2, SSE4, ... as the build flags allow), forcing Highway's dispatch onto each.
-void for_each_target(const std::function<void()>& fn) {
-  for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    fn();
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
-
 using RowKernel = void (*)(const TensorView&, std::span<const float>, std::int64_t,
                            std::span<float>, std::int64_t, std::int64_t);
 
@@ -153,13 +140,13 @@ void check_kernel(RowKernel kernel, std::initializer_list<std::int64_t> token_co
 }
 
 TEST(GemvFloat, MatchesScalarTwinAndReference) {
-  for_each_target([] { check_kernel(gemv_float, {1, 2, 3, 4, 5, 9}, 101); });
+  test::for_each_simd_target([] { check_kernel(gemv_float, {1, 2, 3, 4, 5, 9}, 101); });
 }
 
 TEST(GemmFloat, MatchesScalarTwinAndReference) {
   // 1..16 tokens use the one-vector tail micro-kernel on AVX-512; 17, 31, 33, 40 mix full and
   // zero-padded panels.
-  for_each_target([] { check_kernel(gemm_float, {1, 8, 16, 17, 31, 33, 40}, 102); });
+  test::for_each_simd_target([] { check_kernel(gemm_float, {1, 8, 16, 17, 31, 33, 40}, 102); });
 }
 
 TEST(FloatMatmul, DispatchMatchesReferenceAcrossTheGemmThreshold) {
@@ -198,7 +185,7 @@ TEST(FloatMatmul, MisalignedWeightsGiveBitIdenticalResults) {
       const auto shifted = store(t, 33, 257, values, offset);
       for (std::int64_t n_tokens : {1, 3, 40}) {
         const auto x = random_tokens(n_tokens, 257, rng);
-        for_each_target([&] {
+        test::for_each_simd_target([&] {
           for (RowKernel kernel : {gemv_float, gemm_float}) {
             std::vector<float> y_aligned(static_cast<std::size_t>(n_tokens * 33)), y_shifted(y_aligned.size());
             kernel(aligned.view, x, n_tokens, y_aligned, 0, 33);
