@@ -17,26 +17,33 @@ HWY_BEFORE_NAMESPACE();
 namespace peregrine::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-/// Sum of x[0, n) with four independent vector accumulators (n a multiple of 4 lanes).
+/// Sum of x[0, n) read as four concurrent streams (one per quarter, like a GEMV reading four
+/// weight rows at once), each prefetched 4 KiB ahead: hardware prefetchers stop at page
+/// boundaries, and one stream per core leaves DRAM bandwidth unused (measured: ~30 vs ~45 GB/s).
 float SumStream(const float* HWY_RESTRICT x, std::size_t n) {
   const hn::ScalableTag<float> d;
   const std::size_t N = hn::Lanes(d);
-  auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
-  std::size_t i = 0;
-  // Software prefetch 4 KiB ahead keeps the stream going across the page boundaries where
-  // hardware prefetchers stop (the GEMV kernels do the same; without it reads measure ~25% low).
+  const std::size_t q = n / 4 / N * N;  // stream length, whole vectors
+  const float* s0 = x;
+  const float* s1 = x + q;
+  const float* s2 = x + 2 * q;
+  const float* s3 = x + 3 * q;
   constexpr std::size_t kAhead = 4096 / sizeof(float);
-  for (; i + 4 * N <= n; i += 4 * N) {
-    for (std::size_t b = 0; b < 4 * N * sizeof(float); b += 64) {
-      hwy::Prefetch(reinterpret_cast<const char*>(x + i + kAhead) + b);
+  auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  for (std::size_t i = 0; i < q; i += N) {
+    if (i % (64 / sizeof(float)) == 0) {
+      hwy::Prefetch(s0 + i + kAhead);
+      hwy::Prefetch(s1 + i + kAhead);
+      hwy::Prefetch(s2 + i + kAhead);
+      hwy::Prefetch(s3 + i + kAhead);
     }
-    a0 = hn::Add(a0, hn::Load(d, x + i));
-    a1 = hn::Add(a1, hn::Load(d, x + i + N));
-    a2 = hn::Add(a2, hn::Load(d, x + i + 2 * N));
-    a3 = hn::Add(a3, hn::Load(d, x + i + 3 * N));
+    a0 = hn::Add(a0, hn::Load(d, s0 + i));
+    a1 = hn::Add(a1, hn::Load(d, s1 + i));
+    a2 = hn::Add(a2, hn::Load(d, s2 + i));
+    a3 = hn::Add(a3, hn::Load(d, s3 + i));
   }
   float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
-  for (; i < n; ++i) s += x[i];
+  for (std::size_t i = 4 * q; i < n; ++i) s += x[i];
   return s;
 }
 
