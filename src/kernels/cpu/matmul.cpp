@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "peregrine/kernels/cpu/gemm_quant.h"
+#include "peregrine/kernels/cpu/quantize_activations.h"
 #include "peregrine/quant/dequantize.h"
 
 namespace peregrine {
@@ -30,6 +32,12 @@ float dot(const float* a, const float* b, std::int64_t n) {
 void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
             std::span<float> y, ThreadPool& pool, std::int64_t min_parallel_macs) {
   const std::int64_t out = w.n_rows(), in = w.row_length();
+  if (w.dtype == DType::kQ8_0 || w.dtype == DType::kQ4_0) {  // integer dot products, 8-bit activations
+    thread_local QuantizedActivations xq;  // reused: no allocation per call
+    quantize_activations(x, n_tokens, in, xq, pool);
+    gemm_quant(w, xq, y, pool, min_parallel_macs);
+    return;
+  }
   auto rows = [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> scratch(static_cast<std::size_t>(in));
     for (std::int64_t o = begin; o < end; ++o) {
