@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "activation_quantization_bound.h"
+#include "simd_targets.h"
 #include "peregrine/kernels/cpu/matmul.h"
 #include "peregrine/quant/dequantize.h"
 #include "peregrine/quant/fp16.h"
@@ -89,19 +90,22 @@ TEST(GemmQuant, MatchesScalarTwinUpToSummationOrder) {
         quantize_activations_reference(x, n_tokens, s.in, xq);
         std::vector<float> ref(static_cast<std::size_t>(n_tokens * s.out));
         gemm_quant_reference(w.view, xq, ref);
-        for (int threads : {1, 3}) {
-          ThreadPool pool(threads);
-          std::vector<float> y(ref.size(), NAN);
-          gemm_quant(w.view, xq, y, pool, /*min_parallel_macs=*/0);
-          for (std::int64_t tok = 0; tok < n_tokens; ++tok) {
-            for (std::int64_t o = 0; o < s.out; ++o) {
-              const auto i = static_cast<std::size_t>(tok * s.out + o);
-              ASSERT_NEAR(y[i], ref[i], k * u * term_magnitude(w.view, xq, o, tok))
-                  << dtype_name(t) << " " << s.out << "x" << s.in << " n_tokens=" << n_tokens
-                  << " threads=" << threads << " token " << tok << " row " << o;
+        test::for_each_simd_target([&](const char* target) {
+          for (int threads : {1, 3}) {
+            ThreadPool pool(threads);
+            std::vector<float> y(ref.size(), NAN);
+            gemm_quant(w.view, xq, y, pool, /*min_parallel_macs=*/0);
+            for (std::int64_t tok = 0; tok < n_tokens; ++tok) {
+              for (std::int64_t o = 0; o < s.out; ++o) {
+                const auto i = static_cast<std::size_t>(tok * s.out + o);
+                ASSERT_NEAR(y[i], ref[i], k * u * term_magnitude(w.view, xq, o, tok))
+                    << target << " " << dtype_name(t) << " " << s.out << "x" << s.in
+                    << " n_tokens=" << n_tokens << " threads=" << threads << " token " << tok
+                    << " row " << o;
+              }
             }
           }
-        }
+        });
       }
     }
   }

@@ -8,6 +8,8 @@
 #include <random>
 #include <vector>
 
+#include "simd_targets.h"
+
 namespace peregrine {
 namespace {
 
@@ -36,17 +38,19 @@ TEST(QuantizeActivations, SimdMatchesScalarTwinExactly) {
       const auto x = random_activations(n_tokens, in, rng);
       QuantizedActivations ref;
       quantize_activations_reference(x, n_tokens, in, ref);
-      for (int threads : {1, 3}) {
-        for (std::int64_t min_parallel : {std::int64_t{0}, kMinParallelQuantize}) {
-          ThreadPool pool(threads);
-          QuantizedActivations got;
-          quantize_activations(x, n_tokens, in, got, pool, min_parallel);
-          ASSERT_EQ(got.n_tokens, n_tokens);
-          ASSERT_EQ(got.in, in);
-          EXPECT_EQ(got.q, ref.q) << "in=" << in << " n_tokens=" << n_tokens << " threads=" << threads;
-          EXPECT_EQ(got.d, ref.d) << "in=" << in << " n_tokens=" << n_tokens << " threads=" << threads;
+      test::for_each_simd_target([&](const char* target) {
+        for (int threads : {1, 3}) {
+          for (std::int64_t min_parallel : {std::int64_t{0}, kMinParallelQuantize}) {
+            ThreadPool pool(threads);
+            QuantizedActivations got;
+            quantize_activations(x, n_tokens, in, got, pool, min_parallel);
+            ASSERT_EQ(got.n_tokens, n_tokens);
+            ASSERT_EQ(got.in, in);
+            EXPECT_EQ(got.q, ref.q) << target << " in=" << in << " n_tokens=" << n_tokens << " threads=" << threads;
+            EXPECT_EQ(got.d, ref.d) << target << " in=" << in << " n_tokens=" << n_tokens << " threads=" << threads;
+          }
         }
-      }
+      });
     }
   }
 }

@@ -40,6 +40,9 @@ using gemm_quant_detail::Operands;
 // aligned group of four products into one of 16 int32 lanes. A zmm holds a pair of blocks (64
 // values): block j of the pair is bytes 32j..32j+31, i.e. int32 lanes 8j..8j+7. A row with an odd
 // number of blocks ends with a single block (kPair = false), the upper half zero.
+// Highway 1.0.3's AVX3_DL target string lacks avx512vnni (its CPU check requires it): add it.
+#pragma GCC push_options
+#pragma GCC target("avx512vnni")
 namespace vnni {
 
 // Lanes 0-7 ← s[0], lanes 8-15 ← s[1]: the scales of a block pair over their blocks' lanes.
@@ -236,6 +239,7 @@ void gemm_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end)
 }
 
 }  // namespace vnni
+#pragma GCC pop_options
 
 void GemmQuantRows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
   if (op.dtype == DType::kQ8_0) {
