@@ -1,6 +1,7 @@
 #include "peregrine/kernels/cpu/gemm_quant.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -297,8 +298,16 @@ namespace {
 
 HWY_EXPORT(GemmQuantRows);
 
-// Row chunks handed to the threads start at multiples of the widest tile.
-constexpr std::int64_t kRowChunk = 4;
+// Threads take chunks of rows from a shared counter (a late-waking or preempted thread leaves
+// its share to the others instead of stalling the call): ~64 KiB of weights each, a multiple of
+// the widest tile (4 rows).
+constexpr std::int64_t kTileRowMultiple = 4;
+constexpr std::size_t kChunkBytes = std::size_t{1} << 16;
+
+std::int64_t chunk_rows(std::size_t row_bytes) {
+  const auto rows = static_cast<std::int64_t>(kChunkBytes / row_bytes);
+  return std::max(kTileRowMultiple, rows / kTileRowMultiple * kTileRowMultiple);
+}
 
 gemm_quant_detail::Operands operands(const TensorView& w, const QuantizedActivations& xq,
                                      std::span<float> y) {
@@ -312,15 +321,18 @@ gemm_quant_detail::Operands operands(const TensorView& w, const QuantizedActivat
 void gemm_quant(const TensorView& w, const QuantizedActivations& xq, std::span<float> y,
                 ThreadPool& pool, std::int64_t min_parallel_macs) {
   const auto op = operands(w, xq, y);
-  auto chunks = [&](std::int64_t begin, std::int64_t end) {
-    HWY_DYNAMIC_DISPATCH(GemmQuantRows)(op, begin * kRowChunk, std::min(op.out, end * kRowChunk));
-  };
-  const std::int64_t n_chunks = (op.out + kRowChunk - 1) / kRowChunk;
   if (op.out * op.in * op.n_tokens < min_parallel_macs) {
-    chunks(0, n_chunks);
+    HWY_DYNAMIC_DISPATCH(GemmQuantRows)(op, 0, op.out);
     return;
   }
-  pool.parallel_for(n_chunks, chunks);
+  const std::int64_t rows = chunk_rows(op.row_bytes), n_chunks = (op.out + rows - 1) / rows;
+  std::atomic<std::int64_t> next{0};
+  pool.parallel_for(std::min<std::int64_t>(pool.n_threads(), n_chunks), [&](std::int64_t, std::int64_t) {
+    for (std::int64_t c = next.fetch_add(1, std::memory_order_relaxed); c < n_chunks;
+         c = next.fetch_add(1, std::memory_order_relaxed)) {
+      HWY_DYNAMIC_DISPATCH(GemmQuantRows)(op, c * rows, std::min(op.out, (c + 1) * rows));
+    }
+  });
 }
 
 void gemm_quant_reference(const TensorView& w, const QuantizedActivations& xq, std::span<float> y) {
