@@ -69,8 +69,8 @@ double term_magnitude(const TensorView& w, const QuantizedActivations& xq, std::
 struct Shape {
   std::int64_t out, in;
 };
-constexpr Shape kShapes[] = {{1, 32}, {3, 64}, {33, 96}, {100, 2048 + 32}, {5, 8192 + 32}};
-constexpr std::int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 6, 7, 8, 11, 16, 17, 31, 40};
+constexpr Shape kShapes[] = {{0, 64}, {1, 32}, {3, 64}, {33, 96}, {100, 2048 + 32}, {5, 8192 + 32}};
+constexpr std::int64_t kTokenCounts[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 16, 17, 31, 40};
 
 // gemm_quant (SIMD tiles, threaded) against its scalar twin gemm_quant_reference on the same
 // quantized activations. Both sum the same exact terms d_w·d_x·(int dot) in f32, in different

@@ -28,6 +28,7 @@ struct Operands {
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/gemm_quant.cpp"
+#include <hwy/aligned_allocator.h>
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
@@ -184,20 +185,23 @@ struct PreparedActivations {
     template <bool kPair>
     HWY_INLINE const typename F::Activations& at(std::int64_t b) const { return x[static_cast<std::size_t>(b) / 2]; }
   };
-  std::vector<typename F::Activations> x;  // [n_tokens, pairs], a single last block as a pair
+  // [n_tokens, pairs], a single last block as a pair. (Highway's allocator: std::vector
+  // aligned these zmm structs to only 16 bytes when the build's baseline lacks AVX-512.)
+  hwy::AlignedFreeUniquePtr<typename F::Activations[]> x;
   std::int64_t pairs;
 
   explicit PreparedActivations(const Operands& op) : pairs((op.blocks + 1) / 2) {
-    x.reserve(static_cast<std::size_t>(op.n_tokens * pairs));
+    x = hwy::AllocateAligned<typename F::Activations>(static_cast<std::size_t>(op.n_tokens * pairs));
     const StreamedActivations<F> streamed{op};
     for (std::int64_t t = 0; t < op.n_tokens; ++t) {
       const auto cursor = streamed.token(t);
       for (std::int64_t b = 0; b < op.blocks; b += 2) {
-        x.push_back(b + 1 < op.blocks ? cursor.template at<true>(b) : cursor.template at<false>(b));
+        x[static_cast<std::size_t>(t * pairs + b / 2)] =
+            b + 1 < op.blocks ? cursor.template at<true>(b) : cursor.template at<false>(b);
       }
     }
   }
-  Token token(std::int64_t t) const { return {x.data() + t * pairs}; }
+  Token token(std::int64_t t) const { return {x.get() + t * pairs}; }
 };
 
 // One block pair (or the final single block) b of an RM × RN tile whose rows start at w: each
@@ -374,7 +378,8 @@ std::int64_t round_to_tiles(std::int64_t rows) {
 gemm_quant_detail::Operands operands(const TensorView& w, const QuantizedActivations& xq,
                                      std::span<float> y) {
   const std::int64_t out = w.n_rows();
-  return {w.dtype, static_cast<const std::uint8_t*>(w.data), w.nbytes / static_cast<std::size_t>(out),
+  const std::size_t row_bytes = out > 0 ? w.nbytes / static_cast<std::size_t>(out) : 0;
+  return {w.dtype, static_cast<const std::uint8_t*>(w.data), row_bytes,
           xq.q.data(), xq.d.data(), xq.in, xq.in / kQuantBlock, xq.n_tokens, out, y.data()};
 }
 
@@ -383,6 +388,7 @@ gemm_quant_detail::Operands operands(const TensorView& w, const QuantizedActivat
 void gemm_quant(const TensorView& w, const QuantizedActivations& xq, std::span<float> y,
                 ThreadPool& pool, std::int64_t min_parallel_macs) {
   const auto op = operands(w, xq, y);
+  if (op.n_tokens == 0 || op.out == 0) return;
   if (op.out * op.in * op.n_tokens < min_parallel_macs) {
     HWY_DYNAMIC_DISPATCH(GemmQuantRows)(op, 0, op.out);
     return;
