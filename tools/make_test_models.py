@@ -8,7 +8,8 @@ folders (safetensors F32/BF16, and F16 in 2 shards) into DIR, copies tok512.bin 
 files, and writes DIR/manifest.json, a list of entries
     {"name", "format", "model", "tokens", "logits", "vocab"}
 where "model" is relative to DIR (absolute for the real models in ../shared: stories260K .bin/.gguf, aidreams260K .bin) and "logits" names
-a raw little-endian float32 [len(tokens), vocab] file in DIR computed by reference.forward.
+a raw little-endian float32 [len(tokens), vocab] file in DIR computed by reference.forward,
+with the inputs of Q8_0/Q4_0 matmuls rounded to 8-bit blocks (act_quant, as the engine does).
 
 Weights are generated in the Hugging Face layout; the GGUF and llama2.c writers permute Q/K
 rows into interleaved RoPE order exactly as convert_hf_to_gguf.py / llama2.c export.py do.
@@ -364,9 +365,10 @@ def write_variant(out_dir, v, tokenizer_kv):
 
 
 def manifest_entry(out_dir, name, fmt, model, tokens):
-    """Run the reference on `model` (relative to out_dir, or absolute), write
-    name.logits.f32 ([len(tokens), vocab] float32 LE) and return the manifest entry."""
-    logits = reference.compute_logits(os.path.join(out_dir, model), tokens)
+    """Run the reference on `model` (relative to out_dir, or absolute; the inputs of Q8_0/Q4_0
+    matmuls quantized like the engine's), write name.logits.f32 ([len(tokens), vocab] float32
+    LE) and return the manifest entry."""
+    logits = reference.compute_logits(os.path.join(out_dir, model), tokens, act_quant=True)
     logits_file = name + ".logits.f32"
     logits.astype("<f4").tofile(os.path.join(out_dir, logits_file))
     return {"name": name, "format": fmt, "model": model, "tokens": tokens,

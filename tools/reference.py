@@ -7,9 +7,11 @@ weight layout (Q/K rows in half-split "rotate_half" order), and runs one float32
 forward over the whole token list. No KV cache: each call recomputes everything.
 
 CLI:
-    reference.py --model PATH --tokens 1,15,27 --out FILE
+    reference.py --model PATH --tokens 1,15,27 --out FILE [--act-quant]
 writes raw little-endian float32 logits of shape [n_tokens, vocab] (row-major) to FILE and
 prints {"n_tokens": N, "vocab": V} on stdout. Bad input: one "error: ..." line, exit 1.
+--act-quant: the input of every matmul with a Q8_0/Q4_0 weight is first rounded to 8-bit
+blocks of 32 (W8A8, as llama.cpp's and Peregrine's integer dot-product kernels compute).
 
 Specs followed: llama2.c run.c (legacy v0 export), GGUF (ggml docs/gguf.md), safetensors,
 Hugging Face LlamaForCausalLM (modeling_llama.py).
@@ -384,6 +386,22 @@ def gguf_config(gguf, path):
         max_seq_len=gguf_value(gguf, "llama.context_length", 0))
 
 
+def gguf_block_quantized(path):
+    """HF names of the weights a GGUF file stores as Q8_0/Q4_0 (lm_head too when it is the
+    tied token_embd); empty for any other file."""
+    if not os.path.isfile(path):
+        return frozenset()
+    with open(path, "rb") as f:
+        if f.read(4) != b"GGUF":
+            return frozenset()
+    gguf = read_gguf(path)
+    names = {gguf_hf_name(i.name) for i in gguf.tensors.values()
+             if i.ggml_type in (GGML_Q8_0, GGML_Q4_0)} - {None}
+    if "model.embed_tokens.weight" in names and "output.weight" not in gguf.tensors:
+        names.add("lm_head.weight")
+    return frozenset(names)
+
+
 def gguf_hf_name(name):
     """GGUF tensor name -> HF name (None for tensors a Llama forward does not use)."""
     top = {"token_embd.weight": "model.embed_tokens.weight",
@@ -543,12 +561,28 @@ def apply_rope(x, cos, sin):
     return x * cos + rotated * sin
 
 
-def attention(cfg, w, p, h, cos, sin):
+def quantize_activations(h):
+    """float32 [n, k] (k a multiple of 32) -> the values an 8-bit block dot product sees: per
+    block of 32, d = amax/127, q = round-half-even(h * (1/d)) (q = 0 when amax = 0), h ~ d*q
+    (ggml quantize_row_q8_0; Peregrine's quantize_activations)."""
+    b = h.reshape(h.shape[0], -1, QK)
+    d = b.abs().amax(-1, keepdim=True) / 127.0
+    inv = torch.where(d != 0, 1.0 / d, torch.zeros_like(d))
+    return (torch.round(b * inv) * d).reshape(h.shape)
+
+
+def linear(w, name, h, act_quant):
+    """h @ w[name].T; h is quantize_activations-rounded first when name is in act_quant."""
+    return (quantize_activations(h) if name in act_quant else h) @ w[name].T
+
+
+def attention(cfg, w, p, h, cos, sin, act_quant):
     """Causal GQA self-attention of layer prefix p. h: float32 [n, dim] -> [n, dim]."""
     n = h.shape[0]
-    q = (h @ w[p + "self_attn.q_proj.weight"].T).view(n, cfg.n_heads, cfg.head_dim)
-    k = (h @ w[p + "self_attn.k_proj.weight"].T).view(n, cfg.n_kv_heads, cfg.head_dim)
-    v = (h @ w[p + "self_attn.v_proj.weight"].T).view(n, cfg.n_kv_heads, cfg.head_dim)
+    def proj(name, heads):
+        return linear(w, p + f"self_attn.{name}.weight", h, act_quant).view(n, heads, cfg.head_dim)
+    q = proj("q_proj", cfg.n_heads)
+    k, v = proj("k_proj", cfg.n_kv_heads), proj("v_proj", cfg.n_kv_heads)
     q, k, v = (t.transpose(0, 1) for t in (q, k, v))
     q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
     rep = cfg.n_heads // cfg.n_kv_heads
@@ -556,13 +590,14 @@ def attention(cfg, w, p, h, cos, sin):
     scores = q @ k.transpose(1, 2) / math.sqrt(cfg.head_dim)
     mask = torch.full((n, n), float("-inf")).triu(1)
     out = torch.softmax(scores + mask, dim=-1) @ v  # [heads, n, head_dim]
-    return out.transpose(0, 1).reshape(n, -1) @ w[p + "self_attn.o_proj.weight"].T
+    return linear(w, p + "self_attn.o_proj.weight", out.transpose(0, 1).reshape(n, -1), act_quant)
 
 
-def swiglu(w, p, h):
+def swiglu(w, p, h, act_quant):
     """SwiGLU MLP of layer prefix p: down(silu(gate(h)) * up(h)); h: float32 [n, dim]."""
-    gate = torch.nn.functional.silu(h @ w[p + "mlp.gate_proj.weight"].T)
-    return (gate * (h @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
+    gate = torch.nn.functional.silu(linear(w, p + "mlp.gate_proj.weight", h, act_quant))
+    return linear(w, p + "mlp.down_proj.weight",
+                  gate * linear(w, p + "mlp.up_proj.weight", h, act_quant), act_quant)
 
 
 def check_tokens(cfg, tokens):
@@ -577,8 +612,9 @@ def check_tokens(cfg, tokens):
 
 
 @torch.no_grad()
-def forward(cfg, weights, tokens):
-    """Full causal forward. tokens: list of n ints -> float32 numpy logits [n, vocab]."""
+def forward(cfg, weights, tokens, act_quant=frozenset()):
+    """Full causal forward. tokens: list of n ints -> float32 numpy logits [n, vocab].
+    act_quant: HF names of the weights whose matmul input is quantize_activations-rounded."""
     check_tokens(cfg, tokens)
     w = {k: torch.tensor(v) for k, v in weights.items()}
     x = w["model.embed_tokens.weight"][torch.tensor(tokens)]
@@ -586,16 +622,19 @@ def forward(cfg, weights, tokens):
     for i in range(cfg.n_layers):
         p = f"model.layers.{i}."
         x = x + attention(cfg, w, p, rms_norm(x, w[p + "input_layernorm.weight"], cfg.rms_eps),
-                          cos, sin)
-        x = x + swiglu(w, p, rms_norm(x, w[p + "post_attention_layernorm.weight"], cfg.rms_eps))
+                          cos, sin, act_quant)
+        x = x + swiglu(w, p, rms_norm(x, w[p + "post_attention_layernorm.weight"], cfg.rms_eps),
+                       act_quant)
     x = rms_norm(x, w["model.norm.weight"], cfg.rms_eps)
-    return (x @ w["lm_head.weight"].T).numpy().astype(np.float32)
+    return linear(w, "lm_head.weight", x, act_quant).numpy().astype(np.float32)
 
 
-def compute_logits(model_path, tokens):
-    """Load `model_path` and return float32 logits [len(tokens), vocab]."""
+def compute_logits(model_path, tokens, act_quant=False):
+    """Load `model_path` and return float32 logits [len(tokens), vocab]. act_quant: quantize
+    the activations entering Q8_0/Q4_0 matmuls (W8A8, see quantize_activations)."""
     cfg, weights = load_model(model_path)
-    return forward(cfg, weights, tokens)
+    quantized = gguf_block_quantized(model_path) if act_quant else frozenset()
+    return forward(cfg, weights, tokens, quantized)
 
 
 # --------------------------------------------------------------------------------------------
@@ -616,9 +655,11 @@ def main(argv=None):
     ap.add_argument("--model", required=True, help="llama2.c .bin, .gguf, or HF folder")
     ap.add_argument("--tokens", required=True, help="comma-separated token ids, e.g. 1,15,27")
     ap.add_argument("--out", required=True, help="output file: float32 LE [n_tokens, vocab]")
+    ap.add_argument("--act-quant", action="store_true",
+                    help="round the inputs of Q8_0/Q4_0 matmuls to 8-bit blocks of 32 (W8A8)")
     args = ap.parse_args(argv)
     try:
-        logits = compute_logits(args.model, parse_tokens(args.tokens))
+        logits = compute_logits(args.model, parse_tokens(args.tokens), args.act_quant)
         logits.astype("<f4").tofile(args.out)
     except (ModelError, OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -13,6 +13,10 @@ namespace peregrine {
 /// blocks). x: [n_tokens, in] f32. y: [n_tokens, out] f32 (overwritten).
 /// Threaded over output rows; each weight row is decoded once and reused for every token
 /// (prefill reads the weights once, decode is the n_tokens == 1 GEMV). Accumulates in f32.
+/// Q8_0/Q4_0 weights: x is quantized to 8-bit blocks of 32 once per call and the product runs
+/// as integer block dot products (quantize_activations.h, gemm_quant.h), like llama.cpp; y then
+/// differs from the f32-activation product by the activation rounding, at most
+/// Σ_blocks (amax_b(x)/254)·Σ_{i∈b}|w_i| (plus f32 summation error).
 /// Products smaller than `min_parallel_macs` multiply-adds run on the calling thread: waking
 /// the workers costs tens of microseconds, more than stories260K's 64×64 … 512×64 decode
 /// products take (measured: decode 558 → ~6600 tokens/s with -t 2); 0 forces the threaded path.

@@ -1,0 +1,40 @@
+// f32 activations → 8-bit blocks of 32 (the Q8_0 block format with f32 scales), the
+// right-hand side of the integer-dot products of Q8_0/Q4_0 weights (llama.cpp quantizes its
+// activations to the same blocks: ggml's vec_dot_type of Q8_0 and Q4_0 is Q8_0).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "peregrine/core/thread_pool.h"
+
+namespace peregrine {
+
+/// A batch of quantized activation rows: value i of token t ≈ d[t*(in/32) + i/32] * q[t*in + i].
+struct QuantizedActivations {
+  std::int64_t n_tokens = 0;
+  std::int64_t in = 0;          // row length, a multiple of 32
+  std::vector<std::int8_t> q;   // [n_tokens, in]
+  std::vector<float> d;         // [n_tokens, in / 32] block scales
+};
+
+/// Token counts × row length below this quantize on the calling thread (the work is ~1 ns a
+/// value; waking the workers costs tens of microseconds).
+inline constexpr std::int64_t kMinParallelQuantize = std::int64_t{1} << 16;
+
+/// Quantizes x: [n_tokens, in] f32 into `out` (resized; its buffers are reused across calls).
+/// Per block of 32 values (symmetric absmax RTN, ggml quantize_row_q8_0): d = amax / 127,
+/// q = nearest-even(x * (1/d)) ∈ [-127, 127] (q = 0 when amax = 0), so |x - d*q| <= d/2 up to
+/// f32 rounding of 1/d and of the product. SIMD (Highway); rows are split over `pool` when
+/// n_tokens*in >= min_parallel_values (0 forces it). Preconditions: in % 32 == 0,
+/// x.size() == n_tokens*in, x finite; not called from inside a pool.parallel_for.
+void quantize_activations(std::span<const float> x, std::int64_t n_tokens, std::int64_t in,
+                          QuantizedActivations& out, ThreadPool& pool,
+                          std::int64_t min_parallel_values = kMinParallelQuantize);
+
+/// Scalar twin of quantize_activations (same arithmetic, so the results are identical).
+void quantize_activations_reference(std::span<const float> x, std::int64_t n_tokens,
+                                    std::int64_t in, QuantizedActivations& out);
+
+}  // namespace peregrine

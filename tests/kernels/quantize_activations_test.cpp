@@ -1,0 +1,95 @@
+#include "peregrine/kernels/cpu/quantize_activations.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "simd_targets.h"
+
+namespace peregrine {
+namespace {
+
+// Activation rows with block magnitudes spread over many octaves, some all-zero blocks, and
+// some values exactly halfway between quantization steps (ties round to even).
+std::vector<float> random_activations(std::int64_t n_tokens, std::int64_t in, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> octave(-20, 20), kind(0, 9);
+  std::vector<float> x(static_cast<std::size_t>(n_tokens * in));
+  for (std::size_t b = 0; b < x.size(); b += 32) {
+    const int k = kind(rng);
+    const float scale = std::ldexp(1.0f, octave(rng));
+    for (std::size_t i = b; i < b + 32; ++i) x[i] = k == 0 ? 0.0f : scale * normal(rng);
+    if (k == 1) {  // amax 127 → d = 1: values k + 0.5 are exact ties
+      x[b] = 127.0f;
+      for (std::size_t i = b + 1; i < b + 32; ++i) x[i] = static_cast<float>(static_cast<int>(i - b) - 16) + 0.5f;
+    }
+  }
+  return x;
+}
+
+TEST(QuantizeActivations, SimdMatchesScalarTwinExactly) {
+  std::mt19937 rng(7);
+  for (std::int64_t in : {32, 64, 96, 2048 + 32}) {
+    for (std::int64_t n_tokens : {1, 2, 5, 17, 40}) {
+      const auto x = random_activations(n_tokens, in, rng);
+      QuantizedActivations ref;
+      quantize_activations_reference(x, n_tokens, in, ref);
+      test::for_each_simd_target([&] {
+        for (int threads : {1, 3}) {
+          for (std::int64_t min_parallel : {std::int64_t{0}, kMinParallelQuantize}) {
+            ThreadPool pool(threads);
+            QuantizedActivations got;
+            quantize_activations(x, n_tokens, in, got, pool, min_parallel);
+            ASSERT_EQ(got.n_tokens, n_tokens);
+            ASSERT_EQ(got.in, in);
+            EXPECT_EQ(got.q, ref.q) << " in=" << in << " n_tokens=" << n_tokens << " threads=" << threads;
+            EXPECT_EQ(got.d, ref.d) << " in=" << in << " n_tokens=" << n_tokens << " threads=" << threads;
+          }
+        }
+      });
+    }
+  }
+}
+
+TEST(QuantizeActivations, RoundTripErrorIsAtMostHalfAStep) {
+  std::mt19937 rng(8);
+  const std::int64_t n_tokens = 9, in = 256;
+  const auto x = random_activations(n_tokens, in, rng);
+  ThreadPool pool(2);
+  QuantizedActivations xq;
+  quantize_activations(x, n_tokens, in, xq, pool, 0);
+  for (std::size_t b = 0; b < xq.d.size(); ++b) {
+    float amax = 0.0f;
+    for (std::size_t i = b * 32; i < b * 32 + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    ASSERT_EQ(xq.d[b], amax / 127.0f);
+    for (std::size_t i = b * 32; i < b * 32 + 32; ++i) {
+      ASSERT_LE(std::abs(xq.q[i]), 127);
+      // d/2 plus the f32 rounding of 1/d and x·(1/d) (a few ulps of |x/d| <= 127, times d).
+      ASSERT_LE(std::fabs(x[i] - xq.d[b] * xq.q[i]), xq.d[b] * (0.5f + 1e-4f)) << "value " << i;
+    }
+  }
+}
+
+TEST(QuantizeActivations, TiesRoundToEvenAndZeroBlocksGiveZeroScale) {
+  std::vector<float> x(64, 0.0f);
+  x[0] = 127.0f;  // d = 1
+  x[1] = 2.5f;
+  x[2] = -3.5f;
+  x[3] = 0.5f;
+  ThreadPool pool(1);
+  QuantizedActivations xq;
+  quantize_activations(x, 1, 64, xq, pool);
+  EXPECT_EQ(xq.d, (std::vector<float>{1.0f, 0.0f}));
+  EXPECT_EQ(xq.q[0], 127);
+  EXPECT_EQ(xq.q[1], 2);
+  EXPECT_EQ(xq.q[2], -4);
+  EXPECT_EQ(xq.q[3], 0);
+  EXPECT_TRUE(std::all_of(xq.q.begin() + 32, xq.q.end(), [](std::int8_t v) { return v == 0; }));
+}
+
+}  // namespace
+}  // namespace peregrine
