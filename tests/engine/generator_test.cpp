@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "peregrine/formats/model_file.h"
-#include "test_paths.h"
+#include "test_models.h"
 
 namespace peregrine {
 namespace {
@@ -12,11 +12,8 @@ namespace {
 class GeneratorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto file = load_model_file(test::shared_dir() + "/models/stories260K/stories260K.bin");
-    ASSERT_TRUE(file) << file.status().message();
-    auto m = LlamaModel::create(std::move(*file));
-    ASSERT_TRUE(m) << m.status().message();
-    model_ = std::make_unique<LlamaModel>(std::move(*m));
+    model_ = test::load_stories260k();
+    ASSERT_NE(model_, nullptr);
     options_.sampling.temperature = 0.0f;
   }
   Expected<GenerationStats> run(std::vector<std::int32_t>* out = nullptr) {

@@ -8,6 +8,7 @@
 
 #include "peregrine/formats/model_file.h"
 #include "peregrine/tokenizer/tokenizer.h"
+#include "test_models.h"
 #include "test_paths.h"
 
 namespace peregrine {
@@ -41,14 +42,8 @@ class CompareLogitsTest : public ::testing::Test {
     tokens_ = (*tok)->encode(text.substr(0, 400), true);
     ASSERT_GT(tokens_.size(), 50u);
   }
-  static std::string model_path() { return test::shared_dir() + "/models/stories260K/stories260K.bin"; }
-  static std::unique_ptr<LlamaModel> load() {
-    auto file = load_model_file(model_path());
-    EXPECT_TRUE(file) << file.status().message();
-    auto m = LlamaModel::create(std::move(*file));
-    EXPECT_TRUE(m) << m.status().message();
-    return std::make_unique<LlamaModel>(std::move(*m));
-  }
+  static std::string model_path() { return test::stories260k_path(); }
+  static std::unique_ptr<LlamaModel> load() { return test::load_stories260k(); }
   ThreadPool pool_{2};
   std::vector<std::int32_t> tokens_;
 };
