@@ -11,6 +11,9 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::kCorruptFile: return "corrupt file";
     case ErrorCode::kUnsupported: return "unsupported";
     case ErrorCode::kOutOfRange: return "out of range";
+    case ErrorCode::kResourceExhausted: return "resource exhausted";
+    case ErrorCode::kUnavailable: return "unavailable";
+    case ErrorCode::kCancelled: return "cancelled";
     case ErrorCode::kInternal: return "internal error";
   }
   return "unknown error";

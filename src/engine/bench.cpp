@@ -29,7 +29,7 @@ Status check_params(const LlamaModel& model, const BenchParams& p) {
 }
 
 /// Seconds for one forward of `n` random tokens into an empty cache, logits for the last row.
-Expected<double> time_prefill(const LlamaModel& model, std::int64_t n, KvCache& cache,
+Expected<double> time_prefill(const LlamaModel& model, std::int64_t n, ContiguousKvCache& cache,
                               std::mt19937& rng, ThreadPool& pool) {
   std::uniform_int_distribution<std::int32_t> token(0, static_cast<std::int32_t>(model.config().vocab_size - 1));
   Batch batch;
@@ -42,7 +42,7 @@ Expected<double> time_prefill(const LlamaModel& model, std::int64_t n, KvCache& 
 }
 
 /// Seconds for `n` single-token decode forwards from position 0.
-Expected<double> time_decode(const LlamaModel& model, std::int64_t n, KvCache& cache,
+Expected<double> time_decode(const LlamaModel& model, std::int64_t n, ContiguousKvCache& cache,
                              std::mt19937& rng, ThreadPool& pool) {
   std::uniform_int_distribution<std::int32_t> token(0, static_cast<std::int32_t>(model.config().vocab_size - 1));
   Batch batch;
@@ -100,7 +100,7 @@ ModelCost model_cost(const LlamaModel& model) {
 
 Expected<BenchResult> run_bench(const LlamaModel& model, const BenchParams& p, ThreadPool& pool) {
   PEREGRINE_RETURN_IF_ERROR(check_params(model, p));
-  KvCache cache(model.config(), 1, std::max(p.n_prompt, p.n_gen));
+  ContiguousKvCache cache(model.config(), 1, std::max(p.n_prompt, p.n_gen));
   std::mt19937 rng(static_cast<std::mt19937::result_type>(p.seed));
   BenchResult r;
   auto pp = repeat(p.reps, p.n_prompt, [&] { return time_prefill(model, p.n_prompt, cache, rng, pool); });

@@ -58,7 +58,7 @@ Expected<GenerationStats> generate(const LlamaModel& model, std::span<const std:
   stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
   if (options.max_new_tokens == 0) return stats;
 
-  KvCache cache(model.config(), 1, ctx);
+  ContiguousKvCache cache(model.config(), 1, ctx);
   Sampler sampler(options.sampling);
   std::vector<std::int32_t> history(prompt.begin(), prompt.end());
   std::vector<float> logits;

@@ -49,7 +49,7 @@ Expected<std::vector<float>> teacher_forced_logits(const LlamaModel& model,
                             std::to_string(model.config().max_seq_len));
   }
   PEREGRINE_RETURN_IF_ERROR(check_kv_cache_fits(model.config(), 1, n));
-  KvCache cache(model.config(), 1, n);
+  ContiguousKvCache cache(model.config(), 1, n);
   Batch batch;
   for (std::int64_t i = 0; i < n; ++i) batch.add(tokens[static_cast<std::size_t>(i)], static_cast<std::int32_t>(i), 0, true);
   std::vector<float> logits;

@@ -18,7 +18,7 @@ Status check_kv_cache_fits(const ModelConfig& c, std::int32_t n_seqs, std::int64
   return Status::ok();
 }
 
-KvCache::KvCache(const ModelConfig& config, std::int32_t n_seqs, std::int64_t ctx_len)
+ContiguousKvCache::ContiguousKvCache(const ModelConfig& config, std::int32_t n_seqs, std::int64_t ctx_len)
     : n_seqs_(n_seqs),
       n_layers_(config.n_layers),
       ctx_len_(ctx_len),

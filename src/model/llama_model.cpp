@@ -54,7 +54,7 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file) {
   return m;
 }
 
-Status LlamaModel::validate(const Batch& batch, const KvCache& cache) const {
+Status LlamaModel::validate(const Batch& batch, const ContiguousKvCache& cache) const {
   const std::size_t n = batch.tokens.size();
   if (n == 0) return invalid_argument("forward: empty batch");
   if (batch.positions.size() != n || batch.seq_ids.size() != n || batch.need_logits.size() != n) {
@@ -91,7 +91,7 @@ void LlamaModel::embed(const Batch& batch, std::span<float> x) const {
 }
 
 void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch& batch,
-                                 KvCache& cache, Scratch& s, ThreadPool& pool) const {
+                                 ContiguousKvCache& cache, Scratch& s, ThreadPool& pool) const {
   const ModelConfig& c = config();
   const std::int64_t n = s.n, dim = c.dim, hd = c.head_dim;
   const std::int64_t q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd;
@@ -153,7 +153,7 @@ void LlamaModel::lm_head(const Batch& batch, Scratch& s, std::vector<float>& log
   matmul(*output_, normed, n_out, logits, pool);
 }
 
-Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float>& logits,
+Status LlamaModel::forward(const Batch& batch, ContiguousKvCache& cache, std::vector<float>& logits,
                            ThreadPool& pool) const {
   PEREGRINE_RETURN_IF_ERROR(validate(batch, cache));
   Scratch s(config(), batch.size());

@@ -27,7 +27,7 @@ TEST(RaggedBatch, TwoSequencesInOneForwardMatchSeparateRuns) {
   const std::int64_t vocab = model.config().vocab_size;
 
   auto last_logits = [&](const std::vector<std::int32_t>& toks) {
-    KvCache cache(model.config(), 1, 64);
+    ContiguousKvCache cache(model.config(), 1, 64);
     Batch batch;
     for (std::size_t i = 0; i < toks.size(); ++i) batch.add(toks[i], static_cast<std::int32_t>(i), 0, i + 1 == toks.size());
     std::vector<float> logits;
@@ -35,7 +35,7 @@ TEST(RaggedBatch, TwoSequencesInOneForwardMatchSeparateRuns) {
     return logits;
   };
   // Interleave the rows of both sequences (seq 1 first) in a single ragged batch.
-  KvCache cache(model.config(), 2, 64);
+  ContiguousKvCache cache(model.config(), 2, 64);
   Batch batch;
   for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
     if (i < b.size()) batch.add(b[i], static_cast<std::int32_t>(i), 1, i + 1 == b.size());
@@ -60,13 +60,13 @@ TEST(RaggedBatch, ChunkedPrefillMatchesOneShot) {
   ThreadPool pool(2);
   const std::vector<std::int32_t> toks = {1, 403, 407, 261, 378, 300, 17, 42, 99, 261, 5};
   const std::int64_t vocab = model.config().vocab_size;
-  KvCache one_cache(model.config(), 1, 64);
+  ContiguousKvCache one_cache(model.config(), 1, 64);
   Batch whole;
   for (std::size_t i = 0; i < toks.size(); ++i) whole.add(toks[i], static_cast<std::int32_t>(i), 0, true);
   std::vector<float> expected;
   ASSERT_TRUE(model.forward(whole, one_cache, expected, pool).is_ok());
 
-  KvCache cache(model.config(), 2, 64);
+  ContiguousKvCache cache(model.config(), 2, 64);
   std::vector<float> logits;
   for (auto [begin, end] : {std::pair<std::size_t, std::size_t>{0, 4}, {4, 5}, {5, 11}}) {
     Batch chunk;  // seq 0's rows, then the same tokens as seq 1
@@ -86,7 +86,7 @@ TEST(RaggedBatch, ChunkedPrefillMatchesOneShot) {
 TEST(RaggedBatch, MalformedBatchesAreRejected) {
   const LlamaModel model = load_stories();
   ThreadPool pool(1);
-  KvCache cache(model.config(), 1, 8);
+  ContiguousKvCache cache(model.config(), 1, 8);
   std::vector<float> logits;
   auto code = [&](const Batch& b) { return model.forward(b, cache, logits, pool).code(); };
   Batch empty;

@@ -66,7 +66,7 @@ void check_case(const Case& c, ThreadPool& pool) {
     ASSERT_EQ(model->config().vocab_size, c.vocab);
     const auto n = static_cast<std::int32_t>(c.tokens.size());
 
-    KvCache prefill_cache(model->config(), 1, n);
+    ContiguousKvCache prefill_cache(model->config(), 1, n);
     Batch batch;
     for (std::int32_t i = 0; i < n; ++i) batch.add(c.tokens[i], i, 0, true);
     std::vector<float> logits;
@@ -74,7 +74,7 @@ void check_case(const Case& c, ThreadPool& pool) {
     const float prefill_diff = max_abs_diff(logits, c.logits.data());
     EXPECT_LE(prefill_diff, kTolerance);
 
-    KvCache decode_cache(model->config(), 1, n);
+    ContiguousKvCache decode_cache(model->config(), 1, n);
     float decode_diff = 0.0f;
     for (std::int32_t i = 0; i < n; ++i) {
       batch.clear();

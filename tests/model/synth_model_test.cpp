@@ -46,7 +46,7 @@ std::vector<float> logits_of(const std::string& path) {
   EXPECT_TRUE(model) << model.status().message();
   if (!model) return {};
   ThreadPool pool(2);
-  KvCache cache(model->config(), 1, 8);
+  ContiguousKvCache cache(model->config(), 1, 8);
   Batch batch;
   const std::int32_t tokens[] = {1, 17, 42, 99};
   for (std::int32_t i = 0; i < 4; ++i) batch.add(tokens[i], i, 0, true);

@@ -1,7 +1,7 @@
 // Errors as values: Status and Expected<T>.
 //
 // Every fallible library function returns Status (no value) or Expected<T>. The CLI turns an
-// error into one line on stderr and a non-zero exit; the server (later) into an OpenAI-style
+// error into one line on stderr and a non-zero exit; the server into an OpenAI-style
 // JSON error. Nothing in the library throws across its public API.
 #pragma once
 
@@ -20,6 +20,9 @@ enum class ErrorCode {
   kCorruptFile,      // truncated file, bad magic, offsets past the end, absurd counts
   kUnsupported,      // valid file but a dtype/architecture/version we do not handle
   kOutOfRange,       // prompt longer than the context, token id past the vocabulary
+  kResourceExhausted,  // no free KV blocks, request queue full (HTTP 429)
+  kUnavailable,        // the engine is shutting down (HTTP 503)
+  kCancelled,          // the request was cancelled (client disconnect, stop)
   kInternal,
 };
 
@@ -49,6 +52,9 @@ inline Status io_error(std::string m) { return {ErrorCode::kIoError, std::move(m
 inline Status corrupt_file(std::string m) { return {ErrorCode::kCorruptFile, std::move(m)}; }
 inline Status unsupported(std::string m) { return {ErrorCode::kUnsupported, std::move(m)}; }
 inline Status out_of_range(std::string m) { return {ErrorCode::kOutOfRange, std::move(m)}; }
+inline Status resource_exhausted(std::string m) { return {ErrorCode::kResourceExhausted, std::move(m)}; }
+inline Status unavailable(std::string m) { return {ErrorCode::kUnavailable, std::move(m)}; }
+inline Status cancelled(std::string m) { return {ErrorCode::kCancelled, std::move(m)}; }
 
 /// A value of type T or an error Status (a small stand-in for C++23 std::expected).
 template <typename T>

@@ -1,27 +1,135 @@
-// KV cache: keys and values of every processed position, per sequence and layer.
+// Paged KV cache (PagedAttention, Kwon et al. 2023): keys and values of every processed
+// position live in fixed-size blocks of `block_size` positions drawn from one pool; each
+// sequence owns a block table (logical block i → pool block id) and a valid length. Blocks are
+// reference counted, so sequences can share prefix blocks; a write into a shared block first
+// copies it (copy-on-write). K/V are stored as f32, f16 or q8_0 (GGUF Q8_0 blocks of 32 along
+// each position's kv_dim row) and widened to f32 by the attention kernels.
 //
-// This is the contiguous per-sequence layout (one [ctx_len, kv_dim] slab per sequence and
-// layer); the paged block-table version (PagedAttention) replaces its storage behind the same
-// accessors.
+// Storage per layer: K and V each [n_blocks, block_size, kv_dim] in the KV dtype
+// (kv_dim = n_kv_heads * head_dim). Not thread-safe: one owner (the engine's step loop, or a
+// single generate call) drives it.
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
+#include "peregrine/core/dtype.h"
 #include "peregrine/core/status.h"
 #include "peregrine/formats/model_file.h"
+#include "peregrine/kv/block_pool.h"
 
 namespace peregrine {
 
-/// Fails with kOutOfRange when a cache of `n_seqs` × `ctx_len` positions (f32 K and V, sizes as
-/// in KvCache's constructor) would need more bytes than this machine's physical memory.
-Status check_kv_cache_fits(const ModelConfig& config, std::int32_t n_seqs, std::int64_t ctx_len);
+struct KvCacheOptions {
+  std::int32_t n_blocks = 0;     // pool size (>= 1)
+  std::int32_t block_size = 16;  // positions per block (>= 1)
+  DType dtype = DType::kF32;     // kF32, kF16 or kQ8_0
+};
+
+/// "f32" | "f16" | "q8_0" → DType. Errors: kInvalidArgument naming the accepted values.
+Expected<DType> parse_kv_type(std::string_view name);
+
+/// Bytes of one block across all layers, K and V: 2 · n_layers · block_size · row bytes of
+/// kv_dim values in `dtype` (f32 4 B, f16 2 B, q8_0 34 B per 32 values).
+std::int64_t kv_block_bytes(const ModelConfig& config, std::int32_t block_size, DType dtype);
+
+/// Blocks that hold `n_tokens` positions: ceil(n_tokens / block_size).
+std::int64_t blocks_for_tokens(std::int64_t n_tokens, std::int32_t block_size);
+
+/// A sequence's K (or V) of one layer, as the attention kernels read it: position p lives in
+/// row p % block_size of pool block block_table[p / block_size]; a row is kv_dim values in
+/// `dtype` (row_bytes bytes), a block is block_size rows, and `base` is pool block 0.
+struct KvLayerView {
+  const std::uint8_t* base = nullptr;
+  const std::int32_t* block_table = nullptr;
+  std::int32_t block_size = 0;
+  DType dtype = DType::kF32;
+  std::int64_t row_bytes = 0;
+
+  /// Address of position `pos`'s row.
+  const std::uint8_t* row(std::int64_t pos) const {
+    const std::int64_t block = block_table[pos / block_size];
+    return base + (block * block_size + pos % block_size) * row_bytes;
+  }
+};
 
 class KvCache {
  public:
+  /// A pool of options.n_blocks blocks for `config`'s layers and KV heads.
+  /// Errors: kInvalidArgument (n_blocks < 1, block_size < 1, dtype not f32/f16/q8_0; q8_0 when
+  /// kv_dim is not a multiple of 32), kOutOfRange (the pool needs more bytes than this
+  /// machine's physical memory; the message says how many GiB).
+  static Expected<KvCache> create(const ModelConfig& config, const KvCacheOptions& options);
+
+  KvCache(KvCache&&) = default;
+  KvCache& operator=(KvCache&&) = default;
+
+  std::int32_t block_size() const;
+  DType dtype() const;
+  std::int64_t kv_dim() const;
+  BlockPool& pool();
+  const BlockPool& pool() const;
+
+  // --- sequences (ids are any int32 the caller chooses) ---
+  bool has_sequence(std::int32_t seq) const;
+  /// Valid positions [0, length) of `seq` (0 for an unknown sequence).
+  std::int64_t length(std::int32_t seq) const;
+  /// The block table of `seq` (empty for an unknown sequence).
+  std::span<const std::int32_t> block_table(std::int32_t seq) const;
+
+  /// Makes positions [length(seq), n_positions) of `seq` writable: creates the sequence if
+  /// needed, allocates the missing blocks and copies every shared block (ref count > 1) the
+  /// range touches (copy-on-write). All or nothing: on error nothing changes.
+  /// Errors: kResourceExhausted (not enough free blocks; the message gives needed and free).
+  Status reserve(std::int32_t seq, std::int64_t n_positions);
+  /// Blocks reserve(seq, n_positions) would take from the pool (new + copied).
+  std::int64_t blocks_needed(std::int32_t seq, std::int64_t n_positions) const;
+
+  /// Starts sequence `seq` (must not exist) with shared prefix `blocks` holding its first
+  /// `n_tokens` positions (n_tokens <= blocks.size() * block_size). Takes over one reference
+  /// per block from the caller (PrefixCache::match hands out such references).
+  void attach_prefix(std::int32_t seq, std::span<const std::int32_t> blocks, std::int64_t n_tokens);
+
+  /// Keeps positions [0, n) of `seq` (n <= length) and releases the blocks past them
+  /// (speculative rollback, preemption of a tail).
+  void truncate(std::int32_t seq, std::int64_t n);
+  /// Releases every block of `seq` and forgets it (no-op for an unknown sequence).
+  void free_sequence(std::int32_t seq);
+
+  /// Stores one position's K and V rows (each kv_dim f32, after RoPE) of `layer` for `seq` at
+  /// `pos`, converting to the KV dtype (q8_0: round-to-nearest as quantize_rtn). Precondition:
+  /// reserve(seq, pos + 1) succeeded.
+  void write(std::int32_t seq, std::int64_t layer, std::int64_t pos, const float* k, const float* v);
+  /// Sets length(seq) = n after a forward wrote positions up to n - 1.
+  void set_length(std::int32_t seq, std::int64_t n);
+
+  /// K / V of `seq` at `layer` for the attention kernels (valid until the table changes).
+  KvLayerView k_view(std::int32_t seq, std::int64_t layer) const;
+  KvLayerView v_view(std::int32_t seq, std::int64_t layer) const;
+
+ private:
+  struct Sequence {
+    std::vector<std::int32_t> blocks;
+    std::int64_t length = 0;
+  };
+  KvCache() = default;
+  // (implementation-defined members)
+};
+
+// TEMPORARY (issue #4 migration): the contiguous cache, replaced by KvCache below.
+/// Fails with kOutOfRange when a cache of `n_seqs` × `ctx_len` positions (f32 K and V, sizes as
+/// in ContiguousKvCache's constructor) would need more bytes than this machine's physical memory.
+Status check_kv_cache_fits(const ModelConfig& config, std::int32_t n_seqs, std::int64_t ctx_len);
+
+class ContiguousKvCache {
+ public:
   /// Room for `n_seqs` sequences of up to `ctx_len` positions each, f32.
   /// Memory: 2 * n_seqs * n_layers * ctx_len * n_kv_heads * head_dim * 4 bytes.
-  KvCache(const ModelConfig& config, std::int32_t n_seqs, std::int64_t ctx_len);
+  ContiguousKvCache(const ModelConfig& config, std::int32_t n_seqs, std::int64_t ctx_len);
 
   std::int32_t n_seqs() const { return n_seqs_; }
   std::int64_t ctx_len() const { return ctx_len_; }

@@ -38,7 +38,7 @@ class LlamaModel {
   /// batch, mismatched array lengths, seq id outside the cache, positions of a sequence not
   /// consecutive or starting past cache.length(seq)), kOutOfRange (token id outside the
   /// vocabulary, position >= cache.ctx_len()).
-  Status forward(const Batch& batch, KvCache& cache, std::vector<float>& logits,
+  Status forward(const Batch& batch, ContiguousKvCache& cache, std::vector<float>& logits,
                  ThreadPool& pool) const;
 
  private:
@@ -49,9 +49,9 @@ class LlamaModel {
   struct Scratch;
 
   explicit LlamaModel(ModelFile file) : file_(std::move(file)) {}
-  Status validate(const Batch& batch, const KvCache& cache) const;
+  Status validate(const Batch& batch, const ContiguousKvCache& cache) const;
   void embed(const Batch& batch, std::span<float> x) const;
-  void attention_block(const Layer& layer, std::int64_t l, const Batch& batch, KvCache& cache,
+  void attention_block(const Layer& layer, std::int64_t l, const Batch& batch, ContiguousKvCache& cache,
                        Scratch& s, ThreadPool& pool) const;
   void ffn_block(const Layer& layer, Scratch& s, ThreadPool& pool) const;
   void lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits, ThreadPool& pool) const;

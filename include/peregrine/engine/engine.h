@@ -1,0 +1,72 @@
+// The serving engine (Orca's iteration-level scheduling, Yu et al. 2022; vLLM's engine /
+// scheduler / block-pool split, Kwon et al. 2023): requests queue FCFS; every step builds ONE
+// ragged Batch from the running sequences' decode tokens plus prefill chunks of waiting ones
+// under a token budget (chunked prefill, Agrawal et al. 2024), runs one forward over the paged
+// KV cache, samples, and streams tokens back. When blocks run out the newest running request is
+// preempted (its blocks freed, recomputed later). Full prompt blocks go into the prefix cache.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "peregrine/core/status.h"
+#include "peregrine/core/thread_pool.h"
+#include "peregrine/engine/metrics.h"
+#include "peregrine/engine/request.h"
+#include "peregrine/kv/kv_cache.h"
+#include "peregrine/model/llama_model.h"
+
+namespace peregrine {
+
+struct EngineOptions {
+  KvCacheOptions kv;                  // pool size, block size, KV dtype
+  std::int64_t max_batch_tokens = 256;  // token budget of one step (decodes + prefill chunks)
+  std::int32_t max_running = 16;      // sequences in flight at once (--parallel)
+  std::int32_t max_waiting = 64;      // queued requests beyond which submit fails (HTTP 429)
+  std::int64_t ctx_len = 0;           // per-request context (prompt + output); 0 = model's
+  bool prefix_caching = true;
+};
+
+class Engine {
+ public:
+  /// An engine over `model` (which must outlive it), computing on `pool`.
+  /// Errors: kInvalidArgument (max_batch_tokens < 1, max_running < 1, max_waiting < 0,
+  /// ctx_len outside [0, model context]) and those of KvCache::create.
+  static Expected<std::unique_ptr<Engine>> create(const LlamaModel& model, const EngineOptions& options,
+                                                  ThreadPool& pool);
+  ~Engine();  // stops the loop thread; unfinished requests end with kError (unavailable)
+
+  /// Queues a request; returns its id. Thread-safe. The callbacks run on the loop thread.
+  /// Errors: kInvalidArgument (empty prompt, max_tokens < 1, bad sampling params,
+  /// top_logprobs > 20, token id outside the vocabulary), kOutOfRange (prompt + 1 token longer
+  /// than the context, or needing more KV blocks than the whole pool), kResourceExhausted
+  /// (the waiting queue is full), kUnavailable (shutting down).
+  Expected<std::uint64_t> submit(RequestOptions request, RequestCallbacks callbacks);
+
+  /// Cancels a queued or running request (unknown or finished ids are ignored); it finishes
+  /// with kCancelled at the next step and its blocks return to the pool. Thread-safe.
+  void cancel(std::uint64_t id);
+
+  /// Starts the step-loop thread (idempotent).
+  void start();
+  /// Stops taking requests; with `drain` lets the running and queued ones finish, else fails
+  /// them with kUnavailable; then stops the loop thread. Blocks until done. Thread-safe.
+  void shutdown(bool drain);
+
+  /// Runs one step on the calling thread (for tests and `generate`, without start()):
+  /// returns false when there was nothing to do.
+  bool step();
+
+  /// A snapshot of the metrics. Thread-safe.
+  EngineMetrics metrics() const;
+
+  const LlamaModel& model() const;
+  const EngineOptions& options() const;
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace peregrine

@@ -1,0 +1,51 @@
+// Serving metrics: counters, gauges and latency histograms the engine keeps, as a snapshot the
+// server prints in the Prometheus text format.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace peregrine {
+
+/// A cumulative histogram with fixed upper bounds (Prometheus `le` buckets, seconds).
+struct Histogram {
+  std::vector<double> bounds;        // increasing upper bounds; +Inf is implicit
+  std::vector<std::int64_t> counts;  // per bound, non-cumulative, plus one overflow slot
+  double sum = 0;
+  std::int64_t count = 0;
+
+  /// Buckets for latencies from 1 ms to 60 s.
+  static Histogram latency_seconds();
+  void observe(double value);
+  /// The q-quantile (0 < q < 1) by linear interpolation inside the bucket; 0 when empty.
+  double quantile(double q) const;
+};
+
+/// A consistent snapshot of the engine's metrics.
+struct EngineMetrics {
+  std::map<std::string, std::int64_t> requests_by_status;  // finish reason / "rejected" → count
+  Histogram ttft = Histogram::latency_seconds();    // time to first token (s)
+  Histogram itl = Histogram::latency_seconds();     // inter-token latency (s)
+  Histogram e2e = Histogram::latency_seconds();     // end-to-end request latency (s)
+  std::int64_t running = 0;                          // requests with KV in the cache
+  std::int64_t waiting = 0;                          // queued (incl. preempted)
+  std::int64_t kv_blocks_total = 0;
+  std::int64_t kv_blocks_used = 0;    // referenced by a running sequence
+  std::int64_t kv_blocks_free = 0;    // free + evictable prefix-cache blocks
+  std::int64_t kv_blocks_cached = 0;  // held by the prefix cache
+  std::int64_t prefix_tokens_queried = 0;
+  std::int64_t prefix_tokens_hit = 0;
+  std::int64_t prompt_tokens_total = 0;      // prompt tokens computed (cache hits excluded)
+  std::int64_t generation_tokens_total = 0;  // tokens sampled
+  double prompt_tokens_per_s = 0;      // over the last ~10 s
+  double generation_tokens_per_s = 0;  // over the last ~10 s
+  std::int64_t preemptions_total = 0;
+  std::int64_t steps_total = 0;
+  /// prefix_tokens_hit / prefix_tokens_queried (0 when nothing was queried).
+  double prefix_hit_rate() const;
+};
+
+}  // namespace peregrine

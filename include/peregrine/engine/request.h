@@ -1,0 +1,64 @@
+// What a client asks the serving engine for, and what it gets back as the request runs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "peregrine/core/status.h"
+#include "peregrine/sampling/sampler.h"
+
+namespace peregrine {
+
+/// One generation request (the server maps an OpenAI request onto it).
+struct RequestOptions {
+  std::vector<std::int32_t> prompt;  // token ids (BOS included when the model wants it)
+  std::int32_t max_tokens = 16;      // >= 1 generated tokens at most
+  SamplingParams sampling;           // temperature 0 = greedy; seed fixes the draws
+  std::int32_t top_logprobs = -1;    // -1: no logprobs; 0..20: chosen token's + this many top
+  bool ignore_eos = false;           // keep generating past the EOS token
+};
+
+/// One generated token, reported as soon as it is sampled.
+struct TokenEvent {
+  std::int32_t token = -1;
+  /// log p(token) under the model's distribution at temperature 1 (log-softmax of the raw
+  /// logits, nats); only filled when top_logprobs >= 0.
+  float logprob = 0.0f;
+  /// The `top_logprobs` most likely tokens as (id, logprob), most likely first.
+  std::vector<std::pair<std::int32_t, float>> top_logprobs;
+};
+
+enum class FinishReason {
+  kStop,       // EOS sampled, or the on_token callback asked to stop (stop string)
+  kLength,     // max_tokens generated, or the context is full
+  kCancelled,  // Engine::cancel (client disconnected)
+  kError,      // the engine failed the request (shutdown, internal error): see `error`
+};
+/// "stop", "length", "cancelled", "error" (OpenAI finish_reason values where they exist).
+const char* finish_reason_name(FinishReason r);
+
+/// How a request ended, with its usage and timings.
+struct RequestResult {
+  FinishReason reason = FinishReason::kStop;
+  Status error;                         // set when reason == kError
+  std::int64_t prompt_tokens = 0;
+  std::int64_t completion_tokens = 0;
+  std::int64_t cached_prompt_tokens = 0;  // served from the prefix cache
+  std::int32_t preemptions = 0;           // times it was preempted and recomputed
+  double queue_ms = 0;  // submit → first scheduled
+  double ttft_ms = 0;   // submit → first token sampled
+  double e2e_ms = 0;    // submit → finished
+};
+
+/// Callbacks of one request, invoked on the engine's step-loop thread (keep them short: push
+/// into a queue). on_token returns false to stop the request now (finish reason kStop: the
+/// token is kept and counted); on_finish is called exactly once, last, after which the
+/// request's KV blocks are back in the pool.
+struct RequestCallbacks {
+  std::function<bool(const TokenEvent&)> on_token;
+  std::function<void(const RequestResult&)> on_finish;
+};
+
+}  // namespace peregrine

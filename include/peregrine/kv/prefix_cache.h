@@ -1,0 +1,54 @@
+// Prefix caching (automatic prefix caching as in vLLM; RadixAttention, Zheng et al. 2024): a
+// radix tree over FULL KV blocks keyed by their token ids. A node is one block: the path from
+// the root spells the tokens [0, depth · block_size) that the block's K/V were computed from,
+// so a new request whose prompt starts with the same tokens attaches those blocks instead of
+// recomputing them. KV values depend only on the token prefix, so reuse is exact under any
+// sampling and any suffix.
+//
+// The cache holds one reference to each cached block. A block that only the cache references
+// is evictable; eviction takes least-recently-used leaves first (a parent is only evicted after
+// its children). Not thread-safe (owned by the engine's step loop).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "peregrine/kv/kv_cache.h"
+
+namespace peregrine {
+
+class PrefixCache {
+ public:
+  /// A cache over `cache`'s blocks (kept by reference: `cache` must outlive this).
+  explicit PrefixCache(KvCache& cache);
+
+  /// Cached blocks spelling the longest prefix of `tokens` in whole blocks, at most
+  /// `max_blocks` of them (callers pass (len - 1) / block_size so at least one prompt token
+  /// is left to compute the first logits from). Each returned block carries one new reference
+  /// for the caller (hand them to KvCache::attach_prefix). Marks the path most recently used
+  /// and counts tokens queried / hit for the hit rate.
+  std::vector<std::int32_t> match(std::span<const std::int32_t> tokens, std::int64_t max_blocks);
+
+  /// Records a sequence's full blocks: block i of `blocks` holds the K/V of
+  /// tokens[i · block_size, (i + 1) · block_size), for i < tokens.size() / block_size (and
+  /// < blocks.size()). Existing nodes keep their block (the duplicate stays private to the
+  /// sequence); new nodes take a reference to theirs.
+  void insert(std::span<const std::int32_t> tokens, std::span<const std::int32_t> blocks);
+
+  /// Frees up to `n` evictable blocks, least recently used leaves first; returns how many
+  /// were freed (fewer when no more are evictable).
+  std::int64_t evict(std::int64_t n);
+
+  /// Drops every node (and the cache's references).
+  void clear();
+
+  std::int64_t n_cached_blocks() const;
+  /// Cached blocks referenced by nobody but the cache.
+  std::int64_t n_evictable_blocks() const;
+  /// Prompt tokens looked up by match() and how many of them were served from the cache.
+  std::int64_t tokens_queried() const;
+  std::int64_t tokens_hit() const;
+};
+
+}  // namespace peregrine
