@@ -7,10 +7,14 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libcli11-dev nlohmann-json3-dev libpcre2-dev libsentencepiece-dev
   libhwy-dev                            # Highway SIMD (kernels/cpu)
+  libcpp-httplib-dev                    # HTTP server (server/) and client (loadgen)
   libgtest-dev libgmock-dev
   python3 python3-numpy python3-torch   # tools/reference.py, the test oracle
   clang                                 # libFuzzer targets (scripts/fuzz.sh)
 )
+# The server tests drive `serve` with the official openai npm package. A machine may already
+# have Node from elsewhere (NodeSource bundles npm, conflicting with Debian's npm package).
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 
 missing=()
 for p in "${packages[@]}"; do

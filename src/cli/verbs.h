@@ -16,5 +16,7 @@ Verb add_tokenize(CLI::App& app);  // tokenize.cpp
 Verb add_inspect(CLI::App& app);   // inspect.cpp
 Verb add_bench(CLI::App& app);     // bench.cpp
 Verb add_synth(CLI::App& app);     // synth.cpp
+Verb add_serve(CLI::App& app);     // serve.cpp
+Verb add_loadgen(CLI::App& app);   // loadgen.cpp
 
 }  // namespace peregrine::cli

@@ -1,0 +1,23 @@
+// The prompt token ids of an OpenAI request.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "peregrine/core/status.h"
+#include "peregrine/server/openai_request.h"
+#include "peregrine/tokenizer/chat_template.h"
+#include "peregrine/tokenizer/tokenizer.h"
+
+namespace peregrine {
+
+/// Completions: a text prompt encoded with BOS when tokenizer.add_bos_default(), a token-id
+/// prompt as given. Chat: the messages rendered by `chat_template` with
+/// add_generation_prompt and the tokenizer's BOS / EOS pieces as bos_token / eos_token, then
+/// encoded — without adding BOS when the rendered text already starts with the BOS piece,
+/// else per add_bos_default(). Errors: kInvalidArgument from ChatTemplate::render (e.g. roles
+/// that do not alternate) or an empty result.
+Expected<std::vector<std::int32_t>> prompt_tokens(const OpenAiRequest& request, const Tokenizer& tokenizer,
+                                                  const ChatTemplate& chat_template);
+
+}  // namespace peregrine

@@ -1,0 +1,62 @@
+// The body of an OpenAI completions / chat completions request, parsed and validated
+// (https://platform.openai.com/docs/api-reference/completions/create,
+//  https://platform.openai.com/docs/api-reference/chat/create).
+//
+// Accepted fields: model, prompt (completions: a string or an array of token ids; one prompt),
+// messages (chat: role system/user/assistant, content a string or an array of text parts),
+// max_tokens (chat also max_completion_tokens), temperature [0, 2] (default 1, as OpenAI),
+// top_p (0, 1] (default 1), seed, stop (a string or up to 4 strings), n (only 1), stream,
+// stream_options.include_usage, logprobs (completions: integer 0..5; chat: boolean with
+// top_logprobs 0..20), presence_penalty / frequency_penalty (only 0: not implemented), and the
+// extensions top_k (>= 0, default 0 = off), min_p [0, 1] (default 0) and ignore_eos.
+// Other fields (user, ...) are ignored, as OpenAI-compatible servers commonly do.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "peregrine/sampling/sampler.h"
+#include "peregrine/server/api_error.h"
+#include "peregrine/tokenizer/chat_template.h"
+
+namespace peregrine {
+
+enum class ApiEndpoint { kCompletions, kChatCompletions };
+
+/// A validated request, not yet tokenized.
+struct OpenAiRequest {
+  ApiEndpoint endpoint = ApiEndpoint::kCompletions;
+  std::string model;                        // "" when absent
+  std::string prompt_text;                  // completions with a string prompt
+  std::vector<std::int32_t> prompt_tokens;  // completions with a token-id prompt
+  bool prompt_is_tokens = false;
+  std::vector<ChatMessage> messages;        // chat
+  std::optional<std::int32_t> max_tokens;   // absent: completions 16, chat the rest of the context
+  SamplingParams sampling;                  // OpenAI defaults, repetition penalty off
+  std::int32_t top_logprobs = -1;           // -1: no logprobs, else alternatives per token
+  bool ignore_eos = false;
+  std::vector<std::string> stop;            // non-empty strings
+  bool stream = false;
+  bool include_usage = false;               // stream_options.include_usage
+};
+
+/// What the parser needs to know about the server.
+struct RequestLimits {
+  std::int64_t context_len = 0;  // per-request context: max_tokens must not exceed it
+  std::uint64_t seed = 0;        // used when the request has no seed
+};
+
+/// Parses and validates a JSON body. Errors: an ApiError 400 invalid_request_error whose param
+/// names the field at fault: "" for malformed JSON or a non-object body; the field for a wrong
+/// type, a missing prompt / messages, empty messages (messages[i].role for an unknown role),
+/// max_tokens outside [1, context_len], temperature outside [0, 2], top_p outside (0, 1],
+/// top_k < 0, min_p outside [0, 1], n != 1, more than 4 stop strings, logprobs out of range,
+/// a non-zero presence/frequency penalty, stream_options without stream.
+std::variant<OpenAiRequest, ApiError> parse_openai_request(std::string_view body, ApiEndpoint endpoint,
+                                                           const RequestLimits& limits);
+
+}  // namespace peregrine

@@ -1,0 +1,207 @@
+// peregrine serve: the OpenAI-compatible HTTP server over the serving engine.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <regex>
+#include <string_view>
+#include <memory>
+#include <thread>
+
+#include "common.h"
+#include "peregrine/engine/engine.h"
+#include "peregrine/server/http_server.h"
+#include "peregrine/tokenizer/chat_template.h"
+#include "verbs.h"
+
+namespace peregrine::cli {
+namespace {
+
+struct ServeArgs {
+  ModelOptions model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::int32_t parallel = 16;
+  std::string api_key;
+  std::int32_t threads = 2;
+  std::int64_t ctx = 0;
+  std::string kv_memory;
+  std::int64_t ctx_total = 0;
+  std::string kv_type = "f32";
+  std::int32_t block_size = 16;
+  std::int64_t max_batch_tokens = 256;
+  std::int32_t max_queue = 64;
+  bool no_prefix_cache = false;
+  std::string chat_template;
+  std::string alias;
+  double drain_timeout = 30;
+};
+
+/// "123", "64K", "256M", "1G", "2T" (optionally followed by "B" or "iB": "256MiB"); binary
+/// multiples.
+Expected<std::int64_t> parse_bytes(const std::string& text) {
+  static const std::regex kBytes(R"((\d{1,15})([KMGT]?)(i?B)?)");
+  std::smatch m;
+  if (!std::regex_match(text, m, kBytes)) {
+    return invalid_argument("--kv-memory '" + text + "' is not a byte count (e.g. 268435456, 256M, 1G)");
+  }
+  const std::int64_t value = std::stoll(m[1].str());
+  const int shift = m[2].length() == 0 ? 0 : 10 * (1 + static_cast<int>(std::string_view("KMGT").find(m[2].str()[0])));
+  if (value > (std::numeric_limits<std::int64_t>::max() >> shift)) return invalid_argument("--kv-memory '" + text + "' is too large");
+  return value << shift;
+}
+
+/// KV pool size in blocks: --ctx-total, --kv-memory, else parallel × ctx.
+Expected<std::int32_t> pool_blocks(const ServeArgs& a, const ModelConfig& config, DType kv_dtype, std::int64_t ctx) {
+  std::int64_t blocks = 0;
+  if (a.ctx_total > 0) {
+    blocks = blocks_for_tokens(a.ctx_total, a.block_size);
+  } else if (!a.kv_memory.empty()) {
+    PEREGRINE_ASSIGN_OR_RETURN(const std::int64_t bytes, parse_bytes(a.kv_memory));
+    blocks = bytes / kv_block_bytes(config, a.block_size, kv_dtype);
+    if (blocks < 1) return invalid_argument("--kv-memory " + a.kv_memory + " is smaller than one KV block");
+  } else {
+    blocks = a.parallel * blocks_for_tokens(ctx, a.block_size);
+  }
+  if (blocks > std::numeric_limits<std::int32_t>::max()) return invalid_argument("the KV pool would have too many blocks");
+  return static_cast<std::int32_t>(blocks);
+}
+
+Status validate(const ServeArgs& a) {
+  PEREGRINE_RETURN_IF_ERROR(validate_threads(a.threads));
+  if (a.port < 0 || a.port > 65535) return invalid_argument("--port must be in [0, 65535]");
+  if (a.block_size < 1) return invalid_argument("--block-size must be >= 1");
+  if (a.ctx < 0 || a.ctx_total < 0) return invalid_argument("--ctx and --ctx-total must be >= 0");
+  if (a.drain_timeout < 0) return invalid_argument("--drain-timeout must be >= 0");
+  return Status::ok();
+}
+
+/// --chat-template: a file with Jinja source, else a built-in name; by default the model's own
+/// template, falling back to chatml.
+Expected<ChatTemplate> chat_template_for(const ServeArgs& a, const ModelFile& file) {
+  if (a.chat_template.empty()) return load_chat_template(file, "chatml");
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(a.chat_template, ec)) return ChatTemplate::builtin(a.chat_template);
+  PEREGRINE_ASSIGN_OR_RETURN(const std::string source, text_or_file("", a.chat_template));
+  return ChatTemplate::parse(source);
+}
+
+/// The id clients name the model by: --alias, else the model file's (or folder's) stem.
+std::string model_id(const ServeArgs& a) {
+  if (!a.alias.empty()) return a.alias;
+  std::filesystem::path p(a.model.model.empty() ? default_model_path() : a.model.model);
+  if (p.filename().empty()) p = p.parent_path();
+  return p.stem().string();
+}
+
+// SIGTERM / SIGINT write one byte here; a watcher thread does the shutdown.
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void on_stop_signal(int) {
+  const int saved = errno;
+  const char byte = 1;
+  [[maybe_unused]] const auto n = ::write(g_signal_pipe[1], &byte, 1);
+  errno = saved;
+}
+
+Status install_signal_handlers() {
+  if (::pipe(g_signal_pipe) != 0) return io_error("cannot create the signal pipe");
+  struct sigaction sa = {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);  // a client that went away is a failed write, not a dead server
+  return Status::ok();
+}
+
+Expected<EngineOptions> engine_options(const ServeArgs& a, const ModelConfig& config) {
+  EngineOptions o;
+  PEREGRINE_ASSIGN_OR_RETURN(o.kv.dtype, parse_kv_type(a.kv_type));
+  o.kv.block_size = a.block_size;
+  o.ctx_len = a.ctx;
+  const std::int64_t ctx = a.ctx > 0 ? a.ctx : config.max_seq_len;
+  PEREGRINE_ASSIGN_OR_RETURN(o.kv.n_blocks, pool_blocks(a, config, o.kv.dtype, ctx));
+  o.max_batch_tokens = a.max_batch_tokens;
+  o.max_running = a.parallel;
+  o.max_waiting = a.max_queue;
+  o.prefix_caching = !a.no_prefix_cache;
+  return o;
+}
+
+int run(const ServeArgs& args) {
+  if (Status st = validate(args); !st) return report(st);
+  ThreadPool pool(args.threads);
+  auto file = open_model(args.model, &pool);
+  if (!file) return report(file.status());
+  auto tokenizer = load_tokenizer(*file, args.model.tokenizer);
+  if (!tokenizer) return report(tokenizer.status());
+  auto chat_template = chat_template_for(args, *file);
+  if (!chat_template) return report(chat_template.status());
+  auto model = LlamaModel::create(std::move(*file));
+  if (!model) return report(model.status());
+  auto options = engine_options(args, model->config());
+  if (!options) return report(options.status());
+  auto engine = Engine::create(*model, *options, pool);
+  if (!engine) return report(engine.status());
+  (*engine)->start();
+
+  ServerOptions so;
+  so.host = args.host;
+  so.port = args.port;
+  so.api_key = args.api_key;
+  so.model_id = model_id(args);
+  so.drain_timeout_s = args.drain_timeout;
+  HttpServer server(**engine, **tokenizer, std::move(*chat_template), so);
+  auto port = server.bind();
+  if (!port) return report(port.status());
+  if (Status st = install_signal_handlers(); !st) return report(st);
+  std::thread watcher([&server] {
+    char byte = 0;
+    while (::read(g_signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    server.shutdown();
+  });
+  std::fprintf(stderr, "peregrine: listening on http://%s:%d (model %s)\n", so.host.c_str(), *port, so.model_id.c_str());
+  std::fflush(stderr);
+  const Status served = server.serve();
+  on_stop_signal(0);  // wakes the watcher if serve() ended on its own
+  watcher.join();
+  if (!served) return report(served);
+  std::fputs("peregrine: server stopped\n", stderr);
+  return 0;
+}
+
+}  // namespace
+
+Verb add_serve(CLI::App& app) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (continuous batching, paged KV cache)");
+  add_model_options(*cmd, args->model);
+  add_dtype_option(*cmd, args->model);
+  cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", args->port, "Port (0 = any free port, printed when listening)")->capture_default_str();
+  cmd->add_option("--parallel", args->parallel, "Requests running at once")->capture_default_str();
+  cmd->add_option("--max-queue", args->max_queue, "Queued requests beyond which the server answers 429")->capture_default_str();
+  cmd->add_option("--api-key", args->api_key, "Require 'Authorization: Bearer KEY' (all routes but /health)");
+  cmd->add_option("-t,--threads", args->threads, "Compute threads")->capture_default_str();
+  cmd->add_option("--ctx", args->ctx, "Context per request in tokens (0 = the model's)")->capture_default_str();
+  auto* mem = cmd->add_option("--kv-memory", args->kv_memory, "KV pool size in bytes (suffixes K, M, G: 512M)");
+  auto* total = cmd->add_option("--ctx-total", args->ctx_total, "KV pool size in tokens over all requests");
+  mem->excludes(total);
+  cmd->add_option("--kv-type", args->kv_type, "KV cache dtype: f32, f16 or q8_0")->capture_default_str();
+  cmd->add_option("--block-size", args->block_size, "Tokens per KV block")->capture_default_str();
+  cmd->add_option("--max-batch-tokens", args->max_batch_tokens, "Token budget of one engine step")->capture_default_str();
+  cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching");
+  cmd->add_option("--chat-template", args->chat_template,
+                  "Chat template: a Jinja file or a built-in name (chatml, llama-2, llama-3); default the model's");
+  cmd->add_option("--alias", args->alias, "Model id clients use (default: the model file's name)");
+  cmd->add_option("--drain-timeout", args->drain_timeout,
+                  "Seconds SIGTERM lets requests in flight finish before cancelling them")->capture_default_str();
+  return {cmd, [args] { return run(*args); }};
+}
+
+}  // namespace peregrine::cli

@@ -1,0 +1,282 @@
+#include "peregrine/server/http_server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <ctime>
+#include <future>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string_view>
+
+#include "peregrine/server/api_error.h"
+#include "peregrine/server/completion_output.h"
+#include "peregrine/server/openai_prompt.h"
+#include "peregrine/server/openai_request.h"
+#include "peregrine/server/prometheus.h"
+
+namespace peregrine {
+namespace {
+
+using Json = nlohmann::json;
+using namespace std::chrono_literals;
+
+/// How long a streaming response waits for new tokens before checking the connection again.
+constexpr auto kStreamPoll = 100ms;
+/// How long shutdown() waits for finished responses to be written out.
+constexpr auto kFlushTimeout = 5s;
+
+/// One request's state, shared by the engine's loop thread (callbacks) and the HTTP thread.
+struct Exchange {
+  Exchange(const OpenAiRequest& request, ResponseMeta meta, const Tokenizer& tokenizer, std::int32_t prev)
+      : output(request, std::move(meta), tokenizer, prev) {}
+  std::mutex mu;
+  std::condition_variable cv;
+  CompletionOutput output;
+  std::uint64_t id = 0;
+};
+
+void send_json(httplib::Response& res, const Json& body, int status = 200) {
+  res.status = status;
+  res.set_content(dump_json(body), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.to_json(), e.http_status); }
+
+/// Compares a secret in time independent of where the first difference is (the length is
+/// not secret).
+bool same_secret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+const char* prompt_param(ApiEndpoint e) { return e == ApiEndpoint::kCompletions ? "prompt" : "messages"; }
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Impl(Engine& e, const Tokenizer& t, ChatTemplate c, ServerOptions o)
+      : engine(e), tokenizer(t), chat_template(std::move(c)), options(std::move(o)),
+        context_len(e.options().ctx_len > 0 ? e.options().ctx_len : e.model().config().max_seq_len),
+        created(static_cast<std::int64_t>(std::time(nullptr))), rng(std::random_device{}()) {}
+
+  void setup();
+  bool authorized(const httplib::Request& req) const;
+  void handle_completion(const httplib::Request& req, httplib::Response& res, ApiEndpoint endpoint);
+  void stream(httplib::Response& res, const std::shared_ptr<Exchange>& ex);
+  void await(const std::shared_ptr<Exchange>& ex, httplib::Response& res);
+  Json models() const;
+  std::uint64_t random_u64();
+  void open_exchange(std::uint64_t id);
+  void close_exchange(std::uint64_t id);
+
+  Engine& engine;
+  const Tokenizer& tokenizer;
+  ChatTemplate chat_template;
+  ServerOptions options;
+  std::int64_t context_len;
+  std::int64_t created;
+  httplib::Server http;
+  std::atomic<bool> draining{false};
+
+  std::mutex mu;  // guards rng, active, and signals active_cv
+  std::mt19937_64 rng;
+  std::set<std::uint64_t> active;  // engine ids of requests whose response is not written yet
+  std::condition_variable active_cv;
+};
+
+void HttpServer::Impl::setup() {
+  const std::size_t threads = options.http_threads > 0
+                                  ? static_cast<std::size_t>(options.http_threads)
+                                  : static_cast<std::size_t>(engine.options().max_running + engine.options().max_waiting + 4);
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http.set_payload_max_length(options.max_body_bytes);
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (req.path == "/health" || authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, unauthorized_error());
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (res.body.empty()) send_error(res, http_error(res.status));
+  });
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    send_error(res, api_error(Status(ErrorCode::kInternal, "internal server error")));
+  });
+  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (draining) return send_json(res, {{"status", "shutting_down"}}, 503);
+    send_json(res, {{"status", "ok"}});
+  });
+  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { send_json(res, models()); });
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(prometheus_text(engine.metrics()), kPrometheusContentType);
+  });
+  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_completion(req, res, ApiEndpoint::kCompletions);
+  });
+  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_completion(req, res, ApiEndpoint::kChatCompletions);
+  });
+}
+
+bool HttpServer::Impl::authorized(const httplib::Request& req) const {
+  if (options.api_key.empty()) return true;
+  const std::string header = req.get_header_value("Authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  return header.starts_with(kBearer) && same_secret(std::string_view(header).substr(kBearer.size()), options.api_key);
+}
+
+Json HttpServer::Impl::models() const {
+  Json model = {{"id", options.model_id}, {"object", "model"}, {"created", created}, {"owned_by", "peregrine"}};
+  return {{"object", "list"}, {"data", Json::array({model})}};
+}
+
+std::uint64_t HttpServer::Impl::random_u64() {
+  std::lock_guard lock(mu);
+  return rng();
+}
+
+void HttpServer::Impl::open_exchange(std::uint64_t id) {
+  std::lock_guard lock(mu);
+  active.insert(id);
+}
+
+void HttpServer::Impl::close_exchange(std::uint64_t id) {
+  std::lock_guard lock(mu);
+  active.erase(id);
+  active_cv.notify_all();
+}
+
+void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::Response& res, ApiEndpoint endpoint) {
+  if (draining) return send_error(res, api_error(unavailable("the server is shutting down")));
+  auto parsed = parse_openai_request(req.body, endpoint, {context_len, random_u64()});
+  if (const ApiError* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+  const OpenAiRequest& request = std::get<OpenAiRequest>(parsed);
+  if (!request.model.empty() && request.model != options.model_id) {
+    return send_error(res, model_not_found_error(request.model));
+  }
+  auto prompt = prompt_tokens(request, tokenizer, chat_template);
+  if (!prompt) return send_error(res, api_error(prompt.status(), prompt_param(endpoint)));
+
+  char id[40];
+  std::snprintf(id, sizeof id, "%s-%016llx", endpoint == ApiEndpoint::kCompletions ? "cmpl" : "chatcmpl",
+                static_cast<unsigned long long>(random_u64()));
+  ResponseMeta meta{endpoint, id, static_cast<std::int64_t>(std::time(nullptr)), options.model_id};
+  auto ex = std::make_shared<Exchange>(request, std::move(meta), tokenizer, prompt->back());
+
+  RequestOptions ro;
+  const auto room = static_cast<std::int32_t>(std::max<std::int64_t>(1, context_len - static_cast<std::int64_t>(prompt->size())));
+  ro.prompt = std::move(*prompt);
+  ro.max_tokens = request.max_tokens.value_or(room);
+  ro.sampling = request.sampling;
+  ro.top_logprobs = request.top_logprobs;
+  ro.ignore_eos = request.ignore_eos;
+  RequestCallbacks callbacks;
+  callbacks.on_token = [ex](const TokenEvent& event) {
+    std::lock_guard lock(ex->mu);
+    const bool go_on = ex->output.add_token(event);
+    ex->cv.notify_all();
+    return go_on;
+  };
+  callbacks.on_finish = [ex](const RequestResult& result) {
+    std::lock_guard lock(ex->mu);
+    ex->output.finish(result);
+    ex->cv.notify_all();
+  };
+  auto submitted = engine.submit(std::move(ro), std::move(callbacks));
+  if (!submitted) {
+    const bool prompt_fault = submitted.status().code() == ErrorCode::kOutOfRange;
+    return send_error(res, api_error(submitted.status(), prompt_fault ? prompt_param(endpoint) : ""));
+  }
+  ex->id = *submitted;
+  open_exchange(ex->id);
+  if (request.stream) return stream(res, ex);
+  await(ex, res);
+}
+
+void HttpServer::Impl::await(const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
+  std::variant<Json, ApiError> body;
+  {
+    std::unique_lock lock(ex->mu);
+    ex->cv.wait(lock, [&] { return ex->output.finished(); });
+    body = ex->output.response();
+  }
+  if (const ApiError* e = std::get_if<ApiError>(&body)) {
+    send_error(res, *e);
+  } else {
+    send_json(res, std::get<Json>(body));
+  }
+  close_exchange(ex->id);
+}
+
+void HttpServer::Impl::stream(httplib::Response& res, const std::shared_ptr<Exchange>& ex) {
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, ex](std::size_t, httplib::DataSink& sink) {
+        std::string events;
+        bool finished = false;
+        {
+          std::unique_lock lock(ex->mu);
+          ex->cv.wait_for(lock, kStreamPoll, [&] { return ex->output.has_events() || ex->output.finished(); });
+          events = ex->output.take_events();
+          finished = ex->output.finished();
+        }
+        if (!sink.is_writable() || (!events.empty() && !sink.write(events.data(), events.size()))) {
+          engine.cancel(ex->id);  // the client went away
+          return false;
+        }
+        if (finished) sink.done();
+        return true;
+      },
+      [this, ex](bool success) {
+        if (!success) engine.cancel(ex->id);
+        close_exchange(ex->id);
+      });
+}
+
+HttpServer::HttpServer(Engine& engine, const Tokenizer& tokenizer, ChatTemplate chat_template, ServerOptions options)
+    : impl_(std::make_unique<Impl>(engine, tokenizer, std::move(chat_template), std::move(options))) {
+  impl_->setup();
+}
+
+HttpServer::~HttpServer() = default;
+
+Expected<int> HttpServer::bind() {
+  const auto& o = impl_->options;
+  const int port = o.port == 0 ? impl_->http.bind_to_any_port(o.host) : (impl_->http.bind_to_port(o.host, o.port) ? o.port : -1);
+  if (port < 0) return io_error("cannot listen on " + o.host + ":" + std::to_string(o.port) + " (address in use or invalid)");
+  return port;
+}
+
+Status HttpServer::serve() {
+  if (!impl_->http.listen_after_bind() && !impl_->draining) return io_error("the HTTP server stopped unexpectedly");
+  return Status::ok();
+}
+
+void HttpServer::shutdown() {
+  Impl& s = *impl_;
+  s.draining = true;
+  auto drained = std::async(std::launch::async, [&s] { s.engine.shutdown(/*drain=*/true); });
+  if (drained.wait_for(std::chrono::duration<double>(s.options.drain_timeout_s)) == std::future_status::timeout) {
+    std::set<std::uint64_t> ids;
+    {
+      std::lock_guard lock(s.mu);
+      ids = s.active;
+    }
+    for (std::uint64_t id : ids) s.engine.cancel(id);
+  }
+  drained.wait();
+  {
+    std::unique_lock lock(s.mu);
+    s.active_cv.wait_for(lock, kFlushTimeout, [&s] { return s.active.empty(); });
+  }
+  s.http.stop();
+}
+
+}  // namespace peregrine

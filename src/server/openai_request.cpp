@@ -1,0 +1,269 @@
+#include "peregrine/server/openai_request.h"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "peregrine/core/json_util.h"
+
+namespace peregrine {
+namespace {
+
+using Json = nlohmann::json;
+using Error = std::optional<ApiError>;
+
+constexpr std::size_t kMaxStopStrings = 4;
+constexpr std::int64_t kMaxCompletionLogprobs = 5;
+constexpr std::int64_t kMaxChatTopLogprobs = 20;
+constexpr std::int32_t kDefaultCompletionMaxTokens = 16;
+
+/// 400 about `param`: "'<param>' <problem>".
+ApiError bad(std::string_view param, std::string_view problem) {
+  std::string message;
+  message.append("'").append(param).append("' ").append(problem);
+  return api_error(invalid_argument(std::move(message)), std::string(param));
+}
+
+ApiError wrong_type(std::string_view param, const std::string& expected, const Json& got) {
+  return bad(param, "must be " + expected + " (got " + json_util::type_name(got) + ")");
+}
+
+/// The field `key` of `obj`, or nullptr when absent or null (clients send null for "unset").
+const Json* field(const Json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
+Error read_bool(const Json& obj, const char* key, bool& out) {
+  const Json* v = field(obj, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) return wrong_type(key, "a boolean", *v);
+  out = v->get<bool>();
+  return std::nullopt;
+}
+
+Error read_string(const Json& obj, const char* key, std::string& out) {
+  const Json* v = field(obj, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_string()) return wrong_type(key, "a string", *v);
+  out = v->get<std::string>();
+  return std::nullopt;
+}
+
+/// An integer field in [lo, hi]; `out` is untouched when absent.
+Error read_int(const Json& obj, const char* key, std::int64_t lo, std::int64_t hi, std::optional<std::int64_t>& out) {
+  const Json* v = field(obj, key);
+  if (v == nullptr) return std::nullopt;
+  const auto i = json_util::as_i64(*v);
+  if (!i) return wrong_type(key, "an integer", *v);
+  if (*i < lo || *i > hi) {
+    return bad(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                        "] (got " + std::to_string(*i) + ")");
+  }
+  out = *i;
+  return std::nullopt;
+}
+
+/// A number field in [lo, hi] (lo excluded when `lo_open`); `out` is untouched when absent.
+Error read_number(const Json& obj, const char* key, double lo, double hi, bool lo_open, float& out) {
+  const Json* v = field(obj, key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) return wrong_type(key, "a number", *v);
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x == lo)) {
+    char range[64];
+    std::snprintf(range, sizeof range, "%s%g, %g]", lo_open ? "(" : "[", lo, hi);
+    return bad(key, "must be in " + std::string(range) + " (got " + v->dump() + ")");
+  }
+  out = static_cast<float>(x);
+  return std::nullopt;
+}
+
+Error read_stop(const Json& obj, std::vector<std::string>& out) {
+  const Json* v = field(obj, "stop");
+  if (v == nullptr) return std::nullopt;
+  if (v->is_string()) {
+    if (!v->get_ref<const std::string&>().empty()) out.push_back(v->get<std::string>());
+    return std::nullopt;
+  }
+  if (!v->is_array()) return wrong_type("stop", "a string or an array of strings", *v);
+  if (v->size() > kMaxStopStrings) return bad("stop", "takes at most 4 strings");
+  for (const Json& s : *v) {
+    if (!s.is_string()) return wrong_type("stop", "a string or an array of strings", s);
+    if (!s.get_ref<const std::string&>().empty()) out.push_back(s.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+Error read_prompt(const Json& obj, OpenAiRequest& r) {
+  const Json* v = field(obj, "prompt");
+  if (v == nullptr) return bad("prompt", "is required");
+  if (v->is_string()) {
+    r.prompt_text = v->get<std::string>();
+    return std::nullopt;
+  }
+  const char* expected = "a string or an array of token ids (one prompt)";
+  if (!v->is_array()) return wrong_type("prompt", expected, *v);
+  if (v->empty()) return bad("prompt", "is an empty array");
+  if (v->size() == 1 && (*v)[0].is_string()) {  // ["text"]: a batch of one prompt
+    r.prompt_text = (*v)[0].get<std::string>();
+    return std::nullopt;
+  }
+  r.prompt_is_tokens = true;
+  for (const Json& t : *v) {
+    const auto id = json_util::as_i64(t);
+    if (!id || *id < 0 || *id > std::numeric_limits<std::int32_t>::max()) return wrong_type("prompt", expected, t);
+    r.prompt_tokens.push_back(static_cast<std::int32_t>(*id));
+  }
+  return std::nullopt;
+}
+
+/// A message's content: a string, or an array of {"type": "text", "text": ...} parts.
+Error read_content(const Json& msg, const std::string& param, std::string& out) {
+  const Json* v = field(msg, "content");
+  if (v == nullptr) return bad(param, "is required");
+  if (v->is_string()) {
+    out = v->get<std::string>();
+    return std::nullopt;
+  }
+  if (!v->is_array()) return wrong_type(param, "a string or an array of text parts", *v);
+  for (const Json& part : *v) {
+    const Json* text = part.is_object() ? field(part, "text") : nullptr;
+    const Json* type = part.is_object() ? field(part, "type") : nullptr;
+    if (text == nullptr || !text->is_string() || type == nullptr || *type != "text") {
+      return bad(param, "parts must be {\"type\": \"text\", \"text\": string}");
+    }
+    out += text->get<std::string>();
+  }
+  return std::nullopt;
+}
+
+Error read_messages(const Json& obj, std::vector<ChatMessage>& out) {
+  const Json* v = field(obj, "messages");
+  if (v == nullptr) return bad("messages", "is required");
+  if (!v->is_array()) return wrong_type("messages", "an array", *v);
+  if (v->empty()) return bad("messages", "must not be empty");
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    const Json& m = (*v)[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return wrong_type(at, "an object", m);
+    ChatMessage msg;
+    const Json* role = field(m, "role");
+    if (role == nullptr || !role->is_string()) return bad(at + ".role", "must be a string");
+    msg.role = role->get<std::string>();
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant") {
+      return bad(at + ".role", "is not a known role: '" + json_util::printable(msg.role) +
+                                   "' (expected system, user or assistant)");
+    }
+    if (auto e = read_content(m, at + ".content", msg.content)) return e;
+    out.push_back(std::move(msg));
+  }
+  return std::nullopt;
+}
+
+/// Completions: logprobs is an integer 0..5. Chat: logprobs is a boolean, top_logprobs 0..20.
+Error read_logprobs(const Json& obj, ApiEndpoint endpoint, std::int32_t& out) {
+  std::optional<std::int64_t> n;
+  if (endpoint == ApiEndpoint::kCompletions) {
+    if (auto e = read_int(obj, "logprobs", 0, kMaxCompletionLogprobs, n)) return e;
+    if (n) out = static_cast<std::int32_t>(*n);
+    return std::nullopt;
+  }
+  bool wanted = false;
+  if (auto e = read_bool(obj, "logprobs", wanted)) return e;
+  if (auto e = read_int(obj, "top_logprobs", 0, kMaxChatTopLogprobs, n)) return e;
+  if (n && !wanted) return bad("top_logprobs", "requires 'logprobs': true");
+  if (wanted) out = static_cast<std::int32_t>(n.value_or(0));
+  return std::nullopt;
+}
+
+Error read_max_tokens(const Json& obj, ApiEndpoint endpoint, std::int64_t context_len, OpenAiRequest& r) {
+  std::optional<std::int64_t> n;
+  if (auto e = read_int(obj, "max_tokens", 1, context_len, n)) return e;
+  if (endpoint == ApiEndpoint::kChatCompletions) {
+    if (auto e = read_int(obj, "max_completion_tokens", 1, context_len, n)) return e;
+  } else {
+    n = n.value_or(kDefaultCompletionMaxTokens);
+  }
+  if (n) r.max_tokens = static_cast<std::int32_t>(*n);
+  return std::nullopt;
+}
+
+Error read_sampling(const Json& obj, std::uint64_t default_seed, SamplingParams& s) {
+  s.temperature = 1.0f;
+  s.top_p = 1.0f;
+  s.top_k = 0;
+  s.min_p = 0.0f;
+  s.repeat_penalty = 1.0f;
+  if (auto e = read_number(obj, "temperature", 0, 2, false, s.temperature)) return e;
+  if (auto e = read_number(obj, "top_p", 0, 1, true, s.top_p)) return e;
+  if (auto e = read_number(obj, "min_p", 0, 1, false, s.min_p)) return e;
+  std::optional<std::int64_t> top_k, seed;
+  if (auto e = read_int(obj, "top_k", 0, std::numeric_limits<std::int32_t>::max(), top_k)) return e;
+  if (top_k) s.top_k = static_cast<std::int32_t>(*top_k);
+  if (const Json* v = field(obj, "seed")) {  // any integer: negative seeds wrap to u64
+    const auto i = json_util::as_i64(*v);
+    const auto u = json_util::as_u64(*v);
+    if (!i && !u) return wrong_type("seed", "an integer", *v);
+    s.seed = u ? *u : static_cast<std::uint64_t>(*i);
+  } else {
+    s.seed = default_seed;
+  }
+  return std::nullopt;
+}
+
+/// Fields this server does not implement: accepted only at their neutral value.
+Error reject_unsupported(const Json& obj) {
+  std::optional<std::int64_t> n;
+  if (auto e = read_int(obj, "n", 1, 1, n)) return bad("n", "must be 1 (one choice per request)");
+  for (const char* key : {"presence_penalty", "frequency_penalty"}) {
+    float penalty = 0;
+    if (auto e = read_number(obj, key, -2, 2, false, penalty)) return e;
+    if (penalty != 0) return bad(key, "is not supported (only 0)");
+  }
+  return std::nullopt;
+}
+
+Error read_stream(const Json& obj, OpenAiRequest& r) {
+  if (auto e = read_bool(obj, "stream", r.stream)) return e;
+  const Json* opts = field(obj, "stream_options");
+  if (opts == nullptr) return std::nullopt;
+  if (!r.stream) return bad("stream_options", "is only allowed with 'stream': true");
+  if (!opts->is_object()) return wrong_type("stream_options", "an object", *opts);
+  if (const Json* usage = field(*opts, "include_usage")) {
+    if (!usage->is_boolean()) return wrong_type("stream_options.include_usage", "a boolean", *usage);
+    r.include_usage = usage->get<bool>();
+  }
+  return std::nullopt;
+}
+
+Error read_request(const Json& obj, ApiEndpoint endpoint, const RequestLimits& limits, OpenAiRequest& r) {
+  if (auto e = read_string(obj, "model", r.model)) return e;
+  if (endpoint == ApiEndpoint::kCompletions) {
+    if (auto e = read_prompt(obj, r)) return e;
+  } else {
+    if (auto e = read_messages(obj, r.messages)) return e;
+  }
+  if (auto e = read_max_tokens(obj, endpoint, limits.context_len, r)) return e;
+  if (auto e = read_sampling(obj, limits.seed, r.sampling)) return e;
+  if (auto e = read_logprobs(obj, endpoint, r.top_logprobs)) return e;
+  if (auto e = read_stop(obj, r.stop)) return e;
+  if (auto e = read_bool(obj, "ignore_eos", r.ignore_eos)) return e;
+  if (auto e = read_stream(obj, r)) return e;
+  return reject_unsupported(obj);
+}
+
+}  // namespace
+
+std::variant<OpenAiRequest, ApiError> parse_openai_request(std::string_view body, ApiEndpoint endpoint,
+                                                           const RequestLimits& limits) {
+  auto parsed = json_util::parse(body, "request body");
+  if (!parsed) return api_error(invalid_argument(parsed.status().message()));
+  if (!parsed->is_object()) return api_error(invalid_argument("the request body must be a JSON object"));
+  OpenAiRequest r;
+  r.endpoint = endpoint;
+  if (auto e = read_request(*parsed, endpoint, limits, r)) return *e;
+  return r;
+}
+
+}  // namespace peregrine

@@ -1,0 +1,100 @@
+#include "peregrine/server/prometheus.h"
+
+#include <cmath>
+#include <cstdio>
+#include <string_view>
+
+namespace peregrine {
+namespace {
+
+/// A sample value: integers exactly, others with 17 significant digits; NaN / ±Inf spelled
+/// as the format wants.
+std::string number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+class Writer {
+ public:
+  void family(std::string_view name, std::string_view type, std::string_view help) {
+    out_ += "# HELP peregrine_";
+    (out_ += name) += ' ';
+    (out_ += help) += "\n# TYPE peregrine_";
+    (out_ += name) += ' ';
+    (out_ += type) += '\n';
+  }
+  void sample(std::string_view name, double value, std::string_view labels = {}) {
+    (out_ += "peregrine_") += name;
+    if (!labels.empty()) ((out_ += '{') += labels) += '}';
+    (out_ += ' ') += number(value);
+    out_ += '\n';
+  }
+  void gauge(std::string_view name, std::string_view help, double value) {
+    family(name, "gauge", help);
+    sample(name, value);
+  }
+  void counter(std::string_view name, std::string_view help, double value) {
+    family(name, "counter", help);
+    sample(name, value);
+  }
+  void histogram(std::string_view name, std::string_view help, const Histogram& h) {
+    family(name, "histogram", help);
+    const std::string base(name);
+    std::int64_t cumulative = 0;
+    for (std::size_t i = 0; i < h.bounds.size(); ++i) {
+      cumulative += h.counts[i];
+      sample(base + "_bucket", static_cast<double>(cumulative), "le=\"" + number(h.bounds[i]) + "\"");
+    }
+    sample(base + "_bucket", static_cast<double>(h.count), "le=\"+Inf\"");
+    sample(base + "_sum", h.sum);
+    sample(base + "_count", static_cast<double>(h.count));
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+/// A label value with \, " and newline escaped.
+std::string label_value(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    out += c == '\n' ? std::string("\\n") : std::string(1, c);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string prometheus_text(const EngineMetrics& m) {
+  Writer w;
+  w.family("requests_total", "counter", "Finished requests by status (stop, length, cancelled, error, rejected).");
+  for (const auto& [status, n] : m.requests_by_status) {
+    w.sample("requests_total", static_cast<double>(n), "status=\"" + label_value(status) + "\"");
+  }
+  w.histogram("time_to_first_token_seconds", "Time from submission to the first sampled token.", m.ttft);
+  w.histogram("inter_token_latency_seconds", "Time between consecutive sampled tokens of a request.", m.itl);
+  w.histogram("e2e_request_latency_seconds", "Time from submission to the end of a request.", m.e2e);
+  w.gauge("requests_running", "Requests with KV cache in use.", static_cast<double>(m.running));
+  w.gauge("requests_waiting", "Queued requests, preempted ones included.", static_cast<double>(m.waiting));
+  w.gauge("kv_blocks_used", "KV blocks referenced by running requests.", static_cast<double>(m.kv_blocks_used));
+  w.gauge("kv_blocks_free", "KV blocks free or evictable from the prefix cache.", static_cast<double>(m.kv_blocks_free));
+  w.gauge("kv_blocks_total", "KV blocks in the pool.", static_cast<double>(m.kv_blocks_total));
+  w.gauge("kv_blocks_cached", "KV blocks held by the prefix cache.", static_cast<double>(m.kv_blocks_cached));
+  w.gauge("prefix_cache_hit_rate", "Prompt tokens served from the prefix cache / prompt tokens looked up.",
+          m.prefix_hit_rate());
+  w.counter("prompt_tokens_total", "Prompt tokens computed (prefix-cache hits excluded).",
+            static_cast<double>(m.prompt_tokens_total));
+  w.counter("generation_tokens_total", "Tokens sampled.", static_cast<double>(m.generation_tokens_total));
+  w.gauge("prompt_tokens_per_second", "Prompt tokens computed per second over the last ~10 s.", m.prompt_tokens_per_s);
+  w.gauge("generation_tokens_per_second", "Tokens sampled per second over the last ~10 s.", m.generation_tokens_per_s);
+  w.counter("preemptions_total", "Requests preempted (blocks freed, recomputed later).",
+            static_cast<double>(m.preemptions_total));
+  return w.take();
+}
+
+}  // namespace peregrine

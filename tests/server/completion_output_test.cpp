@@ -1,0 +1,191 @@
+#include "peregrine/server/completion_output.h"
+
+#include <gtest/gtest.h>
+
+#include "peregrine/server/sse_reader.h"
+#include "server_test_util.h"
+
+namespace peregrine {
+namespace {
+
+using Json = nlohmann::json;
+
+struct Fed {
+  std::vector<Json> chunks;  // parsed SSE events before [DONE]
+  bool done = false;         // [DONE] was the last event
+  std::size_t stopped_at = 0;  // tokens consumed (add_token returned false at the last one)
+};
+
+OpenAiRequest request(ApiEndpoint endpoint, bool stream) {
+  OpenAiRequest r;
+  r.endpoint = endpoint;
+  r.stream = stream;
+  return r;
+}
+
+/// Feeds `ids` as token events (logprob -i) and finishes with `reason`.
+Fed feed(CompletionOutput& out, const std::vector<std::int32_t>& ids, FinishReason reason, std::int32_t top = 0) {
+  Fed run;
+  SseReader reader;
+  std::vector<std::string> events = reader.feed(out.take_events());
+  for (std::int32_t id : ids) {
+    ++run.stopped_at;
+    TokenEvent ev{id, -static_cast<float>(run.stopped_at), {}};
+    for (std::int32_t k = 0; k < top; ++k) ev.top_logprobs.emplace_back(id + k, -static_cast<float>(k));
+    const bool go_on = out.add_token(ev);
+    for (auto& e : reader.feed(out.take_events())) events.push_back(std::move(e));
+    if (!go_on) break;
+  }
+  RequestResult result;
+  result.reason = reason;
+  result.prompt_tokens = 4;
+  result.completion_tokens = static_cast<std::int64_t>(run.stopped_at);
+  if (reason == FinishReason::kError) result.error = unavailable("the engine is shutting down");
+  out.finish(result);
+  EXPECT_TRUE(out.finished());
+  for (auto& e : reader.feed(out.take_events())) events.push_back(std::move(e));
+  for (const auto& e : events) {
+    EXPECT_FALSE(run.done) << "event after [DONE]";
+    if (e == "[DONE]") {
+      run.done = true;
+    } else {
+      run.chunks.push_back(Json::parse(e));
+    }
+  }
+  return run;
+}
+
+std::string joined_text(const std::vector<Json>& chunks, ApiEndpoint endpoint) {
+  std::string text;
+  for (const auto& c : chunks) {
+    if (c["choices"].empty()) continue;
+    const Json& choice = c["choices"][0];
+    if (endpoint == ApiEndpoint::kCompletions) {
+      text += choice["text"].get<std::string>();
+    } else if (choice["delta"].contains("content")) {
+      text += choice["delta"]["content"].get<std::string>();
+    }
+  }
+  return text;
+}
+
+const std::string kText = "Lily saw a big \xE2\x80\x9C" "caf\xC3\xA9\xE2\x80\x9D. She was happy.";
+
+TEST(CompletionOutput, ChatStreamStartsWithRoleEndsWithFinishUsageAndDone) {
+  auto tok = test::stories_tokenizer();
+  ASSERT_TRUE(tok);
+  const auto ids = tok->encode(kText, false);
+  OpenAiRequest req = request(ApiEndpoint::kChatCompletions, true);
+  req.include_usage = true;
+  CompletionOutput out(req, {ApiEndpoint::kChatCompletions, "chatcmpl-x", 1, "m"}, *tok, -1);
+  const Fed run = feed(out, ids, FinishReason::kLength);
+  ASSERT_TRUE(run.done);
+  ASSERT_GE(run.chunks.size(), 3u);
+  EXPECT_EQ(run.chunks.front()["choices"][0]["delta"], Json::parse(R"({"role": "assistant", "content": ""})"));
+  for (const auto& c : run.chunks) {
+    EXPECT_EQ(c["object"], "chat.completion.chunk");
+    EXPECT_EQ(c["id"], "chatcmpl-x");
+    EXPECT_TRUE(c.contains("usage"));
+  }
+  const Json& last_choice = run.chunks[run.chunks.size() - 2]["choices"][0];
+  EXPECT_EQ(last_choice["finish_reason"], "length");
+  EXPECT_EQ(run.chunks.back()["choices"], Json::array());
+  EXPECT_EQ(run.chunks.back()["usage"], Json::parse(R"({"prompt_tokens": 4, "completion_tokens": )" +
+                                                    std::to_string(ids.size()) + R"(, "total_tokens": )" +
+                                                    std::to_string(ids.size() + 4) + "}"));
+  EXPECT_EQ(joined_text(run.chunks, ApiEndpoint::kChatCompletions), kText);
+}
+
+TEST(CompletionOutput, CompletionStreamEqualsTheNonStreamingText) {
+  auto tok = test::gpt2_tokenizer();
+  ASSERT_TRUE(tok);
+  const auto ids = tok->encode(kText, false);
+  CompletionOutput streamed(request(ApiEndpoint::kCompletions, true), {ApiEndpoint::kCompletions, "c", 1, "m"}, *tok, -1);
+  const Fed run = feed(streamed, ids, FinishReason::kStop);
+  ASSERT_TRUE(run.done);
+  EXPECT_EQ(run.chunks.back()["choices"][0]["finish_reason"], "stop");
+  EXPECT_FALSE(run.chunks.back().contains("usage"));
+
+  CompletionOutput whole(request(ApiEndpoint::kCompletions, false), {ApiEndpoint::kCompletions, "c", 1, "m"}, *tok, -1);
+  feed(whole, ids, FinishReason::kStop);
+  EXPECT_EQ(whole.take_events(), "");
+  const auto body = whole.response();
+  ASSERT_TRUE(std::holds_alternative<Json>(body));
+  const Json& j = std::get<Json>(body);
+  EXPECT_EQ(j["choices"][0]["text"], kText);
+  EXPECT_EQ(joined_text(run.chunks, ApiEndpoint::kCompletions), kText);
+  EXPECT_EQ(j["usage"]["completion_tokens"], ids.size());
+}
+
+TEST(CompletionOutput, StopStringEndsTheRequestAndIsNotInTheText) {
+  auto tok = test::stories_tokenizer();
+  ASSERT_TRUE(tok);
+  const auto ids = tok->encode(kText, false);
+  OpenAiRequest req = request(ApiEndpoint::kChatCompletions, false);
+  req.stop = {"She was"};
+  CompletionOutput out(req, {ApiEndpoint::kChatCompletions, "c", 1, "m"}, *tok, -1);
+  const Fed run = feed(out, ids, FinishReason::kStop);
+  EXPECT_LT(run.stopped_at, ids.size());
+  EXPECT_NE(tok->decode(std::span(ids).first(run.stopped_at)).find("She was"), std::string::npos);
+  EXPECT_EQ(tok->decode(std::span(ids).first(run.stopped_at - 1)).find("She was"), std::string::npos);
+  const Json j = std::get<Json>(out.response());
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "Lily saw a big \xE2\x80\x9C" "caf\xC3\xA9\xE2\x80\x9D. ");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+}
+
+TEST(CompletionOutput, LogprobsCoverEveryTokenInBothShapes) {
+  auto tok = test::stories_tokenizer();
+  ASSERT_TRUE(tok);
+  const auto ids = tok->encode(kText, false);
+  OpenAiRequest req = request(ApiEndpoint::kCompletions, false);
+  req.top_logprobs = 2;
+  CompletionOutput out(req, {ApiEndpoint::kCompletions, "c", 1, "m"}, *tok, -1);
+  feed(out, ids, FinishReason::kLength, 2);
+  const Json lp = std::get<Json>(out.response())["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), ids.size());
+  std::size_t offset = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(lp["text_offset"][i], offset);
+    EXPECT_FLOAT_EQ(lp["token_logprobs"][i].get<float>(), -static_cast<float>(i + 1));
+    EXPECT_GE(lp["top_logprobs"][i].size(), 1u);
+    offset += tok->decode_token(i == 0 ? -1 : ids[i - 1], ids[i]).size();
+  }
+  EXPECT_EQ(offset, kText.size());
+
+  OpenAiRequest chat_req = request(ApiEndpoint::kChatCompletions, true);
+  chat_req.top_logprobs = 2;
+  CompletionOutput chat(chat_req, {ApiEndpoint::kChatCompletions, "c", 1, "m"}, *tok, -1);
+  const Fed run = feed(chat, ids, FinishReason::kLength, 2);
+  std::string bytes;
+  std::size_t entries = 0;
+  for (const auto& c : run.chunks) {
+    if (c["choices"][0]["logprobs"].is_null()) continue;
+    for (const auto& e : c["choices"][0]["logprobs"]["content"]) {
+      for (const auto& b : e["bytes"]) bytes += static_cast<char>(b.get<int>());
+      EXPECT_EQ(e["top_logprobs"].size(), 2u);
+      ++entries;
+    }
+  }
+  EXPECT_EQ(entries, ids.size());
+  EXPECT_EQ(bytes, kText);  // the bytes arrays rebuild the text exactly, split characters included
+}
+
+TEST(CompletionOutput, FailedRequestsEndInAnError) {
+  auto tok = test::stories_tokenizer();
+  ASSERT_TRUE(tok);
+  const auto ids = tok->encode("Once upon", false);
+  CompletionOutput streamed(request(ApiEndpoint::kCompletions, true), {ApiEndpoint::kCompletions, "c", 1, "m"}, *tok, -1);
+  const Fed run = feed(streamed, ids, FinishReason::kError);
+  ASSERT_TRUE(run.done);
+  EXPECT_EQ(run.chunks.back()["error"]["type"], "server_error");
+  EXPECT_EQ(run.chunks.back()["error"]["message"], "the engine is shutting down");
+
+  CompletionOutput whole(request(ApiEndpoint::kCompletions, false), {ApiEndpoint::kCompletions, "c", 1, "m"}, *tok, -1);
+  feed(whole, ids, FinishReason::kCancelled);
+  const auto body = whole.response();
+  ASSERT_TRUE(std::holds_alternative<ApiError>(body));
+  EXPECT_EQ(std::get<ApiError>(body).http_status, 503);
+}
+
+}  // namespace
+}  // namespace peregrine

@@ -1,0 +1,166 @@
+#include "peregrine/server/openai_request.h"
+
+#include <gtest/gtest.h>
+
+namespace peregrine {
+namespace {
+
+constexpr RequestLimits kLimits{512, 1234};
+
+OpenAiRequest parse_ok(std::string_view body, ApiEndpoint endpoint = ApiEndpoint::kCompletions) {
+  auto r = parse_openai_request(body, endpoint, kLimits);
+  if (const ApiError* e = std::get_if<ApiError>(&r)) {
+    ADD_FAILURE() << body << " → " << e->message;
+    return {};
+  }
+  return std::get<OpenAiRequest>(r);
+}
+
+ApiError parse_error(std::string_view body, ApiEndpoint endpoint = ApiEndpoint::kCompletions) {
+  auto r = parse_openai_request(body, endpoint, kLimits);
+  if (!std::holds_alternative<ApiError>(r)) {
+    ADD_FAILURE() << body << " was accepted";
+    return {};
+  }
+  return std::get<ApiError>(r);
+}
+
+TEST(OpenAiRequest, CompletionDefaultsFollowOpenAi) {
+  const OpenAiRequest r = parse_ok(R"({"prompt": "Once upon a time"})");
+  EXPECT_EQ(r.prompt_text, "Once upon a time");
+  EXPECT_FALSE(r.prompt_is_tokens);
+  EXPECT_EQ(r.max_tokens, 16);
+  EXPECT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_EQ(r.sampling.top_p, 1.0f);
+  EXPECT_EQ(r.sampling.top_k, 0);
+  EXPECT_EQ(r.sampling.min_p, 0.0f);
+  EXPECT_EQ(r.sampling.repeat_penalty, 1.0f);
+  EXPECT_EQ(r.sampling.seed, 1234u);
+  EXPECT_EQ(r.top_logprobs, -1);
+  EXPECT_FALSE(r.stream);
+  EXPECT_TRUE(r.stop.empty());
+  EXPECT_TRUE(r.sampling.validate());
+}
+
+TEST(OpenAiRequest, CompletionFields) {
+  const OpenAiRequest r = parse_ok(R"({"model": "m", "prompt": [1, 403, 407], "max_tokens": 7, "temperature": 0,
+      "top_p": 0.5, "top_k": 3, "min_p": 0.1, "seed": 42, "stop": ["\n", "The"], "n": 1, "logprobs": 2,
+      "stream": true, "stream_options": {"include_usage": true}, "ignore_eos": true, "user": "x",
+      "presence_penalty": 0, "frequency_penalty": null})");
+  EXPECT_EQ(r.model, "m");
+  EXPECT_TRUE(r.prompt_is_tokens);
+  EXPECT_EQ(r.prompt_tokens, (std::vector<std::int32_t>{1, 403, 407}));
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_EQ(r.sampling.temperature, 0.0f);
+  EXPECT_EQ(r.sampling.top_p, 0.5f);
+  EXPECT_EQ(r.sampling.top_k, 3);
+  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.1f);
+  EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"\n", "The"}));
+  EXPECT_EQ(r.top_logprobs, 2);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.ignore_eos);
+}
+
+TEST(OpenAiRequest, PromptAsOneElementBatchAndStopAsString) {
+  const OpenAiRequest r = parse_ok(R"({"prompt": ["Hello"], "stop": "END"})");
+  EXPECT_EQ(r.prompt_text, "Hello");
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"END"}));
+}
+
+TEST(OpenAiRequest, ChatFields) {
+  const OpenAiRequest r = parse_ok(R"({"messages": [{"role": "system", "content": "Be brief."},
+      {"role": "user", "content": [{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]}],
+      "max_completion_tokens": 9, "logprobs": true, "top_logprobs": 3})",
+                                   ApiEndpoint::kChatCompletions);
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[0].content, "Be brief.");
+  EXPECT_EQ(r.messages[1].content, "Hi there");
+  EXPECT_EQ(r.max_tokens, 9);
+  EXPECT_EQ(r.top_logprobs, 3);
+  EXPECT_FALSE(parse_ok(R"({"messages": [{"role": "user", "content": "x"}]})", ApiEndpoint::kChatCompletions).max_tokens);
+  EXPECT_EQ(parse_ok(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})",
+                     ApiEndpoint::kChatCompletions)
+                .top_logprobs,
+            0);
+}
+
+struct BadCase {
+  const char* body;
+  ApiEndpoint endpoint;
+  const char* param;
+};
+
+TEST(OpenAiRequest, EveryInvalidFieldIs400NamingTheParam) {
+  const auto kC = ApiEndpoint::kCompletions;
+  const auto kChat = ApiEndpoint::kChatCompletions;
+  const BadCase cases[] = {
+      {R"({"prompt": "x",)", kC, ""},  // malformed JSON
+      {R"([1, 2])", kC, ""},
+      {R"({"prompt": "x", "prompt": "y"})", kC, ""},  // duplicate key
+      {R"({"max_tokens": 5})", kC, "prompt"},
+      {R"({"prompt": 5})", kC, "prompt"},
+      {R"({"prompt": []})", kC, "prompt"},
+      {R"({"prompt": [1, -2]})", kC, "prompt"},
+      {R"({"prompt": ["a", "b"]})", kC, "prompt"},
+      {R"({"prompt": "x", "model": 3})", kC, "model"},
+      {R"({"prompt": "x", "max_tokens": "16"})", kC, "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 0})", kC, "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 513})", kC, "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 1.5})", kC, "max_tokens"},
+      {R"({"prompt": "x", "temperature": 5})", kC, "temperature"},
+      {R"({"prompt": "x", "temperature": -0.1})", kC, "temperature"},
+      {R"({"prompt": "x", "temperature": "hot"})", kC, "temperature"},
+      {R"({"prompt": "x", "top_p": 0})", kC, "top_p"},
+      {R"({"prompt": "x", "top_p": 1.01})", kC, "top_p"},
+      {R"({"prompt": "x", "top_k": -1})", kC, "top_k"},
+      {R"({"prompt": "x", "min_p": 2})", kC, "min_p"},
+      {R"({"prompt": "x", "seed": "a"})", kC, "seed"},
+      {R"({"prompt": "x", "n": 2})", kC, "n"},
+      {R"({"prompt": "x", "stop": ["a", "b", "c", "d", "e"]})", kC, "stop"},
+      {R"({"prompt": "x", "stop": [1]})", kC, "stop"},
+      {R"({"prompt": "x", "logprobs": 6})", kC, "logprobs"},
+      {R"({"prompt": "x", "logprobs": true})", kC, "logprobs"},
+      {R"({"prompt": "x", "stream": "yes"})", kC, "stream"},
+      {R"({"prompt": "x", "stream_options": {"include_usage": true}})", kC, "stream_options"},
+      {R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": 1}})", kC, "stream_options.include_usage"},
+      {R"({"prompt": "x", "ignore_eos": 1})", kC, "ignore_eos"},
+      {R"({"prompt": "x", "presence_penalty": 0.5})", kC, "presence_penalty"},
+      {R"({"prompt": "x", "frequency_penalty": 1})", kC, "frequency_penalty"},
+      {R"({"prompt": "x"})", kChat, "messages"},
+      {R"({"messages": {}})", kChat, "messages"},
+      {R"({"messages": []})", kChat, "messages"},
+      {R"({"messages": ["hi"]})", kChat, "messages[0]"},
+      {R"({"messages": [{"content": "hi"}]})", kChat, "messages[0].role"},
+      {R"({"messages": [{"role": "user", "content": "a"}, {"role": "wizard", "content": "hi"}]})", kChat,
+       "messages[1].role"},
+      {R"({"messages": [{"role": "user"}]})", kChat, "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", kChat, "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 3})", kChat, "logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", kChat, "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})", kChat,
+       "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})", kChat,
+       "max_completion_tokens"},
+  };
+  for (const auto& c : cases) {
+    const ApiError e = parse_error(c.body, c.endpoint);
+    EXPECT_EQ(e.http_status, 400) << c.body;
+    EXPECT_EQ(e.type, "invalid_request_error") << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+    EXPECT_FALSE(e.message.empty()) << c.body;
+    if (*c.param != '\0') {
+      EXPECT_NE(e.message.find(c.param), std::string::npos) << e.message;
+    }
+  }
+}
+
+TEST(OpenAiRequest, DeeplyNestedBodyIsRejectedNotRecursedInto) {
+  const std::string body = "{\"prompt\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  EXPECT_EQ(parse_error(body).http_status, 400);
+}
+
+}  // namespace
+}  // namespace peregrine
