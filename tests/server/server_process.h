@@ -1,0 +1,37 @@
+// A `peregrine serve` child process for integration tests: started on a free port (--port 0),
+// ready once it printed its "listening on http://HOST:PORT" line, killed when destroyed.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace peregrine::test {
+
+class ServerProcess {
+ public:
+  /// Runs `peregrine serve --port 0 <args>` (stories260K by default) and waits up to 60 s for
+  /// the listening line; ready() says whether it came.
+  explicit ServerProcess(const std::vector<std::string>& args);
+  ~ServerProcess();  // SIGKILL if still running
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  bool ready() const { return port_ > 0; }
+  int port() const { return port_; }
+  /// "http://127.0.0.1:PORT".
+  std::string url() const;
+  /// Everything the server wrote to stderr so far.
+  std::string log() const;
+  /// Sends `signal` and waits up to `timeout_s` for the exit; returns the exit code, 128 +
+  /// signal number when killed, or -1 on timeout.
+  int stop(int signal, double timeout_s);
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string log_path_;
+};
+
+}  // namespace peregrine::test
