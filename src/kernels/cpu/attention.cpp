@@ -16,9 +16,10 @@
 //
 // K/V tiles come from the paged cache through a KvLayerView: a tile of positions is a list of
 // runs of f32 rows with a stride ("tile runs"). f32 blocks of >= kMinDirectRows rows are read
-// in place, one run per block the tile touches (the value product takes the tile's rescale on
-// its first run only); smaller f32 blocks, f16 and q8_0 rows are widened into one contiguous
-// f32 run in the workspace.
+// in place, one run per block the tile touches; smaller f32 blocks, f16 and q8_0 rows are
+// widened into one contiguous f32 run in the workspace. The score product walks the K runs
+// (register blocks of rows within a run); the value product reads V through one row pointer
+// per key, so the tile's ot is loaded, rescaled and stored once whatever the block size.
 
 #include "peregrine/kernels/cpu/attention.h"
 
@@ -55,15 +56,14 @@ struct TileRuns {
 };
 
 // Buffers of one thread: the query block (qt [head_dim, r_pad], qpos [r_pad]), a score tile
-// st [kKvTile, r_pad], the per-tile rescale corr [r_pad] (and ones [r_pad] for a tile's later
-// value runs), a softmax state (ot, m, l) for calls that do not keep it in a shared partials
-// buffer, and the widened K/V tiles kbuf, vbuf [kKvTile, head_dim] with a row buffer row_tmp
-// [kv_dim] (q8_0 rows whose heads do not start on a block). r_pad is a multiple of the vector
-// length, so every row starts vector-aligned.
+// st [kKvTile, r_pad], the per-tile rescale corr [r_pad], a softmax state (ot, m, l) for calls
+// that do not keep it in a shared partials buffer, and the widened K/V tiles kbuf, vbuf
+// [kKvTile, head_dim] with a row buffer row_tmp [kv_dim] (q8_0 rows whose heads do not start
+// on a block). r_pad is a multiple of the vector length, so every row starts vector-aligned.
 struct Workspace {
   Workspace(std::int64_t head_dim, std::int64_t r_pad, std::int64_t kv_dim)
       : r_pad(r_pad),
-        buf(hwy::AllocateAligned<float>(static_cast<std::size_t>((2 * head_dim + kKvTile + 5) * r_pad +
+        buf(hwy::AllocateAligned<float>(static_cast<std::size_t>((2 * head_dim + kKvTile + 4) * r_pad +
                                                                   2 * kKvTile * head_dim + kv_dim))),
         qt(buf.get()),
         ot(qt + head_dim * r_pad),
@@ -72,16 +72,14 @@ struct Workspace {
         m(qpos + r_pad),
         l(m + r_pad),
         corr(l + r_pad),
-        ones(corr + r_pad),
-        kbuf(ones + r_pad),
+        kbuf(corr + r_pad),
         vbuf(kbuf + kKvTile * head_dim),
-        row_tmp(vbuf + kKvTile * head_dim) {
-    std::fill_n(ones, r_pad, 1.0f);
-  }
+        row_tmp(vbuf + kKvTile * head_dim) {}
   std::int64_t r_pad;
   hwy::AlignedFreeUniquePtr<float[]> buf;
-  float *qt, *ot, *st, *qpos, *m, *l, *corr, *ones, *kbuf, *vbuf, *row_tmp;
+  float *qt, *ot, *st, *qpos, *m, *l, *corr, *kbuf, *vbuf, *row_tmp;
   TileRuns k_runs, v_runs;
+  std::array<const float*, kKvTile> vrows;  // the tile's V rows, one pointer per key
 };
 
 // Calls fn(j, row, n_rows) for each run of positions [t, t + n) that lies in one block of
@@ -211,9 +209,10 @@ HWY_INLINE void score_block(const float* HWY_RESTRICT k, std::size_t stride,
     for (std::size_t x = 0; x < kV; ++x) hn::Store(acc[a][x], d, st + a * r_pad + x * n);
 }
 
-// ot[i, r] = ot[i, r] · corr[r] + Σ_j v[j, i] · pt[j, r] for kR dims i and kV lane vectors.
+// ot[i, r] = ot[i, r] · corr[r] + Σ_j v_j[i] · pt[j, r] for kR dims i (from i0) and kV lane
+// vectors; v_j = vrows[j] (one pointer per key, so a tile's keys may come from many blocks).
 template <std::size_t kR, std::size_t kV>
-HWY_INLINE void value_block(const float* HWY_RESTRICT v, std::size_t stride,
+HWY_INLINE void value_block(const float* const* HWY_RESTRICT vrows, std::size_t i0,
                             const float* HWY_RESTRICT pt, std::size_t n_keys, std::size_t r_pad,
                             const float* HWY_RESTRICT corr, float* HWY_RESTRICT ot) {
   const D d;
@@ -223,10 +222,11 @@ HWY_INLINE void value_block(const float* HWY_RESTRICT v, std::size_t stride,
     for (std::size_t x = 0; x < kV; ++x)
       acc[a][x] = hn::Mul(hn::Load(d, ot + a * r_pad + x * n), hn::Load(d, corr + x * n));
   for (std::size_t j = 0; j < n_keys; ++j) {
+    const float* HWY_RESTRICT v = vrows[j] + i0;
     V pv[kV];
     for (std::size_t x = 0; x < kV; ++x) pv[x] = hn::Load(d, pt + j * r_pad + x * n);
     for (std::size_t a = 0; a < kR; ++a) {
-      const V vb = hn::Set(d, v[j * stride + a]);
+      const V vb = hn::Set(d, v[a]);
       for (std::size_t x = 0; x < kV; ++x) acc[a][x] = hn::MulAdd(vb, pv[x], acc[a][x]);
     }
   }
@@ -295,15 +295,14 @@ void attend_tile(std::int64_t pos0, std::size_t n_keys, std::size_t head_dim, fl
   }
   if (pos0 + static_cast<std::int64_t>(n_keys) - 1 > min_qpos) mask_future(ws.qpos, pos0, n_keys, r_pad, ws.st);
   softmax_update(n_keys, r_pad, scale, ws.st, state, ws.corr);
-  j0 = 0;
+  std::size_t j = 0;
   for (std::size_t r = 0; r < ws.v_runs.n; ++r) {
     const RowRun& run = ws.v_runs.runs[r];
-    const float* corr = r == 0 ? ws.corr : ws.ones;  // ot is rescaled once per tile
-    for_blocks(head_dim, n_vecs, [&]<std::size_t kR, std::size_t kV>(std::size_t i, std::size_t x) {
-      value_block<kR, kV>(run.p + i, run.stride, ws.st + j0 * r_pad + x * n, run.n_rows, r_pad, corr + x * n, state.ot + i * r_pad + x * n);
-    });
-    j0 += run.n_rows;
+    for (std::size_t i = 0; i < run.n_rows; ++i) ws.vrows[j++] = run.p + i * run.stride;
   }
+  for_blocks(head_dim, n_vecs, [&]<std::size_t kR, std::size_t kV>(std::size_t i, std::size_t x) {
+    value_block<kR, kV>(ws.vrows.data(), i, ws.st + x * n, n_keys, r_pad, ws.corr + x * n, state.ot + i * r_pad + x * n);
+  });
 }
 
 // out[0, 32 · n_blocks) = the q8_0 blocks at src widened to f32 (x = d · q).

@@ -9,7 +9,8 @@
 // through the paged cache's block tables (KvLayerView, PagedAttention, Kwon et al. 2023): f32
 // rows are read in place, one run of rows per block a tile touches (blocks of fewer than 8
 // rows are gathered into a contiguous tile first); f16 and q8_0 rows are widened to an f32 tile
-// in the thread's workspace.
+// in the thread's workspace. Measured (attention_bench, TinyLlama's shape, f32, blocks of 16 vs
+// one contiguous block): decode 1.00-1.07x, prefill 1.00-1.02x the time.
 #pragma once
 
 #include <cstdint>
