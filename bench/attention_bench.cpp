@@ -1,72 +1,84 @@
-// Micro-benchmark of the attention kernels (kernels/cpu/attention.h) against the scalar
-// one-pass online-softmax row kernel they replaced, at TinyLlama-1.1B's attention shape
-// (32 query heads, 4 KV heads, head_dim 64), random f32 inputs.
+// Micro-benchmark of the attention kernels (kernels/cpu/attention.h) reading the paged KV
+// cache, at TinyLlama-1.1B's attention shape (32 query heads, 4 KV heads, head_dim 64), random
+// inputs.
 //
 //   build/bin/attention_bench [--reps N]
 //
-// Prefill: L rows at positions 0..L-1 (old: the model's former loop, rows split over the
-// pool, one row kernel call each; new: attention_prefill). Decode: one row against n_ctx
-// positions (old: the row kernel on the calling thread, as the model ran a lone row; new:
-// attention_decode). Then the decode threshold sweep: attention_decode on the calling thread
-// vs split over the pool. Old and new alternate within each repetition; medians are printed
-// with new/old speedups.
+// Paging cost: the same f32 K/V read through one block holding every position ("contiguous",
+// what the kernels read before the paged cache) and through 16-position blocks in shuffled
+// pool order ("paged"), for prefill (L rows at positions 0..L-1) and decode (one row against
+// n_ctx positions). KV dtypes: decode over paged f16 and q8_0 blocks against paged f32. Then
+// the decode threshold sweep: attention_decode on the calling thread vs split over the pool.
+// Compared variants alternate within each repetition; medians are printed with their ratios.
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "peregrine/core/thread_pool.h"
 #include "peregrine/kernels/cpu/attention.h"
+#include "peregrine/quant/quantize_rtn.h"
 
 namespace {
 
 using peregrine::AttentionShape;
+using peregrine::DType;
+using peregrine::KvLayerView;
 using peregrine::ThreadPool;
 
-// The scalar kernel the SIMD ones replaced (the former peregrine::attention_row): per query
-// head, one pass over the positions with a running max / sum.
-void baseline_attention_row(const float* q, const float* k, const float* v, std::int64_t n_ctx,
-                            const AttentionShape& s, float* out) {
-  const std::int64_t group = s.n_heads / s.n_kv_heads, hd = s.head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  for (std::int64_t h = 0; h < s.n_heads; ++h) {
-    const float* qh = q + h * hd;
-    const std::int64_t kv_off = (h / group) * hd;
-    float* acc = out + h * hd;
-    for (std::int64_t d = 0; d < hd; ++d) acc[d] = 0.0f;
-    float running_max = -INFINITY, running_sum = 0.0f;
-    for (std::int64_t t = 0; t < n_ctx; ++t) {
-      const float* kt = k + t * s.kv_stride + kv_off;
-      float score = 0.0f;
-      for (std::int64_t d = 0; d < hd; ++d) score += qh[d] * kt[d];
-      score *= scale;
-      const float new_max = std::max(running_max, score);
-      const float correction = std::exp(running_max - new_max);
-      const float p = std::exp(score - new_max);
-      const float* vt = v + t * s.kv_stride + kv_off;
-      for (std::int64_t d = 0; d < hd; ++d) acc[d] = acc[d] * correction + p * vt[d];
-      running_sum = running_sum * correction + p;
-      running_max = new_max;
-    }
-    for (std::int64_t d = 0; d < hd; ++d) acc[d] /= running_sum;
-  }
-}
-
-constexpr AttentionShape kTinyLlama{32, 4, 64, 4 * 64};
+constexpr AttentionShape kTinyLlama{32, 4, 64};
+constexpr std::int32_t kBlockSize = 16;
 
 std::vector<float> random_vec(std::int64_t n, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> v(static_cast<std::size_t>(n));
   for (auto& x : v) x = normal(rng);
   return v;
+}
+
+// K or V rows [n_ctx, kv_dim] f32 stored in `dtype` in blocks of `block_size` positions whose
+// pool ids are shuffled (block_size = n_ctx: one contiguous block).
+struct PagedRows {
+  std::vector<std::uint8_t> pool;
+  std::vector<std::int32_t> table;
+  KvLayerView view;
+};
+
+PagedRows page(const std::vector<float>& rows, std::int64_t kv_dim, std::int32_t block_size, DType dtype,
+               std::mt19937& rng) {
+  const auto n_ctx = static_cast<std::int64_t>(rows.size()) / kv_dim;
+  const std::int64_t n_blocks = (n_ctx + block_size - 1) / block_size;
+  const auto row_bytes = static_cast<std::int64_t>(*peregrine::dtype_row_bytes(dtype, static_cast<std::uint64_t>(kv_dim)));
+  PagedRows p;
+  p.pool.resize(static_cast<std::size_t>(n_blocks * block_size * row_bytes));
+  p.table.resize(static_cast<std::size_t>(n_blocks));
+  std::iota(p.table.begin(), p.table.end(), 0);
+  std::shuffle(p.table.begin(), p.table.end(), rng);
+  p.view = {p.pool.data(), p.table.data(), block_size, dtype, row_bytes};
+  for (std::int64_t t = 0; t < n_ctx; ++t) {
+    const auto row = std::span<const float>(rows).subspan(static_cast<std::size_t>(t * kv_dim), static_cast<std::size_t>(kv_dim));
+    peregrine::quantize_rtn(dtype, row, const_cast<std::uint8_t*>(p.view.row(t)));
+  }
+  return p;
+}
+
+struct Kv {
+  PagedRows k, v;
+};
+
+Kv random_kv(std::int64_t n_ctx, std::int32_t block_size, DType dtype, std::mt19937& rng) {
+  const std::int64_t kv_dim = kTinyLlama.n_kv_heads * kTinyLlama.head_dim;
+  const auto k = random_vec(n_ctx * kv_dim, rng), v = random_vec(n_ctx * kv_dim, rng);
+  return {page(k, kv_dim, block_size, dtype, rng), page(v, kv_dim, block_size, dtype, rng)};
 }
 
 // Milliseconds per call: fn repeated until at least `min_ms` have passed, mean per call.
@@ -100,39 +112,53 @@ std::pair<double, double> compare(const std::function<void()>& a, const std::fun
 
 void bench_prefill(std::int64_t len, int threads, int reps, std::mt19937& rng) {
   const AttentionShape& s = kTinyLlama;
-  const std::int64_t q_dim = s.n_heads * s.head_dim;
-  const auto q = random_vec(len * q_dim, rng), k = random_vec(len * s.kv_stride, rng), v = random_vec(len * s.kv_stride, rng);
+  const auto q = random_vec(len * s.n_heads * s.head_dim, rng);
+  const Kv contiguous = random_kv(len, static_cast<std::int32_t>(len), DType::kF32, rng);
+  const Kv paged = random_kv(len, kBlockSize, DType::kF32, rng);
   std::vector<float> out(q.size());
   ThreadPool pool(threads);
-  const auto old_path = [&] {
-    pool.parallel_for(len, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) baseline_attention_row(&q[i * q_dim], k.data(), v.data(), i + 1, s, &out[i * q_dim]);
-    });
-  };
-  const auto new_path = [&] { peregrine::attention_prefill(q.data(), k.data(), v.data(), 0, len, s, out.data(), pool); };
-  const auto [t_old, t_new] = compare(old_path, new_path, reps, 1.0);
-  std::printf("prefill L=%-5lld threads=%d  old %9.2f ms  new %8.2f ms  speedup %6.1fx\n", static_cast<long long>(len), threads, t_old, t_new, t_old / t_new);
+  const auto run = [&](const Kv& kv) { return [&] { peregrine::attention_prefill(q.data(), kv.k.view, kv.v.view, 0, len, s, out.data(), pool); }; };
+  const auto [t_cont, t_paged] = compare(run(contiguous), run(paged), reps, 1.0);
+  std::printf("prefill L=%-5lld threads=%d  contiguous %8.3f ms  paged-16 %8.3f ms  paged/contiguous %5.3f\n",
+              static_cast<long long>(len), threads, t_cont, t_paged, t_paged / t_cont);
 }
 
 void bench_decode(std::int64_t n_ctx, int threads, int reps, std::mt19937& rng) {
   const AttentionShape& s = kTinyLlama;
-  const auto q = random_vec(s.n_heads * s.head_dim, rng), k = random_vec(n_ctx * s.kv_stride, rng), v = random_vec(n_ctx * s.kv_stride, rng);
+  const auto q = random_vec(s.n_heads * s.head_dim, rng);
+  const Kv contiguous = random_kv(n_ctx, static_cast<std::int32_t>(n_ctx), DType::kF32, rng);
+  const Kv paged = random_kv(n_ctx, kBlockSize, DType::kF32, rng);
   std::vector<float> out(q.size());
   ThreadPool pool(threads);
-  const auto old_path = [&] { baseline_attention_row(q.data(), k.data(), v.data(), n_ctx, s, out.data()); };
-  const auto new_path = [&] { peregrine::attention_decode(q.data(), k.data(), v.data(), n_ctx, s, out.data(), pool); };
-  const auto [t_old, t_new] = compare(old_path, new_path, reps, 20.0);
-  std::printf("decode n_ctx=%-5lld threads=%d  old %8.3f ms  new %8.3f ms  speedup %6.1fx\n", static_cast<long long>(n_ctx), threads, t_old, t_new, t_old / t_new);
+  const auto run = [&](const Kv& kv) { return [&] { peregrine::attention_decode(q.data(), kv.k.view, kv.v.view, n_ctx, s, out.data(), pool); }; };
+  const auto [t_cont, t_paged] = compare(run(contiguous), run(paged), reps, 20.0);
+  std::printf("decode n_ctx=%-5lld threads=%d  contiguous %8.4f ms  paged-16 %8.4f ms  paged/contiguous %5.3f\n",
+              static_cast<long long>(n_ctx), threads, t_cont, t_paged, t_paged / t_cont);
+}
+
+void bench_decode_dtype(DType dtype, std::int64_t n_ctx, int reps, std::mt19937& rng) {
+  const AttentionShape& s = kTinyLlama;
+  const auto q = random_vec(s.n_heads * s.head_dim, rng);
+  const Kv f32 = random_kv(n_ctx, kBlockSize, DType::kF32, rng), other = random_kv(n_ctx, kBlockSize, dtype, rng);
+  std::vector<float> out(q.size());
+  ThreadPool pool(1);
+  const auto run = [&](const Kv& kv) { return [&] { peregrine::attention_decode(q.data(), kv.k.view, kv.v.view, n_ctx, s, out.data(), pool); }; };
+  const auto [t_f32, t_other] = compare(run(f32), run(other), reps, 20.0);
+  std::printf("decode n_ctx=%-5lld threads=1  paged f32 %8.4f ms  paged %-4s %8.4f ms  ratio %5.3f\n",
+              static_cast<long long>(n_ctx), t_f32, peregrine::dtype_name(dtype).data(), t_other, t_other / t_f32);
 }
 
 // attention_decode on the calling thread vs forced onto the pool: where splitting pays.
 void bench_decode_threshold(const AttentionShape& s, const char* name, int reps, std::mt19937& rng) {
   ThreadPool pool(2);
   for (std::int64_t n_ctx : {64, 128, 256, 512, 1024, 2048, 4096, 8192}) {
-    const auto q = random_vec(s.n_heads * s.head_dim, rng), k = random_vec(n_ctx * s.kv_stride, rng), v = random_vec(n_ctx * s.kv_stride, rng);
+    const std::int64_t kv_dim = s.n_kv_heads * s.head_dim;
+    const auto q = random_vec(s.n_heads * s.head_dim, rng);
+    const PagedRows k = page(random_vec(n_ctx * kv_dim, rng), kv_dim, kBlockSize, DType::kF32, rng);
+    const PagedRows v = page(random_vec(n_ctx * kv_dim, rng), kv_dim, kBlockSize, DType::kF32, rng);
     std::vector<float> out(q.size());
-    const auto inline_call = [&] { peregrine::attention_decode(q.data(), k.data(), v.data(), n_ctx, s, out.data(), pool, std::numeric_limits<std::int64_t>::max()); };
-    const auto pooled_call = [&] { peregrine::attention_decode(q.data(), k.data(), v.data(), n_ctx, s, out.data(), pool, 0); };
+    const auto inline_call = [&] { peregrine::attention_decode(q.data(), k.view, v.view, n_ctx, s, out.data(), pool, std::numeric_limits<std::int64_t>::max()); };
+    const auto pooled_call = [&] { peregrine::attention_decode(q.data(), k.view, v.view, n_ctx, s, out.data(), pool, 0); };
     const auto [t_inline, t_pooled] = compare(inline_call, pooled_call, reps, 20.0);
     std::printf("threshold %s n_ctx=%-5lld macs=%-9lld  1 thread %7.4f ms  2 threads %7.4f ms  ratio %5.2f\n", name, static_cast<long long>(n_ctx),
                 static_cast<long long>(2 * n_ctx * s.n_heads * s.head_dim), t_inline, t_pooled, t_inline / t_pooled);
@@ -143,17 +169,23 @@ void bench_decode_threshold(const AttentionShape& s, const char* name, int reps,
 
 int main(int argc, char** argv) {
   int reps = 5;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--reps") == 0) reps = std::max(1, std::atoi(argv[i + 1]));
+  bool paging_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = std::max(1, std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--paging-only") == 0) paging_only = true;
   }
   std::mt19937 rng(1);
   for (int threads : {1, 2}) {
     for (std::int64_t len : {512, 2048}) bench_prefill(len, threads, len > 1024 ? std::min(reps, 3) : reps, rng);
   }
   for (int threads : {1, 2}) {
-    for (std::int64_t n_ctx : {512, 2048, 8192}) bench_decode(n_ctx, threads, reps, rng);
+    for (std::int64_t n_ctx : {512, 1024, 2048, 4096}) bench_decode(n_ctx, threads, reps, rng);
+  }
+  if (paging_only) return 0;
+  for (DType dtype : {DType::kF16, DType::kQ8_0}) {
+    for (std::int64_t n_ctx : {512, 4096}) bench_decode_dtype(dtype, n_ctx, reps, rng);
   }
   bench_decode_threshold(kTinyLlama, "tinyllama", reps, rng);
-  bench_decode_threshold({6, 1, 128, 128}, "mqa-6x128", reps, rng);
+  bench_decode_threshold({6, 1, 128}, "mqa-6x128", reps, rng);
   return 0;
 }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "peregrine/formats/model_file.h"
 #include "test_paths.h"
 
@@ -17,6 +19,17 @@ std::unique_ptr<LlamaModel> load_stories260k() {
   EXPECT_TRUE(m) << m.status().message();
   if (!m) return nullptr;
   return std::make_unique<LlamaModel>(std::move(*m));
+}
+
+KvCache make_kv_cache(const ModelConfig& config, std::int64_t n_tokens, std::int32_t n_seqs,
+                      std::int32_t block_size, DType dtype) {
+  const auto n_blocks = static_cast<std::int32_t>(n_seqs * blocks_for_tokens(n_tokens, block_size));
+  auto cache = KvCache::create(config, {n_blocks, block_size, dtype});
+  if (!cache) {
+    ADD_FAILURE() << cache.status().message();
+    std::abort();
+  }
+  return std::move(*cache);
 }
 
 }  // namespace peregrine::test

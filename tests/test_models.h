@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "peregrine/kv/kv_cache.h"
 #include "peregrine/model/llama_model.h"
 
 namespace peregrine::test {
@@ -14,5 +15,10 @@ std::string stories260k_path();
 /// Loads stories260K (F32); fails the calling test (gtest ASSERT-style, returns nullptr) if it
 /// cannot.
 std::unique_ptr<LlamaModel> load_stories260k();
+
+/// A paged KV cache for `config` with room for `n_seqs` sequences of `n_tokens` positions each
+/// (blocks of `block_size`, K/V in `dtype`); aborts the test binary if KvCache::create fails.
+KvCache make_kv_cache(const ModelConfig& config, std::int64_t n_tokens, std::int32_t n_seqs = 1,
+                      std::int32_t block_size = kDefaultKvBlockSize, DType dtype = DType::kF32);
 
 }  // namespace peregrine::test

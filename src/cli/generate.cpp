@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "peregrine/engine/generator.h"
+#include "peregrine/kv/kv_cache.h"
 #include "verbs.h"
 
 namespace peregrine::cli {
@@ -19,6 +20,7 @@ struct GenerateArgs {
   std::int32_t n_predict = 256;
   std::int32_t threads = 2;
   std::int64_t ctx = 0;
+  std::string kv_type = "f32";
   bool no_echo = false;
   std::string stats_json;
   SamplingParams sampling;
@@ -51,6 +53,8 @@ Status validate(const GenerateArgs& a) {
 
 int run(const GenerateArgs& args) {
   if (Status st = validate(args); !st) return report(st);
+  auto kv_type = parse_kv_type(args.kv_type);
+  if (!kv_type) return report(kv_type.status());
   auto prompt_text = text_or_file(args.prompt, args.prompt_file);
   if (!prompt_text) return report(prompt_text.status());
   const std::string& prompt = *prompt_text;
@@ -70,6 +74,7 @@ int run(const GenerateArgs& args) {
   GenerateOptions opt;
   opt.max_new_tokens = args.n_predict;
   opt.ctx_len = args.ctx;
+  opt.kv_type = *kv_type;
   opt.eos_id = tok.eos_id();
   opt.sampling = args.sampling;
   bool echoed = false;
@@ -114,6 +119,7 @@ Verb add_generate(CLI::App& app) {
   cmd->add_option("--seed", args->sampling.seed, "RNG seed")->capture_default_str();
   cmd->add_option("-t,--threads", args->threads, "Threads")->capture_default_str();
   cmd->add_option("-c,--ctx", args->ctx, "Context length in tokens (0 = the model's)")->capture_default_str();
+  cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f32, f16 or q8_0")->capture_default_str();
   cmd->add_flag("--no-echo", args->no_echo, "Print only the continuation, not the prompt");
   cmd->add_option("--stats-json", args->stats_json, "Also write the stats as JSON to this path");
   return {cmd, [args] { return run(*args); }};

@@ -25,29 +25,29 @@ Status check_params(const LlamaModel& model, const BenchParams& p) {
     return invalid_argument("bench: a test of " + std::to_string(std::max(p.n_prompt, p.n_gen)) +
                             " tokens exceeds the model's context of " + std::to_string(ctx));
   }
-  return check_kv_cache_fits(model.config(), 1, std::max(p.n_prompt, p.n_gen));
+  return Status::ok();
 }
 
 /// Seconds for one forward of `n` random tokens into an empty cache, logits for the last row.
-Expected<double> time_prefill(const LlamaModel& model, std::int64_t n, ContiguousKvCache& cache,
+Expected<double> time_prefill(const LlamaModel& model, std::int64_t n, KvCache& cache,
                               std::mt19937& rng, ThreadPool& pool) {
   std::uniform_int_distribution<std::int32_t> token(0, static_cast<std::int32_t>(model.config().vocab_size - 1));
   Batch batch;
   for (std::int64_t i = 0; i < n; ++i) batch.add(token(rng), static_cast<std::int32_t>(i), 0, i == n - 1);
   std::vector<float> logits;
-  cache.set_length(0, 0);
+  cache.free_sequence(0);
   const auto t0 = std::chrono::steady_clock::now();
   PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool));
   return seconds_since(t0);
 }
 
 /// Seconds for `n` single-token decode forwards from position 0.
-Expected<double> time_decode(const LlamaModel& model, std::int64_t n, ContiguousKvCache& cache,
+Expected<double> time_decode(const LlamaModel& model, std::int64_t n, KvCache& cache,
                              std::mt19937& rng, ThreadPool& pool) {
   std::uniform_int_distribution<std::int32_t> token(0, static_cast<std::int32_t>(model.config().vocab_size - 1));
   Batch batch;
   std::vector<float> logits;
-  cache.set_length(0, 0);
+  cache.free_sequence(0);
   const auto t0 = std::chrono::steady_clock::now();
   for (std::int64_t i = 0; i < n; ++i) {
     batch.clear();
@@ -100,12 +100,14 @@ ModelCost model_cost(const LlamaModel& model) {
 
 Expected<BenchResult> run_bench(const LlamaModel& model, const BenchParams& p, ThreadPool& pool) {
   PEREGRINE_RETURN_IF_ERROR(check_params(model, p));
-  ContiguousKvCache cache(model.config(), 1, std::max(p.n_prompt, p.n_gen));
+  const auto n_blocks = static_cast<std::int32_t>(blocks_for_tokens(std::max(p.n_prompt, p.n_gen), kDefaultKvBlockSize));
+  auto cache = KvCache::create(model.config(), {n_blocks, kDefaultKvBlockSize, DType::kF32});
+  if (!cache) return cache.status();
   std::mt19937 rng(static_cast<std::mt19937::result_type>(p.seed));
   BenchResult r;
-  auto pp = repeat(p.reps, p.n_prompt, [&] { return time_prefill(model, p.n_prompt, cache, rng, pool); });
+  auto pp = repeat(p.reps, p.n_prompt, [&] { return time_prefill(model, p.n_prompt, *cache, rng, pool); });
   if (!pp) return pp.status();
-  auto tg = repeat(p.reps, p.n_gen, [&] { return time_decode(model, p.n_gen, cache, rng, pool); });
+  auto tg = repeat(p.reps, p.n_gen, [&] { return time_decode(model, p.n_gen, *cache, rng, pool); });
   if (!tg) return tg.status();
   r.pp_tps = std::move(*pp);
   r.tg_tps = std::move(*tg);

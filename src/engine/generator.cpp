@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "peregrine/kv/kv_cache.h"
@@ -35,7 +37,7 @@ Status check_request(const LlamaModel& model, std::span<const std::int32_t> prom
     return out_of_range("the prompt is " + std::to_string(prompt.size()) +
                         " tokens, longer than the context of " + std::to_string(ctx) + " tokens");
   }
-  return check_kv_cache_fits(model.config(), 1, ctx);
+  return Status::ok();
 }
 
 }  // namespace
@@ -54,11 +56,16 @@ Expected<GenerationStats> generate(const LlamaModel& model, std::span<const std:
                                    const std::function<void(std::int32_t)>& on_token) {
   const std::int64_t ctx = context_length(model, prompt.size(), options);
   PEREGRINE_RETURN_IF_ERROR(check_request(model, prompt, options, ctx));
+  const std::int64_t n_blocks = blocks_for_tokens(ctx, kDefaultKvBlockSize);
+  if (n_blocks > std::numeric_limits<std::int32_t>::max()) {
+    return out_of_range("a context of " + std::to_string(ctx) + " tokens is too large for the KV cache");
+  }
+  auto cache = KvCache::create(model.config(), {static_cast<std::int32_t>(n_blocks), kDefaultKvBlockSize, options.kv_type});
+  if (!cache) return cache.status();
   GenerationStats stats;
   stats.prompt_tokens = static_cast<std::int64_t>(prompt.size());
   if (options.max_new_tokens == 0) return stats;
 
-  ContiguousKvCache cache(model.config(), 1, ctx);
   Sampler sampler(options.sampling);
   std::vector<std::int32_t> history(prompt.begin(), prompt.end());
   std::vector<float> logits;
@@ -67,7 +74,7 @@ Expected<GenerationStats> generate(const LlamaModel& model, std::span<const std:
     batch.add(prompt[i], static_cast<std::int32_t>(i), 0, i + 1 == prompt.size());
   }
   const auto t0 = Clock::now();
-  PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool));
+  PEREGRINE_RETURN_IF_ERROR(model.forward(batch, *cache, logits, pool));
   const double prefill_ms = ms_since(t0);
   stats.prefill_tps = static_cast<double>(prompt.size()) / (prefill_ms / 1000.0);
   Clock::time_point decode_start;
@@ -86,7 +93,7 @@ Expected<GenerationStats> generate(const LlamaModel& model, std::span<const std:
     if (pos >= ctx) { stats.stop = StopReason::kContextFull; break; }
     batch.clear();
     batch.add(next, pos, 0, true);
-    PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool));
+    PEREGRINE_RETURN_IF_ERROR(model.forward(batch, *cache, logits, pool));
   }
   const double decode_ms = ms_since(decode_start);
   if (stats.generated_tokens > 1 && decode_ms > 0) {

@@ -41,19 +41,19 @@ double log_softmax_at(std::span<const float> logits, std::int64_t index) {
 
 Expected<std::vector<float>> teacher_forced_logits(const LlamaModel& model,
                                                    std::span<const std::int32_t> tokens,
-                                                   ThreadPool& pool) {
+                                                   ThreadPool& pool, DType kv_type) {
   const auto n = static_cast<std::int64_t>(tokens.size());
   if (n == 0) return invalid_argument("teacher_forced_logits: no tokens");
   if (n > model.config().max_seq_len) {
     return invalid_argument("teacher_forced_logits: " + std::to_string(n) + " tokens exceed the context of " +
                             std::to_string(model.config().max_seq_len));
   }
-  PEREGRINE_RETURN_IF_ERROR(check_kv_cache_fits(model.config(), 1, n));
-  ContiguousKvCache cache(model.config(), 1, n);
+  auto cache = KvCache::create(model.config(), {static_cast<std::int32_t>(blocks_for_tokens(n, kDefaultKvBlockSize)), kDefaultKvBlockSize, kv_type});
+  if (!cache) return cache.status();
   Batch batch;
   for (std::int64_t i = 0; i < n; ++i) batch.add(tokens[static_cast<std::size_t>(i)], static_cast<std::int32_t>(i), 0, true);
   std::vector<float> logits;
-  PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool));
+  PEREGRINE_RETURN_IF_ERROR(model.forward(batch, *cache, logits, pool));
   return logits;
 }
 

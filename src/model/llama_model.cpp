@@ -54,11 +54,15 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file) {
   return m;
 }
 
-Status LlamaModel::validate(const Batch& batch, const ContiguousKvCache& cache) const {
+Status LlamaModel::validate(const Batch& batch, const KvCache& cache) const {
   const std::size_t n = batch.tokens.size();
   if (n == 0) return invalid_argument("forward: empty batch");
   if (batch.positions.size() != n || batch.seq_ids.size() != n || batch.need_logits.size() != n) {
     return invalid_argument("forward: batch arrays have different lengths");
+  }
+  if (cache.kv_dim() != config().n_kv_heads * config().head_dim) {
+    return invalid_argument("forward: the KV cache rows hold " + std::to_string(cache.kv_dim()) +
+                            " values, the model's K/V rows " + std::to_string(config().n_kv_heads * config().head_dim));
   }
   std::map<std::int32_t, std::int64_t> next_pos;  // per sequence: expected next position
   for (std::size_t i = 0; i < n; ++i) {
@@ -67,16 +71,41 @@ Status LlamaModel::validate(const Batch& batch, const ContiguousKvCache& cache) 
       return out_of_range("token id " + std::to_string(tok) + " is outside the vocabulary (size " +
                           std::to_string(config().vocab_size) + ")");
     }
-    if (seq < 0 || seq >= cache.n_seqs()) return invalid_argument("forward: sequence id " + std::to_string(seq) + " outside the KV cache");
-    if (pos < 0 || pos >= cache.ctx_len()) {
-      return out_of_range("position " + std::to_string(pos) + " is outside the context (" +
-                          std::to_string(cache.ctx_len()) + " tokens)");
+    if (pos < 0 || pos >= config().max_seq_len) {
+      return out_of_range("position " + std::to_string(pos) + " is outside the model's context (" +
+                          std::to_string(config().max_seq_len) + " tokens)");
     }
     auto [it, first] = next_pos.emplace(seq, pos);
     if ((first && pos > cache.length(seq)) || (!first && pos != it->second)) {
       return invalid_argument("forward: positions of sequence " + std::to_string(seq) + " are not consecutive");
     }
     it->second = pos + 1;
+  }
+  return Status::ok();
+}
+
+// Blocks for every sequence's rows, all or nothing: the free-block check counts, for a
+// sequence rewriting its tail, every block its rows touch (an upper bound of what truncate +
+// reserve take), so no reserve below can fail half way.
+Status LlamaModel::reserve(const Batch& batch, KvCache& cache) {
+  std::map<std::int32_t, std::pair<std::int64_t, std::int64_t>> span;  // seq → [first, last + 1)
+  for (std::int64_t i = 0; i < batch.size(); ++i) {
+    auto [it, first] = span.emplace(batch.seq_ids[i], std::pair<std::int64_t, std::int64_t>{batch.positions[i], 0});
+    it->second.second = batch.positions[i] + 1;
+  }
+  std::int64_t needed = 0;
+  const std::int32_t bs = cache.block_size();
+  for (const auto& [seq, range] : span) {
+    needed += range.first < cache.length(seq) ? blocks_for_tokens(range.second, bs) - range.first / bs
+                                              : cache.blocks_needed(seq, range.second);
+  }
+  if (needed > cache.pool().n_free()) {
+    return resource_exhausted("forward: the batch needs " + std::to_string(needed) + " KV blocks, " +
+                              std::to_string(cache.pool().n_free()) + " are free");
+  }
+  for (const auto& [seq, range] : span) {
+    if (range.first < cache.length(seq)) cache.truncate(seq, range.first);
+    PEREGRINE_RETURN_IF_ERROR(cache.reserve(seq, range.second));
   }
   return Status::ok();
 }
@@ -91,7 +120,7 @@ void LlamaModel::embed(const Batch& batch, std::span<float> x) const {
 }
 
 void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch& batch,
-                                 ContiguousKvCache& cache, Scratch& s, ThreadPool& pool) const {
+                                 KvCache& cache, Scratch& s, ThreadPool& pool) const {
   const ModelConfig& c = config();
   const std::int64_t n = s.n, dim = c.dim, hd = c.head_dim;
   const std::int64_t q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd;
@@ -107,16 +136,15 @@ void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch
     rope_table(pos, hd, c.rope_theta, c.rope_style, rope_cos.data(), rope_sin.data());
     rope_rotate(&s.q[i * q_dim], c.n_heads, hd, rope_cos.data(), rope_sin.data(), c.rope_style);
     rope_rotate(&s.k[i * kv_dim], c.n_kv_heads, hd, rope_cos.data(), rope_sin.data(), c.rope_style);
-    std::copy_n(&s.k[i * kv_dim], kv_dim, cache.k(seq, l) + pos * kv_dim);
-    std::copy_n(&s.v[i * kv_dim], kv_dim, cache.v(seq, l) + pos * kv_dim);
+    cache.write(seq, l, pos, &s.k[i * kv_dim], &s.v[i * kv_dim]);
   }
   // Runs of rows of one sequence at consecutive positions: a prompt chunk takes the tiled
   // prefill kernel, a lone row (decode) the split-K one.
-  const AttentionShape shape{c.n_heads, c.n_kv_heads, hd, kv_dim};
+  const AttentionShape shape{c.n_heads, c.n_kv_heads, hd};
   for (std::int64_t i = 0, end; i < n; i = end) {
     const std::int32_t seq = batch.seq_ids[i], p0 = batch.positions[i];
     for (end = i + 1; end < n && batch.seq_ids[end] == seq && batch.positions[end] == p0 + (end - i); ++end) {}
-    const float *k = cache.k(seq, l), *v = cache.v(seq, l);
+    const KvLayerView k = cache.k_view(seq, l), v = cache.v_view(seq, l);
     if (end - i > 1) {
       attention_prefill(&s.q[i * q_dim], k, v, p0, end - i, shape, &s.attn[i * q_dim], pool);
     } else {
@@ -153,9 +181,10 @@ void LlamaModel::lm_head(const Batch& batch, Scratch& s, std::vector<float>& log
   matmul(*output_, normed, n_out, logits, pool);
 }
 
-Status LlamaModel::forward(const Batch& batch, ContiguousKvCache& cache, std::vector<float>& logits,
+Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float>& logits,
                            ThreadPool& pool) const {
   PEREGRINE_RETURN_IF_ERROR(validate(batch, cache));
+  PEREGRINE_RETURN_IF_ERROR(reserve(batch, cache));
   Scratch s(config(), batch.size());
   embed(batch, s.x);
   for (std::size_t l = 0; l < layers_.size(); ++l) {

@@ -32,6 +32,7 @@ void expect_greedy_matches_llama2c(const std::vector<std::string>& model_args) {
 TEST(Generate, GreedyMatchesLlama2cOnBin) { expect_greedy_matches_llama2c({"-m", stories("stories260K.bin")}); }
 TEST(Generate, GreedyMatchesLlama2cOnGguf) { expect_greedy_matches_llama2c({"-m", stories("stories260K.gguf")}); }
 TEST(Generate, BundledDefaultModelNeedsNoFlag) { expect_greedy_matches_llama2c({}); }
+TEST(Generate, F16KvCacheKeepsTheGreedyText) { expect_greedy_matches_llama2c({"--kv-type", "f16"}); }
 
 TEST(Generate, SameSeedSameTextDifferentSeedDifferentText) {
   auto run = [](const char* seed) {

@@ -5,11 +5,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <numeric>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "kernels/simd_targets.h"
+#include "peregrine/quant/quantize_rtn.h"
 
 namespace peregrine {
 namespace {
@@ -23,7 +27,9 @@ constexpr std::int64_t kHeadDims[] = {8, 48, 64, 128};
 // 1 and 2 threads as the CLI runs; 3 makes (KV head, chunk) items split every head layout.
 constexpr int kThreadCounts[] = {1, 2, 3};
 
-AttentionShape shape_of(const Heads& h, std::int64_t hd) { return {h.n_heads, h.n_kv_heads, hd, h.n_kv_heads * hd}; }
+AttentionShape shape_of(const Heads& h, std::int64_t hd) { return {h.n_heads, h.n_kv_heads, hd}; }
+
+std::int64_t kv_dim(const AttentionShape& s) { return s.n_kv_heads * s.head_dim; }
 
 std::vector<float> random_vec(std::size_t n, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -61,31 +67,74 @@ void expect_rows_near(const float* out, const std::vector<float>& ref, float tol
   }
 }
 
-struct Inputs {
-  std::vector<float> q, k, v;
+// K/V rows [n_ctx, kv_dim] f32 stored as a paged cache would hold them: the rows converted to
+// `dtype` in the blocks of a shuffled block table over a pool with spare blocks; every byte
+// not holding a valid row (spare blocks, the last block's tail) is 0xFF, a NaN in all three
+// dtypes, so a kernel reading past n_ctx or through the wrong block shows up as NaN.
+struct PagedKv {
+  std::vector<std::uint8_t> k_pool, v_pool;
+  std::vector<std::int32_t> table;
+  std::int32_t block_size = 0;
+  DType dtype = DType::kF32;
+  std::int64_t row_bytes = 0;
+
+  KvLayerView k() const { return {k_pool.data(), table.data(), block_size, dtype, row_bytes}; }
+  KvLayerView v() const { return {v_pool.data(), table.data(), block_size, dtype, row_bytes}; }
 };
 
-Inputs random_inputs(const AttentionShape& s, std::int64_t n_q, std::int64_t n_ctx, bool large, std::mt19937& rng) {
+PagedKv page(const std::vector<float>& k, const std::vector<float>& v, std::int64_t kv_dim,
+             std::int32_t block_size, DType dtype, std::mt19937& rng) {
+  const auto n_ctx = static_cast<std::int64_t>(k.size()) / kv_dim;
+  const std::int64_t n_blocks = (n_ctx + block_size - 1) / block_size, n_pool = n_blocks + 3;
+  PagedKv p;
+  p.block_size = block_size;
+  p.dtype = dtype;
+  p.row_bytes = static_cast<std::int64_t>(*dtype_row_bytes(dtype, static_cast<std::uint64_t>(kv_dim)));
+  p.k_pool.assign(static_cast<std::size_t>(n_pool * block_size * p.row_bytes), 0xFF);
+  p.v_pool = p.k_pool;
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(n_pool));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  p.table.assign(ids.begin(), ids.begin() + n_blocks);
+  for (std::int64_t t = 0; t < n_ctx; ++t) {
+    const std::int64_t at = (p.table[static_cast<std::size_t>(t / block_size)] * block_size + t % block_size) * p.row_bytes;
+    const auto row = static_cast<std::size_t>(kv_dim);
+    quantize_rtn(dtype, std::span<const float>(k).subspan(static_cast<std::size_t>(t) * row, row), &p.k_pool[static_cast<std::size_t>(at)]);
+    quantize_rtn(dtype, std::span<const float>(v).subspan(static_cast<std::size_t>(t) * row, row), &p.v_pool[static_cast<std::size_t>(at)]);
+  }
+  return p;
+}
+
+struct Inputs {
+  std::vector<float> q, k, v;  // k, v: [n_ctx, kv_dim] f32 before paging
+  PagedKv kv;
+};
+
+constexpr std::int32_t kContiguous = 0;  // block_size: one block holding every position
+
+Inputs random_inputs(const AttentionShape& s, std::int64_t n_q, std::int64_t n_ctx, bool large, std::mt19937& rng,
+                     std::int32_t block_size = 16, DType dtype = DType::kF32) {
   const auto nq = static_cast<std::size_t>(n_q * s.n_heads * s.head_dim);
-  const auto nk = static_cast<std::size_t>(n_ctx * s.kv_stride);
+  const auto nk = static_cast<std::size_t>(n_ctx * kv_dim(s));
   Inputs in;
   in.q = large ? integer_vec(nq, rng) : random_vec(nq, rng);
   in.k = large ? integer_vec(nk, rng) : random_vec(nk, rng);
   in.v = random_vec(nk, rng);
+  in.kv = page(in.k, in.v, kv_dim(s), block_size == kContiguous ? static_cast<std::int32_t>(n_ctx) : block_size, dtype, rng);
   return in;
 }
 
 // attention_decode on one row vs the reference, for every thread count, pooled and inline.
 void check_decode(const Inputs& in, std::int64_t n_ctx, const AttentionShape& s, const std::string& what) {
   std::vector<float> ref(static_cast<std::size_t>(s.n_heads * s.head_dim));
-  attention_row_reference(in.q.data(), in.k.data(), in.v.data(), n_ctx, s, ref.data());
+  attention_row_reference(in.q.data(), in.kv.k(), in.kv.v(), n_ctx, s, ref.data());
   const float tol = kRelTol * max_abs(in.v);
   test::for_each_simd_target([&] {
     for (int threads : kThreadCounts) {
       ThreadPool pool(threads);
       for (std::int64_t min_macs : {std::int64_t{0}, kMinParallelAttentionMacs}) {
         std::vector<float> out(ref.size(), -999.0f);
-        attention_decode(in.q.data(), in.k.data(), in.v.data(), n_ctx, s, out.data(), pool, min_macs);
+        attention_decode(in.q.data(), in.kv.k(), in.kv.v(), n_ctx, s, out.data(), pool, min_macs);
         expect_rows_near(out.data(), ref, tol, what + " threads=" + std::to_string(threads) + " min_macs=" + std::to_string(min_macs));
       }
     }
@@ -97,23 +146,29 @@ void check_prefill(const Inputs& in, std::int64_t p0, std::int64_t n_q, const At
   const std::int64_t row = s.n_heads * s.head_dim;
   std::vector<float> ref(static_cast<std::size_t>(n_q * row));
   for (std::int64_t i = 0; i < n_q; ++i) {
-    attention_row_reference(&in.q[static_cast<std::size_t>(i * row)], in.k.data(), in.v.data(), p0 + i + 1, s, &ref[static_cast<std::size_t>(i * row)]);
+    attention_row_reference(&in.q[static_cast<std::size_t>(i * row)], in.kv.k(), in.kv.v(), p0 + i + 1, s, &ref[static_cast<std::size_t>(i * row)]);
   }
   const float tol = kRelTol * max_abs(in.v);
   test::for_each_simd_target([&] {
     for (int threads : kThreadCounts) {
       ThreadPool pool(threads);
       std::vector<float> out(ref.size(), -999.0f);
-      attention_prefill(in.q.data(), in.k.data(), in.v.data(), p0, n_q, s, out.data(), pool, 0);
+      attention_prefill(in.q.data(), in.kv.k(), in.kv.v(), p0, n_q, s, out.data(), pool, 0);
       expect_rows_near(out.data(), ref, tol, what + " threads=" + std::to_string(threads));
     }
   });
 }
 
-std::string describe(const AttentionShape& s, const char* kind, std::int64_t a, std::int64_t b, bool large) {
+std::string describe(const AttentionShape& s, const char* kind, std::int64_t a, std::int64_t b, bool large,
+                     const PagedKv& kv) {
   return std::string(kind) + " heads=" + std::to_string(s.n_heads) + "/" + std::to_string(s.n_kv_heads) +
-         " hd=" + std::to_string(s.head_dim) + " " + std::to_string(a) + "," + std::to_string(b) + (large ? " large" : "");
+         " hd=" + std::to_string(s.head_dim) + " " + std::to_string(a) + "," + std::to_string(b) + (large ? " large" : "") +
+         " block=" + std::to_string(kv.block_size) + " " + std::string(dtype_name(kv.dtype));
 }
+
+// The f32 grids cycle through these block sizes (1: a run per row, gathered; 7: tiles crossing
+// blocks at odd offsets, gathered; 16: runs read in place; contiguous: one block).
+constexpr std::int32_t kBlockSizes[] = {16, 7, 1, kContiguous};
 
 TEST(AttentionDecode, MatchesReferenceAcrossHeadLayoutsAndLengths) {
   std::mt19937 rng(2024);
@@ -123,8 +178,9 @@ TEST(AttentionDecode, MatchesReferenceAcrossHeadLayoutsAndLengths) {
       for (std::int64_t n_ctx : {1, 5, 63, 64, 65, 300, 3001}) {
         for (bool large : {false, true}) {
           const AttentionShape s = shape_of(h, hd);
-          const Inputs in = random_inputs(s, 1, n_ctx, large, rng);
-          check_decode(in, n_ctx, s, describe(s, "decode", n_ctx, 0, large));
+          const std::int32_t block = kBlockSizes[static_cast<std::size_t>(n_ctx + hd + large) % 4];
+          const Inputs in = random_inputs(s, 1, n_ctx, large, rng, block);
+          check_decode(in, n_ctx, s, describe(s, "decode", n_ctx, 0, large, in.kv));
         }
       }
     }
@@ -140,8 +196,9 @@ TEST(AttentionPrefill, MatchesReferenceAcrossHeadLayoutsRowsAndOffsets) {
         for (std::int64_t p0 : {0, 3, 130}) {
           const bool large = (n_q + p0) % 2 == 1;
           const AttentionShape s = shape_of(h, hd);
-          const Inputs in = random_inputs(s, n_q, p0 + n_q, large, rng);
-          check_prefill(in, p0, n_q, s, describe(s, "prefill", n_q, p0, large));
+          const std::int32_t block = kBlockSizes[static_cast<std::size_t>(n_q + p0 + hd / 8) % 4];
+          const Inputs in = random_inputs(s, n_q, p0 + n_q, large, rng, block);
+          check_prefill(in, p0, n_q, s, describe(s, "prefill", n_q, p0, large, in.kv));
         }
       }
     }
@@ -155,18 +212,53 @@ TEST(AttentionPrefill, LongPromptWithManyQueryAndKvTiles) {
   check_prefill(in, 1000, 301, s, "long");
 }
 
+TEST(AttentionPaged, F16AndQ8_0MatchTheReferenceOnTheSameStoredValues) {
+  // The reference widens the same stored f16 / q8_0 rows, so the f32-accumulation tolerance
+  // holds. Head dims 64 (q8_0 heads on block boundaries) and 8 / 48 (q8_0 whole-row path).
+  std::mt19937 rng(404);
+  for (DType dtype : {DType::kF16, DType::kQ8_0}) {
+    for (const Heads& h : {Heads{8, 2}, Heads{4, 4}}) {
+      for (std::int64_t hd : {8, 48, 64}) {
+        const AttentionShape s = shape_of(h, hd);
+        if (dtype == DType::kQ8_0 && kv_dim(s) % 32 != 0) continue;
+        for (std::int32_t block : {1, 7, 16}) {
+          for (std::int64_t n_ctx : {5, 300}) {
+            const Inputs in = random_inputs(s, 1, n_ctx, false, rng, block, dtype);
+            check_decode(in, n_ctx, s, describe(s, "decode", n_ctx, 0, false, in.kv));
+          }
+          const Inputs in = random_inputs(s, 33, 130 + 33, dtype == DType::kF16, rng, block, dtype);
+          check_prefill(in, 130, 33, s, describe(s, "prefill", 33, 130, dtype == DType::kF16, in.kv));
+        }
+      }
+    }
+  }
+}
+
+TEST(AttentionPaged, LongDecodeSplitsAcrossShuffledBlocks) {
+  // Split-K chunks of whole 64-key tiles over 16-row blocks in shuffled order, every dtype.
+  std::mt19937 rng(8);
+  const AttentionShape s = shape_of({32, 4}, 64);  // TinyLlama's attention
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+    const Inputs in = random_inputs(s, 1, 2049, false, rng, 16, dtype);
+    check_decode(in, 2049, s, describe(s, "decode", 2049, 0, false, in.kv));
+  }
+}
+
 TEST(AttentionPrefill, IgnoresKvPastTheRun) {
-  // Rows past p0 + n_q - 1 (e.g. a longer cache slab) must not be read.
+  // Rows past p0 + n_q - 1 (e.g. positions reserved but not yet valid) must not be read.
   std::mt19937 rng(3);
   const AttentionShape s = shape_of({8, 2}, 16);
-  Inputs in = random_inputs(s, 20, 60, false, rng);
-  std::vector<float> a(static_cast<std::size_t>(20 * 8 * 16)), b(a.size());
-  ThreadPool pool(2);
-  attention_prefill(in.q.data(), in.k.data(), in.v.data(), 10, 20, s, a.data(), pool, 0);
-  std::fill(in.k.begin() + 30 * s.kv_stride, in.k.end(), NAN);
-  std::fill(in.v.begin() + 30 * s.kv_stride, in.v.end(), NAN);
-  attention_prefill(in.q.data(), in.k.data(), in.v.data(), 10, 20, s, b.data(), pool, 0);
-  EXPECT_EQ(a, b);
+  for (std::int32_t block : {16, 7, 1}) {
+    Inputs in = random_inputs(s, 20, 60, false, rng, block);
+    std::vector<float> a(static_cast<std::size_t>(20 * 8 * 16)), b(a.size());
+    ThreadPool pool(2);
+    attention_prefill(in.q.data(), in.kv.k(), in.kv.v(), 10, 20, s, a.data(), pool, 0);
+    std::fill(in.k.begin() + 30 * kv_dim(s), in.k.end(), NAN);
+    std::fill(in.v.begin() + 30 * kv_dim(s), in.v.end(), NAN);
+    in.kv = page(in.k, in.v, kv_dim(s), block, DType::kF32, rng);
+    attention_prefill(in.q.data(), in.kv.k(), in.kv.v(), 10, 20, s, b.data(), pool, 0);
+    EXPECT_EQ(a, b) << "block " << block;
+  }
 }
 
 TEST(AttentionDecode, RisingScoresRescaleTheRunningSum) {
@@ -175,7 +267,7 @@ TEST(AttentionDecode, RisingScoresRescaleTheRunningSum) {
   // positions keep non-negligible weight.
   std::mt19937 rng(7);
   const std::int64_t hd = 16, n_ctx = 300;
-  const AttentionShape s{2, 1, hd, hd};
+  const AttentionShape s{2, 1, hd};
   Inputs in;
   in.q = random_vec(static_cast<std::size_t>(2 * hd), rng);
   for (std::int64_t d = 0; d < hd; ++d) in.q[static_cast<std::size_t>(hd + d)] = -in.q[static_cast<std::size_t>(d)];
@@ -187,6 +279,7 @@ TEST(AttentionDecode, RisingScoresRescaleTheRunningSum) {
     for (std::int64_t d = 0; d < hd; ++d) in.k[static_cast<std::size_t>(t * hd + d)] = static_cast<float>(c * in.q[static_cast<std::size_t>(d)]);
   }
   in.v = random_vec(static_cast<std::size_t>(n_ctx * hd), rng);
+  in.kv = page(in.k, in.v, hd, 16, DType::kF32, rng);
   // Head 0 sees rising scores, head 1 (negated q) falling ones: both orders are covered.
   check_decode(in, n_ctx, s, "rising");
 
@@ -194,10 +287,11 @@ TEST(AttentionDecode, RisingScoresRescaleTheRunningSum) {
   for (std::int64_t d = 0; d < hd; ++d) {
     in.k[static_cast<std::size_t>((n_ctx - 1) * hd + d)] = static_cast<float>(1e4 * std::sqrt(static_cast<double>(hd)) / qq * in.q[static_cast<std::size_t>(d)]);
   }
+  in.kv = page(in.k, in.v, hd, 16, DType::kF32, rng);
   for (int threads : kThreadCounts) {
     ThreadPool pool(threads);
     std::vector<float> out(static_cast<std::size_t>(2 * hd));
-    attention_decode(in.q.data(), in.k.data(), in.v.data(), n_ctx, s, out.data(), pool, 0);
+    attention_decode(in.q.data(), in.kv.k(), in.kv.v(), n_ctx, s, out.data(), pool, 0);
     for (std::int64_t d = 0; d < hd; ++d) {
       EXPECT_NEAR(out[static_cast<std::size_t>(d)], in.v[static_cast<std::size_t>((n_ctx - 1) * hd + d)], 1e-6f);
     }
@@ -207,13 +301,14 @@ TEST(AttentionDecode, RisingScoresRescaleTheRunningSum) {
 
 TEST(AttentionDecode, SinglePositionReturnsItsValue) {
   std::mt19937 rng(11);
-  const AttentionShape s{8, 2, 16, 32};
+  const AttentionShape s{8, 2, 16};
   const auto q = integer_vec(8 * 16, rng);
   const auto k = integer_vec(32, rng);
   const auto v = random_vec(32, rng);
+  const PagedKv kv = page(k, v, 32, 16, DType::kF32, rng);
   std::vector<float> out(8 * 16);
   ThreadPool pool(1);
-  attention_decode(q.data(), k.data(), v.data(), 1, s, out.data(), pool);
+  attention_decode(q.data(), kv.k(), kv.v(), 1, s, out.data(), pool);
   for (std::int64_t h = 0; h < 8; ++h) {
     for (std::int64_t d = 0; d < 16; ++d) {
       EXPECT_FLOAT_EQ(out[static_cast<std::size_t>(h * 16 + d)], v[static_cast<std::size_t>((h / 4) * 16 + d)]);
@@ -241,46 +336,25 @@ TEST(AttentionDecode, GroupedHeadsEqualMhaWithReplicatedKv) {
   }
   std::vector<float> gqa(static_cast<std::size_t>(n_heads * hd)), mha(gqa.size());
   ThreadPool pool(2);
-  attention_decode(q.data(), k.data(), v.data(), n_ctx, {n_heads, n_kv, hd, n_kv * hd}, gqa.data(), pool, 0);
-  attention_row_reference(q.data(), k_full.data(), v_full.data(), n_ctx, {n_heads, n_heads, hd, n_heads * hd}, mha.data());
+  const PagedKv grouped = page(k, v, n_kv * hd, 7, DType::kF32, rng), full = page(k_full, v_full, n_heads * hd, 7, DType::kF32, rng);
+  attention_decode(q.data(), grouped.k(), grouped.v(), n_ctx, {n_heads, n_kv, hd}, gqa.data(), pool, 0);
+  attention_row_reference(q.data(), full.k(), full.v(), n_ctx, {n_heads, n_heads, hd}, mha.data());
   for (std::size_t i = 0; i < gqa.size(); ++i) EXPECT_NEAR(gqa[i], mha[i], 1e-5f) << i;
 }
 
 TEST(AttentionDecode, UniformScoresAverageValues) {
   // q = 0 → all scores equal → output is the mean of V over the visible positions.
   const std::int64_t hd = 8, n_ctx = 7;
-  const AttentionShape s{1, 1, hd, hd};
+  const AttentionShape s{1, 1, hd};
   std::vector<float> q(hd, 0.0f), k(n_ctx * hd, 1.0f), v(n_ctx * hd);
   for (std::int64_t t = 0; t < n_ctx; ++t)
     for (std::int64_t d = 0; d < hd; ++d) v[static_cast<std::size_t>(t * hd + d)] = static_cast<float>(t * 10 + d);
+  std::mt19937 rng(1);
+  const PagedKv kv = page(k, v, hd, 2, DType::kF32, rng);
   std::vector<float> out(hd);
   ThreadPool pool(1);
-  attention_decode(q.data(), k.data(), v.data(), n_ctx, s, out.data(), pool);
+  attention_decode(q.data(), kv.k(), kv.v(), n_ctx, s, out.data(), pool);
   for (std::int64_t d = 0; d < hd; ++d) EXPECT_NEAR(out[static_cast<std::size_t>(d)], 30.0f + static_cast<float>(d), 1e-5f);
-}
-
-TEST(Attention, PaddedKvStrideIsIgnored) {
-  // kv_stride larger than n_kv_heads*head_dim (rows of a wider cache): padding is never read.
-  std::mt19937 rng(9);
-  const AttentionShape s{4, 2, 8, 2 * 8 + 5};
-  const std::int64_t n_ctx = 170;
-  Inputs in = random_inputs(s, 4, n_ctx, false, rng);
-  check_decode(in, n_ctx, s, "padded decode");
-  check_prefill(in, n_ctx - 4, 4, s, "padded prefill");
-  ThreadPool pool(2);
-  std::vector<float> a(static_cast<std::size_t>(4 * 32)), b(a.size()), c(a.size()), d(a.size());
-  attention_decode(in.q.data(), in.k.data(), in.v.data(), n_ctx, s, a.data(), pool, 0);
-  attention_prefill(in.q.data(), in.k.data(), in.v.data(), n_ctx - 4, 4, s, c.data(), pool, 0);
-  for (std::int64_t t = 0; t < n_ctx; ++t) {
-    for (std::int64_t p = 16; p < s.kv_stride; ++p) {
-      in.k[static_cast<std::size_t>(t * s.kv_stride + p)] = NAN;
-      in.v[static_cast<std::size_t>(t * s.kv_stride + p)] = NAN;
-    }
-  }
-  attention_decode(in.q.data(), in.k.data(), in.v.data(), n_ctx, s, b.data(), pool, 0);
-  attention_prefill(in.q.data(), in.k.data(), in.v.data(), n_ctx - 4, 4, s, d.data(), pool, 0);
-  EXPECT_EQ(a, b);
-  EXPECT_EQ(c, d);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "peregrine/model/llama_model.h"
+#include "test_models.h"
 #include "test_paths.h"
 
 namespace peregrine {
@@ -27,7 +28,7 @@ TEST(RaggedBatch, TwoSequencesInOneForwardMatchSeparateRuns) {
   const std::int64_t vocab = model.config().vocab_size;
 
   auto last_logits = [&](const std::vector<std::int32_t>& toks) {
-    ContiguousKvCache cache(model.config(), 1, 64);
+    KvCache cache = test::make_kv_cache(model.config(), 64);
     Batch batch;
     for (std::size_t i = 0; i < toks.size(); ++i) batch.add(toks[i], static_cast<std::int32_t>(i), 0, i + 1 == toks.size());
     std::vector<float> logits;
@@ -35,7 +36,7 @@ TEST(RaggedBatch, TwoSequencesInOneForwardMatchSeparateRuns) {
     return logits;
   };
   // Interleave the rows of both sequences (seq 1 first) in a single ragged batch.
-  ContiguousKvCache cache(model.config(), 2, 64);
+  KvCache cache = test::make_kv_cache(model.config(), 64, 2);
   Batch batch;
   for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
     if (i < b.size()) batch.add(b[i], static_cast<std::int32_t>(i), 1, i + 1 == b.size());
@@ -60,13 +61,13 @@ TEST(RaggedBatch, ChunkedPrefillMatchesOneShot) {
   ThreadPool pool(2);
   const std::vector<std::int32_t> toks = {1, 403, 407, 261, 378, 300, 17, 42, 99, 261, 5};
   const std::int64_t vocab = model.config().vocab_size;
-  ContiguousKvCache one_cache(model.config(), 1, 64);
+  KvCache one_cache = test::make_kv_cache(model.config(), 64);
   Batch whole;
   for (std::size_t i = 0; i < toks.size(); ++i) whole.add(toks[i], static_cast<std::int32_t>(i), 0, true);
   std::vector<float> expected;
   ASSERT_TRUE(model.forward(whole, one_cache, expected, pool).is_ok());
 
-  ContiguousKvCache cache(model.config(), 2, 64);
+  KvCache cache = test::make_kv_cache(model.config(), 64, 2);
   std::vector<float> logits;
   for (auto [begin, end] : {std::pair<std::size_t, std::size_t>{0, 4}, {4, 5}, {5, 11}}) {
     Batch chunk;  // seq 0's rows, then the same tokens as seq 1
@@ -86,7 +87,7 @@ TEST(RaggedBatch, ChunkedPrefillMatchesOneShot) {
 TEST(RaggedBatch, MalformedBatchesAreRejected) {
   const LlamaModel model = load_stories();
   ThreadPool pool(1);
-  ContiguousKvCache cache(model.config(), 1, 8);
+  KvCache cache = test::make_kv_cache(model.config(), 16);  // one block of 16 positions
   std::vector<float> logits;
   auto code = [&](const Batch& b) { return model.forward(b, cache, logits, pool).code(); };
   Batch empty;
@@ -98,16 +99,29 @@ TEST(RaggedBatch, MalformedBatchesAreRejected) {
   Batch ahead;  // starts past the cached length
   ahead.add(1, 3, 0, true);
   EXPECT_EQ(code(ahead), ErrorCode::kInvalidArgument);
-  Batch bad_seq;
-  bad_seq.add(1, 0, 1, true);
-  EXPECT_EQ(code(bad_seq), ErrorCode::kInvalidArgument);
+  Batch new_seq_ahead;  // a new sequence must start at 0
+  new_seq_ahead.add(1, 0, 0, false);
+  new_seq_ahead.add(1, 1, 7, true);
+  EXPECT_EQ(code(new_seq_ahead), ErrorCode::kInvalidArgument);
   Batch bad_token;
   bad_token.add(512, 0, 0, true);
   EXPECT_EQ(code(bad_token), ErrorCode::kOutOfRange);
-  Batch past_ctx;
-  past_ctx.add(1, 8, 0, true);
+  Batch past_ctx;  // the model's context, not the cache's size, bounds positions
+  past_ctx.add(1, static_cast<std::int32_t>(model.config().max_seq_len), 0, true);
   EXPECT_EQ(code(past_ctx), ErrorCode::kOutOfRange);
+  Batch too_long;  // 17 positions need 2 blocks, the pool has 1
+  for (std::int32_t i = 0; i < 17; ++i) too_long.add(1, i, 0, i == 16);
+  const Status st = model.forward(too_long, cache, logits, pool);
+  EXPECT_EQ(st.code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(st.message().find("2 KV blocks, 1 are free"), std::string::npos) << st.message();
+  Batch two_blocks;  // two sequences of 4: a block each
+  for (std::int32_t seq : {0, 1}) {
+    for (std::int32_t i = 0; i < 4; ++i) two_blocks.add(1, i, seq, i == 3);
+  }
+  EXPECT_EQ(code(two_blocks), ErrorCode::kResourceExhausted);
   EXPECT_EQ(cache.length(0), 0);
+  EXPECT_EQ(cache.length(1), 0);
+  EXPECT_EQ(cache.pool().n_free(), 1);
 }
 
 }  // namespace

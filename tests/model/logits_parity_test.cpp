@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "peregrine/model/llama_model.h"
+#include "test_models.h"
 #include "test_paths.h"
 
 namespace peregrine {
@@ -66,7 +67,7 @@ void check_case(const Case& c, ThreadPool& pool) {
     ASSERT_EQ(model->config().vocab_size, c.vocab);
     const auto n = static_cast<std::int32_t>(c.tokens.size());
 
-    ContiguousKvCache prefill_cache(model->config(), 1, n);
+    KvCache prefill_cache = test::make_kv_cache(model->config(), n);
     Batch batch;
     for (std::int32_t i = 0; i < n; ++i) batch.add(c.tokens[i], i, 0, true);
     std::vector<float> logits;
@@ -74,7 +75,7 @@ void check_case(const Case& c, ThreadPool& pool) {
     const float prefill_diff = max_abs_diff(logits, c.logits.data());
     EXPECT_LE(prefill_diff, kTolerance);
 
-    ContiguousKvCache decode_cache(model->config(), 1, n);
+    KvCache decode_cache = test::make_kv_cache(model->config(), n);
     float decode_diff = 0.0f;
     for (std::int32_t i = 0; i < n; ++i) {
       batch.clear();

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "peregrine/model/llama_model.h"
+#include "test_models.h"
 #include "peregrine/quant/dequantize.h"
 #include "peregrine/tokenizer/tokenizer.h"
 #include "formats/test_files.h"
@@ -46,7 +47,7 @@ std::vector<float> logits_of(const std::string& path) {
   EXPECT_TRUE(model) << model.status().message();
   if (!model) return {};
   ThreadPool pool(2);
-  ContiguousKvCache cache(model->config(), 1, 8);
+  KvCache cache = test::make_kv_cache(model->config(), 8);
   Batch batch;
   const std::int32_t tokens[] = {1, 17, 42, 99};
   for (std::int32_t i = 0; i < 4; ++i) batch.add(tokens[i], i, 0, true);

@@ -21,11 +21,13 @@ double kl_divergence(std::span<const float> p_logits, std::span<const float> q_l
 double log_softmax_at(std::span<const float> logits, std::int64_t index);
 
 /// Logits [tokens.size(), vocab] f32 of every position of `tokens` fed in one prefill forward
-/// of a fresh single-sequence KV cache (row i predicts token i+1).
-/// Errors: kInvalidArgument (empty, longer than the model's context), forward's errors.
+/// of a fresh single-sequence KV cache of `kv_type` (f32, f16 or q8_0; blocks of 16) (row i
+/// predicts token i+1).
+/// Errors: kInvalidArgument (empty, longer than the model's context), KvCache::create's and
+/// forward's errors.
 Expected<std::vector<float>> teacher_forced_logits(const LlamaModel& model,
                                                    std::span<const std::int32_t> tokens,
-                                                   ThreadPool& pool);
+                                                   ThreadPool& pool, DType kv_type = DType::kF32);
 
 struct LogitComparison {
   std::int64_t n_positions = 0;  // positions compared (tokens.size() - 1: each predicts the next)

@@ -11,7 +11,7 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <unordered_map>
@@ -21,12 +21,16 @@
 #include "peregrine/core/status.h"
 #include "peregrine/formats/model_file.h"
 #include "peregrine/kv/block_pool.h"
+#include "peregrine/kv/kv_layer_view.h"
 
 namespace peregrine {
 
+/// Positions per block unless a caller picks another size (vLLM's default).
+inline constexpr std::int32_t kDefaultKvBlockSize = 16;
+
 struct KvCacheOptions {
   std::int32_t n_blocks = 0;     // pool size (>= 1)
-  std::int32_t block_size = 16;  // positions per block (>= 1)
+  std::int32_t block_size = kDefaultKvBlockSize;  // positions per block (>= 1)
   DType dtype = DType::kF32;     // kF32, kF16 or kQ8_0
 };
 
@@ -39,23 +43,6 @@ std::int64_t kv_block_bytes(const ModelConfig& config, std::int32_t block_size, 
 
 /// Blocks that hold `n_tokens` positions: ceil(n_tokens / block_size).
 std::int64_t blocks_for_tokens(std::int64_t n_tokens, std::int32_t block_size);
-
-/// A sequence's K (or V) of one layer, as the attention kernels read it: position p lives in
-/// row p % block_size of pool block block_table[p / block_size]; a row is kv_dim values in
-/// `dtype` (row_bytes bytes), a block is block_size rows, and `base` is pool block 0.
-struct KvLayerView {
-  const std::uint8_t* base = nullptr;
-  const std::int32_t* block_table = nullptr;
-  std::int32_t block_size = 0;
-  DType dtype = DType::kF32;
-  std::int64_t row_bytes = 0;
-
-  /// Address of position `pos`'s row.
-  const std::uint8_t* row(std::int64_t pos) const {
-    const std::int64_t block = block_table[pos / block_size];
-    return base + (block * block_size + pos % block_size) * row_bytes;
-  }
-};
 
 class KvCache {
  public:
@@ -117,40 +104,17 @@ class KvCache {
     std::int64_t length = 0;
   };
   KvCache() = default;
-  // (implementation-defined members)
-};
+  std::uint8_t* slab(std::int64_t layer, int kv) const;  // kv 0: K, 1: V; block 0 of the layer
+  void copy_block(std::int32_t from, std::int32_t to);   // every layer's K and V rows
+  const Sequence* find(std::int32_t seq) const;
 
-// TEMPORARY (issue #4 migration): the contiguous cache, replaced by KvCache below.
-/// Fails with kOutOfRange when a cache of `n_seqs` × `ctx_len` positions (f32 K and V, sizes as
-/// in ContiguousKvCache's constructor) would need more bytes than this machine's physical memory.
-Status check_kv_cache_fits(const ModelConfig& config, std::int32_t n_seqs, std::int64_t ctx_len);
-
-class ContiguousKvCache {
- public:
-  /// Room for `n_seqs` sequences of up to `ctx_len` positions each, f32.
-  /// Memory: 2 * n_seqs * n_layers * ctx_len * n_kv_heads * head_dim * 4 bytes.
-  ContiguousKvCache(const ModelConfig& config, std::int32_t n_seqs, std::int64_t ctx_len);
-
-  std::int32_t n_seqs() const { return n_seqs_; }
-  std::int64_t ctx_len() const { return ctx_len_; }
-
-  /// Positions [0, length) of `seq` hold valid K/V.
-  std::int64_t length(std::int32_t seq) const { return lengths_[static_cast<std::size_t>(seq)]; }
-  /// Sets the valid length (truncating drops the tail, e.g. rejected speculative tokens).
-  void set_length(std::int32_t seq, std::int64_t n) { lengths_[static_cast<std::size_t>(seq)] = n; }
-
-  /// [ctx_len, kv_dim] f32 K (or V) slab of (seq, layer).
-  float* k(std::int32_t seq, std::int64_t layer) { return &k_[offset(seq, layer)]; }
-  float* v(std::int32_t seq, std::int64_t layer) { return &v_[offset(seq, layer)]; }
-
- private:
-  std::size_t offset(std::int32_t seq, std::int64_t layer) const {
-    return static_cast<std::size_t>((seq * n_layers_ + layer) * ctx_len_ * kv_dim_);
-  }
-  std::int32_t n_seqs_;
-  std::int64_t n_layers_, ctx_len_, kv_dim_;
-  std::vector<std::int64_t> lengths_;
-  std::vector<float> k_, v_;
+  std::int64_t n_layers_ = 0, kv_dim_ = 0, row_bytes_ = 0;
+  std::int32_t block_size_ = 0;
+  DType dtype_ = DType::kF32;
+  BlockPool pool_{0};
+  // [n_layers, 2 (K, V), n_blocks, block_size, row_bytes]; pages are touched on first write.
+  std::unique_ptr<std::uint8_t[]> data_;
+  std::unordered_map<std::int32_t, Sequence> seqs_;
 };
 
 }  // namespace peregrine

@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -22,6 +24,10 @@ class PrefixCache {
  public:
   /// A cache over `cache`'s blocks (kept by reference: `cache` must outlive this).
   explicit PrefixCache(KvCache& cache);
+  /// Drops the cache's references (clear()).
+  ~PrefixCache();
+  PrefixCache(const PrefixCache&) = delete;
+  PrefixCache& operator=(const PrefixCache&) = delete;
 
   /// Cached blocks spelling the longest prefix of `tokens` in whole blocks, at most
   /// `max_blocks` of them (callers pass (len - 1) / block_size so at least one prompt token
@@ -49,6 +55,22 @@ class PrefixCache {
   /// Prompt tokens looked up by match() and how many of them were served from the cache.
   std::int64_t tokens_queried() const;
   std::int64_t tokens_hit() const;
+
+ private:
+  struct Node {
+    std::int32_t block = -1;  // -1 at the root
+    Node* parent = nullptr;
+    std::vector<std::int32_t> key;  // the block's tokens (the parent's map key)
+    std::uint64_t last_used = 0;
+    std::map<std::vector<std::int32_t>, std::unique_ptr<Node>> children;
+  };
+  std::span<const std::int32_t> block_tokens(std::span<const std::int32_t> tokens, std::size_t i) const;
+  std::int64_t count_evictable(const Node& node, bool& all) const;
+
+  KvCache* cache_;
+  Node root_;
+  std::uint64_t clock_ = 0;  // LRU time: bumped by every match / insert
+  std::int64_t n_cached_ = 0, tokens_queried_ = 0, tokens_hit_ = 0;
 };
 
 }  // namespace peregrine

@@ -32,14 +32,17 @@ class LlamaModel {
   const ModelConfig& config() const { return file_.config; }
   const ModelFile& file() const { return file_; }
 
-  /// Runs the decoder over `batch`, appending each row's K/V to `cache` at its position, and
-  /// writes logits [batch.n_logits(), vocab_size] f32 (rows in batch order) into `logits`
-  /// (resized). Errors (nothing is written to the cache on error): kInvalidArgument (empty
-  /// batch, mismatched array lengths, seq id outside the cache, positions of a sequence not
-  /// consecutive or starting past cache.length(seq)), kOutOfRange (token id outside the
-  /// vocabulary, position >= cache.ctx_len()).
-  Status forward(const Batch& batch, ContiguousKvCache& cache, std::vector<float>& logits,
-                 ThreadPool& pool) const;
+  /// Runs the decoder over `batch`, writing each row's K/V into the paged `cache` at its
+  /// position, and writes logits [batch.n_logits(), vocab_size] f32 (rows in batch order) into
+  /// `logits` (resized). First every sequence of the batch gets its blocks
+  /// (cache.reserve(seq, last position + 1); a sequence whose rows start before
+  /// cache.length(seq) is truncated to that position first, so the rows overwrite its tail);
+  /// afterwards cache.length(seq) = last position + 1. Sequence ids are any int32; a new one
+  /// starts at position 0. Errors (the cache is left unchanged): kInvalidArgument (empty
+  /// batch, mismatched array lengths, a cache built for another K/V width, positions of a sequence not consecutive or starting past
+  /// cache.length(seq)), kOutOfRange (token id outside the vocabulary, position >=
+  /// config().max_seq_len), kResourceExhausted (the batch needs more KV blocks than are free).
+  Status forward(const Batch& batch, KvCache& cache, std::vector<float>& logits, ThreadPool& pool) const;
 
  private:
   struct Layer {
@@ -49,9 +52,10 @@ class LlamaModel {
   struct Scratch;
 
   explicit LlamaModel(ModelFile file) : file_(std::move(file)) {}
-  Status validate(const Batch& batch, const ContiguousKvCache& cache) const;
+  Status validate(const Batch& batch, const KvCache& cache) const;
+  static Status reserve(const Batch& batch, KvCache& cache);
   void embed(const Batch& batch, std::span<float> x) const;
-  void attention_block(const Layer& layer, std::int64_t l, const Batch& batch, ContiguousKvCache& cache,
+  void attention_block(const Layer& layer, std::int64_t l, const Batch& batch, KvCache& cache,
                        Scratch& s, ThreadPool& pool) const;
   void ffn_block(const Layer& layer, Scratch& s, ThreadPool& pool) const;
   void lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits, ThreadPool& pool) const;

@@ -13,13 +13,22 @@
 // (max m, sum l, unnormalized output) merge as m = max(m1, m2), l = l1·e^(m1-m) + l2·e^(m2-m),
 // o = o1·e^(m1-m) + o2·e^(m2-m) (FlashDecoding; m is kept unscaled, the exponents carry the
 // 1/sqrt(head_dim)).
+//
+// K/V tiles come from the paged cache through a KvLayerView: a tile of positions is a list of
+// runs of f32 rows with a stride ("tile runs"). f32 blocks of >= kMinDirectRows rows are read
+// in place, one run per block the tile touches; smaller f32 blocks, f16 and q8_0 rows are
+// widened into one contiguous f32 run in the workspace. The score product walks the K runs
+// (register blocks of rows within a run); the value product reads V through one row pointer
+// per key, so the tile's ot is loaded, rescaled and stored once whatever the block size.
 
 #include "peregrine/kernels/cpu/attention.h"
 
 #include <algorithm>
 #include <atomic>
+#include <array>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <numeric>
 
 #include <hwy/aligned_allocator.h>
@@ -32,25 +41,73 @@ namespace peregrine::attention_detail {
 // KV positions per softmax update: a [kKvTile, lanes] score tile stays in L1.
 inline constexpr std::int64_t kKvTile = 64;
 
+// f32 blocks of at least this many rows are read in place; smaller ones are gathered (a run per
+// row or two would cost more in per-run overhead than the copy).
+inline constexpr std::int64_t kMinDirectRows = 8;
+
+// Rows of a KV tile as f32: runs of n_rows rows `stride` floats apart, in position order.
+struct RowRun {
+  const float* p;
+  std::size_t stride, n_rows;
+};
+struct TileRuns {
+  std::array<RowRun, kKvTile> runs;
+  std::size_t n = 0;
+};
+
 // Buffers of one thread: the query block (qt [head_dim, r_pad], qpos [r_pad]), a score tile
-// st [kKvTile, r_pad], the per-tile rescale corr [r_pad] and a softmax state (ot, m, l) for
-// calls that do not keep it in a shared partials buffer. r_pad is a multiple of the vector
-// length, so every row starts vector-aligned.
+// st [kKvTile, r_pad], the per-tile rescale corr [r_pad], a softmax state (ot, m, l) for calls
+// that do not keep it in a shared partials buffer, and the widened K/V tiles kbuf, vbuf
+// [kKvTile, head_dim] with a row buffer row_tmp [kv_dim] (q8_0 rows whose heads do not start
+// on a block). r_pad is a multiple of the vector length, so every row starts vector-aligned.
 struct Workspace {
-  Workspace(std::int64_t head_dim, std::int64_t r_pad)
+  Workspace(std::int64_t head_dim, std::int64_t r_pad, std::int64_t kv_dim)
       : r_pad(r_pad),
-        buf(hwy::AllocateAligned<float>(static_cast<std::size_t>((2 * head_dim + kKvTile + 4) * r_pad))),
+        buf(hwy::AllocateAligned<float>(static_cast<std::size_t>((2 * head_dim + kKvTile + 4) * r_pad +
+                                                                  2 * kKvTile * head_dim + kv_dim))),
         qt(buf.get()),
         ot(qt + head_dim * r_pad),
         st(ot + head_dim * r_pad),
         qpos(st + kKvTile * r_pad),
         m(qpos + r_pad),
         l(m + r_pad),
-        corr(l + r_pad) {}
+        corr(l + r_pad),
+        kbuf(corr + r_pad),
+        vbuf(kbuf + kKvTile * head_dim),
+        row_tmp(vbuf + kKvTile * head_dim) {}
   std::int64_t r_pad;
   hwy::AlignedFreeUniquePtr<float[]> buf;
-  float *qt, *ot, *st, *qpos, *m, *l, *corr;
+  float *qt, *ot, *st, *qpos, *m, *l, *corr, *kbuf, *vbuf, *row_tmp;
+  TileRuns k_runs, v_runs;
+  std::array<const float*, kKvTile> vrows;  // the tile's V rows, one pointer per key
 };
+
+// Calls fn(j, row, n_rows) for each run of positions [t, t + n) that lies in one block of
+// `view`: tile rows j .. j + n_rows - 1, the first of them at address `row`.
+template <class Fn>
+void for_each_block_run(const KvLayerView& view, std::int64_t t, std::int64_t n, const Fn& fn) {
+  for (std::int64_t j = 0; j < n;) {
+    const std::int64_t pos = t + j, n_rows = std::min<std::int64_t>(view.block_size - pos % view.block_size, n - j);
+    fn(j, view.row(pos), n_rows);
+    j += n_rows;
+  }
+}
+
+// Where one KV head's values sit in a row: byte offset and length of the slice to read
+// (q8_0 with head_dim % 32 != 0: the whole row).
+struct HeadSlice {
+  std::int64_t offset, bytes;
+};
+inline HeadSlice head_slice(const KvLayerView& view, std::int64_t kv_head, std::int64_t head_dim) {
+  const std::int64_t first = kv_head * head_dim;
+  switch (view.dtype) {
+    case DType::kF16: return {first * 2, head_dim * 2};
+    case DType::kQ8_0:
+      if (head_dim % 32 != 0) return {0, view.row_bytes};
+      return {first / 32 * 34, head_dim / 32 * 34};
+    default: return {first * 4, head_dim * 4};
+  }
+}
 
 // Softmax state of one query block: ot [head_dim, r_pad], m and l [r_pad].
 struct SoftmaxState {
@@ -66,12 +123,12 @@ struct QueryBlock {
 // Runs body(item, workspace) for every item in [0, n_items): on the calling thread, or on all of
 // the pool's threads taking items from a shared counter (items of unequal cost balance out).
 template <class Body>
-void run_items(ThreadPool& pool, bool parallel, std::int64_t n_items, std::int64_t head_dim,
+void run_items(ThreadPool& pool, bool parallel, std::int64_t n_items, const AttentionShape& s,
                std::int64_t r_pad, const Body& body) {
   std::atomic<std::int64_t> next{0};
   const std::int64_t n_workers = parallel ? std::min<std::int64_t>(pool.n_threads(), n_items) : 1;
   pool.parallel_for(n_workers, [&](std::int64_t, std::int64_t) {
-    Workspace ws(head_dim, r_pad);
+    Workspace ws(s.head_dim, r_pad, s.n_kv_heads * s.head_dim);
     for (std::int64_t item; (item = next.fetch_add(1, std::memory_order_relaxed)) < n_items;) {
       body(item, ws);
     }
@@ -86,6 +143,8 @@ void run_items(ThreadPool& pool, bool parallel, std::int64_t n_items, std::int64
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
+
+#include "kernels/cpu/float_weight_load-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace peregrine::HWY_NAMESPACE {
@@ -150,9 +209,10 @@ HWY_INLINE void score_block(const float* HWY_RESTRICT k, std::size_t stride,
     for (std::size_t x = 0; x < kV; ++x) hn::Store(acc[a][x], d, st + a * r_pad + x * n);
 }
 
-// ot[i, r] = ot[i, r] · corr[r] + Σ_j v[j, i] · pt[j, r] for kR dims i and kV lane vectors.
+// ot[i, r] = ot[i, r] · corr[r] + Σ_j v_j[i] · pt[j, r] for kR dims i (from i0) and kV lane
+// vectors; v_j = vrows[j] (one pointer per key, so a tile's keys may come from many blocks).
 template <std::size_t kR, std::size_t kV>
-HWY_INLINE void value_block(const float* HWY_RESTRICT v, std::size_t stride,
+HWY_INLINE void value_block(const float* const* HWY_RESTRICT vrows, std::size_t i0,
                             const float* HWY_RESTRICT pt, std::size_t n_keys, std::size_t r_pad,
                             const float* HWY_RESTRICT corr, float* HWY_RESTRICT ot) {
   const D d;
@@ -162,10 +222,11 @@ HWY_INLINE void value_block(const float* HWY_RESTRICT v, std::size_t stride,
     for (std::size_t x = 0; x < kV; ++x)
       acc[a][x] = hn::Mul(hn::Load(d, ot + a * r_pad + x * n), hn::Load(d, corr + x * n));
   for (std::size_t j = 0; j < n_keys; ++j) {
+    const float* HWY_RESTRICT v = vrows[j] + i0;
     V pv[kV];
     for (std::size_t x = 0; x < kV; ++x) pv[x] = hn::Load(d, pt + j * r_pad + x * n);
     for (std::size_t a = 0; a < kR; ++a) {
-      const V vb = hn::Set(d, v[j * stride + a]);
+      const V vb = hn::Set(d, v[a]);
       for (std::size_t x = 0; x < kV; ++x) acc[a][x] = hn::MulAdd(vb, pv[x], acc[a][x]);
     }
   }
@@ -216,22 +277,90 @@ void softmax_update(std::size_t n_keys, std::size_t r_pad, float scale, float* H
   }
 }
 
-// Folds KV positions [pos0, pos0 + n_keys) (k, v: their rows, already offset to the KV head)
-// into the state of the query block in `ws`. min_qpos: the block's earliest query position.
-void attend_tile(const float* k, const float* v, std::size_t stride, std::int64_t pos0,
-                 std::size_t n_keys, std::size_t head_dim, float scale, std::int64_t min_qpos,
-                 Workspace& ws, const SoftmaxState& state) {
+// Folds KV positions [pos0, pos0 + n_keys) (their K and V rows of one KV head in ws.k_runs,
+// ws.v_runs) into the state of the query block in `ws`. min_qpos: the block's earliest query
+// position.
+void attend_tile(std::int64_t pos0, std::size_t n_keys, std::size_t head_dim, float scale,
+                 std::int64_t min_qpos, Workspace& ws, const SoftmaxState& state) {
   const auto r_pad = static_cast<std::size_t>(ws.r_pad);
   const std::size_t n_vecs = r_pad / hn::Lanes(D());
   const std::size_t n = hn::Lanes(D());
-  for_blocks(n_keys, n_vecs, [&]<std::size_t kR, std::size_t kV>(std::size_t j, std::size_t x) {
-    score_block<kR, kV>(k + j * stride, stride, ws.qt + x * n, head_dim, r_pad, ws.st + j * r_pad + x * n);
-  });
+  std::size_t j0 = 0;
+  for (std::size_t r = 0; r < ws.k_runs.n; ++r) {
+    const RowRun& run = ws.k_runs.runs[r];
+    for_blocks(run.n_rows, n_vecs, [&]<std::size_t kR, std::size_t kV>(std::size_t j, std::size_t x) {
+      score_block<kR, kV>(run.p + j * run.stride, run.stride, ws.qt + x * n, head_dim, r_pad, ws.st + (j0 + j) * r_pad + x * n);
+    });
+    j0 += run.n_rows;
+  }
   if (pos0 + static_cast<std::int64_t>(n_keys) - 1 > min_qpos) mask_future(ws.qpos, pos0, n_keys, r_pad, ws.st);
   softmax_update(n_keys, r_pad, scale, ws.st, state, ws.corr);
+  std::size_t j = 0;
+  for (std::size_t r = 0; r < ws.v_runs.n; ++r) {
+    const RowRun& run = ws.v_runs.runs[r];
+    for (std::size_t i = 0; i < run.n_rows; ++i) ws.vrows[j++] = run.p + i * run.stride;
+  }
   for_blocks(head_dim, n_vecs, [&]<std::size_t kR, std::size_t kV>(std::size_t i, std::size_t x) {
-    value_block<kR, kV>(v + i, stride, ws.st + x * n, n_keys, r_pad, ws.corr + x * n, state.ot + i * r_pad + x * n);
+    value_block<kR, kV>(ws.vrows.data(), i, ws.st + x * n, n_keys, r_pad, ws.corr + x * n, state.ot + i * r_pad + x * n);
   });
+}
+
+// out[0, 32 · n_blocks) = the q8_0 blocks at src widened to f32 (x = d · q).
+void dequantize_q8_0(const std::uint8_t* src, std::int64_t n_blocks, float* HWY_RESTRICT out) {
+  const D d;
+  const hn::Rebind<std::int8_t, D> d8;
+  const hn::RebindToSigned<D> di;
+  const auto n = static_cast<std::int64_t>(hn::Lanes(d));
+  for (std::int64_t b = 0; b < n_blocks; ++b, src += 34, out += 32) {
+    const V scale = hn::Set(d, ScalarAsF32(reinterpret_cast<const hwy::float16_t*>(src)));
+    const auto* q = reinterpret_cast<const std::int8_t*>(src + 2);
+    for (std::int64_t i = 0; i < 32; i += n) {
+      hn::StoreU(hn::Mul(scale, hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, q + i)))), d, out + i);
+    }
+  }
+}
+
+// out[0, n) = n f16 values at src widened to f32.
+void widen_f16(const std::uint8_t* src, std::int64_t n_values, float* HWY_RESTRICT out) {
+  const D d;
+  const auto n = static_cast<std::int64_t>(hn::Lanes(d));
+  const auto* h = reinterpret_cast<const hwy::float16_t*>(src);
+  std::int64_t i = 0;
+  for (; i + n <= n_values; i += n) hn::StoreU(LoadAsF32(d, h + i), d, out + i);
+  for (; i < n_values; ++i) out[i] = ScalarAsF32(h + i);
+}
+
+// out[0, head_dim) = the values of KV head `kv_head` in `row` (a row of view.dtype) as f32.
+void widen_head(const KvLayerView& view, const std::uint8_t* row, std::int64_t kv_head, std::int64_t head_dim,
+                float* row_tmp, float* HWY_RESTRICT out) {
+  const HeadSlice slice = head_slice(view, kv_head, head_dim);
+  switch (view.dtype) {
+    case DType::kF16: return widen_f16(row + slice.offset, head_dim, out);
+    case DType::kQ8_0:
+      if (head_dim % 32 == 0) return dequantize_q8_0(row + slice.offset, head_dim / 32, out);
+      dequantize_q8_0(row, view.row_bytes / 34, row_tmp);
+      std::copy_n(row_tmp + kv_head * head_dim, head_dim, out);
+      return;
+    default: std::memcpy(out, row + slice.offset, static_cast<std::size_t>(head_dim) * sizeof(float));
+  }
+}
+
+// Lays out the rows of KV head `kv_head` at positions [t, t + n_keys) of `view` as f32 runs:
+// in place for f32 blocks of >= kMinDirectRows rows, else widened into buf [n_keys, head_dim].
+void load_tile(const KvLayerView& view, std::int64_t kv_head, std::int64_t head_dim, std::int64_t t,
+               std::int64_t n_keys, float* buf, float* row_tmp, TileRuns& out) {
+  out.n = 0;
+  if (view.dtype == DType::kF32 && view.block_size >= kMinDirectRows) {
+    const auto stride = static_cast<std::size_t>(view.row_bytes) / sizeof(float);
+    for_each_block_run(view, t, n_keys, [&](std::int64_t, const std::uint8_t* row, std::int64_t n_rows) {
+      out.runs[out.n++] = {reinterpret_cast<const float*>(row) + kv_head * head_dim, stride, static_cast<std::size_t>(n_rows)};
+    });
+    return;
+  }
+  for_each_block_run(view, t, n_keys, [&](std::int64_t j, const std::uint8_t* row, std::int64_t n_rows) {
+    for (std::int64_t r = 0; r < n_rows; ++r) widen_head(view, row + r * view.row_bytes, kv_head, head_dim, row_tmp, buf + (j + r) * head_dim);
+  });
+  out.runs[out.n++] = {buf, static_cast<std::size_t>(head_dim), static_cast<std::size_t>(n_keys)};
 }
 
 // Loads rows [b.row_begin, b.row_end) of q (a run starting at position p0) for the query heads
@@ -257,31 +386,32 @@ void init_state(std::int64_t head_dim, std::int64_t r_pad, const SoftmaxState& s
 
 float softmax_scale(const AttentionShape& s) { return 1.0f / std::sqrt(static_cast<float>(s.head_dim)); }
 
-// Prefetches the K/V rows [begin, end) of one KV head (k, v offset to it): a decode tile
-// takes ~2 µs, so fetching the next tile's rows while computing this one hides the memory
-// latency of the strided per-head rows (n_ctx 8192 decode: ~2.0 → ~1.4 ms, measured).
-void prefetch_rows(const float* k, const float* v, const AttentionShape& s, std::int64_t begin,
+// Prefetches the rows [begin, end) of one KV head in `view`: a decode tile takes ~2 µs, so
+// fetching the next tile's rows while computing this one hides the memory latency of the
+// strided per-head rows (n_ctx 8192 decode: ~2.0 → ~1.4 ms, measured).
+void prefetch_rows(const KvLayerView& view, std::int64_t kv_head, std::int64_t head_dim, std::int64_t begin,
                    std::int64_t end) {
-  constexpr std::int64_t kLineFloats = 64 / sizeof(float);
-  for (std::int64_t j = begin; j < end; ++j) {
-    for (std::int64_t i = 0; i < s.head_dim; i += kLineFloats) {
-      hwy::Prefetch(k + j * s.kv_stride + i);
-      hwy::Prefetch(v + j * s.kv_stride + i);
+  if (begin >= end) return;
+  const HeadSlice slice = head_slice(view, kv_head, head_dim);
+  for_each_block_run(view, begin, end - begin, [&](std::int64_t, const std::uint8_t* row, std::int64_t n_rows) {
+    for (std::int64_t r = 0; r < n_rows; ++r) {
+      for (std::int64_t b = 0; b < slice.bytes; b += 64) hwy::Prefetch(row + r * view.row_bytes + slice.offset + b);
     }
-  }
+  });
 }
 
 // Attends the block loaded in ws to KV positions [begin, end) of KV head `kv_head`.
-void attend_range(const float* k, const float* v, const AttentionShape& s, std::int64_t kv_head,
+void attend_range(const KvLayerView& k, const KvLayerView& v, const AttentionShape& s, std::int64_t kv_head,
                   std::int64_t begin, std::int64_t end, std::int64_t min_qpos, Workspace& ws,
                   const SoftmaxState& state) {
   const float scale = softmax_scale(s);
-  const std::int64_t off = kv_head * s.head_dim;
   for (std::int64_t t = begin; t < end; t += kKvTile) {
-    const std::int64_t n_keys = std::min(kKvTile, end - t);
-    prefetch_rows(k + off, v + off, s, t + kKvTile, std::min(end, t + 2 * kKvTile));
-    attend_tile(k + t * s.kv_stride + off, v + t * s.kv_stride + off, static_cast<std::size_t>(s.kv_stride), t,
-                static_cast<std::size_t>(n_keys), static_cast<std::size_t>(s.head_dim), scale, min_qpos, ws, state);
+    const std::int64_t n_keys = std::min(kKvTile, end - t), next_end = std::min(end, t + 2 * kKvTile);
+    prefetch_rows(k, kv_head, s.head_dim, t + kKvTile, next_end);
+    prefetch_rows(v, kv_head, s.head_dim, t + kKvTile, next_end);
+    load_tile(k, kv_head, s.head_dim, t, n_keys, ws.kbuf, ws.row_tmp, ws.k_runs);
+    load_tile(v, kv_head, s.head_dim, t, n_keys, ws.vbuf, ws.row_tmp, ws.v_runs);
+    attend_tile(t, static_cast<std::size_t>(n_keys), static_cast<std::size_t>(s.head_dim), scale, min_qpos, ws, state);
   }
 }
 
@@ -316,13 +446,13 @@ void merge_state(const SoftmaxState& a, const SoftmaxState& b, std::int64_t head
 
 SoftmaxState workspace_state(Workspace& ws) { return {ws.ot, ws.m, ws.l}; }
 
-void PrefillImpl(const float* q, const float* k, const float* v, std::int64_t p0, std::int64_t n_q,
+void PrefillImpl(const float* q, const KvLayerView& k, const KvLayerView& v, std::int64_t p0, std::int64_t n_q,
                  const AttentionShape& s, float* out, ThreadPool& pool, bool parallel) {
   const std::int64_t group = s.n_heads / s.n_kv_heads;
   const std::int64_t rows_per_block = std::max<std::int64_t>(1, prefill_block_lanes() / group);
   const std::int64_t n_blocks = (n_q + rows_per_block - 1) / rows_per_block;
   const std::int64_t r_pad = padded_lanes(std::min(n_q, rows_per_block) * group);
-  run_items(pool, parallel, n_blocks * s.n_kv_heads, s.head_dim, r_pad, [&](std::int64_t item, Workspace& ws) {
+  run_items(pool, parallel, n_blocks * s.n_kv_heads, s, r_pad, [&](std::int64_t item, Workspace& ws) {
     const std::int64_t block = n_blocks - 1 - item / s.n_kv_heads;  // longest KV ranges first
     const QueryBlock b{block * rows_per_block, std::min(n_q, (block + 1) * rows_per_block), item % s.n_kv_heads};
     load_queries(q, p0, b, s, ws);
@@ -341,7 +471,7 @@ std::int64_t decode_chunk_len(std::int64_t n_ctx, std::int64_t n_kv_heads, std::
   return (tiles + chunks - 1) / chunks * kKvTile;
 }
 
-void DecodeImpl(const float* q, const float* k, const float* v, std::int64_t n_ctx,
+void DecodeImpl(const float* q, const KvLayerView& k, const KvLayerView& v, std::int64_t n_ctx,
                 const AttentionShape& s, float* out, ThreadPool& pool, bool parallel) {
   const std::int64_t group = s.n_heads / s.n_kv_heads, hd = s.head_dim, r_pad = padded_lanes(group);
   const std::int64_t chunk_len = parallel ? decode_chunk_len(n_ctx, s.n_kv_heads, pool.n_threads()) : n_ctx;
@@ -354,7 +484,7 @@ void DecodeImpl(const float* q, const float* k, const float* v, std::int64_t n_c
     float* p = partials.get() + item * state_floats;
     return SoftmaxState{p, p + hd * r_pad, p + (hd + 1) * r_pad};
   };
-  run_items(pool, parallel, s.n_kv_heads * n_chunks, hd, r_pad, [&](std::int64_t item, Workspace& ws) {
+  run_items(pool, parallel, s.n_kv_heads * n_chunks, s, r_pad, [&](std::int64_t item, Workspace& ws) {
     const QueryBlock b{0, 1, item / n_chunks};
     const std::int64_t chunk = item % n_chunks;
     load_queries(q, n_ctx - 1, b, s, ws);
@@ -388,7 +518,7 @@ bool use_pool(const ThreadPool& pool, std::int64_t macs, std::int64_t min_parall
 
 }  // namespace
 
-void attention_prefill(const float* q, const float* k, const float* v, std::int64_t p0,
+void attention_prefill(const float* q, const KvLayerView& k, const KvLayerView& v, std::int64_t p0,
                        std::int64_t n_q, const AttentionShape& s, float* out, ThreadPool& pool,
                        std::int64_t min_parallel_macs) {
   const std::int64_t visible = n_q * p0 + n_q * (n_q + 1) / 2;  // Σ_i (p0 + i + 1)
@@ -396,7 +526,7 @@ void attention_prefill(const float* q, const float* k, const float* v, std::int6
   HWY_DYNAMIC_DISPATCH(PrefillImpl)(q, k, v, p0, n_q, s, out, pool, parallel);
 }
 
-void attention_decode(const float* q, const float* k, const float* v, std::int64_t n_ctx,
+void attention_decode(const float* q, const KvLayerView& k, const KvLayerView& v, std::int64_t n_ctx,
                       const AttentionShape& s, float* out, ThreadPool& pool,
                       std::int64_t min_parallel_macs) {
   const bool parallel = use_pool(pool, 2 * n_ctx * s.n_heads * s.head_dim, min_parallel_macs);

@@ -1,22 +1,38 @@
-// Scalar reference twin of the attention kernels (attention.h): scores materialized, two-pass
-// softmax, f64 accumulation. Tests compare attention_prefill / attention_decode against it.
+// Scalar reference twin of the attention kernels (attention.h): K/V rows widened to f32 with
+// quant/dequantize, scores materialized, two-pass softmax, f64 accumulation. Tests compare
+// attention_prefill / attention_decode against it.
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include "peregrine/kernels/cpu/attention.h"
+#include "peregrine/quant/dequantize.h"
 
 namespace peregrine {
+namespace {
 
-void attention_row_reference(const float* q, const float* k, const float* v,
+// Positions [0, n_ctx) of `view` as f32 rows [n_ctx, kv_dim].
+std::vector<float> widen_rows(const KvLayerView& view, std::int64_t n_ctx, std::int64_t kv_dim) {
+  std::vector<float> rows(static_cast<std::size_t>(n_ctx * kv_dim));
+  for (std::int64_t t = 0; t < n_ctx; ++t) {
+    dequantize(view.dtype, view.row(t), std::span<float>(rows).subspan(static_cast<std::size_t>(t * kv_dim), static_cast<std::size_t>(kv_dim)));
+  }
+  return rows;
+}
+
+}  // namespace
+
+void attention_row_reference(const float* q, const KvLayerView& k_view, const KvLayerView& v_view,
                              std::int64_t n_ctx, const AttentionShape& s, float* out) {
-  const std::int64_t group = s.n_heads / s.n_kv_heads, hd = s.head_dim;
+  const std::int64_t group = s.n_heads / s.n_kv_heads, hd = s.head_dim, kv_dim = s.n_kv_heads * hd;
+  const std::vector<float> k = widen_rows(k_view, n_ctx, kv_dim), v = widen_rows(v_view, n_ctx, kv_dim);
   std::vector<double> scores(static_cast<std::size_t>(n_ctx));
   for (std::int64_t h = 0; h < s.n_heads; ++h) {
     const std::int64_t kv_off = (h / group) * hd;
     double max_score = -INFINITY;
     for (std::int64_t t = 0; t < n_ctx; ++t) {
       double dot = 0.0;
-      for (std::int64_t d = 0; d < hd; ++d) dot += static_cast<double>(q[h * hd + d]) * k[t * s.kv_stride + kv_off + d];
+      for (std::int64_t d = 0; d < hd; ++d) dot += static_cast<double>(q[h * hd + d]) * k[t * kv_dim + kv_off + d];
       scores[t] = dot / std::sqrt(static_cast<double>(hd));
       max_score = std::max(max_score, scores[t]);
     }
@@ -24,7 +40,7 @@ void attention_row_reference(const float* q, const float* k, const float* v,
     for (auto& sc : scores) sum += (sc = std::exp(sc - max_score));
     for (std::int64_t d = 0; d < hd; ++d) {
       double acc = 0.0;
-      for (std::int64_t t = 0; t < n_ctx; ++t) acc += scores[t] * v[t * s.kv_stride + kv_off + d];
+      for (std::int64_t t = 0; t < n_ctx; ++t) acc += scores[t] * v[t * kv_dim + kv_off + d];
       out[h * hd + d] = static_cast<float>(acc / sum);
     }
   }

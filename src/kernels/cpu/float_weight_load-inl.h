@@ -1,5 +1,6 @@
-// Per-target helpers of the float-weight kernels (gemv_float.cpp, gemm_float.cpp): read
-// F32 / F16 / BF16 weights, at any byte alignment, as f32 vectors or scalars.
+// Per-target helpers of the float-weight kernels (gemv_float.cpp, gemm_float.cpp) and of the
+// attention kernels' f16 KV tiles (attention.cpp): read F32 / F16 / BF16 values, at any byte
+// alignment, as f32 vectors or scalars.
 //
 // Highway "-inl.h" convention: re-included once per target by foreach_target, so the include
 // guard toggles with HWY_TARGET_TOGGLE instead of #pragma once.

@@ -5,14 +5,18 @@
 // 2018; FlashAttention, Dao et al. 2022): attention_prefill for a run of consecutive query rows
 // (query tiles × KV tiles, threaded over query tiles × KV heads) and attention_decode for one
 // row (FlashDecoding, Dao et al. 2023: the KV range split into chunks processed in parallel,
-// merged with a log-sum-exp rescale). Neither materializes the score matrix. K/V are read as
-// rows of `kv_stride` floats, so a paged (block-table) cache only changes where a tile's rows
-// start.
+// merged with a log-sum-exp rescale). Neither materializes the score matrix. K/V are read
+// through the paged cache's block tables (KvLayerView, PagedAttention, Kwon et al. 2023): f32
+// rows are read in place, one run of rows per block a tile touches (blocks of fewer than 8
+// rows are gathered into a contiguous tile first); f16 and q8_0 rows are widened to an f32 tile
+// in the thread's workspace. Measured (attention_bench, TinyLlama's shape, f32, blocks of 16 vs
+// one contiguous block): decode 1.00-1.07x, prefill 1.00-1.02x the time.
 #pragma once
 
 #include <cstdint>
 
 #include "peregrine/core/thread_pool.h"
+#include "peregrine/kv/kv_layer_view.h"
 
 namespace peregrine {
 
@@ -20,8 +24,7 @@ namespace peregrine {
 struct AttentionShape {
   std::int64_t n_heads = 0;     // query heads
   std::int64_t n_kv_heads = 0;  // KV heads (divides n_heads)
-  std::int64_t head_dim = 0;
-  std::int64_t kv_stride = 0;   // floats between consecutive positions in k/v (>= n_kv_heads*head_dim)
+  std::int64_t head_dim = 0;     // a K/V row holds n_kv_heads * head_dim values
 };
 
 /// Below this many multiply-adds (2 · visible positions · n_heads · head_dim summed over the
@@ -34,33 +37,35 @@ inline constexpr std::int64_t kMinParallelAttentionMacs = std::int64_t{1} << 19;
 
 /// Prefill attention for `n_q` consecutive query rows of one sequence at positions
 /// p0 .. p0+n_q-1; row i attends causally to KV positions [0, p0 + i].
-/// q, out: [n_q, n_heads * head_dim] f32 (out fully overwritten); k, v: [p0 + n_q, kv_stride] f32
-/// (the sequence's cache rows, this run's own K/V already written). out[i, h] =
+/// q, out: [n_q, n_heads * head_dim] f32 (out fully overwritten); k, v: the sequence's K and V
+/// of this layer, positions [0, p0 + n_q) valid (this run's own K/V already written), rows of
+/// n_kv_heads * head_dim values in f32, f16 or q8_0 (q8_0 needs that row length % 32 == 0).
+/// out[i, h] =
 /// softmax(q[i, h] · K[0..p0+i]ᵀ / sqrt(head_dim)) · V[0..p0+i]. Query tiles × KV tiles with a
 /// running max / sum per query row and head (FlashAttention, Dao et al. 2022); every query head
 /// of a KV group shares each K/V tile. Threaded over (query tile, KV head) pairs when the call
 /// has at least `min_parallel_macs` multiply-adds (0 forces the pool). f32 accumulation.
 /// Preconditions (the model's batch validation guarantees them): n_q >= 1, p0 >= 0, shape
 /// fields >= 1, n_kv_heads divides n_heads.
-void attention_prefill(const float* q, const float* k, const float* v, std::int64_t p0,
+void attention_prefill(const float* q, const KvLayerView& k, const KvLayerView& v, std::int64_t p0,
                        std::int64_t n_q, const AttentionShape& s, float* out, ThreadPool& pool,
                        std::int64_t min_parallel_macs = kMinParallelAttentionMacs);
 
 /// Decode attention of one query row against all `n_ctx` >= 1 positions of k, v.
-/// q, out: [n_heads, head_dim] f32; k, v: [n_ctx, kv_stride] f32.
+/// q, out: [n_heads, head_dim] f32; k, v: as for attention_prefill, positions [0, n_ctx) valid.
 /// out[h] = softmax(q[h] · K[0..n_ctx)ᵀ / sqrt(head_dim)) · V[0..n_ctx). With at least
 /// `min_parallel_macs` multiply-adds and more than one thread, the KV range is split into
 /// chunks (FlashDecoding, Dao et al. 2023) so that (KV head, chunk) pairs keep every thread
 /// busy; each chunk's (max, sum, unnormalized output) are merged by log-sum-exp rescaling.
 /// Otherwise it runs on the calling thread. f32 accumulation. Preconditions as above.
-void attention_decode(const float* q, const float* k, const float* v, std::int64_t n_ctx,
+void attention_decode(const float* q, const KvLayerView& k, const KvLayerView& v, std::int64_t n_ctx,
                       const AttentionShape& s, float* out, ThreadPool& pool,
                       std::int64_t min_parallel_macs = kMinParallelAttentionMacs);
 
 /// Scalar reference twin of both kernels for one query row seeing positions [0, n_ctx):
-/// materializes the scores, two-pass softmax in f64. q, out: [n_heads, head_dim] f32;
-/// k, v: [n_ctx, kv_stride] f32.
-void attention_row_reference(const float* q, const float* k, const float* v,
+/// widens every K/V row to f32 (the values the kernels read), materializes the scores, two-pass
+/// softmax in f64. q, out: [n_heads, head_dim] f32; k, v: as for attention_decode.
+void attention_row_reference(const float* q, const KvLayerView& k, const KvLayerView& v,
                              std::int64_t n_ctx, const AttentionShape& s, float* out);
 
 }  // namespace peregrine

@@ -1,0 +1,231 @@
+// KvCache: creation errors, reserve (all or nothing), copy-on-write of shared blocks, truncate
+// and free returning blocks, and rows stored in each KV dtype.
+#include "peregrine/kv/kv_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <span>
+#include <vector>
+
+#include "kv/kv_test_config.h"
+#include "peregrine/quant/dequantize.h"
+
+namespace peregrine {
+namespace {
+
+KvCache make(std::int32_t n_blocks, std::int32_t block_size, DType dtype = DType::kF32) {
+  auto c = KvCache::create(test::kv_test_config(), {n_blocks, block_size, dtype});
+  EXPECT_TRUE(c) << c.status().message();
+  return std::move(*c);
+}
+
+// A recognizable K row of 32 values for (seq, pos); V is its negation.
+std::vector<float> row_of(std::int32_t seq, std::int64_t pos) {
+  std::vector<float> r(32);
+  for (std::size_t i = 0; i < r.size(); ++i) r[i] = static_cast<float>(seq * 1000 + pos) + 0.25f * static_cast<float>(i);
+  return r;
+}
+
+void write_rows(KvCache& c, std::int32_t seq, std::int64_t begin, std::int64_t end) {
+  for (std::int64_t p = begin; p < end; ++p) {
+    auto k = row_of(seq, p);
+    std::vector<float> v(k.size());
+    for (std::size_t i = 0; i < k.size(); ++i) v[i] = -k[i];
+    for (std::int64_t l = 0; l < 2; ++l) c.write(seq, l, p, k.data(), v.data());
+  }
+}
+
+std::vector<float> read_row(const KvLayerView& view, std::int64_t pos) {
+  std::vector<float> r(32);
+  dequantize(view.dtype, view.row(pos), r);
+  return r;
+}
+
+// Positions [begin, end) of `seq` hold the rows written as `writer`'s (exactly, f32).
+void expect_rows(const KvCache& c, std::int32_t seq, std::int32_t writer, std::int64_t begin, std::int64_t end) {
+  for (std::int64_t l = 0; l < 2; ++l) {
+    for (std::int64_t p = begin; p < end; ++p) {
+      const auto k = row_of(writer, p);
+      EXPECT_EQ(read_row(c.k_view(seq, l), p), k) << "seq " << seq << " layer " << l << " pos " << p;
+      const auto v = read_row(c.v_view(seq, l), p);
+      for (std::size_t i = 0; i < k.size(); ++i) ASSERT_EQ(v[i], -k[i]);
+    }
+  }
+}
+
+TEST(KvCache, SizesAndParsing) {
+  const ModelConfig c = test::kv_test_config();
+  EXPECT_EQ(kv_block_bytes(c, 16, DType::kF32), 2 * 2 * 16 * 32 * 4);
+  EXPECT_EQ(kv_block_bytes(c, 16, DType::kF16), 2 * 2 * 16 * 32 * 2);
+  EXPECT_EQ(kv_block_bytes(c, 16, DType::kQ8_0), 2 * 2 * 16 * 34);
+  EXPECT_EQ(blocks_for_tokens(0, 16), 0);
+  EXPECT_EQ(blocks_for_tokens(1, 16), 1);
+  EXPECT_EQ(blocks_for_tokens(16, 16), 1);
+  EXPECT_EQ(blocks_for_tokens(17, 16), 2);
+  EXPECT_EQ(*parse_kv_type("f32"), DType::kF32);
+  EXPECT_EQ(*parse_kv_type("f16"), DType::kF16);
+  EXPECT_EQ(*parse_kv_type("q8_0"), DType::kQ8_0);
+  const auto bad = parse_kv_type("q4_0");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("f32, f16 or q8_0"), std::string::npos);
+}
+
+TEST(KvCache, CreateRejectsBadOptions) {
+  const ModelConfig c = test::kv_test_config();
+  auto code = [&](const ModelConfig& cfg, KvCacheOptions o) { return KvCache::create(cfg, o).status().code(); };
+  EXPECT_EQ(code(c, {0, 16, DType::kF32}), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code(c, {4, 0, DType::kF32}), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code(c, {4, 16, DType::kBF16}), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code(c, {4, 16, DType::kQ4_0}), ErrorCode::kInvalidArgument);
+  ModelConfig odd = c;
+  odd.n_kv_heads = 3;  // kv_dim 48: not whole q8_0 blocks
+  const auto q8 = KvCache::create(odd, {4, 16, DType::kQ8_0});
+  ASSERT_FALSE(q8);
+  EXPECT_EQ(q8.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(q8.status().message().find("multiple of 32"), std::string::npos) << q8.status().message();
+  EXPECT_TRUE(KvCache::create(odd, {4, 16, DType::kF16}));
+  // 2^31 blocks of 2^20 positions: petabytes.
+  const auto huge = KvCache::create(c, {std::numeric_limits<std::int32_t>::max(), 1 << 20, DType::kF32});
+  ASSERT_FALSE(huge);
+  EXPECT_EQ(huge.status().code(), ErrorCode::kOutOfRange);
+  EXPECT_NE(huge.status().message().find("GiB"), std::string::npos) << huge.status().message();
+}
+
+TEST(KvCache, ReserveIsAllOrNothing) {
+  KvCache c = make(4, 16);
+  EXPECT_FALSE(c.has_sequence(0));
+  EXPECT_EQ(c.length(0), 0);
+  EXPECT_TRUE(c.block_table(0).empty());
+  EXPECT_EQ(c.blocks_needed(0, 40), 3);
+  ASSERT_TRUE(c.reserve(0, 40).is_ok());
+  EXPECT_TRUE(c.has_sequence(0));
+  EXPECT_EQ(c.block_table(0).size(), 3u);
+  EXPECT_EQ(c.length(0), 0);  // reserved, not yet written
+  EXPECT_EQ(c.pool().n_free(), 1);
+  EXPECT_EQ(c.blocks_needed(0, 48), 0);
+  EXPECT_EQ(c.blocks_needed(0, 49), 1);
+
+  const Status st = c.reserve(1, 20);  // 2 blocks, 1 free
+  EXPECT_EQ(st.code(), ErrorCode::kResourceExhausted);
+  EXPECT_NE(st.message().find("needs 2"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("1 are free"), std::string::npos) << st.message();
+  EXPECT_FALSE(c.has_sequence(1));
+  EXPECT_EQ(c.pool().n_free(), 1);
+  EXPECT_EQ(c.reserve(0, 65).code(), ErrorCode::kResourceExhausted);
+  EXPECT_EQ(c.block_table(0).size(), 3u);
+  EXPECT_TRUE(c.reserve(1, 16).is_ok());
+  EXPECT_EQ(c.pool().n_free(), 0);
+}
+
+TEST(KvCache, RowsRoundTripInEveryDtype) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+    KvCache c = make(3, 5, dtype);  // blocks of 5: rows cross block boundaries
+    EXPECT_EQ(c.dtype(), dtype);
+    EXPECT_EQ(c.kv_dim(), 32);
+    ASSERT_TRUE(c.reserve(7, 12).is_ok());
+    write_rows(c, 7, 0, 12);
+    c.set_length(7, 12);
+    EXPECT_EQ(c.length(7), 12);
+    for (std::int64_t p = 0; p < 12; ++p) {
+      const auto want = row_of(7, p), got = read_row(c.k_view(7, 1), p);
+      // f16: 11 significant bits; q8_0: half a step d = absmax/127, plus d's own f16 rounding
+      // (2^-11 relative) times |q| <= 127.
+      const float d = std::fabs(want.back()) / 127.0f;
+      const float tol = dtype == DType::kF32 ? 0.0f : dtype == DType::kF16 ? std::fabs(want.back()) / 2048.0f : d * (0.5f + 127.0f / 2048.0f);
+      for (std::size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], tol) << dtype_name(dtype) << " pos " << p;
+    }
+  }
+}
+
+TEST(KvCache, WriteIntoASharedBlockCopiesItFirst) {
+  KvCache c = make(6, 16);
+  ASSERT_TRUE(c.reserve(0, 20).is_ok());  // blocks b0, b1
+  write_rows(c, 0, 0, 20);
+  c.set_length(0, 20);
+  const std::vector<std::int32_t> shared(c.block_table(0).begin(), c.block_table(0).end());
+  for (std::int32_t b : shared) c.pool().ref(b);  // the references attach_prefix takes over
+  c.attach_prefix(1, shared, 20);
+  EXPECT_EQ(c.length(1), 20);
+  EXPECT_EQ(c.pool().ref_count(shared[1]), 2);
+  expect_rows(c, 1, 0, 0, 20);
+
+  // Sequence 1 writes position 20, inside the shared block b1: it gets a private copy.
+  EXPECT_EQ(c.blocks_needed(1, 21), 1);
+  ASSERT_TRUE(c.reserve(1, 21).is_ok());
+  EXPECT_EQ(c.block_table(1)[0], shared[0]);  // untouched by [20, 21): still shared
+  EXPECT_NE(c.block_table(1)[1], shared[1]);
+  EXPECT_EQ(c.pool().ref_count(shared[0]), 2);
+  EXPECT_EQ(c.pool().ref_count(shared[1]), 1);
+  write_rows(c, 1, 20, 21);
+  c.set_length(1, 21);
+  expect_rows(c, 1, 0, 0, 20);  // the copy carried positions 16..19
+  expect_rows(c, 1, 1, 20, 21);
+  expect_rows(c, 0, 0, 0, 20);  // sequence 0 unchanged
+
+  // Sequence 0 now owns b1 alone: no copy, and its write leaves sequence 1's copy intact.
+  EXPECT_EQ(c.blocks_needed(0, 21), 0);
+  ASSERT_TRUE(c.reserve(0, 21).is_ok());
+  EXPECT_EQ(c.block_table(0)[1], shared[1]);
+  write_rows(c, 0, 20, 21);
+  expect_rows(c, 1, 1, 20, 21);
+  expect_rows(c, 0, 0, 0, 21);
+}
+
+TEST(KvCache, CopyOnWriteCountsAgainstFreeBlocks) {
+  KvCache c = make(2, 4);
+  ASSERT_TRUE(c.reserve(0, 6).is_ok());  // both blocks
+  write_rows(c, 0, 0, 6);
+  c.set_length(0, 6);
+  const std::vector<std::int32_t> shared(c.block_table(0).begin(), c.block_table(0).end());
+  for (std::int32_t b : shared) c.pool().ref(b);
+  c.attach_prefix(1, shared, 6);
+  const Status st = c.reserve(1, 7);  // needs a copy of the second block, none free
+  EXPECT_EQ(st.code(), ErrorCode::kResourceExhausted);
+  EXPECT_EQ(c.block_table(1)[1], shared[1]);
+  EXPECT_EQ(c.pool().ref_count(shared[1]), 2);
+}
+
+TEST(KvCache, TruncateAndFreeReturnBlocks) {
+  KvCache c = make(8, 16);
+  ASSERT_TRUE(c.reserve(3, 40).is_ok());
+  write_rows(c, 3, 0, 40);
+  c.set_length(3, 40);
+  EXPECT_EQ(c.pool().n_free(), 5);
+  c.truncate(3, 17);  // keeps blocks 0 and 1
+  EXPECT_EQ(c.length(3), 17);
+  EXPECT_EQ(c.block_table(3).size(), 2u);
+  EXPECT_EQ(c.pool().n_free(), 6);
+  expect_rows(c, 3, 3, 0, 17);
+  c.truncate(3, 16);
+  EXPECT_EQ(c.block_table(3).size(), 1u);
+  EXPECT_EQ(c.pool().n_free(), 7);
+  c.truncate(3, 0);
+  EXPECT_TRUE(c.has_sequence(3));
+  EXPECT_EQ(c.pool().n_free(), 8);
+
+  ASSERT_TRUE(c.reserve(3, 20).is_ok());
+  ASSERT_TRUE(c.reserve(4, 20).is_ok());
+  c.free_sequence(3);
+  EXPECT_FALSE(c.has_sequence(3));
+  EXPECT_EQ(c.pool().n_free(), 6);
+  c.free_sequence(3);  // unknown: no-op
+  c.free_sequence(99);
+  EXPECT_EQ(c.pool().n_free(), 6);
+
+  // A shared block survives the free of one of its holders.
+  const std::vector<std::int32_t> shared(c.block_table(4).begin(), c.block_table(4).end());
+  for (std::int32_t b : shared) c.pool().ref(b);
+  c.attach_prefix(5, shared, 20);
+  c.free_sequence(4);
+  EXPECT_EQ(c.pool().n_free(), 6);
+  EXPECT_EQ(c.pool().ref_count(shared[0]), 1);
+  c.free_sequence(5);
+  EXPECT_EQ(c.pool().n_free(), 8);
+}
+
+}  // namespace
+}  // namespace peregrine
