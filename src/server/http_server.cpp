@@ -190,7 +190,10 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
   };
   auto submitted = engine.submit(std::move(ro), std::move(callbacks));
   if (!submitted) {
-    const bool prompt_fault = submitted.status().code() == ErrorCode::kOutOfRange;
+    // The parser checked every other field: what the engine still rejects is the prompt
+    // (too long for the context or the pool, token ids outside the vocabulary).
+    const ErrorCode code = submitted.status().code();
+    const bool prompt_fault = code == ErrorCode::kOutOfRange || code == ErrorCode::kInvalidArgument;
     return send_error(res, api_error(submitted.status(), prompt_fault ? prompt_param(endpoint) : ""));
   }
   ex->id = *submitted;

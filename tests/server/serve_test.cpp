@@ -257,7 +257,7 @@ TEST_F(ServeTest, BadRequestsAre400WithTheParamAndUnknownModelOrRouteIs404) {
       {"/v1/completions", R"({"prompt": "x", "max_tokens": "ten"})", 400, "max_tokens"},
       {"/v1/completions", R"({"prompt": "x", "max_tokens": 0})", 400, "max_tokens"},
       {"/v1/completions", R"({"prompt": "x", "temperature": 5})", 400, "temperature"},
-      {"/v1/completions", R"({"prompt": [1, 100000]})", 400, nullptr},
+      {"/v1/completions", R"({"prompt": [1, 100000]})", 400, "prompt"},
       {"/v1/chat/completions", R"({"messages": []})", 400, "messages"},
       {"/v1/chat/completions", R"({"messages": [{"role": "robot", "content": "hi"}]})", 400, "messages[0].role"},
       {"/v1/completions", R"({"prompt": "x", "model": "gpt-4"})", 404, "model"},
