@@ -2,18 +2,22 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string_view>
 
 namespace peregrine {
 namespace {
 
-/// A sample value: integers exactly, others with 17 significant digits; NaN / ±Inf spelled
-/// as the format wants.
+/// A sample value in the shortest "%g" form that reads back as the same double (0.005, not
+/// 0.0050000000000000001); NaN / ±Inf spelled as the format wants.
 std::string number(double v) {
   if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
+  for (int precision = 15; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
   return buf;
 }
 
