@@ -113,11 +113,16 @@ Expected<ChatTemplate> ChatTemplate::parse(std::string_view source) {
   return ChatTemplate(std::make_unique<Program>(Program{std::move(body)}));
 }
 
-Expected<ChatTemplate> ChatTemplate::builtin(std::string_view name) {
-  if (name == "chatml") return parse(kChatml);
-  if (name == "llama-2") return parse(kLlama2);
-  if (name == "llama-3") return parse(kLlama3);
+Expected<std::string_view> ChatTemplate::builtin_source(std::string_view name) {
+  if (name == "chatml") return kChatml;
+  if (name == "llama-2") return kLlama2;
+  if (name == "llama-3") return kLlama3;
   return invalid_argument(std::string("unknown chat template '").append(name) + "' (known: chatml, llama-2, llama-3)");
+}
+
+Expected<ChatTemplate> ChatTemplate::builtin(std::string_view name) {
+  PEREGRINE_ASSIGN_OR_RETURN(const std::string_view source, builtin_source(name));
+  return parse(source);
 }
 
 Expected<std::string> ChatTemplate::render(std::span<const ChatMessage> messages, const ChatTemplateInputs& inputs) const {

@@ -38,7 +38,8 @@ class Evaluator {
   }
 
   Expected<std::string> run(const Body& body) {
-    PEREGRINE_RETURN_IF_ERROR(exec(body).status());
+    const auto flow = exec(body);
+    if (!flow) return flow.status();
     return std::move(out_);
   }
 

@@ -17,7 +17,7 @@ namespace peregrine::jinja {
 
 struct RenderLimits {
   std::size_t max_output_bytes = std::size_t{64} << 20;
-  std::int64_t max_loop_iterations = 10'000'000;  // over the whole render
+  std::int64_t max_loop_iterations = 1'000'000;  // over the whole render
 };
 
 /// The text of `body` with `globals` as the template's variables. Errors: kInvalidArgument

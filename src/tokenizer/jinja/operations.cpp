@@ -14,9 +14,14 @@ Status type_error(std::string_view op, const Value& a, const Value& b) {
 
 Status too_large() { return invalid_argument("result larger than " + std::to_string(kMaxBuiltSize) + " bytes / items"); }
 
-Expected<Value> checked(bool overflow, std::int64_t result) {
+// a + b, a - b or a * b of int64s, or an error when the result overflows.
+Expected<Value> checked_int(char op, std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  const bool overflow = op == '+'   ? __builtin_add_overflow(a, b, &r)
+                        : op == '-' ? __builtin_sub_overflow(a, b, &r)
+                                    : __builtin_mul_overflow(a, b, &r);
   if (overflow) return invalid_argument("integer overflow");
-  return Value(result);
+  return Value(r);
 }
 
 // Python's floor division and modulo (results rounded toward negative infinity).
@@ -42,10 +47,9 @@ Expected<Value> int_power(std::int64_t base, std::int64_t exp) {
 
 Expected<Value> arithmetic(std::string_view op, const Value& a, const Value& b) {
   const bool ints = !a.is_float() && !b.is_float();
-  std::int64_t r = 0;
-  if (op == "+") return ints ? checked(__builtin_add_overflow(a.as_int(), b.as_int(), &r), r) : Value(a.as_float() + b.as_float());
-  if (op == "-") return ints ? checked(__builtin_sub_overflow(a.as_int(), b.as_int(), &r), r) : Value(a.as_float() - b.as_float());
-  if (op == "*") return ints ? checked(__builtin_mul_overflow(a.as_int(), b.as_int(), &r), r) : Value(a.as_float() * b.as_float());
+  if (op == "+") return ints ? checked_int('+', a.as_int(), b.as_int()) : Value(a.as_float() + b.as_float());
+  if (op == "-") return ints ? checked_int('-', a.as_int(), b.as_int()) : Value(a.as_float() - b.as_float());
+  if (op == "*") return ints ? checked_int('*', a.as_int(), b.as_int()) : Value(a.as_float() * b.as_float());
   if (op == "**") return ints ? int_power(a.as_int(), b.as_int()) : Value(std::pow(a.as_float(), b.as_float()));
   if (b.as_float() == 0.0) return invalid_argument(op == "/" ? "division by zero" : "integer division or modulo by zero");
   if (op == "/") return Value(a.as_float() / b.as_float());
@@ -90,6 +94,12 @@ Expected<Value> comparison(std::string_view op, const Value& a, const Value& b) 
   const bool swap = op == ">" || op == "<=";
   PEREGRINE_ASSIGN_OR_RETURN(const bool lt, swap ? less_than(b, a) : less_than(a, b));
   return Value((op == "<" || op == ">") ? lt : !lt);
+}
+
+// How jinja2's undefined messages name an object: "None", "dict object", "list object", ...
+std::string object_description(const Value& v) {
+  if (v.is_none()) return "None";
+  return std::string(v.type_name()) + " object";
 }
 
 std::int64_t adjust_index(std::optional<std::int64_t> i, std::int64_t len, std::int64_t step, bool is_start) {
@@ -158,12 +168,14 @@ Expected<Value> get_attr(const Value& object, const std::string& name) {
   if (object.is_undefined()) return invalid_argument(object.undefined().what);
   const Value* found = object.is_dict() ? object.dict().find(name) : object.is_namespace() ? object.ns().find(name) : nullptr;
   if (found) return *found;
-  return Value(Undefined{std::string("'") + object.type_name() + " object' has no attribute '" + name + "'"});
+  std::string what = "'";
+  what += object_description(object) + "' has no attribute '" + name + "'";
+  return Value(Undefined{std::move(what)});
 }
 
 Expected<Value> get_item(const Value& object, const Value& key) {
   if (object.is_undefined()) return invalid_argument(object.undefined().what);
-  if (key.is_string() && !object.is_list() && !object.is_string()) return get_attr(object, key.string());
+  if (key.is_string()) return get_attr(object, key.string());
   if ((object.is_list() || object.is_string()) && (key.is_int() || key.is_bool())) {
     const std::int64_t len = object.is_list() ? static_cast<std::int64_t>(object.list().items.size()) : py_len(object.string());
     const std::int64_t i = key.as_int() < 0 ? key.as_int() + len : key.as_int();
@@ -172,7 +184,7 @@ Expected<Value> get_item(const Value& object, const Value& key) {
       return Value(py_chars(object.string())[static_cast<std::size_t>(i)]);
     }
   }
-  return Value(Undefined{std::string("'") + object.type_name() + " object' has no element " + to_repr(key)});
+  return Value(Undefined{object_description(object) + " has no element " + to_repr(key)});
 }
 
 Expected<Value> slice(const Value& object, std::optional<std::int64_t> start, std::optional<std::int64_t> stop,

@@ -90,7 +90,7 @@ class Parser {
       const Token& t = peek();
       if (t.kind == TokenKind::kEnd) {
         if (ends.size() == 0) return out;
-        return error(std::string("unexpected end of template, expected '").append(*ends.begin()) + "'");
+        return error(std::string("unexpected end of template, expected '").append(*(ends.end() - 1)) + "'");
       }
       if (t.kind == TokenKind::kBlockBegin && peek(1).kind == TokenKind::kName &&
           std::find(ends.begin(), ends.end(), peek(1).text) != ends.end()) {
