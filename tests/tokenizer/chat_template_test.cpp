@@ -227,6 +227,29 @@ TEST(ChatTemplateInterpreter, LimitsStopHostileTemplates) {
                "1", "loop iterations");
 }
 
+// Every prefix and a byte-flipped copy of the real templates parse or fail with a Status, and
+// those that parse render or fail with a Status: untrusted templates never crash.
+TEST(ChatTemplateInterpreter, DamagedTemplatesFailCleanly) {
+  for (const char* name : {"Qwen-Qwen2.5-7B-Instruct", "google-gemma-2-2b-it", "meta-llama-Llama-3.1-8B-Instruct",
+                           "microsoft-Phi-3.5-mini-instruct", "mistralai-Mistral-Nemo-Instruct-2407"}) {
+    const std::string source = test::read_file(test::shared_dir() + "/chat-templates/" + name + ".jinja");
+    ASSERT_FALSE(source.empty()) << name;
+    int failures = 0;
+    for (std::size_t i = 0; i < source.size(); i += 3) {
+      std::string flipped = source;
+      flipped[i] = static_cast<char>(flipped[i] ^ 0x5A);
+      for (const std::string& damaged : {source.substr(0, i), flipped}) {
+        const auto out = render_source(damaged, kSystemUser, {true, "<s>", "</s>"});
+        if (out) continue;
+        ++failures;
+        EXPECT_EQ(out.status().code(), ErrorCode::kInvalidArgument) << out.status().message();
+        EXPECT_TRUE(out.status().message().starts_with("chat template line ")) << out.status().message();
+      }
+    }
+    EXPECT_GT(failures, 0) << name;
+  }
+}
+
 // ---- the real templates and the built-ins against jinja2 ----
 
 std::vector<std::vector<ChatMessage>> conversations() {
