@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 #include <string>
 
@@ -138,6 +139,7 @@ Status KvCache::reserve(std::int32_t seq, std::int64_t n_positions) {
 }
 
 void KvCache::attach_prefix(std::int32_t seq, std::span<const std::int32_t> blocks, std::int64_t n_tokens) {
+  assert(!has_sequence(seq) && n_tokens <= static_cast<std::int64_t>(blocks.size()) * block_size_);
   Sequence& s = seqs_[seq];
   s.blocks.assign(blocks.begin(), blocks.end());
   s.length = n_tokens;

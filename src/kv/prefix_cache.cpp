@@ -75,7 +75,7 @@ std::int64_t PrefixCache::evict(std::int64_t n) {
     leaves.pop();
     Node* parent = leaf->parent;
     cache_->pool().unref(leaf->block);
-    parent->children.erase(leaf->key);  // destroys leaf
+    parent->children.erase(parent->children.find(leaf->key));  // destroys leaf
     --n_cached_;
     ++freed;
     offer(parent);

@@ -50,8 +50,9 @@ class Engine {
   /// Starts the step-loop thread (idempotent).
   void start();
   /// Stops taking requests; with `drain` lets the running and queued ones finish, else fails
-  /// them with kUnavailable; then stops the loop thread. Blocks until done. Thread-safe.
-  void shutdown(bool drain);
+  /// them with kUnavailable (so do the ones still unfinished after `drain_timeout_s` seconds);
+  /// then stops the loop thread. Blocks until done. Thread-safe; later calls return at once.
+  void shutdown(bool drain, double drain_timeout_s = 30.0);
 
   /// Runs one step on the calling thread (for tests and `generate`, without start()):
   /// returns false when there was nothing to do.

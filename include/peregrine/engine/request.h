@@ -17,7 +17,8 @@ struct RequestOptions {
   std::int32_t max_tokens = 16;      // >= 1 generated tokens at most
   SamplingParams sampling;           // temperature 0 = greedy; seed fixes the draws
   std::int32_t top_logprobs = -1;    // -1: no logprobs; 0..20: chosen token's + this many top
-  bool ignore_eos = false;           // keep generating past the EOS token
+  std::int32_t eos_id = -1;          // end-of-sequence token (the tokenizer's; -1: none)
+  bool ignore_eos = false;           // keep generating past eos_id (fixed-length benchmarks)
 };
 
 /// One generated token, reported as soon as it is sampled.

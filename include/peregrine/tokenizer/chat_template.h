@@ -36,6 +36,8 @@ class ChatTemplate {
   /// A built-in template by name: "chatml", "llama-2", "llama-3".
   /// Errors: kInvalidArgument naming the known names.
   static Expected<ChatTemplate> builtin(std::string_view name);
+  /// The Jinja source of a built-in template. Errors: those of builtin.
+  static Expected<std::string_view> builtin_source(std::string_view name);
 
   ChatTemplate(ChatTemplate&&) noexcept;
   ChatTemplate& operator=(ChatTemplate&&) noexcept;
@@ -53,8 +55,10 @@ class ChatTemplate {
 };
 
 /// The model's own template: GGUF metadata `tokenizer.chat_template`, or `chat_template` of
-/// tokenizer_config.json in a Hugging Face model folder; else builtin(fallback).
-/// Errors: those of parse and builtin.
+/// tokenizer_config.json in a Hugging Face model folder (a string, or the "default" entry of a
+/// list of {name, template}; a chat_template.jinja file there takes precedence); else
+/// builtin(fallback). Errors: those of parse and builtin; kIoError / kCorruptFile for an
+/// unreadable or malformed tokenizer_config.json.
 Expected<ChatTemplate> load_chat_template(const ModelFile& model, std::string_view fallback = "chatml");
 
 }  // namespace peregrine

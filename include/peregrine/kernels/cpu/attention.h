@@ -9,8 +9,10 @@
 // through the paged cache's block tables (KvLayerView, PagedAttention, Kwon et al. 2023): f32
 // rows are read in place, one run of rows per block a tile touches (blocks of fewer than 8
 // rows are gathered into a contiguous tile first); f16 and q8_0 rows are widened to an f32 tile
-// in the thread's workspace. Measured (attention_bench, TinyLlama's shape, f32, blocks of 16 vs
-// one contiguous block): decode 1.00-1.07x, prefill 1.00-1.02x the time.
+// in the thread's workspace. Measured on a shared 2-core machine (attention_bench, TinyLlama's
+// shape, f32, shuffled blocks of 16 vs one contiguous block, same binary): decode 1.0-1.12x,
+// prefill 1.00-1.02x the time; against the pre-paging pointer + stride kernel, decode of
+// paged blocks of 16 took ~1.12-1.19x and prefill ~1.07-1.10x.
 #pragma once
 
 #include <cstdint>

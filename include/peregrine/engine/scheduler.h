@@ -1,0 +1,81 @@
+// Iteration-level scheduling (Orca, Yu et al. 2022) with chunked prefill (Sarathi, Agrawal et
+// al. 2024) over the paged KV cache (vLLM, Kwon et al. 2023): decides, each step, which
+// sequences compute how many tokens under a token budget, admits waiting requests FCFS,
+// reserves their KV blocks (reusing prefix-cache blocks), and preempts by recomputation when
+// blocks run out.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <unordered_set>
+#include <vector>
+
+#include "peregrine/engine/sequence.h"
+#include "peregrine/kv/kv_cache.h"
+#include "peregrine/kv/prefix_cache.h"
+
+namespace peregrine {
+
+struct SchedulerLimits {
+  std::int64_t max_batch_tokens = 256;  // rows of one step's Batch
+  std::int32_t max_running = 16;        // sequences holding KV at once
+};
+
+/// One sequence's share of a step: compute tokens [seq->n_computed, + n_tokens).
+struct ScheduledChunk {
+  Sequence* seq = nullptr;
+  std::int64_t n_tokens = 0;
+};
+
+class Scheduler {
+ public:
+  /// `prefix_cache` may be null (prefix caching off). Both must outlive the scheduler.
+  Scheduler(const SchedulerLimits& limits, KvCache& cache, PrefixCache* prefix_cache);
+
+  /// Appends a new request to the waiting queue (FCFS).
+  void enqueue(std::unique_ptr<Sequence> seq);
+
+  /// Plans one step, in this order: every running sequence in decode (1 token each, oldest
+  /// first), running prefills (chunks), then waiting requests in FCFS order while there are
+  /// running slots, budget and blocks (a request that does not fit blocks the ones behind
+  /// it). KV blocks for every planned chunk are reserved here; when the pool runs dry the
+  /// prefix cache evicts, and then the most recently admitted running sequence is preempted
+  /// (its KV freed, its tokens kept; it goes back to the front of the queue and is
+  /// recomputed later). The returned chunks are ordered like the Batch rows to build.
+  std::vector<ScheduledChunk> schedule();
+
+  /// Marks chunks as computed (n_computed advances) and offers newly completed full blocks
+  /// to the prefix cache.
+  void commit(const std::vector<ScheduledChunk>& chunks);
+
+  /// Removes a finished (or cancelled) sequence from wherever it is, offering its full
+  /// blocks to the prefix cache and freeing its KV. Returns ownership.
+  std::unique_ptr<Sequence> remove(Sequence* seq);
+
+  /// Sequences with KV (admission order) and waiting ones (queue order).
+  const std::vector<std::unique_ptr<Sequence>>& running() const { return running_; }
+  const std::deque<std::unique_ptr<Sequence>>& waiting() const { return waiting_; }
+  std::int64_t preemptions() const { return preemptions_; }
+  /// Running sequences the last schedule() could not give a block although nothing else was
+  /// left to preempt: the pool cannot hold them; the engine ends them (finish reason length).
+  const std::vector<Sequence*>& stuck() const { return stuck_; }
+
+ private:
+  bool reserve(Sequence& seq, std::int64_t n_tokens, bool may_preempt);
+  void attach_cached_prefix(Sequence& seq);
+  bool is_running(const Sequence* seq) const;
+  void preempt(std::size_t running_index);
+  void offer_blocks(Sequence& seq);
+
+  SchedulerLimits limits_;
+  KvCache& cache_;
+  PrefixCache* prefix_cache_;
+  std::vector<std::unique_ptr<Sequence>> running_;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::unordered_set<const Sequence*> scheduled_;  // sequences with a chunk in this step
+  std::vector<Sequence*> stuck_;
+  std::int64_t preemptions_ = 0;
+};
+
+}  // namespace peregrine

@@ -1,0 +1,47 @@
+// The engine's state of one request while it is queued or running.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "peregrine/engine/request.h"
+#include "peregrine/sampling/sampler.h"
+
+namespace peregrine {
+
+using EngineClock = std::chrono::steady_clock;
+
+struct Sequence {
+  Sequence(std::uint64_t id, std::int32_t kv_seq, RequestOptions request, RequestCallbacks callbacks)
+      : id(id),
+        kv_seq(kv_seq),
+        n_prompt(static_cast<std::int64_t>(request.prompt.size())),
+        tokens(request.prompt),
+        sampler(request.sampling),
+        request(std::move(request)),
+        callbacks(std::move(callbacks)) {}
+
+  std::uint64_t id;          // the request id Engine::submit returned
+  std::int32_t kv_seq;       // sequence id in the KV cache
+  std::int64_t n_prompt;     // prompt tokens
+  std::vector<std::int32_t> tokens;  // prompt, then every sampled token
+  std::int64_t n_computed = 0;       // positions whose K/V are in the cache (<= tokens.size())
+  std::int64_t n_cached_blocks = 0;  // full blocks already offered to the prefix cache
+  bool has_kv = false;               // the KV cache knows kv_seq
+  bool cancelled = false;
+  Sampler sampler;
+  RequestOptions request;
+  RequestCallbacks callbacks;
+  RequestResult result;  // counters filled as it runs
+  EngineClock::time_point submitted = EngineClock::now();
+  EngineClock::time_point last_token{};
+  bool scheduled_once = false;
+
+  /// Tokens sampled so far.
+  std::int64_t n_generated() const { return static_cast<std::int64_t>(tokens.size()) - n_prompt; }
+  /// Tokens whose K/V still have to be computed before the next token can be sampled.
+  std::int64_t n_pending() const { return static_cast<std::int64_t>(tokens.size()) - n_computed; }
+};
+
+}  // namespace peregrine

@@ -1,0 +1,362 @@
+#include "peregrine/engine/engine.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "peregrine/engine/scheduler.h"
+#include "peregrine/kv/prefix_cache.h"
+#include "peregrine/sampling/logprobs.h"
+
+namespace peregrine {
+namespace {
+
+double seconds_between(EngineClock::time_point a, EngineClock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+Status validate_options(const LlamaModel& model, const EngineOptions& o) {
+  if (o.max_batch_tokens < 1) return invalid_argument("max batch tokens must be >= 1");
+  if (o.max_running < 1) return invalid_argument("the number of parallel sequences must be >= 1");
+  if (o.max_waiting < 0) return invalid_argument("the queue size must be >= 0");
+  if (o.ctx_len < 0 || o.ctx_len > model.config().max_seq_len) {
+    return invalid_argument("context length must be in [1, " + std::to_string(model.config().max_seq_len) + "]");
+  }
+  return Status::ok();
+}
+
+/// Prompt and generated tokens per second over a sliding window of recent steps.
+class TokenRate {
+ public:
+  void add(EngineClock::time_point t, std::int64_t prompt, std::int64_t generated) {
+    steps_.push_back({t, prompt, generated});
+    while (!steps_.empty() && seconds_between(steps_.front().t, t) > kWindowSeconds) steps_.pop_front();
+  }
+  /// (prompt tokens/s, generated tokens/s) over the window ending at `now`.
+  std::pair<double, double> rates(EngineClock::time_point now) const {
+    std::int64_t p = 0, g = 0;
+    for (const Step& s : steps_) {
+      if (seconds_between(s.t, now) <= kWindowSeconds) p += s.prompt, g += s.generated;
+    }
+    return {static_cast<double>(p) / kWindowSeconds, static_cast<double>(g) / kWindowSeconds};
+  }
+
+ private:
+  static constexpr double kWindowSeconds = 10.0;
+  struct Step {
+    EngineClock::time_point t;
+    std::int64_t prompt, generated;
+  };
+  std::deque<Step> steps_;
+};
+
+}  // namespace
+
+struct Engine::Impl {
+  Impl(const LlamaModel& m, const EngineOptions& o, ThreadPool& p, KvCache c)
+      : model(m), options(o), pool(p), cache(std::move(c)), prefix(cache),
+        scheduler({o.max_batch_tokens, o.max_running}, cache, o.prefix_caching ? &prefix : nullptr),
+        ctx_len(o.ctx_len > 0 ? o.ctx_len : m.config().max_seq_len) {}
+
+  const LlamaModel& model;
+  EngineOptions options;
+  ThreadPool& pool;
+  KvCache cache;
+  PrefixCache prefix;
+  Scheduler scheduler;  // step-loop state: only touched by the thread running step()
+  std::int64_t ctx_len;
+  std::vector<float> logits;
+  Batch batch;
+  TokenRate rate;
+
+  // Shared with submitting / cancelling / observing threads, under `mu`.
+  mutable std::mutex mu;
+  std::condition_variable wake;
+  std::vector<std::unique_ptr<Sequence>> incoming;
+  std::vector<std::uint64_t> cancels;
+  std::int64_t n_running = 0, n_waiting = 0;  // as of the last step
+  std::uint64_t next_id = 1;
+  std::int32_t next_kv_seq = 0;
+  bool accepting = true;
+  bool stop_loop = false;
+  bool shut_down = false;
+  std::thread thread;
+  EngineMetrics metrics;
+
+  Status check_request(const RequestOptions& r) const;
+  void take_incoming();
+  Sequence* find(std::uint64_t id) const;
+  void finish(Sequence* seq, FinishReason reason, Status error = Status::ok());
+  void build_batch(const std::vector<ScheduledChunk>& chunks);
+  void sample(Sequence& seq, std::span<float> row, std::int64_t& generated);
+  void record_step(std::int64_t prompt_tokens, std::int64_t generated);
+  bool idle() const;
+  bool step();
+  void loop();
+  void fail_all(const Status& error);
+};
+
+Status Engine::Impl::check_request(const RequestOptions& r) const {
+  PEREGRINE_RETURN_IF_ERROR(r.sampling.validate());
+  if (r.prompt.empty()) return invalid_argument("the prompt is empty");
+  if (r.max_tokens < 1) return invalid_argument("max_tokens must be >= 1 (got " + std::to_string(r.max_tokens) + ")");
+  if (r.top_logprobs > 20) return invalid_argument("top_logprobs must be <= 20");
+  for (std::int32_t t : r.prompt) {
+    if (t < 0 || t >= model.config().vocab_size) {
+      return invalid_argument("token id " + std::to_string(t) + " is outside the vocabulary");
+    }
+  }
+  const auto n = static_cast<std::int64_t>(r.prompt.size());
+  if (n > ctx_len) {
+    return out_of_range("the prompt is " + std::to_string(n) + " tokens, longer than the context of " +
+                        std::to_string(ctx_len) + " tokens");
+  }
+  if (blocks_for_tokens(n + 1, cache.block_size()) > cache.pool().n_blocks()) {
+    return out_of_range("the prompt needs more KV blocks than the whole KV cache holds (" +
+                        std::to_string(cache.pool().n_blocks()) + " blocks of " +
+                        std::to_string(cache.block_size()) + " tokens)");
+  }
+  return Status::ok();
+}
+
+void Engine::Impl::take_incoming() {
+  std::vector<std::unique_ptr<Sequence>> fresh;
+  std::vector<std::uint64_t> cancelled;
+  {
+    std::lock_guard lock(mu);
+    fresh.swap(incoming);
+    cancelled.swap(cancels);
+  }
+  for (auto& seq : fresh) scheduler.enqueue(std::move(seq));
+  for (std::uint64_t id : cancelled) {
+    if (Sequence* seq = find(id)) finish(seq, FinishReason::kCancelled);
+  }
+}
+
+Sequence* Engine::Impl::find(std::uint64_t id) const {
+  for (const auto& s : scheduler.running()) if (s->id == id) return s.get();
+  for (const auto& s : scheduler.waiting()) if (s->id == id) return s.get();
+  return nullptr;
+}
+
+void Engine::Impl::finish(Sequence* seq, FinishReason reason, Status error) {
+  std::unique_ptr<Sequence> done = scheduler.remove(seq);  // frees its KV blocks
+  RequestResult& r = done->result;
+  r.reason = reason;
+  r.error = std::move(error);
+  r.prompt_tokens = done->n_prompt;
+  r.completion_tokens = done->n_generated();
+  r.e2e_ms = 1000.0 * seconds_between(done->submitted, EngineClock::now());
+  {
+    std::lock_guard lock(mu);
+    ++metrics.requests_by_status[finish_reason_name(reason)];
+    metrics.e2e.observe(r.e2e_ms / 1000.0);
+  }
+  if (done->callbacks.on_finish) done->callbacks.on_finish(r);
+}
+
+void Engine::Impl::build_batch(const std::vector<ScheduledChunk>& chunks) {
+  batch.clear();
+  for (const ScheduledChunk& c : chunks) {
+    const Sequence& s = *c.seq;
+    const std::int64_t end = s.n_computed + c.n_tokens;
+    for (std::int64_t p = s.n_computed; p < end; ++p) {
+      const bool last = p + 1 == end && end == static_cast<std::int64_t>(s.tokens.size());
+      batch.add(s.tokens[static_cast<std::size_t>(p)], static_cast<std::int32_t>(p), s.kv_seq, last);
+    }
+  }
+}
+
+// Samples the next token of `seq` from its logits row and reports it; ends the request on
+// EOS, max_tokens, a full context, or when the client asks to stop.
+void Engine::Impl::sample(Sequence& seq, std::span<float> row, std::int64_t& generated) {
+  TokenEvent event;
+  std::pair<float, std::vector<std::pair<std::int32_t, float>>> lp;
+  std::vector<float> raw;
+  if (seq.request.top_logprobs >= 0) raw.assign(row.begin(), row.end());
+  event.token = seq.sampler.sample(row, seq.tokens);
+  const auto now = EngineClock::now();
+  {
+    std::lock_guard lock(mu);
+    if (seq.n_generated() == 0) {
+      seq.result.ttft_ms = 1000.0 * seconds_between(seq.submitted, now);
+      metrics.ttft.observe(seq.result.ttft_ms / 1000.0);
+    } else {
+      metrics.itl.observe(seconds_between(seq.last_token, now));
+    }
+  }
+  seq.last_token = now;
+  ++generated;
+  if (event.token == seq.request.eos_id && !seq.request.ignore_eos) return finish(&seq, FinishReason::kStop);
+  if (!raw.empty()) {
+    auto [logprob, top] = token_logprobs(raw, event.token, seq.request.top_logprobs);
+    event.logprob = logprob;
+    event.top_logprobs = std::move(top);
+  }
+  seq.tokens.push_back(event.token);
+  const bool more = !seq.callbacks.on_token || seq.callbacks.on_token(event);
+  if (!more) return finish(&seq, FinishReason::kStop);
+  if (seq.n_generated() >= seq.request.max_tokens || static_cast<std::int64_t>(seq.tokens.size()) >= ctx_len) {
+    finish(&seq, FinishReason::kLength);
+  }
+}
+
+void Engine::Impl::record_step(std::int64_t prompt_tokens, std::int64_t generated) {
+  const auto now = EngineClock::now();
+  rate.add(now, prompt_tokens, generated);
+  const auto [prompt_rate, gen_rate] = rate.rates(now);
+  const std::int64_t free_blocks = cache.pool().n_free() + prefix.n_evictable_blocks();
+  std::lock_guard lock(mu);
+  EngineMetrics& m = metrics;
+  if (prompt_tokens + generated > 0) ++m.steps_total;
+  m.prompt_tokens_total += prompt_tokens;
+  m.generation_tokens_total += generated;
+  m.prompt_tokens_per_s = prompt_rate;
+  m.generation_tokens_per_s = gen_rate;
+  n_running = m.running = static_cast<std::int64_t>(scheduler.running().size());
+  n_waiting = m.waiting = static_cast<std::int64_t>(scheduler.waiting().size());
+  m.kv_blocks_total = cache.pool().n_blocks();
+  m.kv_blocks_free = free_blocks;
+  m.kv_blocks_used = m.kv_blocks_total - free_blocks;
+  m.kv_blocks_cached = prefix.n_cached_blocks();
+  m.prefix_tokens_queried = prefix.tokens_queried();
+  m.prefix_tokens_hit = prefix.tokens_hit();
+  m.preemptions_total = scheduler.preemptions();
+}
+
+bool Engine::Impl::step() {
+  take_incoming();
+  std::vector<ScheduledChunk> chunks = scheduler.schedule();
+  for (Sequence* seq : std::vector<Sequence*>(scheduler.stuck())) finish(seq, FinishReason::kLength);
+  if (chunks.empty()) {
+    record_step(0, 0);
+    return !scheduler.running().empty() || !scheduler.waiting().empty();
+  }
+  for (const ScheduledChunk& c : chunks) {
+    if (c.seq->result.queue_ms == 0) c.seq->result.queue_ms = 1000.0 * seconds_between(c.seq->submitted, EngineClock::now());
+  }
+  build_batch(chunks);
+  if (Status st = model.forward(batch, cache, logits, pool); !st.is_ok()) {
+    for (const ScheduledChunk& c : chunks) finish(c.seq, FinishReason::kError, st);
+    record_step(0, 0);
+    return true;
+  }
+  scheduler.commit(chunks);
+  std::int64_t prompt_tokens = 0, generated = 0, row = 0;
+  const auto vocab = static_cast<std::size_t>(model.config().vocab_size);
+  for (const ScheduledChunk& c : chunks) {
+    Sequence& seq = *c.seq;
+    prompt_tokens += std::max<std::int64_t>(0, std::min(seq.n_computed, seq.n_prompt) - (seq.n_computed - c.n_tokens));
+    if (seq.n_pending() != 0) continue;  // a prefill chunk short of the end: no logits
+    sample(seq, std::span(logits).subspan(static_cast<std::size_t>(row++) * vocab, vocab), generated);
+  }
+  record_step(prompt_tokens, generated);
+  return true;
+}
+
+bool Engine::Impl::idle() const {
+  std::lock_guard lock(mu);
+  return incoming.empty() && n_running == 0 && n_waiting == 0;
+}
+
+void Engine::Impl::loop() {
+  for (;;) {
+    {
+      std::lock_guard lock(mu);
+      if (stop_loop) return;
+    }
+    if (step()) continue;
+    std::unique_lock lock(mu);
+    wake.wait_for(lock, std::chrono::milliseconds(100),
+                  [&] { return !incoming.empty() || !cancels.empty() || stop_loop; });
+  }
+}
+
+void Engine::Impl::fail_all(const Status& error) {
+  take_incoming();
+  while (!scheduler.running().empty()) finish(scheduler.running().front().get(), FinishReason::kError, error);
+  while (!scheduler.waiting().empty()) finish(scheduler.waiting().front().get(), FinishReason::kError, error);
+  record_step(0, 0);
+}
+
+Expected<std::unique_ptr<Engine>> Engine::create(const LlamaModel& model, const EngineOptions& options,
+                                                 ThreadPool& pool) {
+  PEREGRINE_RETURN_IF_ERROR(validate_options(model, options));
+  PEREGRINE_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(model.config(), options.kv));
+  return std::unique_ptr<Engine>(new Engine(std::make_unique<Impl>(model, options, pool, std::move(cache))));
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Engine::~Engine() { shutdown(false); }
+
+Expected<std::uint64_t> Engine::submit(RequestOptions request, RequestCallbacks callbacks) {
+  Impl& m = *impl_;
+  PEREGRINE_RETURN_IF_ERROR(m.check_request(request));
+  std::lock_guard lock(m.mu);
+  if (!m.accepting) return unavailable("the server is shutting down");
+  const std::int64_t pending = static_cast<std::int64_t>(m.incoming.size()) + m.n_waiting;
+  const std::int64_t free_slots = std::max<std::int64_t>(0, m.options.max_running - m.n_running);
+  if (pending >= m.options.max_waiting + free_slots) {
+    ++m.metrics.requests_by_status["rejected"];
+    return resource_exhausted("the request queue is full (" + std::to_string(m.options.max_waiting) +
+                              " waiting); retry later");
+  }
+  const std::uint64_t id = m.next_id++;
+  const std::int32_t kv_seq = m.next_kv_seq;
+  m.next_kv_seq = m.next_kv_seq == INT32_MAX ? 0 : m.next_kv_seq + 1;
+  m.incoming.push_back(std::make_unique<Sequence>(id, kv_seq, std::move(request), std::move(callbacks)));
+  m.wake.notify_one();
+  return id;
+}
+
+void Engine::cancel(std::uint64_t id) {
+  std::lock_guard lock(impl_->mu);
+  impl_->cancels.push_back(id);
+  impl_->wake.notify_one();
+}
+
+void Engine::start() {
+  std::lock_guard lock(impl_->mu);
+  if (impl_->thread.joinable() || impl_->shut_down) return;
+  impl_->thread = std::thread([this] { impl_->loop(); });
+}
+
+void Engine::shutdown(bool drain, double drain_timeout_s) {
+  Impl& m = *impl_;
+  bool threaded = false;
+  {
+    std::lock_guard lock(m.mu);
+    if (m.shut_down) return;
+    m.shut_down = true;
+    m.accepting = false;
+    threaded = m.thread.joinable();
+  }
+  const auto deadline = EngineClock::now() + std::chrono::duration_cast<EngineClock::duration>(
+                                                 std::chrono::duration<double>(drain_timeout_s));
+  while (drain && !m.idle() && EngineClock::now() < deadline) {
+    if (threaded) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    else m.step();
+  }
+  {
+    std::lock_guard lock(m.mu);
+    m.stop_loop = true;
+    m.wake.notify_one();
+  }
+  if (threaded) m.thread.join();
+  m.fail_all(unavailable("the server is shutting down"));
+}
+
+bool Engine::step() { return impl_->step(); }
+
+EngineMetrics Engine::metrics() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->metrics;
+}
+
+const LlamaModel& Engine::model() const { return impl_->model; }
+const EngineOptions& Engine::options() const { return impl_->options; }
+
+}  // namespace peregrine

@@ -1,0 +1,146 @@
+#include "peregrine/engine/scheduler.h"
+
+#include <algorithm>
+
+namespace peregrine {
+
+Scheduler::Scheduler(const SchedulerLimits& limits, KvCache& cache, PrefixCache* prefix_cache)
+    : limits_(limits), cache_(cache), prefix_cache_(prefix_cache) {}
+
+void Scheduler::enqueue(std::unique_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
+
+void Scheduler::offer_blocks(Sequence& seq) {
+  if (prefix_cache_ == nullptr || !seq.has_kv) return;
+  const std::int64_t full = seq.n_computed / cache_.block_size();
+  if (full <= seq.n_cached_blocks) return;
+  const auto n_tokens = static_cast<std::size_t>(full * cache_.block_size());
+  prefix_cache_->insert(std::span(seq.tokens).first(n_tokens), cache_.block_table(seq.kv_seq));
+  seq.n_cached_blocks = full;
+}
+
+void Scheduler::preempt(std::size_t running_index) {
+  std::unique_ptr<Sequence> seq = std::move(running_[running_index]);
+  running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(running_index));
+  offer_blocks(*seq);  // its blocks stay reusable until evicted
+  cache_.free_sequence(seq->kv_seq);
+  seq->has_kv = false;
+  seq->n_computed = 0;
+  seq->n_cached_blocks = 0;
+  ++seq->result.preemptions;
+  ++preemptions_;
+  waiting_.push_front(std::move(seq));
+}
+
+// Reserves KV for `n_tokens` more positions of `seq`, evicting prefix-cache blocks and then
+// preempting running sequences that have no chunk in this step (newest first), never `seq`.
+bool Scheduler::reserve(Sequence& seq, std::int64_t n_tokens, bool may_preempt) {
+  const std::int64_t target = seq.n_computed + n_tokens;
+  for (;;) {
+    if (cache_.reserve(seq.kv_seq, target).is_ok()) return true;
+    const std::int64_t short_by = cache_.blocks_needed(seq.kv_seq, target) - cache_.pool().n_free();
+    if (prefix_cache_ != nullptr && prefix_cache_->evict(short_by) > 0) continue;
+    if (!may_preempt) return false;  // admissions never preempt running sequences
+    std::size_t victim = running_.size();
+    for (std::size_t i = running_.size(); i-- > 0;) {
+      if (running_[i].get() != &seq && !scheduled_.contains(running_[i].get())) {
+        victim = i;
+        break;
+      }
+    }
+    if (victim == running_.size()) return false;
+    preempt(victim);
+  }
+}
+
+void Scheduler::attach_cached_prefix(Sequence& seq) {
+  if (prefix_cache_ != nullptr) {
+    const std::int64_t max_blocks = (static_cast<std::int64_t>(seq.tokens.size()) - 1) / cache_.block_size();
+    const std::vector<std::int32_t> blocks = prefix_cache_->match(seq.tokens, max_blocks);
+    const auto n_hit = static_cast<std::int64_t>(blocks.size()) * cache_.block_size();
+    cache_.attach_prefix(seq.kv_seq, blocks, n_hit);
+    seq.n_computed = n_hit;
+    seq.n_cached_blocks = static_cast<std::int64_t>(blocks.size());
+    seq.result.cached_prompt_tokens = std::min(n_hit, seq.n_prompt);
+  }
+  seq.has_kv = true;
+}
+
+bool Scheduler::is_running(const Sequence* seq) const {
+  return std::any_of(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == seq; });
+}
+
+std::vector<ScheduledChunk> Scheduler::schedule() {
+  std::vector<ScheduledChunk> chunks;
+  scheduled_.clear();
+  stuck_.clear();
+  std::int64_t budget = limits_.max_batch_tokens;
+  auto plan = [&](Sequence& seq, std::int64_t n) {
+    chunks.push_back({&seq, n});
+    scheduled_.insert(&seq);
+    budget -= n;
+  };
+  // Running sequences: decodes first (they wait on one token each), then prefill chunks.
+  // Reserving may preempt others, so iterate over a snapshot and skip the preempted.
+  for (const bool decode : {true, false}) {
+    std::vector<Sequence*> order;
+    for (const auto& p : running_) order.push_back(p.get());
+    for (Sequence* seq : order) {
+      if (budget == 0) break;
+      if (scheduled_.contains(seq) || (seq->n_pending() == 1) != decode || !is_running(seq)) continue;
+      const std::int64_t n = std::min(seq->n_pending(), budget);
+      if (reserve(*seq, n, true)) {
+        plan(*seq, n);
+      } else if (scheduled_.empty()) {
+        stuck_.push_back(seq);  // nothing left to preempt: the pool cannot hold it
+      }
+    }
+  }
+  // Waiting requests, FCFS: admission stops at the first one that does not fit.
+  while (!waiting_.empty() && budget > 0 && static_cast<std::int32_t>(running_.size()) < limits_.max_running) {
+    Sequence& seq = *waiting_.front();
+    const std::int64_t worst = blocks_for_tokens(std::min<std::int64_t>(static_cast<std::int64_t>(seq.tokens.size()), budget),
+                                                 cache_.block_size());
+    const std::int64_t available = cache_.pool().n_free() + (prefix_cache_ ? prefix_cache_->n_evictable_blocks() : 0);
+    if (worst > available) break;
+    attach_cached_prefix(seq);
+    const std::int64_t n = std::min(seq.n_pending(), budget);
+    if (!reserve(seq, n, false)) {
+      cache_.free_sequence(seq.kv_seq);
+      seq.has_kv = false;
+      seq.n_computed = seq.n_cached_blocks = 0;
+      break;
+    }
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    plan(seq, n);
+  }
+  return chunks;
+}
+
+void Scheduler::commit(const std::vector<ScheduledChunk>& chunks) {
+  for (const ScheduledChunk& c : chunks) {
+    c.seq->n_computed += c.n_tokens;
+    offer_blocks(*c.seq);
+  }
+}
+
+std::unique_ptr<Sequence> Scheduler::remove(Sequence* seq) {
+  std::unique_ptr<Sequence> out;
+  if (auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == seq; });
+      it != running_.end()) {
+    out = std::move(*it);
+    running_.erase(it);
+  } else if (auto w = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& p) { return p.get() == seq; });
+             w != waiting_.end()) {
+    out = std::move(*w);
+    waiting_.erase(w);
+  }
+  if (out && out->has_kv) {
+    offer_blocks(*out);
+    cache_.free_sequence(out->kv_seq);
+    out->has_kv = false;
+  }
+  return out;
+}
+
+}  // namespace peregrine

@@ -1,0 +1,274 @@
+// The serving engine on the real stories260K model: continuous batching, chunked prefill,
+// preemption and prefix caching must not change what a request generates.
+#include "peregrine/engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <thread>
+
+#include "peregrine/engine/generator.h"
+#include "peregrine/tokenizer/tokenizer.h"
+#include "test_models.h"
+#include "test_paths.h"
+
+namespace peregrine {
+namespace {
+
+struct Outcome {
+  std::vector<std::int32_t> tokens;
+  RequestResult result;
+  bool finished = false;
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = test::load_stories260k();
+    ASSERT_NE(model_, nullptr);
+    auto tok = load_tokenizer(model_->file());
+    ASSERT_TRUE(tok) << tok.status().message();
+    tokenizer_ = std::move(*tok);
+  }
+
+  /// Distinct real prompts: sentences of the TinyStories validation excerpt.
+  std::vector<std::vector<std::int32_t>> prompts(std::size_t n) const {
+    std::istringstream text(test::read_file(test::shared_dir() + "/data/tinystories/tinystories_valid_excerpt.txt"));
+    std::vector<std::vector<std::int32_t>> out;
+    for (std::string sentence; out.size() < n && std::getline(text, sentence, '.');) {
+      if (sentence.size() < 20) continue;
+      out.push_back(tokenizer_->encode(sentence.substr(sentence.find_first_not_of(" \n")), true));
+    }
+    return out;
+  }
+
+  RequestOptions greedy(std::vector<std::int32_t> prompt, std::int32_t max_tokens) const {
+    RequestOptions r;
+    r.prompt = std::move(prompt);
+    r.max_tokens = max_tokens;
+    r.sampling.temperature = 0.0f;
+    r.eos_id = tokenizer_->eos_id();
+    return r;
+  }
+
+  std::unique_ptr<Engine> make_engine(EngineOptions o) {
+    auto e = Engine::create(*model_, o, pool_);
+    EXPECT_TRUE(e) << e.status().message();
+    return e ? std::move(*e) : nullptr;
+  }
+
+  static EngineOptions options(std::int32_t n_blocks) {
+    EngineOptions o;
+    o.kv.n_blocks = n_blocks;
+    o.max_running = 64;
+    o.max_waiting = 64;
+    return o;
+  }
+
+  /// Submits every request, then steps until all have finished.
+  std::vector<Outcome> run_all(Engine& engine, const std::vector<RequestOptions>& requests) {
+    std::vector<Outcome> out(requests.size());
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      Outcome* o = &out[i];
+      auto id = engine.submit(requests[i], {[o](const TokenEvent& e) { o->tokens.push_back(e.token); return true; },
+                                            [o](const RequestResult& r) { o->result = r; o->finished = true; }});
+      EXPECT_TRUE(id) << id.status().message();
+    }
+    while (engine.step()) {}
+    for (const Outcome& o : out) EXPECT_TRUE(o.finished);
+    return out;
+  }
+
+  /// The request run alone through generate() (one prefill, one decode per token).
+  std::vector<std::int32_t> alone(const RequestOptions& r) {
+    GenerateOptions g;
+    g.max_new_tokens = r.max_tokens;
+    g.eos_id = r.eos_id;
+    g.sampling = r.sampling;
+    std::vector<std::int32_t> out;
+    auto st = generate(*model_, r.prompt, g, pool_, [&](std::int32_t id) { out.push_back(id); });
+    EXPECT_TRUE(st) << st.status().message();
+    return out;
+  }
+
+  std::unique_ptr<LlamaModel> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  ThreadPool pool_{2};
+};
+
+TEST_F(EngineTest, ThirtyTwoBatchedGreedyRequestsEqualEachRunAlone) {
+  EngineOptions o = options(512);
+  o.max_batch_tokens = 48;  // forces chunked prefill next to running decodes
+  auto engine = make_engine(o);
+  std::vector<RequestOptions> requests;
+  for (auto& p : prompts(32)) requests.push_back(greedy(p, 40));
+  ASSERT_EQ(requests.size(), 32u);
+  const std::vector<Outcome> out = run_all(*engine, requests);
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(out[i].tokens, alone(requests[i])) << "request " << i;
+    EXPECT_EQ(out[i].result.prompt_tokens, static_cast<std::int64_t>(requests[i].prompt.size()));
+    EXPECT_EQ(out[i].result.completion_tokens, static_cast<std::int64_t>(out[i].tokens.size()));
+  }
+  const EngineMetrics m = engine->metrics();
+  EXPECT_EQ(m.running, 0);
+  EXPECT_EQ(m.kv_blocks_used, 0);
+  EXPECT_EQ(m.requests_by_status.at("length") + (m.requests_by_status.contains("stop") ? m.requests_by_status.at("stop") : 0), 32);
+  EXPECT_EQ(m.ttft.count, 32);
+}
+
+TEST_F(EngineTest, PreemptionByRecomputationLosesNothing) {
+  // 8 requests of up to ~30 + 60 tokens in 24 blocks of 16: they cannot all hold their KV.
+  EngineOptions o = options(24);
+  o.prefix_caching = false;
+  auto engine = make_engine(o);
+  std::vector<RequestOptions> requests;
+  for (auto& p : prompts(8)) requests.push_back(greedy(p, 60));
+  const std::vector<Outcome> out = run_all(*engine, requests);
+  std::int32_t preempted = 0;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(out[i].tokens, alone(requests[i])) << "request " << i;
+    preempted += out[i].result.preemptions;
+  }
+  EXPECT_GT(preempted, 0);
+  EXPECT_EQ(engine->metrics().preemptions_total, preempted);
+  EXPECT_EQ(engine->metrics().kv_blocks_free, 24);
+}
+
+TEST_F(EngineTest, PrefixCacheHitsGiveTheSameTokensWithSampling) {
+  // A long shared prefix (4+ blocks) with different suffixes, sampled with fixed seeds.
+  const auto shared = tokenizer_->encode(
+      "Once upon a time there was a little girl who wanted to explore the world. She asked her parents if she could go", true);
+  std::vector<RequestOptions> requests;
+  for (const char* suffix : {" to the park.", " to the sea.", " to the park."}) {
+    std::vector<std::int32_t> p = shared;
+    for (std::int32_t t : tokenizer_->encode(suffix, false)) p.push_back(t);
+    RequestOptions r = greedy(p, 30);
+    r.sampling.temperature = 0.9f;
+    r.sampling.seed = 7;
+    requests.push_back(r);
+  }
+  auto cached = make_engine(options(128));
+  std::vector<Outcome> first = run_all(*cached, {requests[0]});
+  std::vector<Outcome> hits = run_all(*cached, {requests[1], requests[2]});
+  EXPECT_EQ(first[0].result.cached_prompt_tokens, 0);
+  EXPECT_GE(hits[0].result.cached_prompt_tokens, 16 * 3);
+  // The first request's prompt again: every full block except one token to compute.
+  EXPECT_EQ(hits[1].result.cached_prompt_tokens, static_cast<std::int64_t>(requests[2].prompt.size() - 1) / 16 * 16);
+  EXPECT_GT(cached->metrics().prefix_hit_rate(), 0.3);
+  EngineOptions off = options(128);
+  off.prefix_caching = false;
+  auto uncached = make_engine(off);
+  const std::vector<Outcome> ref = run_all(*uncached, requests);
+  EXPECT_EQ(first[0].tokens, ref[0].tokens);
+  EXPECT_EQ(hits[0].tokens, ref[1].tokens);
+  EXPECT_EQ(hits[1].tokens, ref[2].tokens);
+  EXPECT_EQ(uncached->metrics().prefix_tokens_hit, 0);
+}
+
+TEST_F(EngineTest, CancelFreesTheBlocks) {
+  auto engine = make_engine(options(64));
+  Outcome o;
+  RequestOptions r = greedy(prompts(1)[0], 200);
+  r.ignore_eos = true;
+  auto id = engine->submit(r, {[&](const TokenEvent& e) { o.tokens.push_back(e.token); return true; },
+                               [&](const RequestResult& res) { o.result = res; o.finished = true; }});
+  ASSERT_TRUE(id);
+  for (int i = 0; i < 5; ++i) engine->step();
+  EXPECT_GT(engine->metrics().kv_blocks_used, 0);
+  engine->cancel(*id);
+  while (engine->step()) {}
+  ASSERT_TRUE(o.finished);
+  EXPECT_EQ(o.result.reason, FinishReason::kCancelled);
+  EXPECT_EQ(engine->metrics().kv_blocks_used, 0);
+  EXPECT_EQ(engine->metrics().kv_blocks_free, 64);
+}
+
+TEST_F(EngineTest, OnTokenFalseStopsTheRequest) {
+  auto engine = make_engine(options(64));
+  Outcome o;
+  ASSERT_TRUE(engine->submit(greedy(prompts(1)[0], 50), {[&](const TokenEvent& e) { o.tokens.push_back(e.token); return o.tokens.size() < 3; },
+                                                        [&](const RequestResult& r) { o.result = r; o.finished = true; }}));
+  while (engine->step()) {}
+  EXPECT_EQ(o.tokens.size(), 3u);
+  EXPECT_EQ(o.result.reason, FinishReason::kStop);
+  EXPECT_EQ(o.result.completion_tokens, 3);
+}
+
+TEST_F(EngineTest, LogprobsAreLogSoftmaxOfTheLogits) {
+  auto engine = make_engine(options(64));
+  RequestOptions r = greedy(prompts(1)[0], 4);
+  r.top_logprobs = 3;
+  std::vector<TokenEvent> events;
+  ASSERT_TRUE(engine->submit(r, {[&](const TokenEvent& e) { events.push_back(e); return true; }, {}}));
+  while (engine->step()) {}
+  ASSERT_EQ(events.size(), 4u);
+  for (const TokenEvent& e : events) {
+    ASSERT_EQ(e.top_logprobs.size(), 3u);
+    EXPECT_EQ(e.top_logprobs[0].first, e.token);  // greedy picks the most likely
+    EXPECT_FLOAT_EQ(e.top_logprobs[0].second, e.logprob);
+    EXPECT_LT(e.logprob, 0.0f);
+    EXPECT_GE(e.top_logprobs[0].second, e.top_logprobs[1].second);
+  }
+}
+
+TEST_F(EngineTest, RejectsBadRequests) {
+  EngineOptions o = options(8);
+  o.max_waiting = 1;
+  o.max_running = 1;
+  o.ctx_len = 64;
+  auto engine = make_engine(o);
+  const std::vector<std::int32_t> p = prompts(1)[0];
+  auto code = [&](RequestOptions r) { auto id = engine->submit(std::move(r), {}); return id ? ErrorCode::kOk : id.status().code(); };
+  EXPECT_EQ(code(greedy({}, 4)), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code(greedy(p, 0)), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code(greedy({1, 999999}, 4)), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code(greedy(std::vector<std::int32_t>(65, 1), 4)), ErrorCode::kOutOfRange);
+  RequestOptions hot = greedy(p, 4);
+  hot.sampling.temperature = -1.0f;
+  EXPECT_EQ(code(hot), ErrorCode::kInvalidArgument);
+  // One may run and one may wait: the third is turned away.
+  EXPECT_EQ(code(greedy(p, 4)), ErrorCode::kOk);
+  EXPECT_EQ(code(greedy(p, 4)), ErrorCode::kOk);
+  EXPECT_EQ(code(greedy(p, 4)), ErrorCode::kResourceExhausted);
+  EXPECT_EQ(engine->metrics().requests_by_status.at("rejected"), 1);
+  EXPECT_FALSE(Engine::create(*model_, [] { EngineOptions bad; bad.kv.n_blocks = 8; bad.max_batch_tokens = 0; return bad; }(), pool_));
+}
+
+TEST_F(EngineTest, ThreadedLoopDrainsOnShutdown) {
+  auto engine = make_engine(options(256));
+  engine->start();
+  std::vector<Outcome> out(6);
+  const auto ps = prompts(6);
+  std::vector<std::thread> clients;
+  std::mutex mu;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    clients.emplace_back([&, i] {
+      auto id = engine->submit(greedy(ps[i], 20), {[&, i](const TokenEvent& e) { std::lock_guard l(mu); out[i].tokens.push_back(e.token); return true; },
+                                                   [&, i](const RequestResult& r) { std::lock_guard l(mu); out[i].result = r; out[i].finished = true; }});
+      EXPECT_TRUE(id);
+    });
+  }
+  for (auto& c : clients) c.join();
+  engine->shutdown(/*drain=*/true);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    EXPECT_TRUE(out[i].finished);
+    EXPECT_EQ(out[i].tokens, alone(greedy(ps[i], 20))) << i;
+  }
+  EXPECT_EQ(engine->submit(greedy(ps[0], 4), {}).status().code(), ErrorCode::kUnavailable);
+}
+
+TEST_F(EngineTest, ShutdownWithoutDrainFailsRequestsInFlight) {
+  auto engine = make_engine(options(64));
+  Outcome o;
+  RequestOptions r = greedy(prompts(1)[0], 100);
+  r.ignore_eos = true;
+  ASSERT_TRUE(engine->submit(r, {{}, [&](const RequestResult& res) { o.result = res; o.finished = true; }}));
+  engine->step();
+  engine->shutdown(/*drain=*/false);
+  ASSERT_TRUE(o.finished);
+  EXPECT_EQ(o.result.reason, FinishReason::kError);
+  EXPECT_EQ(o.result.error.code(), ErrorCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace peregrine
