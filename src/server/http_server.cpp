@@ -7,7 +7,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <ctime>
-#include <future>
 #include <mutex>
 #include <random>
 #include <set>
@@ -175,6 +174,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
   ro.max_tokens = request.max_tokens.value_or(room);
   ro.sampling = request.sampling;
   ro.top_logprobs = request.top_logprobs;
+  ro.eos_id = tokenizer.eos_id();
   ro.ignore_eos = request.ignore_eos;
   RequestCallbacks callbacks;
   callbacks.on_token = [ex](const TokenEvent& event) {
@@ -265,16 +265,7 @@ Status HttpServer::serve() {
 void HttpServer::shutdown() {
   Impl& s = *impl_;
   s.draining = true;
-  auto drained = std::async(std::launch::async, [&s] { s.engine.shutdown(/*drain=*/true); });
-  if (drained.wait_for(std::chrono::duration<double>(s.options.drain_timeout_s)) == std::future_status::timeout) {
-    std::set<std::uint64_t> ids;
-    {
-      std::lock_guard lock(s.mu);
-      ids = s.active;
-    }
-    for (std::uint64_t id : ids) s.engine.cancel(id);
-  }
-  drained.wait();
+  s.engine.shutdown(/*drain=*/true, s.options.drain_timeout_s);
   {
     std::unique_lock lock(s.mu);
     s.active_cv.wait_for(lock, kFlushTimeout, [&s] { return s.active.empty(); });

@@ -311,11 +311,12 @@ TEST(ServeAuth, ApiKeyIsRequiredExceptForHealth) {
 TEST(ServeOverload, QueueFullIs429AndAcceptedRequestsComplete) {
   ServerProcess server({"--parallel", "1", "--max-queue", "1"});
   ASSERT_TRUE(server.ready()) << server.log();
-  Json body = greedy("Once upon a time", 300);
-  body["ignore_eos"] = true;
+  const std::vector<std::string> prompts = story_openings(6);
   std::vector<std::future<Reply>> replies;
-  for (int i = 0; i < 6; ++i) {
-    replies.push_back(std::async(std::launch::async, [&] { return post(server, "/v1/completions", body); }));
+  for (const auto& prompt : prompts) {
+    Json body = greedy(prompt, 300);
+    body["ignore_eos"] = true;
+    replies.push_back(std::async(std::launch::async, [&server, body] { return post(server, "/v1/completions", body); }));
   }
   int rejected = 0, completed = 0;
   for (auto& f : replies) {

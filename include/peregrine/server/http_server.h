@@ -28,7 +28,7 @@ struct ServerOptions {
   std::string model_id;                      // the id /v1/models lists and requests may name
   std::size_t max_body_bytes = 8u << 20;     // larger bodies get 413
   std::int32_t http_threads = 0;             // connection threads; 0: engine running + waiting + 4
-  double drain_timeout_s = 30;               // shutdown(): then requests in flight are cancelled
+  double drain_timeout_s = 30;               // shutdown(): then requests in flight are failed
 };
 
 class HttpServer {
@@ -45,9 +45,9 @@ class HttpServer {
   /// Serves on the bound socket until shutdown(); blocks. Errors: kIoError.
   Status serve();
   /// Graceful stop, callable from any thread: API requests arriving from now on get 503; the
-  /// engine finishes the requests in flight (engine.shutdown(drain=true)), cancelling them
-  /// after options.drain_timeout_s; their responses are written out; then serve() returns.
-  /// Blocks until then.
+  /// engine finishes the requests in flight (Engine::shutdown with drain, failing those still
+  /// running after options.drain_timeout_s: their streams end in an error event); their
+  /// responses are written out; then serve() returns. Blocks until then.
   void shutdown();
 
  private:
