@@ -1,6 +1,7 @@
 #include "peregrine/server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
@@ -55,6 +56,15 @@ bool same_secret(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+/// httplib 0.11 listens with a backlog of 5: a burst of clients connecting at once (32
+/// streams) overflows it, and the kernel drops their handshakes (retried after a second, or
+/// failed). The bound socket is a protected member, so a subclass can listen again with the
+/// system's maximum backlog (listen(2) on a listening socket updates its backlog).
+class Listener : public httplib::Server {
+ public:
+  bool raise_backlog() { return ::listen(svr_sock_, SOMAXCONN) == 0; }
+};
+
 const char* prompt_param(ApiEndpoint e) { return e == ApiEndpoint::kCompletions ? "prompt" : "messages"; }
 
 }  // namespace
@@ -81,7 +91,7 @@ struct HttpServer::Impl {
   ServerOptions options;
   std::int64_t context_len;
   std::int64_t created;
-  httplib::Server http;
+  Listener http;
   std::atomic<bool> draining{false};
 
   std::mutex mu;  // guards rng, active, and signals active_cv
@@ -253,7 +263,9 @@ HttpServer::~HttpServer() = default;
 Expected<int> HttpServer::bind() {
   const auto& o = impl_->options;
   const int port = o.port == 0 ? impl_->http.bind_to_any_port(o.host) : (impl_->http.bind_to_port(o.host, o.port) ? o.port : -1);
-  if (port < 0) return io_error("cannot listen on " + o.host + ":" + std::to_string(o.port) + " (address in use or invalid)");
+  if (port < 0 || !impl_->http.raise_backlog()) {
+    return io_error("cannot listen on " + o.host + ":" + std::to_string(o.port) + " (address in use or invalid)");
+  }
   return port;
 }
 

@@ -39,6 +39,7 @@ struct Streamed {
   bool done = false;        // reached data: [DONE]
   bool error_event = false;  // an {"error": ...} event came instead of a finish_reason
   int text_chunks = 0;
+  std::string transport_error;  // httplib's error when no response came
 };
 
 httplib::Headers auth(const std::string& key) {
@@ -101,7 +102,8 @@ Streamed stream(const ServerProcess& s, Json body, const std::function<void(int)
     }
     return true;
   };
-  client.send(req);
+  const httplib::Result result = client.send(req);
+  if (!result) out.transport_error = httplib::to_string(result.error());
   return out;
 }
 
@@ -191,7 +193,7 @@ TEST_F(ServeTest, ConcurrentStreamsEqualTheSameRequestsAlone) {
   }
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     const Streamed s = together[i].get();
-    EXPECT_EQ(s.status, 200);
+    EXPECT_EQ(s.status, 200) << s.transport_error;
     EXPECT_TRUE(s.done);
     EXPECT_FALSE(s.finish_reason.empty());
     EXPECT_EQ(s.text, alone[i]) << "prompt " << i << ": " << prompts[i];
