@@ -358,5 +358,24 @@ TEST(ServeShutdown, SigtermFinishesTheRequestInFlightAndExitsZero) {
   EXPECT_EQ(post(server, "/v1/completions", greedy("Once", 4)).status, 0) << "still serving after SIGTERM";
 }
 
+TEST(ServeCli, BadOptionsGiveOneErrorLine) {
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--kv-type", "f64"}, "f64"},
+      {{"--kv-memory", "12Q"}, "--kv-memory"},
+      {{"--kv-memory", "100"}, "smaller than one KV block"},
+      {{"--block-size", "0"}, "--block-size"},
+      {{"--chat-template", "no-such-template"}, "no-such-template"},
+      {{"-m", "/nonexistent/model.gguf"}, "/nonexistent/model.gguf"},
+  };
+  for (const auto& [args, needle] : cases) {
+    ServerProcess server(args);
+    EXPECT_FALSE(server.ready());
+    const std::string log = server.log();
+    EXPECT_EQ(log.rfind("peregrine: error: ", 0), 0u) << log;
+    EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+    EXPECT_NE(log.find(needle), std::string::npos) << log;
+  }
+}
+
 }  // namespace
 }  // namespace peregrine
