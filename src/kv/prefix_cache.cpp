@@ -47,6 +47,12 @@ void PrefixCache::insert(std::span<const std::int32_t> tokens, std::span<const s
       child = std::make_unique<Node>(Node{blocks[i], node, std::move(key), 0, {}});
       cache_->pool().ref(blocks[i]);
       ++n_cached_;
+    } else if (child->block != blocks[i] && cache_->pool().ref_count(child->block) == 1) {
+      // Only the cache holds the node's copy: adopt the live one and free the duplicate, so a
+      // node never sits, unevictable, above the blocks of a running sequence.
+      cache_->pool().unref(child->block);
+      cache_->pool().ref(blocks[i]);
+      child->block = blocks[i];
     }
     node = child.get();
     node->last_used = clock_;

@@ -165,6 +165,21 @@ TEST_F(EngineTest, PrefixCacheHitsGiveTheSameTokensWithSampling) {
   EXPECT_EQ(uncached->metrics().prefix_tokens_hit, 0);
 }
 
+TEST_F(EngineTest, CachedBlocksAreEvictedWhenARepeatedRequestOutgrowsTheFreePool) {
+  // A request's blocks stay cached after it finishes; the same request again must be able to
+  // evict them as it grows (32 blocks: each run needs ~20).
+  EngineOptions o = options(32);
+  o.max_running = 1;
+  auto engine = make_engine(o);
+  RequestOptions r = greedy(prompts(1)[0], 300);
+  r.ignore_eos = true;
+  for (int run = 0; run < 2; ++run) {
+    const std::vector<Outcome> out = run_all(*engine, {r});
+    EXPECT_EQ(out[0].tokens.size(), 300u) << "run " << run;
+    EXPECT_EQ(out[0].result.reason, FinishReason::kLength);
+  }
+}
+
 TEST_F(EngineTest, CancelFreesTheBlocks) {
   auto engine = make_engine(options(64));
   Outcome o;

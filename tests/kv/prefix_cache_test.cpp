@@ -76,17 +76,30 @@ TEST(PrefixCache, MatchesWholeBlocksOfTheLongestCachedPrefix) {
   EXPECT_EQ(kv.pool().ref_count(blocks[0]), 1);
 }
 
-TEST(PrefixCache, InsertKeepsExistingNodesAndReferencesNewOnes) {
+TEST(PrefixCache, InsertAdoptsLiveBlocksOverCacheOnlyCopies) {
   KvCache kv = make_cache();
   PrefixCache pc(kv);
   const auto first = compute_and_cache(kv, pc, 0, kP1);
-  // The same prompt computed again by another sequence: its duplicate blocks stay private.
+  // Sequence 3 attaches the cached blocks; sequence 1 computes the same prompt again.
+  const std::vector<std::int32_t> held = pc.match(kP1, 2);
+  ASSERT_EQ(held, std::vector<std::int32_t>(first.begin(), first.begin() + 2));  // the 2 full blocks
+  kv.attach_prefix(3, held, 8);
   ASSERT_TRUE(kv.reserve(1, 10).is_ok());
   const std::vector<std::int32_t> dup(kv.block_table(1).begin(), kv.block_table(1).end());
+  // While sequence 3 uses the cached copies, sequence 1's duplicates stay private.
   pc.insert(kP1, dup);
   EXPECT_EQ(pc.n_cached_blocks(), 2);
   EXPECT_EQ(kv.pool().ref_count(dup[0]), 1);
-  EXPECT_EQ(kv.pool().ref_count(first[0]), 1);
+  EXPECT_EQ(kv.pool().ref_count(first[0]), 2);
+  // Once only the cache holds them, the nodes adopt sequence 1's blocks and free the copies.
+  kv.free_sequence(3);
+  const std::int32_t free_before = kv.pool().n_free();
+  pc.insert(kP1, dup);
+  EXPECT_EQ(pc.n_cached_blocks(), 2);
+  EXPECT_EQ(kv.pool().ref_count(dup[0]), 2);
+  EXPECT_EQ(kv.pool().ref_count(dup[1]), 2);
+  EXPECT_EQ(kv.pool().ref_count(first[0]), 0);
+  EXPECT_EQ(kv.pool().n_free(), free_before + 2);
   // A branch off the first block adds one node referencing the new block.
   ASSERT_TRUE(kv.reserve(2, 8).is_ok());
   const std::vector<std::int32_t> branch(kv.block_table(2).begin(), kv.block_table(2).end());

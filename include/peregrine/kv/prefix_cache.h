@@ -38,8 +38,11 @@ class PrefixCache {
 
   /// Records a sequence's full blocks: block i of `blocks` holds the K/V of
   /// tokens[i · block_size, (i + 1) · block_size), for i < tokens.size() / block_size (and
-  /// < blocks.size()). Existing nodes keep their block (the duplicate stays private to the
-  /// sequence); new nodes take a reference to theirs.
+  /// < blocks.size()). New nodes take a reference to their block. An existing node whose
+  /// block differs keeps it while someone else also uses it (the sequence's duplicate stays
+  /// private); if only the cache still references it, the node adopts the sequence's block and
+  /// the old copy is freed (so cached nodes never sit, unevictable, above a running
+  /// sequence's blocks).
   void insert(std::span<const std::int32_t> tokens, std::span<const std::int32_t> blocks);
 
   /// Frees up to `n` evictable blocks, least recently used leaves first; returns how many
