@@ -77,6 +77,7 @@ struct Engine::Impl {
   std::vector<std::unique_ptr<Sequence>> incoming;
   std::vector<std::uint64_t> cancels;
   std::int64_t n_running = 0, n_waiting = 0;  // as of the last step
+  std::int64_t n_unfinished = 0;              // submitted, on_finish not yet called
   std::uint64_t next_id = 1;
   std::int32_t next_kv_seq = 0;
   bool accepting = true;
@@ -152,6 +153,7 @@ void Engine::Impl::finish(Sequence* seq, FinishReason reason, Status error) {
   {
     std::lock_guard lock(mu);
     ++metrics.requests_by_status[finish_reason_name(reason)];
+    --n_unfinished;
     metrics.e2e.observe(r.e2e_ms / 1000.0);
   }
   if (done->callbacks.on_finish) done->callbacks.on_finish(r);
@@ -173,7 +175,6 @@ void Engine::Impl::build_batch(const std::vector<ScheduledChunk>& chunks) {
 // EOS, max_tokens, a full context, or when the client asks to stop.
 void Engine::Impl::sample(Sequence& seq, std::span<float> row, std::int64_t& generated) {
   TokenEvent event;
-  std::pair<float, std::vector<std::pair<std::int32_t, float>>> lp;
   std::vector<float> raw;
   if (seq.request.top_logprobs >= 0) raw.assign(row.begin(), row.end());
   event.token = seq.sampler.sample(row, seq.tokens);
@@ -258,7 +259,7 @@ bool Engine::Impl::step() {
 
 bool Engine::Impl::idle() const {
   std::lock_guard lock(mu);
-  return incoming.empty() && n_running == 0 && n_waiting == 0;
+  return n_unfinished == 0;
 }
 
 void Engine::Impl::loop() {
@@ -308,6 +309,7 @@ Expected<std::uint64_t> Engine::submit(RequestOptions request, RequestCallbacks 
   const std::int32_t kv_seq = m.next_kv_seq;
   m.next_kv_seq = m.next_kv_seq == INT32_MAX ? 0 : m.next_kv_seq + 1;
   m.incoming.push_back(std::make_unique<Sequence>(id, kv_seq, std::move(request), std::move(callbacks)));
+  ++m.n_unfinished;
   m.wake.notify_one();
   return id;
 }

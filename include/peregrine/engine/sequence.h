@@ -29,14 +29,12 @@ struct Sequence {
   std::int64_t n_computed = 0;       // positions whose K/V are in the cache (<= tokens.size())
   std::int64_t n_cached_blocks = 0;  // full blocks already offered to the prefix cache
   bool has_kv = false;               // the KV cache knows kv_seq
-  bool cancelled = false;
   Sampler sampler;
   RequestOptions request;
   RequestCallbacks callbacks;
   RequestResult result;  // counters filled as it runs
   EngineClock::time_point submitted = EngineClock::now();
   EngineClock::time_point last_token{};
-  bool scheduled_once = false;
 
   /// Tokens sampled so far.
   std::int64_t n_generated() const { return static_cast<std::int64_t>(tokens.size()) - n_prompt; }
