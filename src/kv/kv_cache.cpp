@@ -80,6 +80,7 @@ Expected<KvCache> KvCache::create(const ModelConfig& config, const KvCacheOption
 std::int32_t KvCache::block_size() const { return block_size_; }
 DType KvCache::dtype() const { return dtype_; }
 std::int64_t KvCache::kv_dim() const { return kv_dim_; }
+std::int64_t KvCache::n_layers() const { return n_layers_; }
 BlockPool& KvCache::pool() { return pool_; }
 const BlockPool& KvCache::pool() const { return pool_; }
 
@@ -153,6 +154,30 @@ void KvCache::truncate(std::int32_t seq, std::int64_t n) {
   for (std::size_t b = keep; b < s.blocks.size(); ++b) pool_.unref(s.blocks[b]);
   s.blocks.resize(std::min(keep, s.blocks.size()));
   s.length = std::min(s.length, n);
+}
+
+void KvCache::fork(std::int32_t src, std::int32_t dst) {
+  assert(has_sequence(src) && !has_sequence(dst));
+  Sequence copy = seqs_.at(src);
+  for (std::int32_t id : copy.blocks) pool_.ref(id);
+  seqs_.emplace(dst, std::move(copy));
+}
+
+void KvCache::compact(std::int32_t seq, std::int64_t first, std::span<const std::int64_t> from) {
+  const auto n = static_cast<std::int64_t>(from.size());
+  for (std::int64_t j = 0; j < n; ++j) {
+    const std::int64_t src = from[static_cast<std::size_t>(j)], dst = first + j;
+    assert(src >= dst && src < length(seq));
+    if (src == dst) continue;
+    for (std::int64_t l = 0; l < n_layers_; ++l) {
+      const KvLayerView k = k_view(seq, l);
+      const std::int64_t src_off = k.row(src) - k.base, dst_off = k.row(dst) - k.base;
+      for (int kv = 0; kv < 2; ++kv) {
+        std::memcpy(slab(l, kv) + dst_off, slab(l, kv) + src_off, static_cast<std::size_t>(row_bytes_));
+      }
+    }
+  }
+  truncate(seq, first + n);
 }
 
 void KvCache::free_sequence(std::int32_t seq) {

@@ -8,11 +8,22 @@ std::int64_t Batch::n_logits() const {
   return n;
 }
 
+void Batch::add(std::int32_t token, std::int32_t position, std::int32_t seq_id, bool logits,
+                std::int32_t parent) {
+  if (parent >= 0 && parents.empty()) parents.assign(tokens.size(), -1);
+  if (!parents.empty()) parents.push_back(parent);
+  tokens.push_back(token);
+  positions.push_back(position);
+  seq_ids.push_back(seq_id);
+  need_logits.push_back(logits ? 1 : 0);
+}
+
 void Batch::clear() {
   tokens.clear();
   positions.clear();
   seq_ids.clear();
   need_logits.clear();
+  parents.clear();
 }
 
 }  // namespace peregrine

@@ -182,14 +182,24 @@ void LlamaModel::lm_head(const Batch& batch, Scratch& s, std::vector<float>& log
 }
 
 Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float>& logits,
-                           ThreadPool& pool) const {
+                           ThreadPool& pool, std::int64_t n_layers) const {
+  const auto n_total = static_cast<std::int64_t>(layers_.size());
+  if (n_layers < 0 || n_layers > n_total) {
+    return invalid_argument("forward: n_layers " + std::to_string(n_layers) + " is outside [0, " + std::to_string(n_total) + "]");
+  }
+  if (n_layers == 0) n_layers = n_total;
+  if (cache.n_layers() < n_layers) {
+    return invalid_argument("forward: the KV cache has " + std::to_string(cache.n_layers()) + " layers, the forward runs " +
+                            std::to_string(n_layers));
+  }
   PEREGRINE_RETURN_IF_ERROR(validate(batch, cache));
   PEREGRINE_RETURN_IF_ERROR(reserve(batch, cache));
   Scratch s(config(), batch.size());
   embed(batch, s.x);
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
-    attention_block(layers_[l], static_cast<std::int64_t>(l), batch, cache, s, pool);
-    ffn_block(layers_[l], s, pool);
+  for (std::int64_t l = 0; l < n_layers; ++l) {
+    const Layer& layer = layers_[static_cast<std::size_t>(l)];
+    attention_block(layer, l, batch, cache, s, pool);
+    ffn_block(layer, s, pool);
   }
   for (std::int64_t i = 0; i < batch.size(); ++i) {
     const std::int32_t seq = batch.seq_ids[i];

@@ -227,5 +227,47 @@ TEST(KvCache, TruncateAndFreeReturnBlocks) {
   EXPECT_EQ(c.pool().n_free(), 8);
 }
 
+TEST(KvCache, ForkSharesEveryBlockAndCopiesOnWrite) {
+  KvCache c = make(6, 4);
+  ASSERT_TRUE(c.reserve(0, 6).is_ok());
+  write_rows(c, 0, 0, 6);
+  c.set_length(0, 6);
+  c.fork(0, 1);
+  EXPECT_EQ(c.length(1), 6);
+  EXPECT_EQ(c.pool().n_free(), 4);
+  for (std::int32_t b : c.block_table(0)) EXPECT_EQ(c.pool().ref_count(b), 2);
+  expect_rows(c, 1, 0, 0, 6);
+  ASSERT_TRUE(c.reserve(1, 7).is_ok());  // position 6 is in the shared second block: copied
+  EXPECT_EQ(c.pool().n_free(), 3);
+  write_rows(c, 1, 6, 7);
+  c.set_length(1, 7);
+  expect_rows(c, 1, 0, 0, 6);
+  expect_rows(c, 1, 1, 6, 7);
+  expect_rows(c, 0, 0, 0, 6);
+  c.free_sequence(0);
+  c.free_sequence(1);
+  EXPECT_EQ(c.pool().n_free(), 6);
+}
+
+TEST(KvCache, CompactMovesAcceptedRowsAndReleasesTheRest) {
+  for (DType dtype : {DType::kF32, DType::kQ8_0}) {
+    KvCache c = make(6, 4, dtype);
+    ASSERT_TRUE(c.reserve(2, 13).is_ok());  // 4 blocks
+    write_rows(c, 2, 0, 13);
+    c.set_length(2, 13);
+    std::vector<std::vector<float>> want;  // rows at 5, 7, 10 as stored
+    const std::vector<std::int64_t> from = {5, 7, 10};
+    for (std::int64_t p : from) want.push_back(read_row(c.k_view(2, 1), p));
+    c.compact(2, 5, from);
+    EXPECT_EQ(c.length(2), 8);
+    EXPECT_EQ(c.block_table(2).size(), 2u);
+    EXPECT_EQ(c.pool().n_free(), 4);
+    for (std::size_t j = 0; j < from.size(); ++j) {
+      EXPECT_EQ(read_row(c.k_view(2, 1), 5 + static_cast<std::int64_t>(j)), want[j]) << dtype_name(dtype);
+    }
+    if (dtype == DType::kF32) expect_rows(c, 2, 2, 0, 5);
+  }
+}
+
 }  // namespace
 }  // namespace peregrine

@@ -58,6 +58,7 @@ class KvCache {
   std::int32_t block_size() const;
   DType dtype() const;
   std::int64_t kv_dim() const;
+  std::int64_t n_layers() const;
   BlockPool& pool();
   const BlockPool& pool() const;
 
@@ -84,6 +85,16 @@ class KvCache {
   /// Keeps positions [0, n) of `seq` (n <= length) and releases the blocks past them
   /// (speculative rollback, preemption of a tail).
   void truncate(std::int32_t seq, std::int64_t n);
+  /// Starts sequence `dst` (must not exist) as a copy of `src` (must exist) that shares every
+  /// block of it (one more reference each): a later write into a shared block copies it first
+  /// (reserve's copy-on-write). O(blocks). Used to branch a draft tree into chains.
+  void fork(std::int32_t src, std::int32_t dst);
+  /// Speculative commit: moves the K/V rows at positions `from` (strictly increasing, each
+  /// from[j] >= first + j, all < length(seq)) of every layer to positions first, first + 1, ...
+  /// and truncates `seq` to first + from.size(), releasing the blocks past it. Keeps the rows
+  /// of an accepted token-tree path and drops the rejected nodes. Precondition: the blocks of
+  /// positions >= first are not shared (a forward wrote them after reserve).
+  void compact(std::int32_t seq, std::int64_t first, std::span<const std::int64_t> from);
   /// Releases every block of `seq` and forgets it (no-op for an unknown sequence).
   void free_sequence(std::int32_t seq);
 

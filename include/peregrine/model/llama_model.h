@@ -42,7 +42,12 @@ class LlamaModel {
   /// batch, mismatched array lengths, a cache built for another K/V width, positions of a sequence not consecutive or starting past
   /// cache.length(seq)), kOutOfRange (token id outside the vocabulary, position >=
   /// config().max_seq_len), kResourceExhausted (the batch needs more KV blocks than are free).
-  Status forward(const Batch& batch, KvCache& cache, std::vector<float>& logits, ThreadPool& pool) const;
+  /// `n_layers` > 0 runs only the first n_layers decoder layers before the final norm and LM
+  /// head (layer-skip self-drafting, as in Draft & Verify, Zhang et al. 2024 / LayerSkip,
+  /// Elhoushi et al. 2024); the cache then needs only that many layers (kInvalidArgument if
+  /// it has fewer, or n_layers > config().n_layers).
+  Status forward(const Batch& batch, KvCache& cache, std::vector<float>& logits, ThreadPool& pool,
+                 std::int64_t n_layers = 0) const;
 
  private:
   struct Layer {
