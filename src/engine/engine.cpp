@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "peregrine/engine/scheduler.h"
+#include "peregrine/engine/speculation.h"
 #include "peregrine/kv/prefix_cache.h"
 #include "peregrine/sampling/logprobs.h"
 
@@ -58,6 +59,7 @@ struct Engine::Impl {
   Impl(const LlamaModel& m, const EngineOptions& o, ThreadPool& p, KvCache c)
       : model(m), options(o), pool(p), cache(std::move(c)), prefix(cache),
         scheduler({o.max_batch_tokens, o.max_running}, cache, o.prefix_caching ? &prefix : nullptr),
+        speculation(o.drafter),
         ctx_len(o.ctx_len > 0 ? o.ctx_len : m.config().max_seq_len) {}
 
   const LlamaModel& model;
@@ -66,6 +68,7 @@ struct Engine::Impl {
   KvCache cache;
   PrefixCache prefix;
   Scheduler scheduler;  // step-loop state: only touched by the thread running step()
+  Speculation speculation;
   std::int64_t ctx_len;
   std::vector<float> logits;
   Batch batch;
@@ -91,7 +94,9 @@ struct Engine::Impl {
   Sequence* find(std::uint64_t id) const;
   void finish(Sequence* seq, FinishReason reason, Status error = Status::ok());
   void build_batch(const std::vector<ScheduledChunk>& chunks);
+  bool emit(Sequence& seq, std::int32_t token, std::span<const float> raw, double gap_s, std::int64_t& generated);
   void sample(Sequence& seq, std::span<float> row, std::int64_t& generated);
+  void verify(Sequence& seq, std::span<const float> rows, std::int64_t& generated);
   void record_step(std::int64_t prompt_tokens, std::int64_t generated);
   bool idle() const;
   bool step();
@@ -101,6 +106,7 @@ struct Engine::Impl {
 
 Status Engine::Impl::check_request(const RequestOptions& r) const {
   PEREGRINE_RETURN_IF_ERROR(r.sampling.validate());
+  PEREGRINE_RETURN_IF_ERROR(speculation.check(r.spec));
   if (r.prompt.empty()) return invalid_argument("the prompt is empty");
   if (r.max_tokens < 1) return invalid_argument("max_tokens must be >= 1 (got " + std::to_string(r.max_tokens) + ")");
   if (r.top_logprobs > 20) return invalid_argument("top_logprobs must be <= 20");
@@ -144,6 +150,7 @@ Sequence* Engine::Impl::find(std::uint64_t id) const {
 
 void Engine::Impl::finish(Sequence* seq, FinishReason reason, Status error) {
   std::unique_ptr<Sequence> done = scheduler.remove(seq);  // frees its KV blocks
+  speculation.release(*done);
   RequestResult& r = done->result;
   r.reason = reason;
   r.error = std::move(error);
@@ -155,6 +162,9 @@ void Engine::Impl::finish(Sequence* seq, FinishReason reason, Status error) {
     ++metrics.requests_by_status[finish_reason_name(reason)];
     --n_unfinished;
     metrics.e2e.observe(r.e2e_ms / 1000.0);
+    metrics.spec_draft_tokens_total += r.spec_drafted;
+    metrics.spec_accepted_tokens_total += r.spec_accepted;
+    metrics.spec_steps_total += r.spec_steps;
   }
   if (done->callbacks.on_finish) done->callbacks.on_finish(r);
 }
@@ -163,6 +173,10 @@ void Engine::Impl::build_batch(const std::vector<ScheduledChunk>& chunks) {
   batch.clear();
   for (const ScheduledChunk& c : chunks) {
     const Sequence& s = *c.seq;
+    if (c.n_draft > 0) {
+      Speculation::add_rows(s, batch);
+      continue;
+    }
     const std::int64_t end = s.n_computed + c.n_tokens;
     for (std::int64_t p = s.n_computed; p < end; ++p) {
       const bool last = p + 1 == end && end == static_cast<std::int64_t>(s.tokens.size());
@@ -171,36 +185,67 @@ void Engine::Impl::build_batch(const std::vector<ScheduledChunk>& chunks) {
   }
 }
 
-// Samples the next token of `seq` from its logits row and reports it; ends the request on
-// EOS, max_tokens, a full context, or when the client asks to stop.
-void Engine::Impl::sample(Sequence& seq, std::span<float> row, std::int64_t& generated) {
-  TokenEvent event;
-  std::vector<float> raw;
-  if (seq.request.top_logprobs >= 0) raw.assign(row.begin(), row.end());
-  event.token = seq.sampler.sample(row, seq.tokens);
-  const auto now = EngineClock::now();
+// Reports one generated token of `seq` (logprobs from `raw`, its unmodified logits row, when
+// asked; `gap_s` is its inter-token latency) and ends the request on EOS, max_tokens, a full
+// context, or when the client asks to stop. Returns false when the request ended.
+bool Engine::Impl::emit(Sequence& seq, std::int32_t token, std::span<const float> raw, double gap_s,
+                        std::int64_t& generated) {
   {
     std::lock_guard lock(mu);
     if (seq.n_generated() == 0) {
-      seq.result.ttft_ms = 1000.0 * seconds_between(seq.submitted, now);
+      seq.result.ttft_ms = 1000.0 * seconds_between(seq.submitted, EngineClock::now());
       metrics.ttft.observe(seq.result.ttft_ms / 1000.0);
     } else {
-      metrics.itl.observe(seconds_between(seq.last_token, now));
+      metrics.itl.observe(gap_s);
     }
   }
-  seq.last_token = now;
   ++generated;
-  if (event.token == seq.request.eos_id && !seq.request.ignore_eos) return finish(&seq, FinishReason::kStop);
-  if (!raw.empty()) {
-    auto [logprob, top] = token_logprobs(raw, event.token, seq.request.top_logprobs);
+  if (token == seq.request.eos_id && !seq.request.ignore_eos) {
+    finish(&seq, FinishReason::kStop);
+    return false;
+  }
+  TokenEvent event;
+  event.token = token;
+  if (seq.request.top_logprobs >= 0) {
+    auto [logprob, top] = token_logprobs(raw, token, seq.request.top_logprobs);
     event.logprob = logprob;
     event.top_logprobs = std::move(top);
   }
-  seq.tokens.push_back(event.token);
-  const bool more = !seq.callbacks.on_token || seq.callbacks.on_token(event);
-  if (!more) return finish(&seq, FinishReason::kStop);
-  if (seq.n_generated() >= seq.request.max_tokens || static_cast<std::int64_t>(seq.tokens.size()) >= ctx_len) {
+  seq.tokens.push_back(token);
+  if (seq.callbacks.on_token && !seq.callbacks.on_token(event)) {
+    finish(&seq, FinishReason::kStop);
+    return false;
+  }
+  // The context holds positions [0, ctx_len): the newest token needs position tokens.size() - 1.
+  if (seq.n_generated() >= seq.request.max_tokens || static_cast<std::int64_t>(seq.tokens.size()) > ctx_len) {
     finish(&seq, FinishReason::kLength);
+    return false;
+  }
+  return true;
+}
+
+// Samples the next token of `seq` from its logits row (modified in place) and emits it.
+void Engine::Impl::sample(Sequence& seq, std::span<float> row, std::int64_t& generated) {
+  std::vector<float> raw;
+  if (seq.request.top_logprobs >= 0) raw.assign(row.begin(), row.end());
+  const std::int32_t token = seq.sampler.sample(row, seq.tokens);
+  const auto now = EngineClock::now();
+  const double gap = seconds_between(seq.last_token, now);
+  seq.last_token = now;
+  emit(seq, token, raw, gap, generated);
+}
+
+// Verifies `seq`'s draft tree against its rows [1 + tree size, vocab] and emits the accepted
+// tokens and the correction / bonus token; the step's latency is spread evenly over them.
+void Engine::Impl::verify(Sequence& seq, std::span<const float> rows, std::int64_t& generated) {
+  const std::int64_t vocab = model.config().vocab_size;
+  const std::vector<SpecToken> tokens = speculation.verify(seq, rows, vocab, cache);
+  const auto now = EngineClock::now();
+  const double gap = seconds_between(seq.last_token, now) / static_cast<double>(tokens.size());
+  seq.last_token = now;
+  for (const SpecToken& t : tokens) {
+    const auto row = rows.subspan(static_cast<std::size_t>(t.row * vocab), static_cast<std::size_t>(vocab));
+    if (!emit(seq, t.token, row, gap, generated)) return;
   }
 }
 
@@ -229,6 +274,7 @@ void Engine::Impl::record_step(std::int64_t prompt_tokens, std::int64_t generate
 
 bool Engine::Impl::step() {
   take_incoming();
+  speculation.plan(scheduler.running(), ctx_len);
   std::vector<ScheduledChunk> chunks = scheduler.schedule();
   for (Sequence* seq : std::vector<Sequence*>(scheduler.stuck())) finish(seq, FinishReason::kLength);
   if (chunks.empty()) {
@@ -238,12 +284,16 @@ bool Engine::Impl::step() {
   for (const ScheduledChunk& c : chunks) {
     if (c.seq->result.queue_ms == 0) c.seq->result.queue_ms = 1000.0 * seconds_between(c.seq->submitted, EngineClock::now());
   }
+  speculation.draft(chunks, pool);
   build_batch(chunks);
+  const auto t0 = EngineClock::now();
   if (Status st = model.forward(batch, cache, logits, pool); !st.is_ok()) {
     for (const ScheduledChunk& c : chunks) finish(c.seq, FinishReason::kError, st);
     record_step(0, 0);
     return true;
   }
+  const bool drafted = std::any_of(chunks.begin(), chunks.end(), [](const ScheduledChunk& c) { return c.n_draft > 0; });
+  if (drafted) speculation.observe_forward(seconds_between(t0, EngineClock::now()));
   scheduler.commit(chunks);
   std::int64_t prompt_tokens = 0, generated = 0, row = 0;
   const auto vocab = static_cast<std::size_t>(model.config().vocab_size);
@@ -251,7 +301,15 @@ bool Engine::Impl::step() {
     Sequence& seq = *c.seq;
     prompt_tokens += std::max<std::int64_t>(0, std::min(seq.n_computed, seq.n_prompt) - (seq.n_computed - c.n_tokens));
     if (seq.n_pending() != 0) continue;  // a prefill chunk short of the end: no logits
-    sample(seq, std::span(logits).subspan(static_cast<std::size_t>(row++) * vocab, vocab), generated);
+    const auto n_rows = static_cast<std::size_t>(1 + seq.spec.tree.size());
+    const auto rows = std::span(logits).subspan(static_cast<std::size_t>(row) * vocab, n_rows * vocab);
+    row += static_cast<std::int64_t>(n_rows);
+    if (c.n_draft > 0 && !seq.spec.tree.empty()) {
+      verify(seq, rows, generated);
+    } else {
+      if (c.n_draft > 0) cache.truncate(seq.kv_seq, seq.n_computed);  // unused draft slots
+      sample(seq, rows, generated);
+    }
   }
   record_step(prompt_tokens, generated);
   return true;
@@ -313,6 +371,8 @@ Expected<std::uint64_t> Engine::submit(RequestOptions request, RequestCallbacks 
   m.wake.notify_one();
   return id;
 }
+
+Status Engine::check_spec(const SpecParams& spec) const { return impl_->speculation.check(spec); }
 
 void Engine::cancel(std::uint64_t id) {
   std::lock_guard lock(impl_->mu);

@@ -40,4 +40,16 @@ double EngineMetrics::prefix_hit_rate() const {
                                     : static_cast<double>(prefix_tokens_hit) / static_cast<double>(prefix_tokens_queried);
 }
 
+double EngineMetrics::spec_acceptance_rate() const {
+  return spec_draft_tokens_total > 0
+             ? static_cast<double>(spec_accepted_tokens_total) / static_cast<double>(spec_draft_tokens_total)
+             : 0.0;
+}
+
+double EngineMetrics::spec_tokens_per_step() const {
+  return spec_steps_total > 0
+             ? static_cast<double>(spec_accepted_tokens_total + spec_steps_total) / static_cast<double>(spec_steps_total)
+             : 0.0;
+}
+
 }  // namespace peregrine

@@ -52,6 +52,15 @@ bool Scheduler::reserve(Sequence& seq, std::int64_t n_tokens, bool may_preempt) 
   }
 }
 
+// A decode token plus as many of the wanted draft rows as fit in the token budget and in the
+// blocks free without preempting (speculation never evicts another request); -1 when not even
+// the decode token gets a block. Returns the draft rows reserved.
+std::int64_t Scheduler::reserve_decode(Sequence& seq, std::int64_t budget) {
+  const std::int64_t n_draft = std::min(seq.spec.budget, budget - 1);
+  if (n_draft > 0 && reserve(seq, 1 + n_draft, false)) return n_draft;
+  return reserve(seq, 1, true) ? 0 : -1;
+}
+
 void Scheduler::attach_cached_prefix(Sequence& seq) {
   if (prefix_cache_ != nullptr) {
     const std::int64_t max_blocks = (static_cast<std::int64_t>(seq.tokens.size()) - 1) / cache_.block_size();
@@ -74,10 +83,10 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
   scheduled_.clear();
   stuck_.clear();
   std::int64_t budget = limits_.max_batch_tokens;
-  auto plan = [&](Sequence& seq, std::int64_t n) {
-    chunks.push_back({&seq, n});
+  auto plan = [&](Sequence& seq, std::int64_t n, std::int64_t n_draft) {
+    chunks.push_back({&seq, n, n_draft});
     scheduled_.insert(&seq);
-    budget -= n;
+    budget -= n + n_draft;
   };
   // Running sequences: decodes first (they wait on one token each), then prefill chunks.
   // Reserving may preempt others, so iterate over a snapshot and skip the preempted.
@@ -87,10 +96,16 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
     for (Sequence* seq : order) {
       if (budget == 0) break;
       if (scheduled_.contains(seq) || (seq->n_pending() == 1) != decode || !is_running(seq)) continue;
-      const std::int64_t n = std::min(seq->n_pending(), budget);
-      if (reserve(*seq, n, true)) {
-        plan(*seq, n);
-      } else if (scheduled_.empty()) {
+      if (decode) {
+        if (const std::int64_t n_draft = reserve_decode(*seq, budget); n_draft >= 0) {
+          plan(*seq, 1, n_draft);
+          continue;
+        }
+      } else if (const std::int64_t n = std::min(seq->n_pending(), budget); reserve(*seq, n, true)) {
+        plan(*seq, n, 0);
+        continue;
+      }
+      if (scheduled_.empty()) {
         stuck_.push_back(seq);  // nothing left to preempt: the pool cannot hold it
       }
     }
@@ -112,7 +127,7 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
     }
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
-    plan(seq, n);
+    plan(seq, n, 0);
   }
   return chunks;
 }

@@ -163,9 +163,10 @@ void HttpServer::Impl::close_exchange(std::uint64_t id) {
 
 void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::Response& res, ApiEndpoint endpoint) {
   if (draining) return send_error(res, api_error(unavailable("the server is shutting down")));
-  auto parsed = parse_openai_request(req.body, endpoint, {context_len, random_u64()});
+  auto parsed = parse_openai_request(req.body, endpoint, {context_len, random_u64(), options.spec});
   if (const ApiError* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
   const OpenAiRequest& request = std::get<OpenAiRequest>(parsed);
+  if (Status st = engine.check_spec(request.spec); !st) return send_error(res, api_error(st, "speculative"));
   if (!request.model.empty() && request.model != options.model_id) {
     return send_error(res, model_not_found_error(request.model));
   }
@@ -186,6 +187,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
   ro.top_logprobs = request.top_logprobs;
   ro.eos_id = tokenizer.eos_id();
   ro.ignore_eos = request.ignore_eos;
+  ro.spec = request.spec;
   RequestCallbacks callbacks;
   callbacks.on_token = [ex](const TokenEvent& event) {
     std::lock_guard lock(ex->mu);

@@ -237,6 +237,35 @@ Error read_stream(const Json& obj, OpenAiRequest& r) {
   return std::nullopt;
 }
 
+// "speculative": "pld" or {"method": "pld", "draft_max": 8, "branching": 1, "adaptive": true};
+// fields left out keep the server's defaults.
+Error read_speculative(const Json& obj, const SpecParams& defaults, SpecParams& spec) {
+  spec = defaults;
+  const Json* v = field(obj, "speculative");
+  if (v == nullptr) return std::nullopt;
+  std::string method;
+  if (v->is_string()) {
+    method = v->get<std::string>();
+  } else if (v->is_object()) {
+    if (auto e = read_string(*v, "method", method)) return e;
+    std::optional<std::int64_t> draft_max, branching;
+    if (auto e = read_int(*v, "draft_max", 1, kMaxDraftNodes, draft_max)) return e;
+    if (auto e = read_int(*v, "branching", 1, kMaxDraftNodes, branching)) return e;
+    if (auto e = read_bool(*v, "adaptive", spec.adaptive)) return e;
+    if (draft_max) spec.draft_max = static_cast<std::int32_t>(*draft_max);
+    if (branching) spec.branching = static_cast<std::int32_t>(*branching);
+  } else {
+    return wrong_type("speculative", "a method name or an object", *v);
+  }
+  if (!method.empty()) {
+    auto m = parse_spec_method(method);
+    if (!m) return bad("speculative", m.status().message());
+    spec.method = *m;
+  }
+  if (Status st = spec.validate(); !st) return bad("speculative", st.message());
+  return std::nullopt;
+}
+
 Error read_request(const Json& obj, ApiEndpoint endpoint, const RequestLimits& limits, OpenAiRequest& r) {
   if (auto e = read_string(obj, "model", r.model)) return e;
   if (endpoint == ApiEndpoint::kCompletions) {
@@ -250,6 +279,7 @@ Error read_request(const Json& obj, ApiEndpoint endpoint, const RequestLimits& l
   if (auto e = read_stop(obj, r.stop)) return e;
   if (auto e = read_bool(obj, "ignore_eos", r.ignore_eos)) return e;
   if (auto e = read_stream(obj, r)) return e;
+  if (auto e = read_speculative(obj, limits.spec, r.spec)) return e;
   return reject_unsupported(obj);
 }
 

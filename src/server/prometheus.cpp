@@ -98,6 +98,14 @@ std::string prometheus_text(const EngineMetrics& m) {
   w.gauge("generation_tokens_per_second", "Tokens sampled per second over the last ~10 s.", m.generation_tokens_per_s);
   w.counter("preemptions_total", "Requests preempted (blocks freed, recomputed later).",
             static_cast<double>(m.preemptions_total));
+  w.counter("spec_draft_tokens_total", "Speculative draft tokens proposed (finished requests).",
+            static_cast<double>(m.spec_draft_tokens_total));
+  w.counter("spec_accepted_tokens_total", "Speculative draft tokens accepted (finished requests).",
+            static_cast<double>(m.spec_accepted_tokens_total));
+  w.counter("spec_verify_steps_total", "Speculative verification steps (finished requests).",
+            static_cast<double>(m.spec_steps_total));
+  w.gauge("spec_acceptance_rate", "Accepted / proposed draft tokens.", m.spec_acceptance_rate());
+  w.gauge("spec_tokens_per_step", "Tokens emitted per verification step (accepted + 1).", m.spec_tokens_per_step());
   return w.take();
 }
 

@@ -4,6 +4,8 @@
 // under a token budget (chunked prefill, Agrawal et al. 2024), runs one forward over the paged
 // KV cache, samples, and streams tokens back. When blocks run out the newest running request is
 // preempted (its blocks freed, recomputed later). Full prompt blocks go into the prefix cache.
+// Requests may decode speculatively (RequestOptions::spec): their draft trees are verified in
+// the same step forward (see speculation.h).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include "peregrine/engine/request.h"
 #include "peregrine/kv/kv_cache.h"
 #include "peregrine/model/llama_model.h"
+#include "peregrine/spec/drafter.h"
 
 namespace peregrine {
 
@@ -23,8 +26,12 @@ struct EngineOptions {
   std::int64_t max_batch_tokens = 256;  // token budget of one step (decodes + prefill chunks)
   std::int32_t max_running = 16;      // sequences in flight at once (--parallel)
   std::int32_t max_waiting = 64;      // queued requests beyond which submit fails (HTTP 429)
-  std::int64_t ctx_len = 0;           // per-request context (prompt + output); 0 = model's
+  std::int64_t ctx_len = 0;           // per-request KV positions (prompt + output − 1); 0 = model's
   bool prefix_caching = true;
+  /// Serves the requests whose SpecParams::method is drafter->method() (a draft model, layer
+  /// skip or quantized self-draft); may be null (prompt lookup needs no drafter). Not owned:
+  /// must outlive the engine.
+  Drafter* drafter = nullptr;
 };
 
 class Engine {
@@ -38,11 +45,15 @@ class Engine {
 
   /// Queues a request; returns its id. Thread-safe. The callbacks run on the loop thread.
   /// Errors: kInvalidArgument (empty prompt, max_tokens < 1, bad sampling params,
-  /// top_logprobs > 20, token id outside the vocabulary), kOutOfRange (prompt + 1 token longer
+  /// top_logprobs > 20, token id outside the vocabulary, bad spec params or a speculative
+  /// method this engine has no drafter for), kOutOfRange (prompt + 1 token longer
   /// than the context, or needing more KV blocks than the whole pool), kResourceExhausted
   /// (the waiting queue is full), kUnavailable (shutting down).
   Expected<std::uint64_t> submit(RequestOptions request, RequestCallbacks callbacks);
 
+  /// Whether requests may use `spec`. Errors: kInvalidArgument (invalid params, or a method
+  /// needing a drafter this engine was not created with; the message names the ones it has).
+  Status check_spec(const SpecParams& spec) const;
   /// Cancels a queued or running request (unknown or finished ids are ignored); it finishes
   /// with kCancelled at the next step and its blocks return to the pool. Thread-safe.
   void cancel(std::uint64_t id);

@@ -44,6 +44,14 @@ struct EngineMetrics {
   double generation_tokens_per_s = 0;  // over the last ~10 s
   std::int64_t preemptions_total = 0;
   std::int64_t steps_total = 0;
+  std::int64_t spec_draft_tokens_total = 0;     // draft tokens (tree nodes) proposed
+  std::int64_t spec_accepted_tokens_total = 0;  // draft tokens accepted by verification
+  std::int64_t spec_steps_total = 0;            // verification steps (per sequence)
+  /// spec_accepted_tokens_total / spec_draft_tokens_total (0 when nothing was drafted).
+  double spec_acceptance_rate() const;
+  /// Tokens emitted per verification step: (accepted + spec_steps_total) / spec_steps_total
+  /// (each step also emits one correction or bonus token; 0 when no step ran).
+  double spec_tokens_per_step() const;
   /// prefix_tokens_hit / prefix_tokens_queried (0 when nothing was queried).
   double prefix_hit_rate() const;
 };

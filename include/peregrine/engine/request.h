@@ -8,6 +8,7 @@
 
 #include "peregrine/core/status.h"
 #include "peregrine/sampling/sampler.h"
+#include "peregrine/spec/spec_params.h"
 
 namespace peregrine {
 
@@ -19,6 +20,7 @@ struct RequestOptions {
   std::int32_t top_logprobs = -1;    // -1: no logprobs; 0..20: chosen token's + this many top
   std::int32_t eos_id = -1;          // end-of-sequence token (the tokenizer's; -1: none)
   bool ignore_eos = false;           // keep generating past eos_id (fixed-length benchmarks)
+  SpecParams spec;                   // speculative decoding (method kNone: plain decoding)
 };
 
 /// One generated token, reported as soon as it is sampled.
@@ -51,6 +53,9 @@ struct RequestResult {
   double queue_ms = 0;  // submit → first scheduled
   double ttft_ms = 0;   // submit → first token sampled
   double e2e_ms = 0;    // submit → finished
+  std::int64_t spec_drafted = 0;   // draft tokens (tree nodes) proposed
+  std::int64_t spec_accepted = 0;  // of them accepted by verification
+  std::int64_t spec_steps = 0;     // verification steps (target forwards carrying a draft)
 };
 
 /// Callbacks of one request, invoked on the engine's step-loop thread (keep them short: push

@@ -22,10 +22,13 @@ struct SchedulerLimits {
   std::int32_t max_running = 16;        // sequences holding KV at once
 };
 
-/// One sequence's share of a step: compute tokens [seq->n_computed, + n_tokens).
+/// One sequence's share of a step: compute tokens [seq->n_computed, + n_tokens), plus
+/// n_draft draft-tree rows after a decode token (speculative verification; their KV slots are
+/// reserved too, the accepted ones are kept after verification).
 struct ScheduledChunk {
   Sequence* seq = nullptr;
   std::int64_t n_tokens = 0;
+  std::int64_t n_draft = 0;
 };
 
 class Scheduler {
@@ -37,7 +40,8 @@ class Scheduler {
   void enqueue(std::unique_ptr<Sequence> seq);
 
   /// Plans one step, in this order: every running sequence in decode (1 token each, oldest
-  /// first), running prefills (chunks), then waiting requests in FCFS order while there are
+  /// first, plus up to seq->spec.budget draft rows when blocks are free without preempting
+  /// anyone and the token budget allows), running prefills (chunks), then waiting requests in FCFS order while there are
   /// running slots, budget and blocks (a request that does not fit blocks the ones behind
   /// it). KV blocks for every planned chunk are reserved here; when the pool runs dry the
   /// prefix cache evicts, and then the most recently admitted running sequence is preempted
@@ -63,6 +67,7 @@ class Scheduler {
 
  private:
   bool reserve(Sequence& seq, std::int64_t n_tokens, bool may_preempt);
+  std::int64_t reserve_decode(Sequence& seq, std::int64_t budget);
   void attach_cached_prefix(Sequence& seq);
   bool is_running(const Sequence* seq) const;
   void preempt(std::size_t running_index);

@@ -7,10 +7,22 @@
 
 #include "peregrine/engine/request.h"
 #include "peregrine/sampling/sampler.h"
+#include "peregrine/spec/adaptive_draft.h"
+#include "peregrine/spec/draft_tree.h"
 
 namespace peregrine {
 
 using EngineClock = std::chrono::steady_clock;
+
+/// A request's speculative-decoding state.
+struct SpecState {
+  explicit SpecState(const RequestOptions& r)
+      : rng(r.sampling.seed ^ 0x9e3779b97f4a7c15ull), adaptive(r.spec.draft_max) {}
+  std::mt19937_64 rng;           // the drafter's draws (sampled chains), apart from the sampler's
+  AdaptiveDraftLength adaptive;  // used when request.spec.adaptive
+  std::int64_t budget = 0;       // draft nodes wanted this step (0: plain decode)
+  DraftTree tree;                // this step's draft, verified after the forward
+};
 
 struct Sequence {
   Sequence(std::uint64_t id, std::int32_t kv_seq, RequestOptions request, RequestCallbacks callbacks)
@@ -19,6 +31,7 @@ struct Sequence {
         n_prompt(static_cast<std::int64_t>(request.prompt.size())),
         tokens(request.prompt),
         sampler(request.sampling),
+        spec(request),
         request(std::move(request)),
         callbacks(std::move(callbacks)) {}
 
@@ -30,6 +43,7 @@ struct Sequence {
   std::int64_t n_cached_blocks = 0;  // full blocks already offered to the prefix cache
   bool has_kv = false;               // the KV cache knows kv_seq
   Sampler sampler;
+  SpecState spec;
   RequestOptions request;
   RequestCallbacks callbacks;
   RequestResult result;  // counters filled as it runs

@@ -29,6 +29,7 @@ struct ServerOptions {
   std::size_t max_body_bytes = 8u << 20;     // larger bodies get 413
   std::int32_t http_threads = 0;             // connection threads; 0: engine running + waiting + 4
   double drain_timeout_s = 30;               // shutdown(): then requests in flight are failed
+  SpecParams spec;                           // speculation of requests that do not choose
 };
 
 class HttpServer {

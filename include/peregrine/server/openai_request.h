@@ -8,7 +8,9 @@
 // top_p (0, 1] (default 1), seed, stop (a string or up to 4 strings), n (only 1), stream,
 // stream_options.include_usage, logprobs (completions: integer 0..5; chat: boolean with
 // top_logprobs 0..20), presence_penalty / frequency_penalty (only 0: not implemented), and the
-// extensions top_k (>= 0, default 0 = off), min_p [0, 1] (default 0) and ignore_eos.
+// extensions top_k (>= 0, default 0 = off), min_p [0, 1] (default 0), ignore_eos and
+// speculative (a method name "none" | "pld" | "draft" | "layerskip" | "quant", or an object
+// {"method", "draft_max" 1..64, "branching" >= 1, "adaptive"}; absent: the server's default).
 // Other fields (user, ...) are ignored, as OpenAI-compatible servers commonly do.
 #pragma once
 
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "peregrine/sampling/sampler.h"
+#include "peregrine/spec/spec_params.h"
 #include "peregrine/server/api_error.h"
 #include "peregrine/tokenizer/chat_template.h"
 
@@ -42,12 +45,14 @@ struct OpenAiRequest {
   std::vector<std::string> stop;            // non-empty strings
   bool stream = false;
   bool include_usage = false;               // stream_options.include_usage
+  SpecParams spec;                          // speculative decoding of this request
 };
 
 /// What the parser needs to know about the server.
 struct RequestLimits {
   std::int64_t context_len = 0;  // per-request context: max_tokens must not exceed it
   std::uint64_t seed = 0;        // used when the request has no seed
+  SpecParams spec;               // used when the request has no "speculative" field
 };
 
 /// Parses and validates a JSON body. Errors: an ApiError 400 invalid_request_error whose param

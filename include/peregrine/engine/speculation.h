@@ -1,0 +1,82 @@
+// Speculative decoding inside the engine's step loop (Leviathan et al. 2023; Chen et al. 2023;
+// SpecInfer, Miao et al. 2024): before the step's one target forward, every decoding sequence
+// that asked for speculation gets a draft tree from its drafter (one batched draft() call per
+// drafter); the trees ride in the same ragged Batch as the decode roots (tree attention rows)
+// and the prefill chunks; after the forward each tree is verified, the KV of the accepted path
+// is kept (KvCache::compact) and the rest rolled back.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "peregrine/core/status.h"
+#include "peregrine/core/thread_pool.h"
+#include "peregrine/engine/scheduler.h"
+#include "peregrine/engine/sequence.h"
+#include "peregrine/kv/kv_cache.h"
+#include "peregrine/model/batch.h"
+#include "peregrine/spec/drafter.h"
+
+namespace peregrine {
+
+/// A token to emit and the index of its logits row among its sequence's verification rows
+/// (0: the root's row; 1 + i: draft node i's row), for logprobs.
+struct SpecToken {
+  std::int32_t token = -1;
+  std::int64_t row = 0;
+};
+
+class Speculation {
+ public:
+  /// Prompt lookup (kPld) is built in; `model_drafter` (may be null; must outlive this) serves
+  /// the requests whose method equals its method().
+  explicit Speculation(Drafter* model_drafter);
+  ~Speculation();
+
+  /// Errors: kInvalidArgument when `p` is invalid or its method needs a drafter this engine
+  /// was not started with (the message names the one it has).
+  Status check(const SpecParams& p) const;
+
+  /// Sets spec.budget (draft nodes wanted this step) of every running sequence about to
+  /// decode: the request's draft_max (or the adaptive length), capped so the step cannot emit
+  /// more than max_tokens nor write past `ctx_len` positions; 0 for plain decoding.
+  void plan(const std::vector<std::unique_ptr<Sequence>>& running, std::int64_t ctx_len) const;
+
+  /// Drafts spec.tree for every chunk with n_draft > 0 (at most n_draft nodes), one batched
+  /// draft() per drafter; clears the trees of the others. A drafter error leaves its trees
+  /// empty (those sequences decode plainly this step).
+  void draft(const std::vector<ScheduledChunk>& chunks, ThreadPool& pool);
+
+  /// Appends a decode chunk's root row (its pending token) and its draft tree's rows (token
+  /// tree rows of Batch::parents; a chain as plain rows), every row asking for logits.
+  static void add_rows(const Sequence& seq, Batch& batch);
+
+  /// After the forward and Scheduler::commit: verifies seq.spec.tree against `logits` (the
+  /// sequence's 1 + tree.size() rows, [rows, vocab] f32), keeps the accepted path's KV in
+  /// `cache` (compact: positions n_computed .. n_computed + path - 1), advances
+  /// seq.n_computed over it, and updates the request's counters and adaptive length. Returns
+  /// the accepted tokens then the correction / bonus token, in order.
+  std::vector<SpecToken> verify(Sequence& seq, std::span<const float> logits, std::int64_t vocab,
+                                KvCache& cache);
+
+  /// The target forward of a step that carried drafts took `seconds` (for the relative draft
+  /// cost c of the adaptive length).
+  void observe_forward(double seconds);
+
+  /// The request ended or was preempted: drop its drafter state.
+  void release(const Sequence& seq);
+
+ private:
+  Drafter* drafter_for(SpecMethod m) const;
+
+  std::unique_ptr<Drafter> pld_;
+  Drafter* model_drafter_;
+  std::map<SpecMethod, double> draft_seconds_per_node_;  // EMA per drafter
+  double forward_seconds_ = 0;                           // EMA of a target step
+};
+
+}  // namespace peregrine

@@ -1,0 +1,136 @@
+#include "peregrine/engine/speculation.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "peregrine/spec/pld_drafter.h"
+#include "peregrine/spec/verify.h"
+
+namespace peregrine {
+namespace {
+
+constexpr double kCostDecay = 0.9;  // EMA weight of the past for the draft cost estimate
+
+double ema(double old, double sample) { return old == 0 ? sample : kCostDecay * old + (1 - kCostDecay) * sample; }
+
+// Tree depth (the chain length of its deepest branch): the draft length for the acceptance
+// estimate.
+std::int64_t max_depth(const DraftTree& tree) {
+  std::int64_t d = 0;
+  for (std::int64_t i = 0; i < tree.size(); ++i) d = std::max<std::int64_t>(d, tree.depth(i));
+  return d;
+}
+
+}  // namespace
+
+Speculation::Speculation(Drafter* model_drafter)
+    : pld_(std::make_unique<PldDrafter>()), model_drafter_(model_drafter) {}
+
+Speculation::~Speculation() = default;
+
+Drafter* Speculation::drafter_for(SpecMethod m) const {
+  if (m == SpecMethod::kPld) return pld_.get();
+  if (model_drafter_ != nullptr && model_drafter_->method() == m) return model_drafter_;
+  return nullptr;
+}
+
+Status Speculation::check(const SpecParams& p) const {
+  PEREGRINE_RETURN_IF_ERROR(p.validate());
+  if (p.method == SpecMethod::kNone || drafter_for(p.method) != nullptr) return Status::ok();
+  const std::string have = model_drafter_ != nullptr ? std::string("pld and ") + spec_method_name(model_drafter_->method())
+                                                     : std::string("pld");
+  return invalid_argument(std::string("speculative method '") + spec_method_name(p.method) +
+                          "' needs a drafter this server was not started with (available: " + have + ")");
+}
+
+void Speculation::plan(const std::vector<std::unique_ptr<Sequence>>& running, std::int64_t ctx_len) const {
+  for (const auto& s : running) {
+    Sequence& seq = *s;
+    const SpecParams& p = seq.request.spec;
+    seq.spec.budget = 0;
+    if (p.method == SpecMethod::kNone || seq.n_pending() != 1) continue;
+    const auto it = draft_seconds_per_node_.find(p.method);
+    const double cost = it == draft_seconds_per_node_.end() || forward_seconds_ == 0 ? 0.0 : it->second / forward_seconds_;
+    const std::int64_t want = p.adaptive ? seq.spec.adaptive.next(cost) : p.draft_max;
+    const std::int64_t left = seq.request.max_tokens - seq.n_generated() - 1;  // tokens a step may add past the root
+    const std::int64_t room = ctx_len - static_cast<std::int64_t>(seq.tokens.size());
+    seq.spec.budget = std::max<std::int64_t>(0, std::min({want, left, room}));
+  }
+}
+
+void Speculation::draft(const std::vector<ScheduledChunk>& chunks, ThreadPool& pool) {
+  std::map<Drafter*, std::vector<Sequence*>> groups;
+  for (const ScheduledChunk& c : chunks) {
+    c.seq->spec.tree.nodes.clear();
+    if (c.n_draft > 0) groups[drafter_for(c.seq->request.spec.method)].push_back(c.seq);
+  }
+  std::map<const Sequence*, std::int64_t> n_draft;
+  for (const ScheduledChunk& c : chunks) n_draft[c.seq] = c.n_draft;
+  for (auto& [drafter, seqs] : groups) {
+    std::vector<DraftRequest> requests;
+    for (Sequence* seq : seqs) {
+      requests.push_back({seq->kv_seq, seq->tokens, static_cast<std::int32_t>(n_draft[seq]),
+                          seq->request.spec.branching, &seq->request.sampling, &seq->spec.rng});
+    }
+    std::vector<DraftTree> trees;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!drafter->draft(requests, trees, pool).is_ok()) continue;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::int64_t nodes = 0;
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      nodes += trees[i].size();
+      seqs[i]->spec.tree = std::move(trees[i]);
+    }
+    if (nodes > 0) {
+      double& per_node = draft_seconds_per_node_[drafter->method()];
+      per_node = ema(per_node, seconds / static_cast<double>(nodes));
+    }
+  }
+}
+
+void Speculation::add_rows(const Sequence& seq, Batch& batch) {
+  const auto root = static_cast<std::int32_t>(batch.size());
+  const auto p0 = static_cast<std::int32_t>(seq.n_computed);
+  const DraftTree& tree = seq.spec.tree;
+  batch.add(seq.tokens.back(), p0, seq.kv_seq, true);
+  const bool chain = tree.is_chain();
+  for (std::int64_t i = 0; i < tree.size(); ++i) {
+    const DraftNode& n = tree.nodes[static_cast<std::size_t>(i)];
+    const std::int32_t parent_row = root + 1 + n.parent;  // n.parent == -1: the root row
+    batch.add(n.token, batch.positions[static_cast<std::size_t>(parent_row)] + 1, seq.kv_seq, true,
+              chain ? -1 : parent_row);
+  }
+}
+
+std::vector<SpecToken> Speculation::verify(Sequence& seq, std::span<const float> logits, std::int64_t vocab,
+                                           KvCache& cache) {
+  const DraftTree& tree = seq.spec.tree;
+  std::span<const std::int32_t> history(seq.tokens);
+  const VerifyResult v = verify_draft(tree, logits, vocab, history, seq.sampler);
+  // The root's KV is at n_computed - 1 (committed); node i's at n_computed + i.
+  std::vector<std::int64_t> from;
+  for (std::int32_t node : v.path) from.push_back(seq.n_computed + node);
+  cache.compact(seq.kv_seq, seq.n_computed, from);
+  seq.n_computed += static_cast<std::int64_t>(v.path.size());
+  std::vector<SpecToken> out;
+  std::int64_t row = 0;
+  for (std::int32_t node : v.path) {
+    out.push_back({tree.nodes[static_cast<std::size_t>(node)].token, row});
+    row = 1 + node;
+  }
+  out.push_back({v.next_token, row});
+  RequestResult& r = seq.result;
+  r.spec_drafted += tree.size();
+  r.spec_accepted += static_cast<std::int64_t>(v.path.size());
+  ++r.spec_steps;
+  seq.spec.adaptive.update(max_depth(tree), static_cast<std::int64_t>(v.path.size()));
+  return out;
+}
+
+void Speculation::observe_forward(double seconds) { forward_seconds_ = ema(forward_seconds_, seconds); }
+
+void Speculation::release(const Sequence& seq) {
+  if (Drafter* d = drafter_for(seq.request.spec.method)) d->release(seq.kv_seq);
+}
+
+}  // namespace peregrine
