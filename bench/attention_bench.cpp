@@ -7,8 +7,10 @@
 // Paging cost: the same f32 K/V read through one block holding every position ("contiguous",
 // what the kernels read before the paged cache) and through 16-position blocks in shuffled
 // pool order ("paged"), for prefill (L rows at positions 0..L-1) and decode (one row against
-// n_ctx positions). KV dtypes: decode over paged f16 and q8_0 blocks against paged f32. Then
-// the decode threshold sweep: attention_decode on the calling thread vs split over the pool.
+// n_ctx positions). KV dtypes: decode over paged f16 and q8_0 blocks against paged f32.
+// Token-tree verification: a tree-masked prefill run against a causal one of the same size.
+// Then the decode threshold sweep: attention_decode on the calling thread vs split over the
+// pool.
 // Compared variants alternate within each repetition; medians are printed with their ratios.
 
 #include <algorithm>
@@ -148,6 +150,31 @@ void bench_decode_dtype(DType dtype, std::int64_t n_ctx, int reps, std::mt19937&
               static_cast<long long>(n_ctx), t_f32, peregrine::dtype_name(dtype).data(), t_other, t_other / t_f32);
 }
 
+// A verification run: n_q draft-tree rows after n_ctx cached positions, tree-masked (a random
+// tree, parent of row i uniform in [0, i)) vs causal; the mask costs one byte test per score
+// on the tiles holding the run.
+void bench_tree(std::int64_t n_q, std::int64_t n_ctx, int reps, std::mt19937& rng) {
+  const AttentionShape& s = kTinyLlama;
+  const auto q = random_vec(n_q * s.n_heads * s.head_dim, rng);
+  const Kv kv = random_kv(n_ctx + n_q, kBlockSize, DType::kF32, rng);
+  std::vector<std::uint8_t> mask(static_cast<std::size_t>(n_q * n_q), 0);
+  for (std::int64_t i = 0; i < n_q; ++i) {
+    if (i > 0) {
+      const std::int64_t parent = std::uniform_int_distribution<std::int64_t>(0, i - 1)(rng);
+      std::copy_n(&mask[static_cast<std::size_t>(parent * n_q)], parent + 1, &mask[static_cast<std::size_t>(i * n_q)]);
+    }
+    mask[static_cast<std::size_t>(i * n_q + i)] = 1;
+  }
+  std::vector<float> out(q.size());
+  ThreadPool pool(1);
+  const auto run = [&](const std::uint8_t* m) {
+    return [&, m] { peregrine::attention_prefill(q.data(), kv.k.view, kv.v.view, n_ctx, n_q, s, out.data(), pool, 0, m); };
+  };
+  const auto [t_causal, t_tree] = compare(run(nullptr), run(mask.data()), reps, 20.0);
+  std::printf("verify n_q=%-3lld n_ctx=%-5lld threads=1  causal %8.4f ms  tree %8.4f ms  tree/causal %5.3f\n", static_cast<long long>(n_q),
+              static_cast<long long>(n_ctx), t_causal, t_tree, t_tree / t_causal);
+}
+
 // attention_decode on the calling thread vs forced onto the pool: where splitting pays.
 void bench_decode_threshold(const AttentionShape& s, const char* name, int reps, std::mt19937& rng) {
   ThreadPool pool(2);
@@ -185,6 +212,7 @@ int main(int argc, char** argv) {
   for (DType dtype : {DType::kF16, DType::kQ8_0}) {
     for (std::int64_t n_ctx : {512, 4096}) bench_decode_dtype(dtype, n_ctx, reps, rng);
   }
+  for (std::int64_t n_q : {16, 64}) bench_tree(n_q, 1024, reps, rng);
   bench_decode_threshold(kTinyLlama, "tinyllama", reps, rng);
   bench_decode_threshold({6, 1, 128}, "mqa-6x128", reps, rng);
   return 0;

@@ -1,5 +1,6 @@
 #include "peregrine/model/llama_model.h"
 
+#include <algorithm>
 #include <map>
 
 #include "peregrine/kernels/cpu/attention.h"
@@ -54,17 +55,57 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file) {
   return m;
 }
 
+namespace {
+
+// Rows of one sequence in a batch: first and last row index, count, any tree row.
+struct SeqRows {
+  std::int64_t first_row, last_row, n_rows;
+  bool tree;
+};
+
+// Row i's tree parent batch.parents[i] is -1 or an earlier row of the same sequence.
+Status check_parent(const Batch& batch, std::size_t i) {
+  const std::int32_t parent = batch.parents[i];
+  if (parent < -1 || parent >= static_cast<std::int64_t>(i)) {
+    return invalid_argument("forward: row " + std::to_string(i) + " has parent " + std::to_string(parent) +
+                            "; a parent must be -1 or an earlier row of the batch");
+  }
+  if (parent >= 0 && batch.seq_ids[parent] != batch.seq_ids[i]) {
+    return invalid_argument("forward: row " + std::to_string(i) + " of sequence " + std::to_string(batch.seq_ids[i]) + " has parent row " +
+                            std::to_string(parent) + " of sequence " + std::to_string(batch.seq_ids[parent]));
+  }
+  return Status::ok();
+}
+
+// Row i follows row `prev` (its tree parent, or the previous row of its sequence): one
+// position later.
+Status check_follows(const Batch& batch, std::size_t i, std::int64_t prev, bool tree_parent) {
+  const std::int32_t pos = batch.positions[i], prev_pos = batch.positions[prev];
+  if (pos == prev_pos + 1) return Status::ok();
+  if (!tree_parent) {
+    return invalid_argument("forward: positions of sequence " + std::to_string(batch.seq_ids[i]) + " are not consecutive");
+  }
+  return invalid_argument("forward: row " + std::to_string(i) + " is at position " + std::to_string(pos) + ", its parent row " +
+                          std::to_string(prev) + " at " + std::to_string(prev_pos) + "; a tree node sits one position after its parent");
+}
+
+}  // namespace
+
 Status LlamaModel::validate(const Batch& batch, const KvCache& cache) const {
   const std::size_t n = batch.tokens.size();
   if (n == 0) return invalid_argument("forward: empty batch");
   if (batch.positions.size() != n || batch.seq_ids.size() != n || batch.need_logits.size() != n) {
     return invalid_argument("forward: batch arrays have different lengths");
   }
+  if (!batch.parents.empty() && batch.parents.size() != n) {
+    return invalid_argument("forward: batch.parents has " + std::to_string(batch.parents.size()) + " entries for " + std::to_string(n) +
+                            " rows (it must be empty or hold one per row)");
+  }
   if (cache.kv_dim() != config().n_kv_heads * config().head_dim) {
     return invalid_argument("forward: the KV cache rows hold " + std::to_string(cache.kv_dim()) +
                             " values, the model's K/V rows " + std::to_string(config().n_kv_heads * config().head_dim));
   }
-  std::map<std::int32_t, std::int64_t> next_pos;  // per sequence: expected next position
+  std::map<std::int32_t, SeqRows> seqs;
   for (std::size_t i = 0; i < n; ++i) {
     const std::int32_t tok = batch.tokens[i], pos = batch.positions[i], seq = batch.seq_ids[i];
     if (tok < 0 || tok >= config().vocab_size) {
@@ -75,23 +116,94 @@ Status LlamaModel::validate(const Batch& batch, const KvCache& cache) const {
       return out_of_range("position " + std::to_string(pos) + " is outside the model's context (" +
                           std::to_string(config().max_seq_len) + " tokens)");
     }
-    auto [it, first] = next_pos.emplace(seq, pos);
-    if ((first && pos > cache.length(seq)) || (!first && pos != it->second)) {
-      return invalid_argument("forward: positions of sequence " + std::to_string(seq) + " are not consecutive");
+    const auto row = static_cast<std::int64_t>(i);
+    auto [it, first] = seqs.emplace(seq, SeqRows{row, row, 0, false});
+    SeqRows& rows = it->second;
+    const std::int32_t parent = batch.parents.empty() ? -1 : batch.parents[i];
+    if (!batch.parents.empty()) PEREGRINE_RETURN_IF_ERROR(check_parent(batch, i));
+    if (parent < 0 && first && pos > cache.length(seq)) {
+      return invalid_argument("forward: sequence " + std::to_string(seq) + " starts at position " + std::to_string(pos) + ", past its " +
+                              std::to_string(cache.length(seq)) + " cached positions");
     }
-    it->second = pos + 1;
+    if (parent >= 0 || !first) PEREGRINE_RETURN_IF_ERROR(check_follows(batch, i, parent >= 0 ? parent : rows.last_row, parent >= 0));
+    rows.tree = rows.tree || parent >= 0;
+    rows.last_row = row;
+    ++rows.n_rows;
+  }
+  for (const auto& [seq, rows] : seqs) {
+    if (rows.tree && rows.last_row - rows.first_row + 1 != rows.n_rows) {
+      return invalid_argument("forward: the rows of sequence " + std::to_string(seq) +
+                              " form a token tree and must be contiguous in the batch");
+    }
   }
   return Status::ok();
 }
 
-// Blocks for every sequence's rows, all or nothing: the free-block check counts, for a
+namespace {
+
+// The ancestor-or-self mask [n, n] (n = end - begin) of the run rows [begin, end) of a
+// validated batch, as attention_prefill takes it: a row's parent is parents[r] when >= 0, else
+// the row before it. Empty when the run is a chain (the causal mask).
+std::vector<std::uint8_t> tree_mask(const Batch& batch, std::int64_t begin, std::int64_t end) {
+  if (batch.parents.empty()) return {};
+  const std::int64_t n = end - begin;
+  auto parent = [&](std::int64_t i) {  // run-relative, for i >= 1
+    const std::int32_t p = batch.parents[begin + i];
+    return p >= 0 ? p - begin : i - 1;
+  };
+  bool chain = true;
+  for (std::int64_t i = 1; i < n && chain; ++i) chain = parent(i) == i - 1;
+  if (chain) return {};
+  std::vector<std::uint8_t> mask(static_cast<std::size_t>(n * n), 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::uint8_t* row = &mask[i * n];
+    if (i > 0) std::copy_n(&mask[parent(i) * n], parent(i) + 1, row);
+    row[i] = 1;
+  }
+  return mask;
+}
+
+}  // namespace
+
+/// Where forward puts a validated batch: the KV cache slot of every row (a sequence's rows at
+/// consecutive slots from its first row's position; equal to the positions unless the batch
+/// holds a token tree) and its attention runs.
+struct LlamaModel::BatchLayout {
+  /// Rows [begin, end) of one sequence, contiguous in the batch, at slots [slot0, slot0 +
+  /// end - begin); `mask` is the run's tree mask for attention_prefill, empty when causal.
+  struct Run {
+    std::int64_t begin, end;
+    std::int32_t seq;
+    std::int64_t slot0;
+    std::vector<std::uint8_t> mask;
+  };
+  std::vector<std::int32_t> slots;  // [n]
+  std::vector<Run> runs;            // in batch order
+};
+
+LlamaModel::BatchLayout LlamaModel::layout(const Batch& batch) {
+  BatchLayout out;
+  const std::int64_t n = batch.size();
+  out.slots.resize(static_cast<std::size_t>(n));
+  std::map<std::int32_t, std::int32_t> next_slot;  // per sequence
+  for (std::int64_t i = 0; i < n; ++i) out.slots[i] = next_slot.emplace(batch.seq_ids[i], batch.positions[i]).first->second++;
+  for (std::int64_t i = 0, end; i < n; i = end) {
+    const std::int32_t seq = batch.seq_ids[i];
+    for (end = i + 1; end < n && batch.seq_ids[end] == seq; ++end) {}
+    out.runs.push_back({i, end, seq, out.slots[i], tree_mask(batch, i, end)});
+  }
+  return out;
+}
+
+// Blocks for every sequence's slots, all or nothing: the free-block check counts, for a
 // sequence rewriting its tail, every block its rows touch (an upper bound of what truncate +
 // reserve take), so no reserve below can fail half way.
-Status LlamaModel::reserve(const Batch& batch, KvCache& cache) {
-  std::map<std::int32_t, std::pair<std::int64_t, std::int64_t>> span;  // seq → [first, last + 1)
+Status LlamaModel::reserve(const Batch& batch, const BatchLayout& layout, KvCache& cache) {
+  std::map<std::int32_t, std::pair<std::int64_t, std::int64_t>> span;  // seq → slots [first, last + 1)
   for (std::int64_t i = 0; i < batch.size(); ++i) {
-    auto [it, first] = span.emplace(batch.seq_ids[i], std::pair<std::int64_t, std::int64_t>{batch.positions[i], 0});
-    it->second.second = batch.positions[i] + 1;
+    const std::int32_t slot = layout.slots[i];
+    auto [it, first] = span.emplace(batch.seq_ids[i], std::pair<std::int64_t, std::int64_t>{slot, 0});
+    it->second.second = slot + 1;
   }
   std::int64_t needed = 0;
   const std::int32_t bs = cache.block_size();
@@ -120,7 +232,8 @@ void LlamaModel::embed(const Batch& batch, std::span<float> x) const {
 }
 
 void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch& batch,
-                                 KvCache& cache, Scratch& s, ThreadPool& pool) const {
+                                 const BatchLayout& layout, KvCache& cache, Scratch& s,
+                                 ThreadPool& pool) const {
   const ModelConfig& c = config();
   const std::int64_t n = s.n, dim = c.dim, hd = c.head_dim;
   const std::int64_t q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd;
@@ -132,23 +245,23 @@ void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch
   matmul(*layer.wv, s.xb, n, s.v, pool);
   std::vector<float> rope_cos(static_cast<std::size_t>(hd)), rope_sin(rope_cos.size());
   for (std::int64_t i = 0; i < n; ++i) {
-    const std::int32_t pos = batch.positions[i], seq = batch.seq_ids[i];
-    rope_table(pos, hd, c.rope_theta, c.rope_style, rope_cos.data(), rope_sin.data());
+    rope_table(batch.positions[i], hd, c.rope_theta, c.rope_style, rope_cos.data(), rope_sin.data());
     rope_rotate(&s.q[i * q_dim], c.n_heads, hd, rope_cos.data(), rope_sin.data(), c.rope_style);
     rope_rotate(&s.k[i * kv_dim], c.n_kv_heads, hd, rope_cos.data(), rope_sin.data(), c.rope_style);
-    cache.write(seq, l, pos, &s.k[i * kv_dim], &s.v[i * kv_dim]);
+    cache.write(batch.seq_ids[i], l, layout.slots[i], &s.k[i * kv_dim], &s.v[i * kv_dim]);
   }
-  // Runs of rows of one sequence at consecutive positions: a prompt chunk takes the tiled
-  // prefill kernel, a lone row (decode) the split-K one.
+  // A prompt chunk or a token tree takes the tiled prefill kernel (causal or tree-masked), a
+  // lone row (decode) the split-K one.
   const AttentionShape shape{c.n_heads, c.n_kv_heads, hd};
-  for (std::int64_t i = 0, end; i < n; i = end) {
-    const std::int32_t seq = batch.seq_ids[i], p0 = batch.positions[i];
-    for (end = i + 1; end < n && batch.seq_ids[end] == seq && batch.positions[end] == p0 + (end - i); ++end) {}
-    const KvLayerView k = cache.k_view(seq, l), v = cache.v_view(seq, l);
-    if (end - i > 1) {
-      attention_prefill(&s.q[i * q_dim], k, v, p0, end - i, shape, &s.attn[i * q_dim], pool);
+  for (const BatchLayout::Run& run : layout.runs) {
+    const KvLayerView k = cache.k_view(run.seq, l), v = cache.v_view(run.seq, l);
+    const float* q = &s.q[run.begin * q_dim];
+    float* out = &s.attn[run.begin * q_dim];
+    if (run.end - run.begin > 1) {
+      attention_prefill(q, k, v, run.slot0, run.end - run.begin, shape, out, pool, kMinParallelAttentionMacs,
+                        run.mask.empty() ? nullptr : run.mask.data());
     } else {
-      attention_decode(&s.q[i * q_dim], k, v, p0 + 1, shape, &s.attn[i * q_dim], pool);
+      attention_decode(q, k, v, run.slot0 + 1, shape, out, pool);
     }
   }
   matmul(*layer.wo, s.attn, n, s.xb, pool);
@@ -193,17 +306,17 @@ Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float
                             std::to_string(n_layers));
   }
   PEREGRINE_RETURN_IF_ERROR(validate(batch, cache));
-  PEREGRINE_RETURN_IF_ERROR(reserve(batch, cache));
+  const BatchLayout rows = layout(batch);
+  PEREGRINE_RETURN_IF_ERROR(reserve(batch, rows, cache));
   Scratch s(config(), batch.size());
   embed(batch, s.x);
   for (std::int64_t l = 0; l < n_layers; ++l) {
     const Layer& layer = layers_[static_cast<std::size_t>(l)];
-    attention_block(layer, l, batch, cache, s, pool);
+    attention_block(layer, l, batch, rows, cache, s, pool);
     ffn_block(layer, s, pool);
   }
   for (std::int64_t i = 0; i < batch.size(); ++i) {
-    const std::int32_t seq = batch.seq_ids[i];
-    cache.set_length(seq, batch.positions[i] + 1);  // rows of a sequence are in position order
+    cache.set_length(batch.seq_ids[i], rows.slots[i] + 1);  // a sequence's slots increase
   }
   lm_head(batch, s, logits, pool);
   return Status::ok();

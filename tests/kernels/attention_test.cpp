@@ -141,22 +141,47 @@ void check_decode(const Inputs& in, std::int64_t n_ctx, const AttentionShape& s,
   });
 }
 
-// attention_prefill of n_q rows at p0.. vs the reference row by row (row i sees p0 + i + 1).
-void check_prefill(const Inputs& in, std::int64_t p0, std::int64_t n_q, const AttentionShape& s, const std::string& what) {
+// attention_prefill of n_q rows at slots p0.. vs the reference row by row: row i sees slots
+// [0, p0 + i] (mask empty: causal) or [0, p0) and the run slots p0 + j with mask[i * n_q + j].
+void check_prefill(const Inputs& in, std::int64_t p0, std::int64_t n_q, const AttentionShape& s, const std::string& what,
+                   const std::vector<std::uint8_t>& mask = {}) {
   const std::int64_t row = s.n_heads * s.head_dim;
   std::vector<float> ref(static_cast<std::size_t>(n_q * row));
   for (std::int64_t i = 0; i < n_q; ++i) {
-    attention_row_reference(&in.q[static_cast<std::size_t>(i * row)], in.kv.k(), in.kv.v(), p0 + i + 1, s, &ref[static_cast<std::size_t>(i * row)]);
+    std::vector<std::uint8_t> visible(static_cast<std::size_t>(p0 + i + 1), 1);
+    if (!mask.empty()) std::copy_n(&mask[static_cast<std::size_t>(i * n_q)], i + 1, &visible[static_cast<std::size_t>(p0)]);
+    attention_row_reference(&in.q[static_cast<std::size_t>(i * row)], in.kv.k(), in.kv.v(), p0 + i + 1, s, &ref[static_cast<std::size_t>(i * row)],
+                            visible.data());
   }
   const float tol = kRelTol * max_abs(in.v);
   test::for_each_simd_target([&] {
     for (int threads : kThreadCounts) {
       ThreadPool pool(threads);
       std::vector<float> out(ref.size(), -999.0f);
-      attention_prefill(in.q.data(), in.kv.k(), in.kv.v(), p0, n_q, s, out.data(), pool, 0);
+      attention_prefill(in.q.data(), in.kv.k(), in.kv.v(), p0, n_q, s, out.data(), pool, 0, mask.empty() ? nullptr : mask.data());
       expect_rows_near(out.data(), ref, tol, what + " threads=" + std::to_string(threads));
     }
   });
+}
+
+// Tree shapes of a draft: random parents, a star (every node a child of the root, as a
+// top-k fan-out), a chain (one branch, a sequence draft).
+enum class TreeShape { kRandom, kStar, kChain };
+
+// The ancestor-or-self mask [n, n] of a token tree over n rows in topological order
+// (parent[i] < i, row 0 the root), as attention_prefill takes it.
+std::vector<std::uint8_t> tree_mask(std::int64_t n, TreeShape shape, std::mt19937& rng) {
+  std::vector<std::uint8_t> mask(static_cast<std::size_t>(n * n), 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (i > 0) {
+      const std::int64_t parent = shape == TreeShape::kStar    ? 0
+                                  : shape == TreeShape::kChain ? i - 1
+                                                               : std::uniform_int_distribution<std::int64_t>(0, i - 1)(rng);
+      std::copy_n(&mask[static_cast<std::size_t>(parent * n)], parent + 1, &mask[static_cast<std::size_t>(i * n)]);
+    }
+    mask[static_cast<std::size_t>(i * n + i)] = 1;
+  }
+  return mask;
 }
 
 std::string describe(const AttentionShape& s, const char* kind, std::int64_t a, std::int64_t b, bool large,
@@ -258,6 +283,63 @@ TEST(AttentionPrefill, IgnoresKvPastTheRun) {
     in.kv = page(in.k, in.v, kv_dim(s), block, DType::kF32, rng);
     attention_prefill(in.q.data(), in.kv.k(), in.kv.v(), 10, 20, s, b.data(), pool, 0);
     EXPECT_EQ(a, b) << "block " << block;
+  }
+}
+
+TEST(AttentionPrefill, TreeMaskMatchesReference) {
+  // Token-tree runs (random, star, chain trees) of odd sizes around the query-tile sizes, at
+  // slots crossing KV tiles and blocks, every head layout, f32 K/V.
+  std::mt19937 rng(91);
+  for (const Heads& h : kHeadConfigs) {
+    for (std::int64_t hd : {8, 48, 64}) {
+      for (std::int64_t n_q : {2, 5, 17, 33, 70}) {
+        for (std::int64_t p0 : {0, 3, 130}) {
+          const bool large = (n_q + p0) % 2 == 0;
+          const auto shape = static_cast<TreeShape>((n_q + p0 + hd) % 3);
+          const AttentionShape s = shape_of(h, hd);
+          const std::int32_t block = kBlockSizes[static_cast<std::size_t>(n_q + p0 + hd / 8) % 4];
+          const Inputs in = random_inputs(s, n_q, p0 + n_q, large, rng, block);
+          check_prefill(in, p0, n_q, s, describe(s, "tree", n_q, p0, large, in.kv) + " shape=" + std::to_string(static_cast<int>(shape)),
+                        tree_mask(n_q, shape, rng));
+        }
+      }
+    }
+  }
+}
+
+TEST(AttentionPaged, TreeMaskOverF16AndQ8_0MatchesReference) {
+  std::mt19937 rng(505);
+  for (DType dtype : {DType::kF16, DType::kQ8_0}) {
+    for (std::int64_t hd : {8, 64}) {
+      const AttentionShape s = shape_of({8, 2}, hd);
+      if (dtype == DType::kQ8_0 && kv_dim(s) % 32 != 0) continue;
+      for (std::int32_t block : {1, 7, 16}) {
+        for (std::int64_t p0 : {0, 61}) {
+          const Inputs in = random_inputs(s, 23, p0 + 23, false, rng, block, dtype);
+          check_prefill(in, p0, 23, s, describe(s, "tree", 23, p0, false, in.kv), tree_mask(23, TreeShape::kRandom, rng));
+        }
+      }
+    }
+  }
+}
+
+TEST(AttentionPrefill, CausalMaskGivesTheUnmaskedResultExactly) {
+  // A chain's mask is the causal one: the masked path sets the same scores to -inf, so the
+  // output is bitwise that of mask == nullptr.
+  std::mt19937 rng(17);
+  const AttentionShape s = shape_of({8, 2}, 48);
+  for (std::int64_t p0 : {0, 40}) {
+    const Inputs in = random_inputs(s, 37, p0 + 37, false, rng, 7);
+    const auto chain = tree_mask(37, TreeShape::kChain, rng);
+    test::for_each_simd_target([&] {
+      for (int threads : kThreadCounts) {
+        ThreadPool pool(threads);
+        std::vector<float> causal(static_cast<std::size_t>(37 * 8 * 48)), masked(causal.size());
+        attention_prefill(in.q.data(), in.kv.k(), in.kv.v(), p0, 37, s, causal.data(), pool, 0);
+        attention_prefill(in.q.data(), in.kv.k(), in.kv.v(), p0, 37, s, masked.data(), pool, 0, chain.data());
+        EXPECT_EQ(causal, masked) << "p0=" << p0 << " threads=" << threads;
+      }
+    });
   }
 }
 

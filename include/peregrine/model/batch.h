@@ -20,10 +20,11 @@ namespace peregrine {
 /// positions when it is the sequence's first row). parents[i] = j >= 0 makes row j (an earlier
 /// row of the same sequence) its parent: positions[i] must be positions[j] + 1, and row i sees
 /// the sequence's cached positions before its first row, its ancestors in this batch and
-/// itself, never its siblings or their subtrees. The K/V of a sequence's rows go to consecutive
-/// cache slots starting at its first row's position, in row order, whatever their positions;
-/// so after a tree forward the cache length is first position + rows, and the caller keeps an
-/// accepted path with KvCache::compact.
+/// itself, never its siblings or their subtrees; a sequence with tree rows has all its rows
+/// contiguous in the batch. The K/V of a sequence's rows go to consecutive cache slots
+/// starting at its first row's position, in row order, whatever their positions; so after a
+/// tree forward the cache length is first position + rows, and the caller keeps an accepted
+/// path with KvCache::compact.
 struct Batch {
   std::vector<std::int32_t> tokens;
   std::vector<std::int32_t> positions;

@@ -32,16 +32,25 @@ class LlamaModel {
   const ModelConfig& config() const { return file_.config; }
   const ModelFile& file() const { return file_; }
 
-  /// Runs the decoder over `batch`, writing each row's K/V into the paged `cache` at its
-  /// position, and writes logits [batch.n_logits(), vocab_size] f32 (rows in batch order) into
-  /// `logits` (resized). First every sequence of the batch gets its blocks
-  /// (cache.reserve(seq, last position + 1); a sequence whose rows start before
-  /// cache.length(seq) is truncated to that position first, so the rows overwrite its tail);
-  /// afterwards cache.length(seq) = last position + 1. Sequence ids are any int32; a new one
-  /// starts at position 0. Errors (the cache is left unchanged): kInvalidArgument (empty
-  /// batch, mismatched array lengths, a cache built for another K/V width, positions of a sequence not consecutive or starting past
-  /// cache.length(seq)), kOutOfRange (token id outside the vocabulary, position >=
-  /// config().max_seq_len), kResourceExhausted (the batch needs more KV blocks than are free).
+  /// Runs the decoder over `batch`, writing each row's K/V into the paged `cache`, and writes
+  /// logits [batch.n_logits(), vocab_size] f32 (rows in batch order) into `logits` (resized).
+  /// KV slots: a sequence's rows go to consecutive cache slots starting at its first row's
+  /// position, in row order (for plain rows slot = position); RoPE uses the rows' positions.
+  /// First every sequence of the batch gets its blocks (cache.reserve(seq, last slot + 1); a
+  /// sequence whose rows start before cache.length(seq) is truncated to that position first, so
+  /// the rows overwrite its tail); afterwards cache.length(seq) = first position + its rows.
+  /// Attention: a plain run is causal; a sequence with token-tree rows (batch.parents, SpecInfer
+  /// tree attention, Miao et al. 2024) sees its cached slots before its first row fully and,
+  /// among its own rows, only each row's ancestors and itself (one masked prefill-kernel call per
+  /// sequence; the caller keeps an accepted path with KvCache::compact). Sequence ids are any
+  /// int32; a new one starts at position 0. Errors (the cache is left unchanged):
+  /// kInvalidArgument (empty batch, mismatched array lengths, parents neither empty nor one per
+  /// row, a cache built for another K/V width, a plain row not one position after the previous
+  /// row of its sequence, a sequence's first row past cache.length(seq), a parent that is not an
+  /// earlier row of the same sequence, a tree row not one position after its parent, the rows
+  /// of a sequence with tree rows not contiguous in the batch), kOutOfRange (token id outside
+  /// the vocabulary, position >= config().max_seq_len), kResourceExhausted (the batch needs
+  /// more KV blocks than are free).
   /// `n_layers` > 0 runs only the first n_layers decoder layers before the final norm and LM
   /// head (layer-skip self-drafting, as in Draft & Verify, Zhang et al. 2024 / LayerSkip,
   /// Elhoushi et al. 2024); the cache then needs only that many layers (kInvalidArgument if
@@ -55,13 +64,15 @@ class LlamaModel {
     const TensorView *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
   };
   struct Scratch;
+  struct BatchLayout;
 
   explicit LlamaModel(ModelFile file) : file_(std::move(file)) {}
   Status validate(const Batch& batch, const KvCache& cache) const;
-  static Status reserve(const Batch& batch, KvCache& cache);
+  static BatchLayout layout(const Batch& batch);
+  static Status reserve(const Batch& batch, const BatchLayout& layout, KvCache& cache);
   void embed(const Batch& batch, std::span<float> x) const;
-  void attention_block(const Layer& layer, std::int64_t l, const Batch& batch, KvCache& cache,
-                       Scratch& s, ThreadPool& pool) const;
+  void attention_block(const Layer& layer, std::int64_t l, const Batch& batch,
+                       const BatchLayout& layout, KvCache& cache, Scratch& s, ThreadPool& pool) const;
   void ffn_block(const Layer& layer, Scratch& s, ThreadPool& pool) const;
   void lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits, ThreadPool& pool) const;
 

@@ -8,7 +8,9 @@
 // element it loads. The output accumulates as ot[d, r] += Σ_j V[j, d] · p[j, r].
 //
 // Prefill: one block per (query tile of consecutive rows, KV head), KV tiles from position 0
-// up to the block's last row, with a causal mask only on tiles past the block's first row.
+// up to the block's last row, with a causal mask only on tiles past the block's first row; a
+// token-tree run (SpecInfer tree attention) swaps the causal mask for its tree mask on the tiles
+// holding the run's own slots.
 // Decode: one row; the KV range is optionally split into chunks whose softmax states
 // (max m, sum l, unnormalized output) merge as m = max(m1, m2), l = l1·e^(m1-m) + l2·e^(m2-m),
 // o = o1·e^(m1-m) + o2·e^(m2-m) (FlashDecoding; m is kept unscaled, the exponents carry the
@@ -118,6 +120,14 @@ struct SoftmaxState {
 // all query heads of KV head `kv_head`.
 struct QueryBlock {
   std::int64_t row_begin, row_end, kv_head;
+};
+
+// The token-tree mask of a prefill run (SpecInfer, Miao et al. 2024): the run's rows sit at
+// slots p0 .. p0 + n_q - 1, and row i sees run slot p0 + j iff mask[i * n_q + j] != 0 (slots
+// before p0 are always visible). Causal runs pass no RunMask.
+struct RunMask {
+  const std::uint8_t* mask;
+  std::int64_t p0, n_q;
 };
 
 // Runs body(item, workspace) for every item in [0, n_items): on the calling thread, or on all of
@@ -249,6 +259,21 @@ void mask_future(const float* HWY_RESTRICT qpos, std::int64_t pos0, std::size_t 
   }
 }
 
+// Tree mask: score st[j, r] of key slot pos0 + j >= m.p0 becomes -inf unless the lane's row
+// (qpos[r] - m.p0: qpos holds p0 + row, exact in f32 below 2^24) sees that run slot. Scalar:
+// one byte test per score, ~1/head_dim of the score product's work, on the tiles a run's
+// slots fall in only.
+void mask_tree(const RunMask& m, const float* HWY_RESTRICT qpos, std::int64_t pos0, std::size_t n_keys,
+               std::size_t r_pad, float* HWY_RESTRICT st) {
+  for (std::int64_t t = std::max(pos0, m.p0); t < pos0 + static_cast<std::int64_t>(n_keys); ++t) {
+    float* row = st + (t - pos0) * static_cast<std::int64_t>(r_pad);
+    for (std::size_t r = 0; r < r_pad; ++r) {
+      const auto i = static_cast<std::int64_t>(qpos[r]) - m.p0;
+      if (m.mask[i * m.n_q + (t - m.p0)] == 0) row[r] = -INFINITY;
+    }
+  }
+}
+
 // Online softmax over one tile, with the running max m kept in unscaled score units:
 // m' = max(m, max_j st), corr = e^(scale·(m - m')), st → p = e^(scale·(st - m')),
 // l = l · corr + Σ_j p. Subtracting before scaling keeps scores of ~1e4 accurate: st - m' is
@@ -279,9 +304,9 @@ void softmax_update(std::size_t n_keys, std::size_t r_pad, float scale, float* H
 
 // Folds KV positions [pos0, pos0 + n_keys) (their K and V rows of one KV head in ws.k_runs,
 // ws.v_runs) into the state of the query block in `ws`. min_qpos: the block's earliest query
-// position.
+// position; tree: the run's tree mask (nullptr: causal).
 void attend_tile(std::int64_t pos0, std::size_t n_keys, std::size_t head_dim, float scale,
-                 std::int64_t min_qpos, Workspace& ws, const SoftmaxState& state) {
+                 std::int64_t min_qpos, const RunMask* tree, Workspace& ws, const SoftmaxState& state) {
   const auto r_pad = static_cast<std::size_t>(ws.r_pad);
   const std::size_t n_vecs = r_pad / hn::Lanes(D());
   const std::size_t n = hn::Lanes(D());
@@ -293,7 +318,12 @@ void attend_tile(std::int64_t pos0, std::size_t n_keys, std::size_t head_dim, fl
     });
     j0 += run.n_rows;
   }
-  if (pos0 + static_cast<std::int64_t>(n_keys) - 1 > min_qpos) mask_future(ws.qpos, pos0, n_keys, r_pad, ws.st);
+  const std::int64_t last_key = pos0 + static_cast<std::int64_t>(n_keys) - 1;
+  if (tree != nullptr) {
+    if (last_key >= tree->p0) mask_tree(*tree, ws.qpos, pos0, n_keys, r_pad, ws.st);
+  } else if (last_key > min_qpos) {
+    mask_future(ws.qpos, pos0, n_keys, r_pad, ws.st);
+  }
   softmax_update(n_keys, r_pad, scale, ws.st, state, ws.corr);
   std::size_t j = 0;
   for (std::size_t r = 0; r < ws.v_runs.n; ++r) {
@@ -400,10 +430,11 @@ void prefetch_rows(const KvLayerView& view, std::int64_t kv_head, std::int64_t h
   });
 }
 
-// Attends the block loaded in ws to KV positions [begin, end) of KV head `kv_head`.
+// Attends the block loaded in ws to KV positions [begin, end) of KV head `kv_head` (tree:
+// the run's tree mask, nullptr: causal).
 void attend_range(const KvLayerView& k, const KvLayerView& v, const AttentionShape& s, std::int64_t kv_head,
-                  std::int64_t begin, std::int64_t end, std::int64_t min_qpos, Workspace& ws,
-                  const SoftmaxState& state) {
+                  std::int64_t begin, std::int64_t end, std::int64_t min_qpos, const RunMask* tree,
+                  Workspace& ws, const SoftmaxState& state) {
   const float scale = softmax_scale(s);
   for (std::int64_t t = begin; t < end; t += kKvTile) {
     const std::int64_t n_keys = std::min(kKvTile, end - t), next_end = std::min(end, t + 2 * kKvTile);
@@ -411,7 +442,7 @@ void attend_range(const KvLayerView& k, const KvLayerView& v, const AttentionSha
     prefetch_rows(v, kv_head, s.head_dim, t + kKvTile, next_end);
     load_tile(k, kv_head, s.head_dim, t, n_keys, ws.kbuf, ws.row_tmp, ws.k_runs);
     load_tile(v, kv_head, s.head_dim, t, n_keys, ws.vbuf, ws.row_tmp, ws.v_runs);
-    attend_tile(t, static_cast<std::size_t>(n_keys), static_cast<std::size_t>(s.head_dim), scale, min_qpos, ws, state);
+    attend_tile(t, static_cast<std::size_t>(n_keys), static_cast<std::size_t>(s.head_dim), scale, min_qpos, tree, ws, state);
   }
 }
 
@@ -447,7 +478,8 @@ void merge_state(const SoftmaxState& a, const SoftmaxState& b, std::int64_t head
 SoftmaxState workspace_state(Workspace& ws) { return {ws.ot, ws.m, ws.l}; }
 
 void PrefillImpl(const float* q, const KvLayerView& k, const KvLayerView& v, std::int64_t p0, std::int64_t n_q,
-                 const AttentionShape& s, float* out, ThreadPool& pool, bool parallel) {
+                 const std::uint8_t* mask, const AttentionShape& s, float* out, ThreadPool& pool, bool parallel) {
+  const RunMask tree{mask, p0, n_q};
   const std::int64_t group = s.n_heads / s.n_kv_heads;
   const std::int64_t rows_per_block = std::max<std::int64_t>(1, prefill_block_lanes() / group);
   const std::int64_t n_blocks = (n_q + rows_per_block - 1) / rows_per_block;
@@ -458,7 +490,7 @@ void PrefillImpl(const float* q, const KvLayerView& k, const KvLayerView& v, std
     load_queries(q, p0, b, s, ws);
     const SoftmaxState state = workspace_state(ws);
     init_state(s.head_dim, r_pad, state);
-    attend_range(k, v, s, b.kv_head, 0, p0 + b.row_end, p0 + b.row_begin, ws, state);
+    attend_range(k, v, s, b.kv_head, 0, p0 + b.row_end, p0 + b.row_begin, mask != nullptr ? &tree : nullptr, ws, state);
     write_output(state, b, s, r_pad, out);
   });
 }
@@ -490,7 +522,7 @@ void DecodeImpl(const float* q, const KvLayerView& k, const KvLayerView& v, std:
     load_queries(q, n_ctx - 1, b, s, ws);
     const SoftmaxState state = n_chunks > 1 ? partial(item) : workspace_state(ws);
     init_state(hd, r_pad, state);
-    attend_range(k, v, s, b.kv_head, chunk * chunk_len, std::min(n_ctx, (chunk + 1) * chunk_len), n_ctx - 1, ws, state);
+    attend_range(k, v, s, b.kv_head, chunk * chunk_len, std::min(n_ctx, (chunk + 1) * chunk_len), n_ctx - 1, nullptr, ws, state);
     if (n_chunks == 1) write_output(state, b, s, r_pad, out);
   });
   if (n_chunks == 1) return;
@@ -520,10 +552,11 @@ bool use_pool(const ThreadPool& pool, std::int64_t macs, std::int64_t min_parall
 
 void attention_prefill(const float* q, const KvLayerView& k, const KvLayerView& v, std::int64_t p0,
                        std::int64_t n_q, const AttentionShape& s, float* out, ThreadPool& pool,
-                       std::int64_t min_parallel_macs) {
-  const std::int64_t visible = n_q * p0 + n_q * (n_q + 1) / 2;  // Σ_i (p0 + i + 1)
+                       std::int64_t min_parallel_macs, const std::uint8_t* mask) {
+  // Σ_i (p0 + i + 1), for a tree too: its masked scores are computed, then dropped.
+  const std::int64_t visible = n_q * p0 + n_q * (n_q + 1) / 2;
   const bool parallel = use_pool(pool, 2 * visible * s.n_heads * s.head_dim, min_parallel_macs);
-  HWY_DYNAMIC_DISPATCH(PrefillImpl)(q, k, v, p0, n_q, s, out, pool, parallel);
+  HWY_DYNAMIC_DISPATCH(PrefillImpl)(q, k, v, p0, n_q, mask, s, out, pool, parallel);
 }
 
 void attention_decode(const float* q, const KvLayerView& k, const KvLayerView& v, std::int64_t n_ctx,

@@ -1,6 +1,6 @@
 // Scalar reference twin of the attention kernels (attention.h): K/V rows widened to f32 with
 // quant/dequantize, scores materialized, two-pass softmax, f64 accumulation. Tests compare
-// attention_prefill / attention_decode against it.
+// attention_prefill (causal or tree-masked) / attention_decode against it.
 #include <cmath>
 #include <span>
 #include <vector>
@@ -23,7 +23,8 @@ std::vector<float> widen_rows(const KvLayerView& view, std::int64_t n_ctx, std::
 }  // namespace
 
 void attention_row_reference(const float* q, const KvLayerView& k_view, const KvLayerView& v_view,
-                             std::int64_t n_ctx, const AttentionShape& s, float* out) {
+                             std::int64_t n_ctx, const AttentionShape& s, float* out,
+                             const std::uint8_t* visible) {
   const std::int64_t group = s.n_heads / s.n_kv_heads, hd = s.head_dim, kv_dim = s.n_kv_heads * hd;
   const std::vector<float> k = widen_rows(k_view, n_ctx, kv_dim), v = widen_rows(v_view, n_ctx, kv_dim);
   std::vector<double> scores(static_cast<std::size_t>(n_ctx));
@@ -33,7 +34,7 @@ void attention_row_reference(const float* q, const KvLayerView& k_view, const Kv
     for (std::int64_t t = 0; t < n_ctx; ++t) {
       double dot = 0.0;
       for (std::int64_t d = 0; d < hd; ++d) dot += static_cast<double>(q[h * hd + d]) * k[t * kv_dim + kv_off + d];
-      scores[t] = dot / std::sqrt(static_cast<double>(hd));
+      scores[t] = visible == nullptr || visible[t] != 0 ? dot / std::sqrt(static_cast<double>(hd)) : -INFINITY;
       max_score = std::max(max_score, scores[t]);
     }
     double sum = 0.0;

@@ -1,15 +1,16 @@
-// Causal scaled-dot-product attention against a sequence's KV cache, with grouped-query heads
-// (GQA/MQA: query head h reads KV head h / (n_heads / n_kv_heads)).
+// Causal (or token-tree-masked) scaled-dot-product attention against a sequence's KV cache, with
+// grouped-query heads (GQA/MQA: query head h reads KV head h / (n_heads / n_kv_heads)).
 //
 // Two SIMD kernels share one tile routine (online softmax over KV tiles, Milakov & Gimelshein
-// 2018; FlashAttention, Dao et al. 2022): attention_prefill for a run of consecutive query rows
-// (query tiles × KV tiles, threaded over query tiles × KV heads) and attention_decode for one
-// row (FlashDecoding, Dao et al. 2023: the KV range split into chunks processed in parallel,
-// merged with a log-sum-exp rescale). Neither materializes the score matrix. K/V are read
-// through the paged cache's block tables (KvLayerView, PagedAttention, Kwon et al. 2023): f32
-// rows are read in place, one run of rows per block a tile touches (blocks of fewer than 8
-// rows are gathered into a contiguous tile first); f16 and q8_0 rows are widened to an f32 tile
-// in the thread's workspace. Measured on a shared 2-core machine (attention_bench, TinyLlama's
+// 2018; FlashAttention, Dao et al. 2022): attention_prefill for a run of query rows, causal or
+// a token tree (SpecInfer tree attention, Miao et al. 2024; query tiles × KV tiles, threaded
+// over query tiles × KV heads), and attention_decode for one row (FlashDecoding, Dao et al.
+// 2023: the KV range split into chunks processed in parallel, merged with a log-sum-exp
+// rescale). Neither materializes the score matrix. K/V are read through the paged cache's
+// block tables (KvLayerView, PagedAttention, Kwon et al. 2023): f32 rows are read in place,
+// one run of rows per block a tile touches (blocks of fewer than 8 rows are gathered into a
+// contiguous tile first); f16 and q8_0 rows are widened to an f32 tile in the thread's
+// workspace. Measured on a shared 2-core machine (attention_bench, TinyLlama's
 // shape, f32, shuffled blocks of 16 vs one contiguous block, same binary): decode 1.0-1.12x,
 // prefill 1.00-1.02x the time; against the pre-paging pointer + stride kernel, decode of
 // paged blocks of 16 took ~1.12-1.19x and prefill ~1.07-1.10x.
@@ -37,21 +38,29 @@ struct AttentionShape {
 /// decode sweep to re-check on a quiet machine (a shared, loaded one shows no 2-thread gain).
 inline constexpr std::int64_t kMinParallelAttentionMacs = std::int64_t{1} << 19;
 
-/// Prefill attention for `n_q` consecutive query rows of one sequence at positions
-/// p0 .. p0+n_q-1; row i attends causally to KV positions [0, p0 + i].
-/// q, out: [n_q, n_heads * head_dim] f32 (out fully overwritten); k, v: the sequence's K and V
-/// of this layer, positions [0, p0 + n_q) valid (this run's own K/V already written), rows of
-/// n_kv_heads * head_dim values in f32, f16 or q8_0 (q8_0 needs that row length % 32 == 0).
-/// out[i, h] =
-/// softmax(q[i, h] · K[0..p0+i]ᵀ / sqrt(head_dim)) · V[0..p0+i]. Query tiles × KV tiles with a
-/// running max / sum per query row and head (FlashAttention, Dao et al. 2022); every query head
-/// of a KV group shares each K/V tile. Threaded over (query tile, KV head) pairs when the call
-/// has at least `min_parallel_macs` multiply-adds (0 forces the pool). f32 accumulation.
-/// Preconditions (the model's batch validation guarantees them): n_q >= 1, p0 >= 0, shape
-/// fields >= 1, n_kv_heads divides n_heads.
+/// Prefill attention for a run of `n_q` query rows of one sequence whose K/V sit at slots
+/// p0 .. p0+n_q-1. Causal (mask == nullptr): row i is at position p0 + i and attends to KV
+/// slots [0, p0 + i]. Token tree (SpecInfer tree attention, Miao et al. 2024): `mask` is
+/// [n_q, n_q] row-major u8; row i attends to slots [0, p0) and to run slot p0 + j iff
+/// mask[i * n_q + j] != 0. The mask must be a tree's ancestor-or-self relation rooted at row 0:
+/// mask[i * n_q + 0] and mask[i * n_q + i] nonzero, mask[i * n_q + j] == 0 for j > i (the rows
+/// are in topological order), so no row is left without a visible key.
+/// q, out: [n_q, n_heads * head_dim] f32 (out fully overwritten; RoPE already applied to q and
+/// k at the rows' own positions); k, v: the sequence's K and V of this layer, slots
+/// [0, p0 + n_q) valid (this run's own K/V already written), rows of n_kv_heads * head_dim
+/// values in f32, f16 or q8_0 (q8_0 needs that row length % 32 == 0).
+/// out[i, h] = softmax(q[i, h] · K[S_i]ᵀ / sqrt(head_dim)) · V[S_i], S_i the slots row i sees.
+/// Query tiles × KV tiles with a running max / sum per query row and head (FlashAttention, Dao
+/// et al. 2022); masked scores are set to -inf inside a tile, so a tree costs what a causal run
+/// of n_q rows costs. Every query head of a KV group shares each K/V tile. Threaded over (query
+/// tile, KV head) pairs when the call has at least `min_parallel_macs` multiply-adds (0 forces
+/// the pool). f32 accumulation. Preconditions (the model's batch validation guarantees them):
+/// n_q >= 1, p0 >= 0, p0 + n_q < 2^24, shape fields >= 1, n_kv_heads divides n_heads, the mask
+/// as above.
 void attention_prefill(const float* q, const KvLayerView& k, const KvLayerView& v, std::int64_t p0,
                        std::int64_t n_q, const AttentionShape& s, float* out, ThreadPool& pool,
-                       std::int64_t min_parallel_macs = kMinParallelAttentionMacs);
+                       std::int64_t min_parallel_macs = kMinParallelAttentionMacs,
+                       const std::uint8_t* mask = nullptr);
 
 /// Decode attention of one query row against all `n_ctx` >= 1 positions of k, v.
 /// q, out: [n_heads, head_dim] f32; k, v: as for attention_prefill, positions [0, n_ctx) valid.
@@ -64,10 +73,13 @@ void attention_decode(const float* q, const KvLayerView& k, const KvLayerView& v
                       const AttentionShape& s, float* out, ThreadPool& pool,
                       std::int64_t min_parallel_macs = kMinParallelAttentionMacs);
 
-/// Scalar reference twin of both kernels for one query row seeing positions [0, n_ctx):
-/// widens every K/V row to f32 (the values the kernels read), materializes the scores, two-pass
-/// softmax in f64. q, out: [n_heads, head_dim] f32; k, v: as for attention_decode.
+/// Scalar reference twin of both kernels for one query row seeing positions [0, n_ctx), or,
+/// with `visible` ([n_ctx] u8, nonzero somewhere), only the positions t with visible[t] != 0
+/// (a token-tree row: the cached prefix, its ancestors and itself): widens every K/V row to f32
+/// (the values the kernels read), materializes the scores, two-pass softmax in f64.
+/// q, out: [n_heads, head_dim] f32; k, v: as for attention_decode.
 void attention_row_reference(const float* q, const KvLayerView& k, const KvLayerView& v,
-                             std::int64_t n_ctx, const AttentionShape& s, float* out);
+                             std::int64_t n_ctx, const AttentionShape& s, float* out,
+                             const std::uint8_t* visible = nullptr);
 
 }  // namespace peregrine
