@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_spec.h"
 #include "common.h"
 #include "peregrine/engine/bench.h"
 #include "peregrine/kernels/cpu/roofline.h"
@@ -21,6 +22,7 @@ struct BenchArgs {
   std::int32_t threads = 2;
   bool json = false;
   bool roofline_only = false;
+  SpecBenchArgs spec;  // --spec: the speculative-decoding comparison instead of pp/tg
 };
 
 /// One row of the table: a test's throughput and what it achieved against the roofline.
@@ -100,6 +102,11 @@ void print_json(const std::string& name, const std::string& dtype, const BenchAr
 
 int run(const BenchArgs& args) {
   if (Status st = validate_threads(args.threads); !st) return report(st);
+  if (args.spec.spec.method != "none") {
+    SpecBenchArgs spec = args.spec;
+    spec.n_gen = static_cast<std::int32_t>(args.params.n_gen);
+    return run_spec_bench_cli(args.model, spec, args.threads);
+  }
   ThreadPool pool(args.threads);
   if (args.roofline_only && args.model.model.empty()) {
     print_roofline(measure_roofline(pool), args.threads);
@@ -138,6 +145,8 @@ Verb add_bench(CLI::App& app) {
   cmd->add_option("-t,--threads", args->threads, "Threads")->capture_default_str();
   cmd->add_option("--seed", args->params.seed, "Seed of the random prompt tokens")->capture_default_str();
   cmd->add_flag("--json", args->json, "Print one JSON object instead of the table");
+  add_spec_bench_options(*cmd, args->spec);
+  cmd->add_option("--spec-reps", args->spec.reps, "With --spec: passes over the prompts")->capture_default_str();
   cmd->add_flag("--roofline", args->roofline_only,
                 "Only measure this machine's read bandwidth and FMA peak (unless -m is also given)");
   return {cmd, [args] { return run(*args); }};

@@ -8,6 +8,7 @@
 #include "common.h"
 #include "peregrine/engine/generator.h"
 #include "peregrine/kv/kv_cache.h"
+#include "spec_options.h"
 #include "verbs.h"
 
 namespace peregrine::cli {
@@ -24,20 +25,30 @@ struct GenerateArgs {
   bool no_echo = false;
   std::string stats_json;
   SamplingParams sampling;
+  SpecOptions spec;
 };
 
-void print_stats(const GenerationStats& s) {
+void print_stats(const GenerationStats& s, bool speculative) {
   std::fprintf(stderr,
                "stats: prompt_tokens=%lld generated_tokens=%lld ttft_ms=%.2f "
-               "prefill_tps=%.1f decode_tps=%.1f stop=%s\n",
+               "prefill_tps=%.1f decode_tps=%.1f stop=%s",
                static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.generated_tokens),
                s.ttft_ms, s.prefill_tps, s.decode_tps, stop_reason_name(s.stop));
+  if (speculative) {
+    std::fprintf(stderr, " drafted=%lld accepted=%lld acceptance_rate=%.3f mean_accepted_per_step=%.2f",
+                 static_cast<long long>(s.drafted), static_cast<long long>(s.accepted), s.acceptance_rate(),
+                 s.mean_accepted_per_step());
+  }
+  std::fputs("\n", stderr);
 }
 
 Status write_stats_json(const std::string& path, const GenerationStats& s) {
   nlohmann::json j = {{"prompt_tokens", s.prompt_tokens}, {"generated_tokens", s.generated_tokens},
                       {"ttft_ms", s.ttft_ms},             {"prefill_tps", s.prefill_tps},
-                      {"decode_tps", s.decode_tps},       {"stop", stop_reason_name(s.stop)}};
+                      {"decode_tps", s.decode_tps},       {"stop", stop_reason_name(s.stop)},
+                      {"drafted", s.drafted},             {"accepted", s.accepted},
+                      {"acceptance_rate", s.acceptance_rate()},
+                      {"mean_accepted_per_step", s.mean_accepted_per_step()}};
   std::ofstream out(path);
   if (!out) return io_error("cannot write stats to " + path);
   out << j.dump(2) << "\n";
@@ -68,6 +79,8 @@ int run(const GenerateArgs& args) {
   if (!tokenizer) return report(tokenizer.status());
   auto model = LlamaModel::create(std::move(*file));
   if (!model) return report(model.status());
+  auto spec = spec_params(args.spec);
+  if (!spec) return report(spec.status());
   const Tokenizer& tok = **tokenizer;
   const std::vector<std::int32_t> ids = tok.encode(prompt, tok.add_bos_default());
   if (ids.empty()) return report(invalid_argument("the prompt is empty (no tokens)"));
@@ -77,6 +90,12 @@ int run(const GenerateArgs& args) {
   opt.kv_type = *kv_type;
   opt.eos_id = tok.eos_id();
   opt.sampling = args.sampling;
+  opt.spec = *spec;
+  const std::int64_t ctx = args.ctx > 0 ? args.ctx : std::min<std::int64_t>(model->config().max_seq_len,
+                                                                             static_cast<std::int64_t>(ids.size()) + args.n_predict);
+  auto drafter = make_drafter(args.spec, *model, args.model, ctx, 1, pool);
+  if (!drafter) return report(drafter.status());
+  opt.drafter = drafter->drafter.get();
   bool echoed = false;
   std::int32_t prev = ids.back();
   auto on_token = [&](std::int32_t id) {
@@ -92,7 +111,7 @@ int run(const GenerateArgs& args) {
   if (!echoed && !args.no_echo) std::fputs(prompt.c_str(), stdout);
   std::fputs("\n", stdout);
   std::fflush(stdout);
-  print_stats(*stats);
+  print_stats(*stats, spec->method != SpecMethod::kNone);
   if (!args.stats_json.empty()) {
     if (Status st = write_stats_json(args.stats_json, *stats); !st) return report(st);
   }
@@ -122,6 +141,7 @@ Verb add_generate(CLI::App& app) {
   cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f32, f16 or q8_0")->capture_default_str();
   cmd->add_flag("--no-echo", args->no_echo, "Print only the continuation, not the prompt");
   cmd->add_option("--stats-json", args->stats_json, "Also write the stats as JSON to this path");
+  add_spec_options(*cmd, args->spec);
   return {cmd, [args] { return run(*args); }};
 }
 

@@ -15,6 +15,7 @@
 #include "peregrine/engine/engine.h"
 #include "peregrine/server/http_server.h"
 #include "peregrine/tokenizer/chat_template.h"
+#include "spec_options.h"
 #include "verbs.h"
 
 namespace peregrine::cli {
@@ -38,6 +39,7 @@ struct ServeArgs {
   std::string chat_template;
   std::string alias;
   double drain_timeout = 30;
+  SpecOptions spec;  // the default speculation of requests; its drafter serves them
 };
 
 /// "123", "64K", "256M", "1G", "2T" (optionally followed by "B" or "iB": "256MiB"); binary
@@ -145,6 +147,12 @@ int run(const ServeArgs& args) {
   if (!model) return report(model.status());
   auto options = engine_options(args, model->config());
   if (!options) return report(options.status());
+  auto spec = spec_params(args.spec);
+  if (!spec) return report(spec.status());
+  const std::int64_t ctx = args.ctx > 0 ? args.ctx : model->config().max_seq_len;
+  auto drafter = make_drafter(args.spec, *model, args.model, ctx, args.parallel, pool);
+  if (!drafter) return report(drafter.status());
+  options->drafter = drafter->drafter.get();
   auto engine = Engine::create(*model, *options, pool);
   if (!engine) return report(engine.status());
   (*engine)->start();
@@ -155,6 +163,7 @@ int run(const ServeArgs& args) {
   so.api_key = args.api_key;
   so.model_id = model_id(args);
   so.drain_timeout_s = args.drain_timeout;
+  so.spec = *spec;
   HttpServer server(**engine, **tokenizer, std::move(*chat_template), so);
   auto port = server.bind();
   if (!port) return report(port.status());
@@ -201,6 +210,7 @@ Verb add_serve(CLI::App& app) {
   cmd->add_option("--alias", args->alias, "Model id clients use (default: the model file's name)");
   cmd->add_option("--drain-timeout", args->drain_timeout,
                   "Seconds SIGTERM lets requests in flight finish before cancelling them")->capture_default_str();
+  add_spec_options(*cmd, args->spec);
   return {cmd, [args] { return run(*args); }};
 }
 

@@ -35,6 +35,7 @@ void add(SpecBenchRow& row, const Run& run, const Run& baseline) {
   row.forwards += s.generated_tokens - 1 - s.accepted;  // each forward emits 1 + its accepted drafts
   row.drafted += s.drafted;
   row.accepted += s.accepted;
+  row.steps += s.spec_steps;
   row.seconds += run.seconds;
   row.baseline_seconds += baseline.seconds;
   row.identical = row.identical && run.tokens == baseline.tokens;

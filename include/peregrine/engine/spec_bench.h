@@ -37,6 +37,7 @@ struct SpecBenchRow {
   std::int64_t generated = 0;  // tokens
   std::int64_t forwards = 0;   // target forwards after the prefill (decode / verification steps)
   std::int64_t drafted = 0, accepted = 0;
+  std::int64_t steps = 0;      // verification steps (forwards that carried a draft)
   double seconds = 0;           // wall time of the generate() calls (prefill included)
   double baseline_seconds = 0;  // plain decoding's time on the same prompts, same run
   bool identical = true;        // every output equals plain greedy decoding's

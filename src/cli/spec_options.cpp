@@ -1,0 +1,98 @@
+#include "spec_options.h"
+
+#include <limits>
+
+#include "peregrine/spec/model_drafter.h"
+
+namespace peregrine::cli {
+namespace {
+
+Expected<std::unique_ptr<LlamaModel>> load(const ModelOptions& o, ThreadPool& pool) {
+  PEREGRINE_ASSIGN_OR_RETURN(ModelFile file, open_model(o, &pool));
+  PEREGRINE_ASSIGN_OR_RETURN(LlamaModel model, LlamaModel::create(std::move(file)));
+  return std::make_unique<LlamaModel>(std::move(model));
+}
+
+Expected<std::int32_t> draft_kv_blocks(std::int64_t ctx, std::int32_t n_seqs) {
+  // Each sequence's context, plus per sequence one block per possible tree branch (forks
+  // copy their partially filled last block on write).
+  const std::int64_t per_seq = blocks_for_tokens(ctx + kMaxDraftNodes + 1, kDefaultKvBlockSize) + kMaxDraftNodes;
+  const std::int64_t blocks = per_seq * n_seqs;
+  if (blocks > std::numeric_limits<std::int32_t>::max()) return out_of_range("the draft KV cache would be too large");
+  return static_cast<std::int32_t>(blocks);
+}
+
+}  // namespace
+
+void add_spec_options(CLI::App& cmd, SpecOptions& o) {
+  cmd.add_option("--spec", o.method, "Speculative decoding: none, pld (prompt lookup), draft (--draft-model), "
+                                     "layerskip (--draft-layers) or quant (--draft-dtype)")
+      ->capture_default_str();
+  cmd.add_option("--draft-max", o.draft_max, "Draft tokens (tree nodes) per step at most")->capture_default_str();
+  cmd.add_option("--draft-branching", o.branching, "Children per expanded draft node (1 = chain, > 1 = token tree)")
+      ->capture_default_str();
+  cmd.add_flag("--draft-adaptive", o.adaptive, "Adapt the draft length to the running acceptance rate");
+  cmd.add_option("--draft-model", o.draft_model, "Draft model for --spec draft (same vocabulary as the target)");
+  cmd.add_option("--draft-layers", o.draft_layers, "Layers of the target that draft for --spec layerskip");
+  cmd.add_option("--draft-dtype", o.draft_dtype, "Weight type of the target's copy that drafts for --spec quant")
+      ->capture_default_str();
+  cmd.add_option("--draft-min-confidence", o.min_confidence,
+                 "Model drafters stop expanding a draft below this path probability (0 = never)")
+      ->capture_default_str();
+}
+
+Expected<SpecParams> spec_params(const SpecOptions& o) {
+  PEREGRINE_ASSIGN_OR_RETURN(SpecMethod method, parse_spec_method(o.method));
+  if (!o.draft_model.empty() && method != SpecMethod::kDraft) {
+    return invalid_argument("--draft-model is only used with --spec draft");
+  }
+  if (o.draft_layers != 0 && method != SpecMethod::kLayerSkip) {
+    return invalid_argument("--draft-layers is only used with --spec layerskip");
+  }
+  SpecParams p{method, o.draft_max, o.branching, o.adaptive};
+  PEREGRINE_RETURN_IF_ERROR(p.validate());
+  return p;
+}
+
+Expected<DrafterSetup> make_drafter(const SpecOptions& o, const LlamaModel& target, const ModelOptions& target_options,
+                                    std::int64_t ctx, std::int32_t n_seqs, ThreadPool& pool) {
+  PEREGRINE_ASSIGN_OR_RETURN(SpecParams params, spec_params(o));
+  DrafterSetup setup;
+  ModelDrafterOptions d;
+  d.method = params.method;
+  d.min_confidence = o.min_confidence;
+  PEREGRINE_ASSIGN_OR_RETURN(d.kv_blocks, draft_kv_blocks(ctx, n_seqs));
+  const LlamaModel* draft = &target;
+  switch (params.method) {
+    case SpecMethod::kNone:
+    case SpecMethod::kPld:
+      return setup;
+    case SpecMethod::kDraft: {
+      if (o.draft_model.empty()) return invalid_argument("--spec draft needs --draft-model PATH");
+      PEREGRINE_ASSIGN_OR_RETURN(setup.model, load(ModelOptions{o.draft_model, "", ""}, pool));
+      draft = setup.model.get();
+      break;
+    }
+    case SpecMethod::kLayerSkip: {
+      const std::int64_t n = target.config().n_layers;
+      if (o.draft_layers < 1 || o.draft_layers >= n) {
+        return invalid_argument("--spec layerskip needs --draft-layers K with 1 <= K < " + std::to_string(n) +
+                                " (the target's layers)");
+      }
+      d.n_layers = o.draft_layers;
+      break;
+    }
+    case SpecMethod::kQuant: {
+      ModelOptions quant = target_options;
+      quant.dtype = o.draft_dtype;
+      PEREGRINE_ASSIGN_OR_RETURN(setup.model, load(quant, pool));
+      draft = setup.model.get();
+      break;
+    }
+  }
+  PEREGRINE_ASSIGN_OR_RETURN(auto drafter, ModelDrafter::create(*draft, target.config(), d));
+  setup.drafter = std::move(drafter);
+  return setup;
+}
+
+}  // namespace peregrine::cli
