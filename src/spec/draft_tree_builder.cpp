@@ -104,10 +104,11 @@ void DraftTreeBuilder::expand(std::int32_t node, std::span<const float> logits) 
   std::vector<std::int32_t> ids(l.size());
   std::iota(ids.begin(), ids.end(), 0);
   const auto b = std::min<std::size_t>(static_cast<std::size_t>(request_.branching), ids.size());
+  const auto logit = [&](std::int32_t id) { return l[static_cast<std::size_t>(id)]; };
   std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(b), ids.end(), [&](std::int32_t x, std::int32_t y) {
-    return l[static_cast<std::size_t>(x)] > l[static_cast<std::size_t>(y)] || (l[static_cast<std::size_t>(x)] == l[static_cast<std::size_t>(y)] && x < y);
+    return logit(x) > logit(y) || (logit(x) == logit(y) && x < y);
   });
-  for (std::size_t i = 0; i < b; ++i) add_child(node, ids[i], l[static_cast<std::size_t>(ids[i])] - lse, {});
+  for (std::size_t i = 0; i < b; ++i) add_child(node, ids[i], logit(ids[i]) - lse, {});
 }
 
 std::vector<std::int32_t> DraftTreeBuilder::frontier() {

@@ -82,11 +82,14 @@ class ModelDrafterTest : public ::testing::Test {
     return out;
   }
 
-  /// The tokens of the path root → node.
-  static std::vector<std::int32_t> path_to(const DraftTree& t, std::int32_t node) {
-    std::vector<std::int32_t> path;
-    for (std::int32_t i = node; i >= 0; i = t.nodes[static_cast<std::size_t>(i)].parent) path.insert(path.begin(), t.nodes[static_cast<std::size_t>(i)].token);
-    return path;
+  /// `tokens` followed by the path root → node's parent: the context whose next-token logits
+  /// gave `node`.
+  static std::vector<std::int32_t> context_of(std::vector<std::int32_t> tokens, const DraftTree& t, std::size_t node) {
+    const auto at = tokens.size();
+    for (std::int32_t i = t.nodes[node].parent; i >= 0; i = t.nodes[static_cast<std::size_t>(i)].parent) {
+      tokens.insert(tokens.begin() + static_cast<std::ptrdiff_t>(at), t.nodes[static_cast<std::size_t>(i)].token);
+    }
+    return tokens;
   }
 
   DraftTree draft_one(ModelDrafter& d, std::span<const std::int32_t> tokens, std::int32_t max_nodes,
@@ -146,13 +149,10 @@ TEST_F(ModelDrafterTest, GreedyChainOfTheModelItselfIsItsGreedyContinuation) {
     EXPECT_EQ(tokens_of(t), std::vector<std::int32_t>(expected.begin() + static_cast<std::ptrdiff_t>(at),
                                                       expected.begin() + static_cast<std::ptrdiff_t>(at + 4)));
     double log_q = 0.0;
-    for (std::int32_t i = 0; i < 4; ++i) {
-      std::vector<std::int32_t> context = tokens;
-      const auto path = path_to(t, i);
-      context.insert(context.end(), path.begin(), path.end() - 1);
-      log_q += log_softmax_at(logits_after(context), t.nodes[static_cast<std::size_t>(i)].token);
-      EXPECT_NEAR(t.nodes[static_cast<std::size_t>(i)].log_q, log_q, 1e-4);
-      EXPECT_TRUE(t.nodes[static_cast<std::size_t>(i)].q.empty());
+    for (std::size_t i = 0; i < t.nodes.size(); ++i) {
+      log_q += log_softmax_at(logits_after(context_of(tokens, t, i)), t.nodes[i].token);
+      EXPECT_NEAR(t.nodes[i].log_q, log_q, 1e-4);
+      EXPECT_TRUE(t.nodes[i].q.empty());
     }
     const std::vector<std::int32_t> accepted = tokens_of(t);
     tokens.insert(tokens.end(), accepted.begin(), accepted.end());
@@ -177,9 +177,10 @@ TEST_F(ModelDrafterTest, LayerSkipEqualsForwardWithTwoLayersByHand) {
     differ_from_all_layers += tokens_of(t) != greedy_by_hand(prompt, 6) ? 1 : 0;
     const DraftTree tree = draft_one(*d, prompt, 5, 3, seq);
     const std::vector<float> logits = logits_after(prompt, 2);
-    for (std::int32_t i = 0; i < tree.size(); ++i) {
-      if (tree.nodes[static_cast<std::size_t>(i)].parent != -1) continue;
-      EXPECT_NEAR(tree.nodes[static_cast<std::size_t>(i)].log_q, log_softmax_at(logits, tree.nodes[static_cast<std::size_t>(i)].token), 1e-4);
+    for (const DraftNode& n : tree.nodes) {
+      if (n.parent == -1) {
+        EXPECT_NEAR(n.log_q, log_softmax_at(logits, n.token), 1e-4);
+      }
     }
   }
   EXPECT_GT(differ_from_all_layers, 0) << "two layers draft exactly as all five do";
@@ -196,7 +197,8 @@ TEST_F(ModelDrafterTest, TreeNodesAreTheDraftsMostProbableTokensWithTheirPathLog
   const std::vector<float> root = logits_after(prompt);
   std::vector<std::int32_t> top(root.size());
   std::iota(top.begin(), top.end(), 0);
-  std::partial_sort(top.begin(), top.begin() + b, top.end(), [&](std::int32_t x, std::int32_t y) { return root[static_cast<std::size_t>(x)] > root[static_cast<std::size_t>(y)]; });
+  std::partial_sort(top.begin(), top.begin() + b, top.end(),
+                    [&](std::int32_t x, std::int32_t y) { return root[static_cast<std::size_t>(x)] > root[static_cast<std::size_t>(y)]; });
   top.resize(b);
   std::vector<std::int32_t> root_children;
   for (const DraftNode& n : t.nodes) {
@@ -205,19 +207,16 @@ TEST_F(ModelDrafterTest, TreeNodesAreTheDraftsMostProbableTokensWithTheirPathLog
   EXPECT_EQ(root_children, top);
   // Every node: parent first, log_q = parent's + log p(token | path) by hand, siblings by
   // decreasing log_q, among the b most probable tokens after its parent's path.
-  for (std::int32_t i = 0; i < t.size(); ++i) {
-    const DraftNode& n = t.nodes[static_cast<std::size_t>(i)];
-    ASSERT_LT(n.parent, i);
-    std::vector<std::int32_t> context = prompt;
-    const auto path = path_to(t, i);
-    context.insert(context.end(), path.begin(), path.end() - 1);
-    const std::vector<float> logits = logits_after(context);
+  for (std::size_t i = 0; i < t.nodes.size(); ++i) {
+    const DraftNode& n = t.nodes[i];
+    ASSERT_LT(n.parent, static_cast<std::int32_t>(i));
+    const std::vector<float> logits = logits_after(context_of(prompt, t, i));
     const double parent_q = n.parent < 0 ? 0.0 : t.nodes[static_cast<std::size_t>(n.parent)].log_q;
     EXPECT_NEAR(n.log_q, parent_q + log_softmax_at(logits, n.token), 1e-4) << i;
-    const auto higher = std::count_if(logits.begin(), logits.end(), [&](float l) { return l > logits[static_cast<std::size_t>(n.token)]; });
-    EXPECT_LT(higher, b) << i;
-    if (i > 0 && t.nodes[static_cast<std::size_t>(i - 1)].parent == n.parent) {
-      EXPECT_GE(t.nodes[static_cast<std::size_t>(i - 1)].log_q, n.log_q);
+    const float own = logits[static_cast<std::size_t>(n.token)];
+    EXPECT_LT(std::count_if(logits.begin(), logits.end(), [&](float l) { return l > own; }), b) << i;
+    if (i > 0 && t.nodes[i - 1].parent == n.parent) {
+      EXPECT_GE(t.nodes[i - 1].log_q, n.log_q) << i;
     }
   }
   EXPECT_EQ(blocks_in_use(*d), blocks_for_tokens(static_cast<std::int64_t>(prompt.size()), kDefaultKvBlockSize));
@@ -262,13 +261,11 @@ TEST_F(ModelDrafterTest, SampledChainNodesCarryTheirDistribution) {
   ASSERT_EQ(t.size(), 6);
   ASSERT_TRUE(t.is_chain());
   double log_q = 0.0;
-  for (std::int32_t i = 0; i < 6; ++i) {
-    const DraftNode& n = t.nodes[static_cast<std::size_t>(i)];
+  for (std::size_t i = 0; i < t.nodes.size(); ++i) {
+    const DraftNode& n = t.nodes[i];
     // q by hand: the logits after the path, the repetition penalty over prompt + path, then the
     // sampler's distribution.
-    std::vector<std::int32_t> context = prompt;
-    const auto path = path_to(t, i);
-    context.insert(context.end(), path.begin(), path.end() - 1);
+    const std::vector<std::int32_t> context = context_of(prompt, t, i);
     std::vector<float> logits = logits_after(context);
     const auto window_size = std::min<std::ptrdiff_t>(p.repeat_last_n, static_cast<std::ptrdiff_t>(context.size()));
     const std::vector<std::int32_t> window(context.end() - window_size, context.end());

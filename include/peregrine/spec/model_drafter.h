@@ -59,8 +59,9 @@ class ModelDrafter final : public Drafter {
   /// Drafts trees[i] for requests[i] (see the file comment). Per request the draft cache keeps
   /// the longest common prefix of what it holds and tokens[0, L - 1) (L = tokens.size()), the
   /// first forward feeds the rest of the context and the root (a prefill chunk), and each
-  /// later forward one row per expanded node; at most max_nodes forwards per call for a chain
-  /// (the last node is not fed), about max_nodes / branching levels for a tree. A request gets
+  /// later forward one row per expanded node: at most max_nodes forwards per call for a chain
+  /// (the last node is not fed); for a tree one forward per level (at most `branching` rows per
+  /// request), until no new node can still enter the max_nodes best. A request gets
   /// fewer nodes, possibly none, rather than an error when its positions would pass the draft
   /// model's max_seq_len or the KV pool has no block left for it; other requests are unaffected.
   /// Sampled chains draw from request.rng. `pool` runs the forwards. Not thread-safe (one
