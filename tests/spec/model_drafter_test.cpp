@@ -415,7 +415,7 @@ TEST_F(ModelDrafterTest, BadOptionsAndRequestsAreErrors) {
   EXPECT_EQ(blocks_in_use(*d), 0);
 }
 
-TEST_F(ModelDrafterTest, QuantizedSelfDraftReportsItsMethod) {
+TEST_F(ModelDrafterTest, QuantizedSelfDraftDraftsItsOwnGreedyContinuation) {
   auto file = load_model_file(test::stories260k_path());
   ASSERT_TRUE(file);
   ASSERT_TRUE(convert_model_weights(*file, DType::kQ8_0));
