@@ -1,0 +1,26 @@
+#include "draft_requests.h"
+
+#include <string>
+#include <unordered_set>
+
+namespace peregrine {
+
+Status validate_draft_requests(std::span<const DraftRequest> requests) {
+  std::unordered_set<std::int32_t> seqs;
+  for (const DraftRequest& r : requests) {
+    const std::string who = "draft request for sequence " + std::to_string(r.seq);
+    if (r.tokens.empty()) return invalid_argument(who + " has no tokens (the last one is the root)");
+    if (r.max_nodes < 1 || r.max_nodes > kMaxDraftNodes) {
+      return invalid_argument(who + ": max_nodes must be in [1, " + std::to_string(kMaxDraftNodes) + "] (got " +
+                              std::to_string(r.max_nodes) + ")");
+    }
+    if (r.branching < 1) return invalid_argument(who + ": branching must be >= 1 (got " + std::to_string(r.branching) + ")");
+    if (!seqs.insert(r.seq).second) return invalid_argument(who + " appears twice in one draft call");
+    if (r.sampling != nullptr) {
+      if (Status st = r.sampling->validate(); !st.is_ok()) return invalid_argument(who + ": " + st.message());
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace peregrine

@@ -1,0 +1,187 @@
+#include "peregrine/spec/model_drafter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "draft_requests.h"
+#include "draft_tree_builder.h"
+
+namespace peregrine {
+
+/// A node fed to the draft model: its row writes into cache sequence `id`, which is its
+/// parent's sequence `parent_id` taken over, or a fork of it.
+struct ModelDrafter::Row {
+  std::int32_t node;  // -1: the root
+  std::int32_t id, parent_id;
+};
+
+/// One request's work in a draft() call.
+struct ModelDrafter::Job {
+  std::size_t index;  // into requests / trees
+  const DraftRequest* request;
+  Sequence* seq;
+  DraftTreeBuilder builder;
+  std::vector<Row> rows;  // fed in the current forward, in batch order
+};
+
+Expected<std::unique_ptr<ModelDrafter>> ModelDrafter::create(const LlamaModel& draft, const ModelConfig& target,
+                                                             const ModelDrafterOptions& options) {
+  const ModelConfig& dc = draft.config();
+  if (dc.vocab_size != target.vocab_size) {
+    return invalid_argument("the draft model's vocabulary has " + std::to_string(dc.vocab_size) + " tokens, the target's " +
+                            std::to_string(target.vocab_size) + ": a draft model must share the target's tokenizer");
+  }
+  if (options.method != SpecMethod::kDraft && options.method != SpecMethod::kLayerSkip && options.method != SpecMethod::kQuant) {
+    return invalid_argument(std::string("a model drafter's method must be draft, layerskip or quant (got ") +
+                            spec_method_name(options.method) + ")");
+  }
+  if (options.n_layers < 0 || options.n_layers > dc.n_layers) {
+    return invalid_argument("draft layers must be in [0, " + std::to_string(dc.n_layers) + "] (0 = all; got " +
+                            std::to_string(options.n_layers) + ")");
+  }
+  if (!(options.min_confidence >= 0.0f && options.min_confidence < 1.0f)) {
+    return invalid_argument("draft min_confidence must be in [0, 1) (got " + std::to_string(options.min_confidence) + ")");
+  }
+  ModelConfig cache_config = dc;
+  if (options.n_layers > 0) cache_config.n_layers = options.n_layers;
+  PEREGRINE_ASSIGN_OR_RETURN(KvCache cache,
+                             KvCache::create(cache_config, {options.kv_blocks, options.block_size, options.kv_dtype}));
+  return std::unique_ptr<ModelDrafter>(new ModelDrafter(draft, options, std::move(cache)));
+}
+
+std::int32_t ModelDrafter::new_cache_id() {
+  if (free_cache_ids_.empty()) return next_cache_id_++;
+  const std::int32_t id = free_cache_ids_.back();
+  free_cache_ids_.pop_back();
+  return id;
+}
+
+void ModelDrafter::free_cache_id(std::int32_t id) {
+  cache_.free_sequence(id);
+  free_cache_ids_.push_back(id);
+}
+
+// Resync: each sequence keeps the common prefix of its cached tokens and tokens[0, L - 1), then
+// feeds the rest and the root (logits on the root's row). Requests whose positions pass the
+// draft model's context, or whose rows find no free blocks, sit this call out.
+std::vector<ModelDrafter::Job> ModelDrafter::start_jobs(std::span<const DraftRequest> requests, Batch& batch) {
+  std::vector<Job> jobs;
+  std::int64_t free = cache_.pool().n_free();
+  const std::int64_t max_seq_len = model_->config().max_seq_len;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const DraftRequest& r = requests[i];
+    auto it = seqs_.find(r.seq);
+    if (it == seqs_.end()) it = seqs_.emplace(r.seq, Sequence{new_cache_id(), {}}).first;
+    Sequence& s = it->second;
+    const auto length = static_cast<std::int64_t>(r.tokens.size());
+    const auto common = std::mismatch(s.cached.begin(), s.cached.end(), r.tokens.begin(), r.tokens.end()).first - s.cached.begin();
+    const std::int64_t keep = std::min<std::int64_t>(common, length - 1);
+    cache_.truncate(s.cache_id, keep);
+    s.cached.resize(static_cast<std::size_t>(keep));
+    if (length > max_seq_len) continue;
+    const std::int64_t needed = cache_.blocks_needed(s.cache_id, length);
+    if (needed > free) continue;
+    free -= needed;
+    const auto depth_limit = static_cast<std::int32_t>(std::min<std::int64_t>(r.max_nodes, max_seq_len - length + 1));
+    jobs.push_back(Job{i, &r, &s, DraftTreeBuilder(r, depth_limit, options_.min_confidence), {{-1, s.cache_id, s.cache_id}}});
+    for (std::int64_t p = keep; p < length; ++p) {
+      batch.add(r.tokens[static_cast<std::size_t>(p)], static_cast<std::int32_t>(p), s.cache_id, p == length - 1);
+    }
+  }
+  return jobs;
+}
+
+void ModelDrafter::grow(std::vector<Job>& jobs, std::span<const float> logits) {
+  const auto vocab = static_cast<std::size_t>(model_->config().vocab_size);
+  std::size_t row = 0;
+  for (Job& job : jobs) {
+    for (const Row& r : job.rows) {
+      if (r.node < 0) job.seq->cached.assign(job.request->tokens.begin(), job.request->tokens.end());
+      job.builder.expand(r.node, logits.subspan(row++ * vocab, vocab));
+    }
+  }
+}
+
+// One row per expanded node (best first). Each takes over its parent's sequence (the first
+// child to ask) or a fork of it. Rows are admitted in request order while the blocks their
+// writes need (blocks_needed: a new block, or a copy of a shared last block) fit in the pool,
+// dropping a job's worst rows first; parents' sequences no row took are freed (never a
+// context's).
+Batch ModelDrafter::next_batch(std::vector<Job>& jobs) {
+  Batch batch;
+  std::int64_t free = cache_.pool().n_free();
+  const auto needed = [&](const std::vector<Row>& rows) {
+    std::int64_t n = 0;
+    for (const Row& r : rows) n += cache_.blocks_needed(r.id, cache_.length(r.id) + 1);
+    return n;
+  };
+  for (Job& job : jobs) {
+    std::vector<Row> rows;
+    for (std::int32_t n : job.builder.frontier()) {
+      // n is a child of a node fed in the last forward (frontier() returns only those).
+      const std::int32_t parent = job.builder.parent(n);
+      const std::int32_t parent_id = std::find_if(job.rows.begin(), job.rows.end(), [&](const Row& r) { return r.node == parent; })->id;
+      const bool taken = std::any_of(rows.begin(), rows.end(), [&](const Row& r) { return r.id == parent_id; });
+      const std::int32_t id = taken ? new_cache_id() : parent_id;
+      if (taken) cache_.fork(parent_id, id);
+      rows.push_back(Row{n, id, parent_id});
+    }
+    for (std::int64_t need = needed(rows); need > free; need = needed(rows)) {
+      if (rows.back().id != rows.back().parent_id) free_cache_id(rows.back().id);
+      rows.pop_back();
+    }
+    free -= needed(rows);
+    for (const Row& old : job.rows) {
+      const bool kept = std::any_of(rows.begin(), rows.end(), [&](const Row& r) { return r.id == old.id; });
+      if (!kept && old.id != job.seq->cache_id) free_cache_id(old.id);
+    }
+    job.rows = std::move(rows);
+    const auto root_pos = static_cast<std::int32_t>(job.request->tokens.size()) - 1;
+    for (const Row& r : job.rows) batch.add(job.builder.token(r.node), root_pos + job.builder.depth(r.node), r.id, true);
+  }
+  return batch;
+}
+
+void ModelDrafter::finish(Job& job) {
+  for (const Row& r : job.rows) {
+    if (r.id != job.seq->cache_id) free_cache_id(r.id);
+  }
+  job.rows.clear();
+  cache_.truncate(job.seq->cache_id, static_cast<std::int64_t>(job.seq->cached.size()));
+}
+
+Status ModelDrafter::draft(std::span<const DraftRequest> requests, std::vector<DraftTree>& trees, ThreadPool& pool) {
+  PEREGRINE_RETURN_IF_ERROR(validate_draft_requests(requests));
+  for (const DraftRequest& r : requests) {
+    if (DraftTreeBuilder::is_sampled_chain(r) && r.rng == nullptr) {
+      return invalid_argument("draft request for sequence " + std::to_string(r.seq) +
+                              ": a sampled chain (temperature > 0, branching 1) needs an rng");
+    }
+  }
+  trees.assign(requests.size(), DraftTree{});
+  Batch batch;
+  std::vector<Job> jobs = start_jobs(requests, batch);
+  Status st = Status::ok();
+  while (batch.size() > 0) {
+    st = model_->forward(batch, cache_, logits_, pool, options_.n_layers);
+    if (!st.is_ok()) break;
+    grow(jobs, logits_);
+    batch = next_batch(jobs);
+  }
+  for (Job& job : jobs) {
+    if (st.is_ok()) trees[job.index] = job.builder.finish();
+    finish(job);
+  }
+  return st;
+}
+
+void ModelDrafter::release(std::int32_t seq) {
+  const auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  free_cache_id(it->second.cache_id);
+  seqs_.erase(it);
+}
+
+}  // namespace peregrine
