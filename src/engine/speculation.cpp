@@ -24,7 +24,8 @@ std::int64_t max_depth(const DraftTree& tree) {
 }  // namespace
 
 Speculation::Speculation(Drafter* model_drafter)
-    : pld_(std::make_unique<PldDrafter>()), model_drafter_(model_drafter) {}
+    : pld_(std::move(PldDrafter::create(PldOptions{}).value())),  // the default options are valid
+      model_drafter_(model_drafter) {}
 
 Speculation::~Speculation() = default;
 
