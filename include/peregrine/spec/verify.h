@@ -10,10 +10,10 @@
 // probability min(1, r(x)/q(x)), so it is emitted as y with probability min(q(y), r(y)), and
 // rejected with probability β = Σ max(0, r − q); on rejection the residual becomes
 // r' = max(0, r − q) / β. Since r = min(q, r) + max(0, r − q), "accept, else continue from r'"
-// emits y with probability exactly r(y) (Leviathan et al. 2023, Theorem 3.5 and Appendix A.1).
-// A deterministic child x (empty q) is the one-hot q = δ_x: accepted with probability r(x),
-// and r' is r with r(x) set to 0, renormalized. Induction over the siblings (SpecInfer's
-// multi-step speculative sampling, Miao et al. 2024, Theorem 4.2) shows the token emitted at
+// emits y with probability exactly r(y) (Leviathan et al. 2023, Appendix A.1; Chen et al.
+// 2023, Theorem 1). A deterministic child x (empty q) is the one-hot q = δ_x: accepted with
+// probability r(x), and r' is r with r(x) set to 0, renormalized. Induction over the siblings
+// (SpecInfer's multi-step speculative sampling, Miao et al. 2024) shows the token emitted at
 // the node is distributed as p whichever child (or none) is accepted; when all are rejected
 // it is drawn from the last residual. An accepted child's children are verified the same way
 // against the target's distribution given the path, and a leaf emits a bonus token from p, so
