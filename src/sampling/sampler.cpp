@@ -47,7 +47,13 @@ std::vector<std::pair<std::int32_t, float>> Sampler::distribution(std::span<cons
   std::size_t k = cand.size();
   if (params_.temperature == 0.0f) k = 1;
   else if (params_.top_k > 0) k = std::min<std::size_t>(k, static_cast<std::size_t>(params_.top_k));
-  std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(k), cand.end(), by_logit);
+  // by_logit is a strict total order (no NaN), so both sorts give the same unique order;
+  // partial_sort's heap sort is several times slower than sort over the whole vocabulary.
+  if (k == cand.size()) {
+    std::sort(cand.begin(), cand.end(), by_logit);
+  } else {
+    std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(k), cand.end(), by_logit);
+  }
   cand.resize(k);
   if (params_.temperature == 0.0f) {
     cand[0].second = 1.0f;
@@ -72,15 +78,27 @@ std::vector<std::pair<std::int32_t, float>> Sampler::distribution(std::span<cons
   return cand;
 }
 
-std::int32_t Sampler::sample(std::span<float> logits, std::span<const std::int32_t> history) {
+void Sampler::prepare(std::span<float> logits, std::span<const std::int32_t> history) const {
   for (float& l : logits) {
     if (std::isnan(l)) l = -INFINITY;  // a NaN would break the ordering of every step below
   }
   apply_repeat_penalty(logits, history);
-  if (params_.temperature == 0.0f) return argmax(logits);
+}
+
+std::vector<std::pair<std::int32_t, float>> Sampler::next_token_distribution(
+    std::span<const float> logits, std::span<const std::int32_t> history) const {
+  std::vector<float> prepared(logits.begin(), logits.end());
+  prepare(prepared, history);
+  return distribution(prepared);
+}
+
+double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+
+std::int32_t Sampler::sample(std::span<float> logits, std::span<const std::int32_t> history) {
+  prepare(logits, history);
+  if (params_.temperature == 0.0f) return argmax(logits);  // = distribution(logits)[0], faster
   const auto cand = distribution(logits);
-  std::uniform_real_distribution<double> uniform(0.0, 1.0);
-  double r = uniform(rng_), cum = 0.0;
+  double r = uniform(), cum = 0.0;
   std::int32_t last = cand.front().first;
   for (const auto& [id, prob] : cand) {
     if (!(prob > 0.0f)) break;  // sorted by decreasing probability: the rest are zero too

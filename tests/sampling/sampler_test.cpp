@@ -361,5 +361,73 @@ TEST(Sampler, EmpiricalFrequenciesMatchSoftmax) {
   }
 }
 
+// ------------------------------------------------------------------ speculative-verification API
+
+// Golden draws recorded with the sampler as it was before next_token_distribution / uniform
+// were added (and before the full-vocabulary sort replaced partial_sort): the same seed must
+// keep giving the same tokens.
+TEST(Sampler, SameSeedGivesTheSameTokensAsBefore) {
+  std::mt19937 rng(5);
+  const auto logits = random_logits(64, rng, 1.5f);
+  SamplingParams filtered;  // defaults: T 0.8, top-k 40, top-p 0.95, min-p 0.05
+  filtered.repeat_penalty = 1.3f;
+  filtered.seed = 77;
+  const std::vector<std::int32_t> golden_plain = {61, 32, 61, 11, 47, 11, 7, 31, 31, 31, 11, 29,
+                                                  49, 32, 26, 40, 61, 31, 11, 11, 61, 11, 31, 11};
+  const std::vector<std::int32_t> golden_filtered = {11, 29, 31, 56, 7, 29, 29, 31, 49, 11, 53, 31,
+                                                     29, 7, 29, 11, 31, 58, 9, 29, 31, 29, 31, 11};
+  for (const auto& [p, golden] : {std::pair{plain(1.0f, 42), golden_plain}, std::pair{filtered, golden_filtered}}) {
+    Sampler s(p);
+    std::vector<std::int32_t> history;  // the draws so far (the penalty's window)
+    for (int i = 0; i < 24; ++i) {
+      auto l = logits;
+      history.push_back(s.sample(l, history));
+    }
+    EXPECT_EQ(history, golden) << "seed " << p.seed;
+  }
+}
+
+TEST(Sampler, NextTokenDistributionIsWhatSampleDrawsFrom) {
+  std::mt19937 rng(6);
+  auto logits = random_logits(40, rng);
+  logits[3] = kNaN;
+  logits[7] = 9.0f;  // penalized below
+  const std::vector<std::int32_t> history = {7, 12, 7, 30};
+  SamplingParams p = plain(0.9f, 8);
+  p.top_k = 25;
+  p.top_p = 0.97f;
+  p.min_p = 0.01f;
+  p.repeat_penalty = 2.0f;
+  for (float t : {0.0f, 0.9f}) {
+    p.temperature = t;
+    Sampler s(p);
+    const auto dist = s.next_token_distribution(logits, history);  // NaN and penalty on a copy
+    auto prepared = logits;
+    const auto token = s.sample(prepared, history);  // prepares in place, then draws
+    EXPECT_EQ(dist, s.distribution(prepared)) << "T " << t;
+    EXPECT_NE(dist[0].first, 7) << "the repetition penalty was applied";
+    EXPECT_TRUE(std::any_of(dist.begin(), dist.end(), [&](const auto& c) { return c.first == token; }));
+    if (t == 0.0f) {
+      ASSERT_EQ(dist.size(), 1u);
+      EXPECT_EQ(dist[0].first, token);
+    }
+  }
+}
+
+TEST(Sampler, UniformDrawsFromTheSeededStreamSampleUses) {
+  const SamplingParams p = plain(1.0f, 123);
+  std::mt19937_64 reference(p.seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  Sampler s(p);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(s.uniform(), u(reference));
+  // sample() at T > 0 consumes exactly one uniform of the same stream; at T = 0 none.
+  std::vector<float> logits = {0.0f, 1.0f, 2.0f};
+  (void)s.sample(logits, {});
+  (void)u(reference);
+  EXPECT_EQ(s.uniform(), u(reference));
+  EXPECT_EQ(s.params().seed, 123u);
+  EXPECT_EQ(s.params().temperature, 1.0f);
+}
+
 }  // namespace
 }  // namespace peregrine

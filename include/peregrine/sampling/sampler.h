@@ -40,12 +40,30 @@ class Sampler {
   /// al. 2024) → renormalize and draw.
   std::int32_t sample(std::span<float> logits, std::span<const std::int32_t> history);
 
-  /// The candidate distribution sample() would draw from, as (id, probability) sorted by
-  /// decreasing probability (exposed for tests and speculative verification). `logits` must
-  /// not contain NaN (sample() maps NaN to -inf first).
+  /// The distribution sample(logits, history) draws from, for raw `logits` [vocab] f32 (not
+  /// modified: NaN → -inf and the penalty are applied to a copy): (id, probability) sorted by
+  /// decreasing probability, summing to 1 up to float rounding; temperature 0 gives the argmax
+  /// with probability 1. sample() runs the same steps (prepare, then distribution), so
+  /// speculative verification (spec/verify.h) judges drafts against exactly the distribution
+  /// plain decoding samples from.
+  std::vector<std::pair<std::int32_t, float>> next_token_distribution(
+      std::span<const float> logits, std::span<const std::int32_t> history) const;
+
+  /// The candidate distribution of already prepared logits (the last step of
+  /// next_token_distribution), as (id, probability) sorted by decreasing probability.
+  /// `logits` must not contain NaN (prepare maps NaN to -inf).
   std::vector<std::pair<std::int32_t, float>> distribution(std::span<const float> logits) const;
 
+  /// A uniform double in [0, 1) from the sampler's RNG: the draw sample() makes, also used by
+  /// speculative verification for its accept/reject tests, so a request's whole output comes
+  /// from one seeded stream.
+  double uniform();
+
+  const SamplingParams& params() const { return params_; }
+
  private:
+  /// The in-place first steps of sample(): NaN → -inf, then the repetition penalty.
+  void prepare(std::span<float> logits, std::span<const std::int32_t> history) const;
   void apply_repeat_penalty(std::span<float> logits, std::span<const std::int32_t> history) const;
 
   SamplingParams params_;
