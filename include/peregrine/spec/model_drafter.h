@@ -66,9 +66,9 @@ class ModelDrafter final : public Drafter {
   /// model's max_seq_len or the KV pool has no block left for it; other requests are unaffected.
   /// Sampled chains draw from request.rng. `pool` runs the forwards. Not thread-safe (one
   /// caller). Measured (bench/drafter_bench.cpp, stories260K drafting for itself, 1 thread,
-  /// 2-core EPYC): chain k = 4 ≈ 0.3-0.47 ms per call, i.e. 77-117 µs per forward step
-  /// against 89-93 µs for a plain decode forward in the same runs; tree of 8 nodes (b = 2,
-  /// about 5 forwards of 1-2 rows) ≈ 0.47-0.76 ms per call.
+  /// 2-core EPYC): chain k = 4 ≈ 0.335 ms per call, i.e. ≈ 84 µs per forward step (the first
+  /// one with ~5 catch-up rows) against ≈ 70 µs for a plain one-token decode forward; tree of
+  /// 8 nodes ≈ 0.515 ms per call (b = 2) and ≈ 0.58 ms (b = 4), about 5 forwards per call.
   /// Errors: kInvalidArgument (validate_draft_requests; a sampled chain without rng); those
   /// of LlamaModel::forward (e.g. kOutOfRange for a token id outside the vocabulary): every
   /// tree is then empty and the draft cache holds no more than each sequence's context.
