@@ -239,7 +239,9 @@ void Engine::Impl::sample(Sequence& seq, std::span<float> row, std::int64_t& gen
 // tokens and the correction / bonus token; the step's latency is spread evenly over them.
 void Engine::Impl::verify(Sequence& seq, std::span<const float> rows, std::int64_t& generated) {
   const std::int64_t vocab = model.config().vocab_size;
-  const std::vector<SpecToken> tokens = speculation.verify(seq, rows, vocab, cache);
+  auto verified = speculation.verify(seq, rows, vocab, cache);
+  if (!verified) return finish(&seq, FinishReason::kError, verified.status());
+  const std::vector<SpecToken>& tokens = *verified;
   const auto now = EngineClock::now();
   const double gap = seconds_between(seq.last_token, now) / static_cast<double>(tokens.size());
   seq.last_token = now;

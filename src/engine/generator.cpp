@@ -116,7 +116,7 @@ Expected<GenerationStats> generate(const LlamaModel& model, std::span<const std:
                              },
                              [&](const RequestResult& r) { result = r; }};
   const auto t0 = Clock::now();
-  PEREGRINE_RETURN_IF_ERROR(engine->submit(std::move(request), std::move(callbacks)).status());
+  if (auto id = engine->submit(std::move(request), std::move(callbacks)); !id) return id.status();
   while (engine->step()) {}
   if (result.reason == FinishReason::kError) return result.error;
   stats.ttft_ms = result.ttft_ms;

@@ -103,11 +103,13 @@ void Speculation::add_rows(const Sequence& seq, Batch& batch) {
   }
 }
 
-std::vector<SpecToken> Speculation::verify(Sequence& seq, std::span<const float> logits, std::int64_t vocab,
+Expected<std::vector<SpecToken>> Speculation::verify(Sequence& seq, std::span<const float> logits, std::int64_t vocab,
                                            KvCache& cache) {
   const DraftTree& tree = seq.spec.tree;
   std::span<const std::int32_t> history(seq.tokens);
-  const VerifyResult v = verify_draft(tree, logits, vocab, history, seq.sampler);
+  auto verified = verify_draft(tree, logits, vocab, history, seq.sampler);
+  if (!verified) return verified.status();
+  const VerifyResult& v = *verified;
   // The root's KV is at n_computed - 1 (committed); node i's at n_computed + i.
   std::vector<std::int64_t> from;
   for (std::int32_t node : v.path) from.push_back(seq.n_computed + node);

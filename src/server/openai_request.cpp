@@ -247,11 +247,20 @@ Error read_speculative(const Json& obj, const SpecParams& defaults, SpecParams& 
   if (v->is_string()) {
     method = v->get<std::string>();
   } else if (v->is_object()) {
-    if (auto e = read_string(*v, "method", method)) return e;
+    // A nested field's error names it as "speculative.<field>".
+    const auto nested = [](ApiError e) {
+      const std::string quoted = "'" + e.param + "'";
+      if (const std::size_t at = e.message.find(quoted); at != std::string::npos) {
+        e.message.replace(at, quoted.size(), "'speculative." + e.param + "'");
+      }
+      e.param = "speculative." + e.param;
+      return Error(std::move(e));
+    };
     std::optional<std::int64_t> draft_max, branching;
-    if (auto e = read_int(*v, "draft_max", 1, kMaxDraftNodes, draft_max)) return e;
-    if (auto e = read_int(*v, "branching", 1, kMaxDraftNodes, branching)) return e;
-    if (auto e = read_bool(*v, "adaptive", spec.adaptive)) return e;
+    if (auto e = read_string(*v, "method", method)) return nested(*e);
+    if (auto e = read_int(*v, "draft_max", 1, kMaxDraftNodes, draft_max)) return nested(*e);
+    if (auto e = read_int(*v, "branching", 1, kMaxDraftNodes, branching)) return nested(*e);
+    if (auto e = read_bool(*v, "adaptive", spec.adaptive)) return nested(*e);
     if (draft_max) spec.draft_max = static_cast<std::int32_t>(*draft_max);
     if (branching) spec.branching = static_cast<std::int32_t>(*branching);
   } else {

@@ -8,23 +8,6 @@
 namespace peregrine {
 namespace {
 
-// LEAD: switch to the sampler's public "distribution the sampler draws from" function (which
-// applies the penalty itself) once it is merged. Until then this repeats Sampler::sample's
-// first steps: NaN → -inf, then the repetition penalty over the last repeat_last_n ids of
-// `history` (CTRL, Keskar et al. 2019: positive logits divided, negative multiplied).
-void apply_sampler_penalty(std::span<float> logits, std::span<const std::int32_t> history, const SamplingParams* p) {
-  for (float& l : logits) {
-    if (std::isnan(l)) l = -INFINITY;
-  }
-  if (p == nullptr || p->repeat_penalty == 1.0f || p->repeat_last_n == 0) return;
-  const std::size_t n = std::min(history.size(), static_cast<std::size_t>(p->repeat_last_n));
-  const std::unordered_set<std::int32_t> seen(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
-  for (std::int32_t id : seen) {
-    if (id < 0 || static_cast<std::size_t>(id) >= logits.size()) continue;
-    float& l = logits[static_cast<std::size_t>(id)];
-    l = l > 0.0f ? l / p->repeat_penalty : l * p->repeat_penalty;
-  }
-}
 
 /// log Σ exp(logits) in f64 (-inf when every logit is -inf).
 double log_sum_exp(std::span<const float> logits) {
@@ -90,9 +73,10 @@ void DraftTreeBuilder::add_child(std::int32_t parent, std::int32_t token, double
 
 void DraftTreeBuilder::expand(std::int32_t node, std::span<const float> logits) {
   std::vector<float> l(logits.begin(), logits.end());
-  apply_sampler_penalty(l, path_history(node), request_.sampling);
+  const Sampler sampler(request_.sampling != nullptr ? *request_.sampling : SamplingParams{});
+  sampler.prepare(l, path_history(node));
   if (sampled_) {
-    auto q = Sampler(*request_.sampling).distribution(l);
+    auto q = sampler.distribution(l);
     const std::size_t pick = draw(q, *request_.rng);
     const std::int32_t token = q[pick].first;
     const double log_q = std::log(static_cast<double>(q[pick].second));

@@ -5,7 +5,7 @@
 namespace peregrine {
 namespace {
 
-constexpr RequestLimits kLimits{512, 1234};
+const RequestLimits kLimits{512, 1234, SpecParams{}};
 
 OpenAiRequest parse_ok(std::string_view body, ApiEndpoint endpoint = ApiEndpoint::kCompletions) {
   auto r = parse_openai_request(body, endpoint, kLimits);
@@ -144,6 +144,13 @@ TEST(OpenAiRequest, EveryInvalidFieldIs400NamingTheParam) {
        "top_logprobs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})", kChat,
        "max_completion_tokens"},
+      {R"({"prompt": "x", "speculative": "medusa"})", kC, "speculative"},
+      {R"({"prompt": "x", "speculative": 3})", kC, "speculative"},
+      {R"({"prompt": "x", "speculative": {"method": 1}})", kC, "speculative.method"},
+      {R"({"prompt": "x", "speculative": {"method": "pld", "draft_max": 0}})", kC, "speculative.draft_max"},
+      {R"({"prompt": "x", "speculative": {"method": "pld", "draft_max": 65}})", kC, "speculative.draft_max"},
+      {R"({"prompt": "x", "speculative": {"adaptive": "yes"}})", kC, "speculative.adaptive"},
+      {R"({"prompt": "x", "speculative": {"draft_max": 2, "branching": 3}})", kC, "speculative"},
   };
   for (const auto& c : cases) {
     const ApiError e = parse_error(c.body, c.endpoint);
@@ -155,6 +162,25 @@ TEST(OpenAiRequest, EveryInvalidFieldIs400NamingTheParam) {
       EXPECT_NE(e.message.find(c.param), std::string::npos) << e.message;
     }
   }
+}
+
+TEST(OpenAiRequest, SpeculativeFieldOverridesTheServerDefault) {
+  EXPECT_EQ(parse_ok(R"({"prompt": "x"})").spec.method, SpecMethod::kNone);
+  EXPECT_EQ(parse_ok(R"({"prompt": "x", "speculative": "pld"})").spec.method, SpecMethod::kPld);
+  const OpenAiRequest r =
+      parse_ok(R"({"prompt": "x", "speculative": {"method": "layerskip", "draft_max": 8, "branching": 2, "adaptive": true}})");
+  EXPECT_EQ(r.spec.method, SpecMethod::kLayerSkip);
+  EXPECT_EQ(r.spec.draft_max, 8);
+  EXPECT_EQ(r.spec.branching, 2);
+  EXPECT_TRUE(r.spec.adaptive);
+  const RequestLimits server_default{512, 1, SpecParams{SpecMethod::kPld, 6, 1, false}};
+  auto parsed = parse_openai_request(R"({"prompt": "x", "speculative": {"draft_max": 3}})", ApiEndpoint::kCompletions,
+                                     server_default);
+  ASSERT_TRUE(std::holds_alternative<OpenAiRequest>(parsed));
+  EXPECT_EQ(std::get<OpenAiRequest>(parsed).spec.method, SpecMethod::kPld);
+  EXPECT_EQ(std::get<OpenAiRequest>(parsed).spec.draft_max, 3);
+  parsed = parse_openai_request(R"({"prompt": "x", "speculative": "none"})", ApiEndpoint::kCompletions, server_default);
+  EXPECT_EQ(std::get<OpenAiRequest>(parsed).spec.method, SpecMethod::kNone);
 }
 
 TEST(OpenAiRequest, DeeplyNestedBodyIsRejectedNotRecursedInto) {

@@ -41,6 +41,9 @@ EngineMetrics busy_metrics() {
   m.generation_tokens_total = 567;
   m.prompt_tokens_per_s = 12.5;
   m.generation_tokens_per_s = 3.25;
+  m.spec_draft_tokens_total = 80;
+  m.spec_accepted_tokens_total = 60;
+  m.spec_steps_total = 20;
   return m;
 }
 
@@ -100,6 +103,11 @@ TEST(Prometheus, EveryLineParsesAndFamiliesAreTyped) {
       {"peregrine_prompt_tokens_per_second", "gauge"},
       {"peregrine_generation_tokens_per_second", "gauge"},
       {"peregrine_preemptions_total", "counter"},
+      {"peregrine_spec_draft_tokens_total", "counter"},
+      {"peregrine_spec_accepted_tokens_total", "counter"},
+      {"peregrine_spec_verify_steps_total", "counter"},
+      {"peregrine_spec_acceptance_rate", "gauge"},
+      {"peregrine_spec_tokens_per_step", "gauge"},
   };
   EXPECT_EQ(types, expected);
   EXPECT_EQ(value_of(samples, "peregrine_requests_total", "{status=\"stop\"}"), 7);
@@ -108,6 +116,8 @@ TEST(Prometheus, EveryLineParsesAndFamiliesAreTyped) {
   EXPECT_EQ(value_of(samples, "peregrine_requests_running"), 2);
   EXPECT_DOUBLE_EQ(value_of(samples, "peregrine_prefix_cache_hit_rate"), 0.25);
   EXPECT_EQ(value_of(samples, "peregrine_prompt_tokens_total"), 1234);
+  EXPECT_DOUBLE_EQ(value_of(samples, "peregrine_spec_acceptance_rate"), 0.75);
+  EXPECT_DOUBLE_EQ(value_of(samples, "peregrine_spec_tokens_per_step"), 4.0);
   EXPECT_DOUBLE_EQ(value_of(samples, "peregrine_generation_tokens_per_second"), 3.25);
 }
 

@@ -59,8 +59,9 @@ class Speculation {
   /// sequence's 1 + tree.size() rows, [rows, vocab] f32), keeps the accepted path's KV in
   /// `cache` (compact: positions n_computed .. n_computed + path - 1), advances
   /// seq.n_computed over it, and updates the request's counters and adaptive length. Returns
-  /// the accepted tokens then the correction / bonus token, in order.
-  std::vector<SpecToken> verify(Sequence& seq, std::span<const float> logits, std::int64_t vocab,
+  /// the accepted tokens then the correction / bonus token, in order. Errors: those of
+  /// verify_draft (a malformed tree: a drafter bug; the KV cache is left as the forward wrote it).
+  Expected<std::vector<SpecToken>> verify(Sequence& seq, std::span<const float> logits, std::int64_t vocab,
                                 KvCache& cache);
 
   /// The target forward of a step that carried drafts took `seconds` (for the relative draft

@@ -61,9 +61,11 @@ class Sampler {
 
   const SamplingParams& params() const { return params_; }
 
- private:
-  /// The in-place first steps of sample(): NaN → -inf, then the repetition penalty.
+  /// The in-place first steps of sample(): NaN → -inf, then the repetition penalty over the
+  /// last repeat_last_n ids of `history` (drafters rank their candidates on these logits).
   void prepare(std::span<float> logits, std::span<const std::int32_t> history) const;
+
+ private:
   void apply_repeat_penalty(std::span<float> logits, std::span<const std::int32_t> history) const;
 
   SamplingParams params_;
