@@ -151,6 +151,8 @@ int run_spec_bench_cli(const ModelOptions& model_options, const SpecBenchArgs& a
   for (const std::string& method : split(a.spec.method)) {
     SpecOptions one = a.spec;
     one.method = method;
+    if (method != "draft") one.draft_model.clear();  // --draft-* options of the other methods
+    if (method != "layerskip") one.draft_layers = 0;
     auto params = spec_params(one);
     if (!params) return report(params.status());
     auto setup = make_drafter(one, *model, model_options, ctx, 1, pool);

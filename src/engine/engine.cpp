@@ -294,8 +294,7 @@ bool Engine::Impl::step() {
     record_step(0, 0);
     return true;
   }
-  const bool drafted = std::any_of(chunks.begin(), chunks.end(), [](const ScheduledChunk& c) { return c.n_draft > 0; });
-  if (drafted) speculation.observe_forward(seconds_between(t0, EngineClock::now()));
+  speculation.observe_forward(batch.size(), seconds_between(t0, EngineClock::now()));
   scheduler.commit(chunks);
   std::int64_t prompt_tokens = 0, generated = 0, row = 0;
   const auto vocab = static_cast<std::size_t>(model.config().vocab_size);

@@ -50,9 +50,7 @@ void Speculation::plan(const std::vector<std::unique_ptr<Sequence>>& running, st
     const SpecParams& p = seq.request.spec;
     seq.spec.budget = 0;
     if (p.method == SpecMethod::kNone || seq.n_pending() != 1) continue;
-    const auto it = draft_seconds_per_node_.find(p.method);
-    const double cost = it == draft_seconds_per_node_.end() || forward_seconds_ == 0 ? 0.0 : it->second / forward_seconds_;
-    const std::int64_t want = p.adaptive ? seq.spec.adaptive.next(cost) : p.draft_max;
+    const std::int64_t want = p.adaptive ? seq.spec.adaptive.next(draft_cost(p.method)) : p.draft_max;
     const std::int64_t left = seq.request.max_tokens - seq.n_generated() - 1;  // tokens a step may add past the root
     const std::int64_t room = ctx_len - static_cast<std::int64_t>(seq.tokens.size());
     seq.spec.budget = std::max<std::int64_t>(0, std::min({want, left, room}));
@@ -130,7 +128,17 @@ Expected<std::vector<SpecToken>> Speculation::verify(Sequence& seq, std::span<co
   return out;
 }
 
-void Speculation::observe_forward(double seconds) { forward_seconds_ = ema(forward_seconds_, seconds); }
+void Speculation::observe_forward(std::int64_t rows, double seconds) { forward_cost_.observe(rows, seconds); }
+
+// Leviathan et al.'s c, extended with the verification's own cost per drafted row: a step
+// drafting k tokens costs t(1) + k · (draft per token + b) where t(rows) = a + b · rows.
+double Speculation::draft_cost(SpecMethod m) const {
+  const double step = forward_cost_.seconds(1);
+  if (step <= 0) return 0.0;
+  const auto it = draft_seconds_per_node_.find(m);
+  const double draft = it == draft_seconds_per_node_.end() ? 0.0 : it->second;
+  return (draft + forward_cost_.seconds_per_row()) / step;
+}
 
 void Speculation::release(const Sequence& seq) {
   if (Drafter* d = drafter_for(seq.request.spec.method)) d->release(seq.kv_seq);

@@ -20,6 +20,7 @@
 #include "peregrine/kv/kv_cache.h"
 #include "peregrine/model/batch.h"
 #include "peregrine/spec/drafter.h"
+#include "peregrine/spec/forward_cost_model.h"
 
 namespace peregrine {
 
@@ -64,9 +65,9 @@ class Speculation {
   Expected<std::vector<SpecToken>> verify(Sequence& seq, std::span<const float> logits, std::int64_t vocab,
                                 KvCache& cache);
 
-  /// The target forward of a step that carried drafts took `seconds` (for the relative draft
-  /// cost c of the adaptive length).
-  void observe_forward(double seconds);
+  /// A target forward of `rows` batch rows took `seconds` (every step: the adaptive length's
+  /// cost model).
+  void observe_forward(std::int64_t rows, double seconds);
 
   /// The request ended or was preempted: drop its drafter state.
   void release(const Sequence& seq);
@@ -76,8 +77,12 @@ class Speculation {
 
   std::unique_ptr<Drafter> pld_;
   Drafter* model_drafter_;
+  /// c for the adaptive length: (draft seconds per token + verify seconds per extra row) /
+  /// seconds of a one-row step (0 until measured).
+  double draft_cost(SpecMethod m) const;
+
   std::map<SpecMethod, double> draft_seconds_per_node_;  // EMA per drafter
-  double forward_seconds_ = 0;                           // EMA of a target step
+  ForwardCostModel forward_cost_;
 };
 
 }  // namespace peregrine
