@@ -34,6 +34,47 @@ TEST(Generate, GreedyMatchesLlama2cOnGguf) { expect_greedy_matches_llama2c({"-m"
 TEST(Generate, BundledDefaultModelNeedsNoFlag) { expect_greedy_matches_llama2c({}); }
 TEST(Generate, F16KvCacheKeepsTheGreedyText) { expect_greedy_matches_llama2c({"--kv-type", "f16"}); }
 
+// Greedy speculative decoding prints llama2.c's text too, for every drafter.
+TEST(Generate, SpeculativeGreedyKeepsTheText) {
+  expect_greedy_matches_llama2c({"--spec", "pld", "--draft-max", "6", "--draft-adaptive"});
+  expect_greedy_matches_llama2c({"--spec", "pld", "--draft-max", "8", "--draft-branching", "2"});
+  expect_greedy_matches_llama2c({"--spec", "layerskip", "--draft-layers", "3"});
+  expect_greedy_matches_llama2c({"--spec", "quant", "--draft-dtype", "q8_0", "--draft-max", "5"});
+  expect_greedy_matches_llama2c({"--spec", "draft", "--draft-model", stories("stories260K.gguf"), "--draft-max", "4"});
+}
+
+TEST(Generate, SpeculativeStatsInTheStderrLineAndJson) {
+  const std::string path = make_temp_dir() + "/stats.json";
+  const CliResult r = run_cli({"generate", "-n", "64", "--temp", "0", "--spec", "quant", "--draft-dtype", "q8_0", "--stats-json", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("acceptance_rate="), std::string::npos) << r.err;
+  const auto j = nlohmann::json::parse(read_file(path));
+  for (const char* key : {"drafted", "accepted", "acceptance_rate", "mean_accepted_per_step"}) {
+    ASSERT_TRUE(j.contains(key)) << key;
+    EXPECT_GT(j[key].get<double>(), 0.0) << key;
+  }
+  EXPECT_LE(j["accepted"].get<double>(), j["drafted"].get<double>());
+}
+
+TEST(Generate, BadSpeculativeOptionsAreClearErrors) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--spec", "medusa"},
+      {"--spec", "draft"},                                   // no --draft-model
+      {"--spec", "layerskip"},                               // no --draft-layers
+      {"--spec", "layerskip", "--draft-layers", "5"},       // stories260K has 5 layers
+      {"--spec", "pld", "--draft-max", "0"},
+      {"--spec", "pld", "--draft-layers", "2"},              // an option pld does not use
+      {"--spec", "draft", "--draft-model", "/nonexistent.gguf"},
+  };
+  for (const auto& extra : bad) {
+    std::vector<std::string> args = {"generate", "-n", "4"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(args);
+    EXPECT_NE(r.exit_code, 0) << extra[1];
+    EXPECT_NE(r.err.find("peregrine: error:"), std::string::npos) << r.err;
+  }
+}
+
 TEST(Generate, SameSeedSameTextDifferentSeedDifferentText) {
   auto run = [](const char* seed) {
     return run_cli({"generate", "-n", "60", "--temp", "1.0", "--top-k", "0", "--top-p", "1", "--min-p", "0", "--seed", seed});

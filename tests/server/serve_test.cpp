@@ -178,6 +178,32 @@ TEST_F(ServeTest, GreedyCompletionMatchesTheReferenceText) {
   EXPECT_EQ(r.body["object"], "text_completion");
 }
 
+// The per-request "speculative" field: prompt lookup and (with `serve --spec layerskip`) the
+// server's drafter give the plain greedy text; the acceptance counters reach /metrics; a
+// method the server has no drafter for is a 400 naming the field.
+TEST(ServeSpeculative, PerRequestMethodsKeepTheGreedyTextAndReachMetrics) {
+  ServerProcess server({"--spec", "layerskip", "--draft-layers", "3", "--draft-max", "3"});
+  ASSERT_TRUE(server.ready()) << server.log();
+  const std::string reference = test::read_file(test::shared_dir() + "/models/stories260K/greedy_once_upon_a_time.txt");
+  for (const Json& spec : {Json("none"), Json("pld"), Json::parse(R"({"method": "pld", "draft_max": 8, "adaptive": true})"),
+                           Json("layerskip"), Json::parse(R"({"branching": 2, "draft_max": 6})")}) {
+    Json body = greedy("Once upon a time", 120);
+    body["speculative"] = spec;
+    const Reply r = post(server, "/v1/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body.dump();
+    const std::string text = r.body["choices"][0]["text"];
+    EXPECT_EQ(reference.rfind("Once upon a time" + text, 0), 0u) << spec.dump() << ": " << text;
+  }
+  EXPECT_GT(metric(server, "peregrine_spec_draft_tokens_total"), 0);
+  EXPECT_GT(metric(server, "peregrine_spec_accepted_tokens_total"), 0);
+  EXPECT_GT(metric(server, "peregrine_spec_verify_steps_total"), 0);
+  Json bad = greedy("Once upon a time", 4);
+  bad["speculative"] = "draft";
+  const Reply r = post(server, "/v1/completions", bad);
+  EXPECT_EQ(r.status, 400) << r.body.dump();
+  EXPECT_EQ(r.body["error"]["param"], "speculative");
+}
+
 TEST_F(ServeTest, ConcurrentStreamsEqualTheSameRequestsAlone) {
   const std::vector<std::string> prompts = story_openings(32);
   ASSERT_EQ(prompts.size(), 32u);

@@ -34,8 +34,10 @@ class Drafter {
   /// each; a tree may be empty (nothing to propose). Model drafters run every request in the
   /// same batched forwards. Drafters keep per-sequence state (e.g. their own KV cache) keyed
   /// by DraftRequest::seq and resynchronize it from `tokens` on each call, so rejected drafts
-  /// need no separate rollback call. Errors: those of the draft model's forward
-  /// (kResourceExhausted when its KV pool is full: the engine then decodes without drafts).
+  /// need no separate rollback call. A drafter short of room (context, KV blocks) proposes
+  /// fewer nodes, possibly none, rather than failing. Errors: kInvalidArgument (malformed
+  /// requests) and those of the draft model's forward; the engine then decodes those
+  /// sequences without drafts for this step.
   virtual Status draft(std::span<const DraftRequest> requests, std::vector<DraftTree>& trees,
                        ThreadPool& pool) = 0;
   /// The sequence finished: drop its state (no-op for an unknown id).
