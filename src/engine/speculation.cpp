@@ -63,27 +63,26 @@ void Speculation::plan(const std::vector<std::unique_ptr<Sequence>>& running, st
 }
 
 void Speculation::draft(const std::vector<ScheduledChunk>& chunks, ThreadPool& pool) {
-  std::map<Drafter*, std::vector<Sequence*>> groups;
+  std::map<Drafter*, std::vector<const ScheduledChunk*>> groups;
   for (const ScheduledChunk& c : chunks) {
     c.seq->spec.tree.nodes.clear();
-    if (c.n_draft > 0) groups[drafter_for(c.seq->request.spec.method)].push_back(c.seq);
+    if (c.n_draft > 0) groups[drafter_for(c.seq->request.spec.method)].push_back(&c);
   }
-  std::map<const Sequence*, std::int64_t> n_draft;
-  for (const ScheduledChunk& c : chunks) n_draft[c.seq] = c.n_draft;
-  for (auto& [drafter, seqs] : groups) {
+  for (const auto& [drafter, group] : groups) {
     std::vector<DraftRequest> requests;
-    for (Sequence* seq : seqs) {
-      requests.push_back({seq->kv_seq, seq->tokens, static_cast<std::int32_t>(n_draft[seq]),
-                          seq->request.spec.branching, &seq->request.sampling, &seq->spec.rng});
+    for (const ScheduledChunk* c : group) {
+      const Sequence& seq = *c->seq;
+      requests.push_back({seq.kv_seq, seq.tokens, static_cast<std::int32_t>(c->n_draft), seq.request.spec.branching,
+                          &seq.request.sampling, &c->seq->spec.rng});
     }
     std::vector<DraftTree> trees;
     const auto t0 = std::chrono::steady_clock::now();
     if (!drafter->draft(requests, trees, pool).is_ok()) continue;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::int64_t nodes = 0;
-    for (std::size_t i = 0; i < seqs.size(); ++i) {
+    for (std::size_t i = 0; i < group.size(); ++i) {
       nodes += trees[i].size();
-      seqs[i]->spec.tree = std::move(trees[i]);
+      group[i]->seq->spec.tree = std::move(trees[i]);
     }
     if (nodes > 0) {
       double& per_node = draft_seconds_per_node_[drafter->method()];
