@@ -13,6 +13,10 @@ std::int64_t TensorView::n_rows() const {
   return len == 0 ? 0 : numel() / len;
 }
 
+std::optional<std::size_t> TensorView::row_bytes() const {
+  return peregrine::row_bytes(dtype, quant, static_cast<std::uint64_t>(row_length()));
+}
+
 std::string TensorView::shape_string() const {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {

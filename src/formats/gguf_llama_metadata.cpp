@@ -9,6 +9,7 @@ std::uint32_t llama_file_type(DType t) {
     case DType::kQ4_0: return 2;
     case DType::kQ8_0: return 7;
     case DType::kBF16: return 32;
+    default: return 0;  // no GGUF file type (the writer rejects these tensors)
   }
   return 0;
 }

@@ -9,6 +9,21 @@
 namespace peregrine {
 namespace {
 
+// The dtype can hold the tensor's rows and nbytes matches them.
+Status expect_layout(const std::string& path, const TensorView& t) {
+  if (t.dtype == DType::kI8) return unsupported(path + ": tensor '" + t.name + "' is i8, a KV-cache format");
+  if (t.dtype == DType::kInt && !t.quant.valid()) {
+    return corrupt_file(path + ": tensor '" + t.name + "' has invalid int quantization parameters (bits " +
+                        std::to_string(t.quant.bits) + ", group " + std::to_string(t.quant.group_size) + ")");
+  }
+  const auto rb = t.row_bytes();
+  if (!rb || *rb * static_cast<std::size_t>(t.n_rows()) != t.nbytes) {
+    return corrupt_file(path + ": tensor '" + t.name + "' " + t.shape_string() + " of " + std::string(dtype_name(t.dtype)) +
+                        " does not match its " + std::to_string(t.nbytes) + " bytes");
+  }
+  return Status::ok();
+}
+
 Status expect_tensor(const ModelFile& m, const std::string& name,
                      std::vector<std::int64_t> shape) {
   const TensorView* t = m.find(name);
@@ -19,14 +34,14 @@ Status expect_tensor(const ModelFile& m, const std::string& name,
     return corrupt_file(m.path + ": tensor '" + name + "' has shape " + t->shape_string() +
                         ", expected " + want.shape_string());
   }
-  return Status::ok();
+  return expect_layout(m.path, *t);
 }
 
 Status expect_norm(const ModelFile& m, const std::string& name) {
   PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, name, {m.config.dim}));
   const DType t = m.find(name)->dtype;
-  if (t == DType::kQ8_0 || t == DType::kQ4_0) {
-    return unsupported(m.path + ": norm weight '" + name + "' is block-quantized");
+  if (t != DType::kF32 && t != DType::kF16 && t != DType::kBF16) {
+    return unsupported(m.path + ": norm weight '" + name + "' is " + std::string(dtype_name(t)) + ", not f32/f16/bf16");
   }
   return Status::ok();
 }

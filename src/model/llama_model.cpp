@@ -5,6 +5,7 @@
 
 #include "peregrine/kernels/cpu/attention.h"
 #include "peregrine/kernels/cpu/elementwise.h"
+#include "peregrine/kernels/cpu/hadamard.h"
 #include "peregrine/kernels/cpu/matmul.h"
 #include "peregrine/quant/dequantize.h"
 
@@ -37,6 +38,12 @@ struct LlamaModel::Scratch {
         up(gate.size()) {}
   std::int64_t n;
   std::vector<float> x, xb, q, k, v, attn, gate, up;
+  ActivationObserver* observer = nullptr;
+
+  // Shows the observer (if any) the input of the linear layers `input` of layer `l`.
+  void observe(std::int64_t l, LinearInput input, std::span<const float> a) const {
+    if (observer != nullptr) observer->observe(l, input, a, n);
+  }
 };
 
 Expected<LlamaModel> LlamaModel::create(ModelFile file) {
@@ -224,10 +231,8 @@ Status LlamaModel::reserve(const Batch& batch, const BatchLayout& layout, KvCach
 
 void LlamaModel::embed(const Batch& batch, std::span<float> x) const {
   const std::int64_t dim = config().dim;
-  const std::size_t row_bytes = token_embd_->nbytes / static_cast<std::size_t>(config().vocab_size);
   for (std::int64_t i = 0; i < batch.size(); ++i) {
-    const auto* row = static_cast<const std::uint8_t*>(token_embd_->data) + batch.tokens[i] * row_bytes;
-    dequantize(token_embd_->dtype, row, x.subspan(static_cast<std::size_t>(i * dim), static_cast<std::size_t>(dim)));
+    dequantize_row(*token_embd_, batch.tokens[i], x.subspan(static_cast<std::size_t>(i * dim), static_cast<std::size_t>(dim)));
   }
 }
 
@@ -240,6 +245,7 @@ void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch
   for (std::int64_t i = 0; i < n; ++i) {
     rmsnorm(&s.x[i * dim], layer.attn_norm.data(), &s.xb[i * dim], dim, c.rms_eps);
   }
+  s.observe(l, LinearInput::kAttention, s.xb);
   matmul(*layer.wq, s.xb, n, s.q, pool);
   matmul(*layer.wk, s.xb, n, s.k, pool);
   matmul(*layer.wv, s.xb, n, s.v, pool);
@@ -264,19 +270,23 @@ void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch
       attention_decode(q, k, v, run.slot0 + 1, shape, out, pool);
     }
   }
+  s.observe(l, LinearInput::kAttentionOutput, s.attn);
   matmul(*layer.wo, s.attn, n, s.xb, pool);
   for (std::size_t j = 0; j < s.x.size(); ++j) s.x[j] += s.xb[j];
 }
 
-void LlamaModel::ffn_block(const Layer& layer, Scratch& s, ThreadPool& pool) const {
+void LlamaModel::ffn_block(const Layer& layer, std::int64_t l, Scratch& s, ThreadPool& pool) const {
   const ModelConfig& c = config();
   const std::int64_t dim = c.dim;
   for (std::int64_t i = 0; i < s.n; ++i) {
     rmsnorm(&s.x[i * dim], layer.ffn_norm.data(), &s.xb[i * dim], dim, c.rms_eps);
   }
+  s.observe(l, LinearInput::kFfn, s.xb);
   matmul(*layer.w_gate, s.xb, s.n, s.gate, pool);
   matmul(*layer.w_up, s.xb, s.n, s.up, pool);
   swiglu(s.gate.data(), s.up.data(), static_cast<std::int64_t>(s.gate.size()));
+  if (c.ffn_down_hadamard) hadamard_transform(s.gate.data(), s.n, c.ffn_dim);
+  s.observe(l, LinearInput::kFfnDown, s.gate);
   matmul(*layer.w_down, s.gate, s.n, s.xb, pool);
   for (std::size_t j = 0; j < s.x.size(); ++j) s.x[j] += s.xb[j];
 }
@@ -295,7 +305,7 @@ void LlamaModel::lm_head(const Batch& batch, Scratch& s, std::vector<float>& log
 }
 
 Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float>& logits,
-                           ThreadPool& pool, std::int64_t n_layers) const {
+                           ThreadPool& pool, std::int64_t n_layers, ActivationObserver* observer) const {
   const auto n_total = static_cast<std::int64_t>(layers_.size());
   if (n_layers < 0 || n_layers > n_total) {
     return invalid_argument("forward: n_layers " + std::to_string(n_layers) + " is outside [0, " + std::to_string(n_total) + "]");
@@ -309,11 +319,12 @@ Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float
   const BatchLayout rows = layout(batch);
   PEREGRINE_RETURN_IF_ERROR(reserve(batch, rows, cache));
   Scratch s(config(), batch.size());
+  s.observer = observer;
   embed(batch, s.x);
   for (std::int64_t l = 0; l < n_layers; ++l) {
     const Layer& layer = layers_[static_cast<std::size_t>(l)];
     attention_block(layer, l, batch, rows, cache, s, pool);
-    ffn_block(layer, s, pool);
+    ffn_block(layer, l, s, pool);
   }
   for (std::int64_t i = 0; i < batch.size(); ++i) {
     cache.set_length(batch.seq_ids[i], rows.slots[i] + 1);  // a sequence's slots increase

@@ -3,6 +3,8 @@
 #include <cstring>
 
 #include "peregrine/quant/fp16.h"
+#include "peregrine/quant/fp8.h"
+#include "peregrine/quant/int_group.h"
 
 namespace peregrine {
 namespace {
@@ -32,6 +34,19 @@ void dequantize_q4_0(const std::uint8_t* src, std::span<float> out) {
   }
 }
 
+float load_f32(const std::uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+void dequantize_row_scaled(const std::uint8_t* src, std::span<float> out, float (*decode)(std::uint8_t)) {
+  const float s = load_f32(src);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = s * decode(src[kRowScaleBytes + i]);
+}
+
+float int8_value(std::uint8_t v) { return static_cast<float>(static_cast<std::int8_t>(v)); }
+
 }  // namespace
 
 void dequantize(DType t, const void* src, std::span<float> out) {
@@ -48,6 +63,19 @@ void dequantize(DType t, const void* src, std::span<float> out) {
       return;
     case DType::kQ8_0: dequantize_q8_0(p, out); return;
     case DType::kQ4_0: dequantize_q4_0(p, out); return;
+    case DType::kI8: dequantize_row_scaled(p, out, int8_value); return;
+    case DType::kF8E4M3: dequantize_row_scaled(p, out, fp8_e4m3_to_f32); return;
+    case DType::kF8E5M2: dequantize_row_scaled(p, out, fp8_e5m2_to_f32); return;
+    case DType::kInt: return;  // precondition: use dequantize_row
+  }
+}
+
+void dequantize_row(const TensorView& w, std::int64_t row, std::span<float> out) {
+  const auto* src = static_cast<const std::uint8_t*>(w.data) + static_cast<std::size_t>(row) * *w.row_bytes();
+  if (w.dtype == DType::kInt) {
+    dequantize_int_row(w.quant, src, out);
+  } else {
+    dequantize(w.dtype, src, out);
   }
 }
 

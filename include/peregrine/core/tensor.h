@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,13 +14,16 @@ namespace peregrine {
 /// A named, read-only, row-major tensor living in a mapped model file (or an owned buffer).
 /// `shape` is outermost-first like PyTorch: a Linear weight is {out_features, in_features}
 /// (GGUF lists dims innermost-first; readers reverse them). `data` points at `nbytes` bytes in
-/// the dtype's block layout; rows are contiguous.
+/// the dtype's layout (core/dtype.h); rows are contiguous, each row_bytes() long. `quant`
+/// describes DType::kInt tensors (bits, group size, zero points, activation mode) and is
+/// default-constructed for every other dtype.
 struct TensorView {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<std::int64_t> shape;
   const void* data = nullptr;
   std::size_t nbytes = 0;
+  QuantParams quant;
 
   /// Product of the dims (1 for a scalar).
   std::int64_t numel() const;
@@ -27,6 +31,9 @@ struct TensorView {
   std::int64_t row_length() const { return shape.empty() ? 0 : shape.back(); }
   /// numel() / row_length().
   std::int64_t n_rows() const;
+  /// Bytes of one row (row_bytes(dtype, quant, row_length())), or nullopt when the row length
+  /// does not fit the dtype (a partial block, invalid kInt params).
+  std::optional<std::size_t> row_bytes() const;
   /// "[512, 64]".
   std::string shape_string() const;
 };

@@ -58,6 +58,11 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   RopeStyle rope_style = RopeStyle::kInterleaved;
   bool tied_embeddings = true;   // LM head reuses token_embd.weight
+  bool ffn_down_hadamard = false; // the SwiGLU output is rotated by the orthonormal Hadamard
+                                  // transform (kernels/cpu/hadamard.h) before ffn_down, whose
+                                  // weights carry the inverse rotation (QuaRot's online rotation,
+                                  // quant/rotate_model.h). GGUF key peregrine.ffn_down_hadamard,
+                                  // config.json key peregrine_ffn_down_hadamard.
 
   /// Checks positivity and divisibility (n_heads % n_kv_heads, even head_dim).
   /// Errors: kCorruptFile naming the bad field.

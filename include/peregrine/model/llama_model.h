@@ -11,6 +11,7 @@
 #include "peregrine/core/thread_pool.h"
 #include "peregrine/formats/model_file.h"
 #include "peregrine/kv/kv_cache.h"
+#include "peregrine/model/activation_observer.h"
 #include "peregrine/model/batch.h"
 
 namespace peregrine {
@@ -55,8 +56,12 @@ class LlamaModel {
   /// head (layer-skip self-drafting, as in Draft & Verify, Zhang et al. 2024 / LayerSkip,
   /// Elhoushi et al. 2024); the cache then needs only that many layers (kInvalidArgument if
   /// it has fewer, or n_layers > config().n_layers).
+  /// `observer`, when given, sees the input of every linear layer of the layers run
+  /// (model/activation_observer.h; calibration for quantization).
+  /// With config().ffn_down_hadamard the SwiGLU output is rotated by kernels/cpu/hadamard.h's
+  /// transform before ffn_down (whose weights were rotated to match, quant/rotate_model.h).
   Status forward(const Batch& batch, KvCache& cache, std::vector<float>& logits, ThreadPool& pool,
-                 std::int64_t n_layers = 0) const;
+                 std::int64_t n_layers = 0, ActivationObserver* observer = nullptr) const;
 
  private:
   struct Layer {
@@ -73,7 +78,7 @@ class LlamaModel {
   void embed(const Batch& batch, std::span<float> x) const;
   void attention_block(const Layer& layer, std::int64_t l, const Batch& batch,
                        const BatchLayout& layout, KvCache& cache, Scratch& s, ThreadPool& pool) const;
-  void ffn_block(const Layer& layer, Scratch& s, ThreadPool& pool) const;
+  void ffn_block(const Layer& layer, std::int64_t l, Scratch& s, ThreadPool& pool) const;
   void lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits, ThreadPool& pool) const;
 
   ModelFile file_;

@@ -5,12 +5,19 @@
 #include <span>
 
 #include "peregrine/core/dtype.h"
+#include "peregrine/core/tensor.h"
 
 namespace peregrine {
 
 /// Decodes `out.size()` consecutive values of dtype `t` starting at `src` (a row or a run of
-/// whole blocks; out.size() must be a multiple of the block size). Q8_0: x = d * q;
-/// Q4_0: x = d * (nibble - 8), low nibbles are values 0..15 of a block, high nibbles 16..31.
+/// whole blocks; out.size() must be a multiple of the block size; exactly one row for the
+/// row-scaled I8/F8 formats). Q8_0: x = d * q; Q4_0: x = d * (nibble - 8), low nibbles are
+/// values 0..15 of a block, high nibbles 16..31; I8: x = s * q; F8: x = s * fp8(f).
+/// Precondition: t != kInt (use dequantize_row).
 void dequantize(DType t, const void* src, std::span<float> out);
+
+/// Decodes row `row` of `w` (any dtype, kInt included; out.size() == w.row_length()) to f32.
+/// Precondition: 0 <= row < w.n_rows(), w.row_bytes() has a value.
+void dequantize_row(const TensorView& w, std::int64_t row, std::span<float> out);
 
 }  // namespace peregrine
