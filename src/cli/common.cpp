@@ -5,10 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
+#include "peregrine/core/text_file.h"
 #include "peregrine/quant/convert_model.h"
 
 namespace peregrine::cli {
@@ -82,13 +81,7 @@ int report(const Status& st) {
 
 Expected<std::string> text_or_file(const std::string& text, const std::string& path) {
   if (path.empty()) return text;
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return not_found("cannot read prompt file " + path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error("cannot open " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_text_file(path);
 }
 
 }  // namespace peregrine::cli

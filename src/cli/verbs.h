@@ -18,5 +18,6 @@ Verb add_bench(CLI::App& app);     // bench.cpp
 Verb add_synth(CLI::App& app);     // synth.cpp
 Verb add_serve(CLI::App& app);     // serve.cpp
 Verb add_loadgen(CLI::App& app);   // loadgen.cpp
+Verb add_quantize(CLI::App& app);  // quantize.cpp
 
 }  // namespace peregrine::cli

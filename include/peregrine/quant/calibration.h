@@ -1,0 +1,60 @@
+// Calibration: statistics of the inputs of a decoder layer's linear layers on real text, the data
+// GPTQ (Hessians), AWQ (mean |x| and a sample), SmoothQuant (max |x|) and LLM.int8() read.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "peregrine/core/status.h"
+#include "peregrine/core/thread_pool.h"
+#include "peregrine/model/activation_observer.h"
+#include "peregrine/model/llama_model.h"
+#include "peregrine/tokenizer/tokenizer.h"
+
+namespace peregrine {
+
+/// Statistics of one linear input (x rows of `width` values) over the calibration tokens.
+struct InputStats {
+  std::int64_t width = 0;
+  std::int64_t n_rows = 0;
+  std::vector<double> xtx;       // [width, width] Σ_t x_t x_tᵀ (empty unless requested)
+  std::vector<float> abs_max;    // [width] max_t |x_tj|
+  std::vector<double> abs_sum;   // [width] Σ_t |x_tj|
+  std::vector<float> sample;     // [sample_rows(), width]: the first rows seen, in order
+
+  std::int64_t sample_rows() const { return width == 0 ? 0 : static_cast<std::int64_t>(sample.size()) / width; }
+  /// [width] Σ|x| / n_rows (AWQ's activation salience).
+  std::vector<float> abs_mean() const;
+  /// [width, width] H = (2 / n_rows) Σ x xᵀ (GPTQ's Hessian of ||W X − Ŵ X||²).
+  std::vector<double> hessian() const;
+};
+
+/// The four inputs of one decoder layer, indexed by static_cast<int>(LinearInput).
+using LayerStats = std::array<InputStats, 4>;
+
+struct CalibrationOptions {
+  bool hessian = false;               // accumulate xtx (width² doubles per input)
+  std::int64_t max_sample_rows = 512; // rows kept in InputStats::sample
+};
+
+/// Runs `model` over each chunk (a fresh single-sequence f32 KV cache per chunk, layers
+/// [0, last_layer]) and returns the statistics of layers [first_layer, last_layer] (one
+/// LayerStats per layer, in order). Errors: kInvalidArgument (no chunks, an empty chunk, a layer
+/// range outside [0, n_layers)), the forward's errors (e.g. a chunk longer than the context).
+Expected<std::vector<LayerStats>> calibrate(const LlamaModel& model, std::int64_t first_layer,
+                                            std::int64_t last_layer,
+                                            std::span<const std::vector<std::int32_t>> chunks,
+                                            const CalibrationOptions& o, ThreadPool& pool);
+
+/// Calibration token chunks from a text file: the file is tokenized (with BOS) as one text, the
+/// first `n_tokens` tokens are kept and cut into chunks of at most `chunk_len` tokens, each
+/// after the first starting with BOS (so every chunk is a valid prompt).
+/// Errors: kNotFound / kIo (file), kInvalidArgument (n_tokens < 2, chunk_len < 2, a text with
+/// fewer than 2 tokens).
+Expected<std::vector<std::vector<std::int32_t>>> calibration_chunks(const Tokenizer& tok, const std::string& path,
+                                                                    std::int64_t n_tokens, std::int64_t chunk_len);
+
+}  // namespace peregrine

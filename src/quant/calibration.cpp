@@ -1,0 +1,119 @@
+#include "peregrine/quant/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "peregrine/core/text_file.h"
+#include "peregrine/kv/kv_cache.h"
+
+namespace peregrine {
+namespace {
+
+// Accumulates the inputs of layers [first, last] into InputStats.
+class StatsObserver final : public ActivationObserver {
+ public:
+  StatsObserver(std::int64_t first, std::int64_t last, const CalibrationOptions& o)
+      : first_(first), o_(o), stats_(static_cast<std::size_t>(last - first + 1)) {}
+
+  void observe(std::int64_t layer, LinearInput input, std::span<const float> x, std::int64_t n_rows) override {
+    if (layer < first_ || layer >= first_ + static_cast<std::int64_t>(stats_.size())) return;
+    InputStats& s = stats_[static_cast<std::size_t>(layer - first_)][static_cast<std::size_t>(input)];
+    const std::int64_t width = static_cast<std::int64_t>(x.size()) / n_rows;
+    if (s.width == 0) init(s, width);
+    for (std::int64_t t = 0; t < n_rows; ++t) add_row(s, x.subspan(static_cast<std::size_t>(t * width), static_cast<std::size_t>(width)));
+  }
+
+  std::vector<LayerStats> take() { return std::move(stats_); }
+
+ private:
+  void init(InputStats& s, std::int64_t width) const {
+    s.width = width;
+    s.abs_max.assign(static_cast<std::size_t>(width), 0.0f);
+    s.abs_sum.assign(static_cast<std::size_t>(width), 0.0);
+    if (o_.hessian) s.xtx.assign(static_cast<std::size_t>(width * width), 0.0);
+  }
+
+  void add_row(InputStats& s, std::span<const float> x) const {
+    const auto w = static_cast<std::size_t>(s.width);
+    for (std::size_t j = 0; j < w; ++j) {
+      s.abs_max[j] = std::max(s.abs_max[j], std::fabs(x[j]));
+      s.abs_sum[j] += std::fabs(x[j]);
+    }
+    if (o_.hessian) {
+      for (std::size_t i = 0; i < w; ++i) {
+        const double xi = x[i];
+        double* row = s.xtx.data() + i * w;
+        for (std::size_t j = 0; j < w; ++j) row[j] += xi * x[j];
+      }
+    }
+    if (s.sample_rows() < o_.max_sample_rows) s.sample.insert(s.sample.end(), x.begin(), x.end());
+    ++s.n_rows;
+  }
+
+  std::int64_t first_;
+  CalibrationOptions o_;
+  std::vector<LayerStats> stats_;
+};
+
+}  // namespace
+
+std::vector<float> InputStats::abs_mean() const {
+  std::vector<float> out(abs_sum.size());
+  for (std::size_t j = 0; j < out.size(); ++j) out[j] = static_cast<float>(abs_sum[j] / static_cast<double>(std::max<std::int64_t>(n_rows, 1)));
+  return out;
+}
+
+std::vector<double> InputStats::hessian() const {
+  std::vector<double> h(xtx.size());
+  const double f = 2.0 / static_cast<double>(std::max<std::int64_t>(n_rows, 1));
+  for (std::size_t i = 0; i < h.size(); ++i) h[i] = xtx[i] * f;
+  return h;
+}
+
+Expected<std::vector<LayerStats>> calibrate(const LlamaModel& model, std::int64_t first_layer, std::int64_t last_layer,
+                                            std::span<const std::vector<std::int32_t>> chunks,
+                                            const CalibrationOptions& o, ThreadPool& pool) {
+  const std::int64_t n_layers = model.config().n_layers;
+  if (first_layer < 0 || last_layer < first_layer || last_layer >= n_layers) {
+    return invalid_argument("calibrate: layers [" + std::to_string(first_layer) + ", " + std::to_string(last_layer) +
+                            "] are outside [0, " + std::to_string(n_layers) + ")");
+  }
+  if (chunks.empty()) return invalid_argument("calibrate: no calibration chunks");
+  StatsObserver observer(first_layer, last_layer, o);
+  std::vector<float> logits;
+  for (const auto& chunk : chunks) {
+    if (chunk.empty()) return invalid_argument("calibrate: an empty calibration chunk");
+    const auto n = static_cast<std::int64_t>(chunk.size());
+    PEREGRINE_ASSIGN_OR_RETURN(
+        auto cache, KvCache::create(model.config(), {static_cast<std::int32_t>(blocks_for_tokens(n, kDefaultKvBlockSize)),
+                                                     kDefaultKvBlockSize, DType::kF32}));
+    Batch batch;
+    for (std::int64_t i = 0; i < n; ++i) batch.add(chunk[static_cast<std::size_t>(i)], static_cast<std::int32_t>(i), 0, i == n - 1);
+    PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool, last_layer + 1, &observer));
+  }
+  return observer.take();
+}
+
+Expected<std::vector<std::vector<std::int32_t>>> calibration_chunks(const Tokenizer& tok, const std::string& path,
+                                                                    std::int64_t n_tokens, std::int64_t chunk_len) {
+  if (n_tokens < 2 || chunk_len < 2) {
+    return invalid_argument("calibration: --calib-tokens and the chunk length must be at least 2");
+  }
+  PEREGRINE_ASSIGN_OR_RETURN(auto text, read_text_file(path));
+  std::vector<std::int32_t> tokens = tok.encode(text, true);
+  if (tokens.size() < 2) return invalid_argument("calibration text " + path + " has fewer than 2 tokens");
+  tokens.resize(std::min(tokens.size(), static_cast<std::size_t>(n_tokens)));
+  std::vector<std::vector<std::int32_t>> chunks;
+  std::size_t pos = 0;
+  while (pos < tokens.size()) {
+    std::vector<std::int32_t> chunk;
+    if (pos > 0 && tok.bos_id() >= 0) chunk.push_back(tok.bos_id());
+    const std::size_t take = std::min(tokens.size() - pos, static_cast<std::size_t>(chunk_len) - chunk.size());
+    chunk.insert(chunk.end(), tokens.begin() + static_cast<std::ptrdiff_t>(pos), tokens.begin() + static_cast<std::ptrdiff_t>(pos + take));
+    pos += take;
+    chunks.push_back(std::move(chunk));
+  }
+  return chunks;
+}
+
+}  // namespace peregrine
