@@ -1,0 +1,130 @@
+// Issue #6's acceptance on the real models: each method's mean KL divergence against the F32
+// model on held-out TinyStories text (calibration: tinystories_sample.txt; evaluation: the first
+// 1024 tokens of tinystories_valid_excerpt.txt, four windows of 256).
+#include "peregrine/quant/quantize_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+
+#include "peregrine/core/text_file.h"
+#include "peregrine/eval/logit_comparison.h"
+#include "test_paths.h"
+
+namespace peregrine {
+namespace {
+
+constexpr std::int64_t kWindow = 256, kWindows = 4;
+
+struct RealModel {
+  ModelFile file;
+  std::unique_ptr<Tokenizer> tok;
+  std::unique_ptr<LlamaModel> f32;
+  std::vector<std::int32_t> eval_tokens;
+};
+
+RealModel load(const std::string& rel) {
+  RealModel m;
+  auto f = load_model_file(test::shared_dir() + "/models/" + rel);
+  EXPECT_TRUE(f.ok()) << f.status().message();
+  m.file = std::move(*f);
+  auto tok = load_tokenizer(m.file);
+  EXPECT_TRUE(tok.ok()) << tok.status().message();
+  m.tok = std::move(*tok);
+  auto model = LlamaModel::create(m.file);
+  EXPECT_TRUE(model.ok()) << model.status().message();
+  m.f32 = std::make_unique<LlamaModel>(std::move(*model));
+  auto text = read_text_file(test::shared_dir() + "/data/tinystories/tinystories_valid_excerpt.txt");
+  EXPECT_TRUE(text.ok());
+  m.eval_tokens = m.tok->encode(*text, true);
+  m.eval_tokens.resize(static_cast<std::size_t>(kWindow * kWindows));
+  return m;
+}
+
+QuantizeOptions method(QuantMethod m, int bits, std::int64_t group) {
+  QuantizeOptions o;
+  o.method = m;
+  o.bits = bits;
+  o.group = group;
+  o.calib_path = test::shared_dir() + "/data/tinystories/tinystories_sample.txt";
+  return o;
+}
+
+// Mean KL(F32 || quantized) over the evaluation windows, nats.
+double kld(const RealModel& m, const QuantizeOptions& o) {
+  ThreadPool pool(2);
+  auto q = quantize_model(m.file, m.tok.get(), o, pool);
+  EXPECT_TRUE(q.ok()) << q.status().message();
+  if (!q.ok()) return 1e9;
+  auto model = LlamaModel::create(std::move(*q));
+  EXPECT_TRUE(model.ok()) << model.status().message();
+  double sum = 0.0;
+  for (std::int64_t w = 0; w < kWindows; ++w) {
+    const std::span<const std::int32_t> window(m.eval_tokens.data() + w * kWindow, kWindow);
+    auto c = compare_logits(*m.f32, *model, window, pool);
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    sum += c->mean_kl;
+  }
+  return sum / kWindows;
+}
+
+class QuantizeModelTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  static std::map<std::string, RealModel>& models() {
+    static std::map<std::string, RealModel> m;
+    return m;
+  }
+  const RealModel& model() {
+    auto& all = models();
+    if (!all.count(GetParam())) all[GetParam()] = load(GetParam());
+    return all[GetParam()];
+  }
+};
+
+TEST_P(QuantizeModelTest, GptqBeatsRtnAndTheGapWidensAtThreeBits) {
+  const RealModel& m = model();
+  const double rtn4 = kld(m, method(QuantMethod::kRtn, 4, 32)), gptq4 = kld(m, method(QuantMethod::kGptq, 4, 32));
+  const double rtn3 = kld(m, method(QuantMethod::kRtn, 3, 32)), gptq3 = kld(m, method(QuantMethod::kGptq, 3, 32));
+  std::printf("%s KLD g32: rtn4 %.5f gptq4 %.5f | rtn3 %.5f gptq3 %.5f\n", GetParam(), rtn4, gptq4, rtn3, gptq3);
+  EXPECT_LT(gptq4, rtn4);
+  EXPECT_LT(gptq3, rtn3);
+  EXPECT_GT(rtn3 - gptq3, rtn4 - gptq4);
+}
+
+TEST_P(QuantizeModelTest, AwqBeatsRtnAtFourBits) {
+  const RealModel& m = model();
+  const double rtn4 = kld(m, method(QuantMethod::kRtn, 4, 32)), awq4 = kld(m, method(QuantMethod::kAwq, 4, 32));
+  std::printf("%s KLD g32: rtn4 %.5f awq4 %.5f\n", GetParam(), rtn4, awq4);
+  EXPECT_LT(awq4, rtn4);
+}
+
+TEST_P(QuantizeModelTest, SmoothQuantW8A8StaysWithinTwiceW8A16Rtn) {
+  const RealModel& m = model();
+  const double w8a16 = kld(m, method(QuantMethod::kRtn, 8, -1));
+  const double w8a8 = kld(m, method(QuantMethod::kSmoothQuant, 8, -1));
+  QuantizeOptions plain = method(QuantMethod::kRtn, 8, -1);
+  plain.act_bits = 8;
+  const double w8a8_unsmoothed = kld(m, plain);
+  std::printf("%s KLD: rtn W8A16 %.6f, smoothquant W8A8 %.6f, rtn W8A8 %.6f\n", GetParam(), w8a16, w8a8, w8a8_unsmoothed);
+  EXPECT_LE(w8a8, 2.0 * w8a16);
+}
+
+TEST_P(QuantizeModelTest, CoarserGranularityLosesMore) {
+  const RealModel& m = model();
+  const double tensor = kld(m, method(QuantMethod::kRtn, 4, 0)), channel = kld(m, method(QuantMethod::kRtn, 4, -1));
+  const double group = kld(m, method(QuantMethod::kRtn, 4, 32));
+  std::printf("%s KLD 4-bit rtn: per-tensor %.5f per-channel %.5f group-32 %.5f\n", GetParam(), tensor, channel, group);
+  EXPECT_GT(tensor, channel);
+  EXPECT_GT(channel, group);
+}
+
+INSTANTIATE_TEST_SUITE_P(RealModels, QuantizeModelTest,
+                         ::testing::Values("stories260K/stories260K.bin", "aidreams260K/aidreams260K.bin"),
+                         [](const auto& info) {
+                           const std::string p = info.param;
+                           return p.substr(0, p.find('/'));
+                         });
+
+}  // namespace
+}  // namespace peregrine
