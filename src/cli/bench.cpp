@@ -32,17 +32,18 @@ struct Row {
   double gbps = 0.0, gflops = 0.0;
 };
 
-/// The dtype holding most of the matrix bytes ("q4_0" for a Q4_0 GGUF with F32 norms).
+/// The format holding most of the matrix bytes ("q4_0" for a Q4_0 GGUF with F32 norms,
+/// "int4 g128" for a GPTQ folder).
 std::string dominant_dtype(const ModelFile& f) {
-  std::map<DType, double> bytes;
+  std::map<std::string, double> bytes;
   for (const auto& [name, t] : f.tensors) {
-    if (t.shape.size() == 2) bytes[t.dtype] += static_cast<double>(t.nbytes);
+    if (t.shape.size() == 2) bytes[t.format_string()] += static_cast<double>(t.nbytes);
   }
-  DType best = DType::kF32;
+  std::string best = "f32";
   for (const auto& [d, b] : bytes) {
     if (b > bytes[best]) best = d;
   }
-  return std::string(dtype_name(best));
+  return best;
 }
 
 std::vector<Row> table_rows(const BenchArgs& a, const BenchResult& r, const ModelCost& cost) {

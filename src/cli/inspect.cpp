@@ -26,9 +26,9 @@ void print_config(const ModelFile& m) {
 }
 
 void print_tensors(const ModelFile& m) {
-  std::printf("\n%-36s %-6s %-16s %12s\n", "tensor", "dtype", "shape", "bytes");
+  std::printf("\n%-36s %-14s %-16s %12s\n", "tensor", "dtype", "shape", "bytes");
   for (const auto& [name, t] : m.tensors) {
-    std::printf("%-36s %-6s %-16s %12zu\n", name.c_str(), std::string(dtype_name(t.dtype)).c_str(),
+    std::printf("%-36s %-14s %-16s %12zu\n", name.c_str(), t.format_string().c_str(),
                 t.shape_string().c_str(), t.nbytes);
   }
   std::printf("%zu tensors, %zu bytes\n", m.tensors.size(), m.weight_bytes());

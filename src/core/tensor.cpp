@@ -17,6 +17,15 @@ std::optional<std::size_t> TensorView::row_bytes() const {
   return peregrine::row_bytes(dtype, quant, static_cast<std::uint64_t>(row_length()));
 }
 
+std::string TensorView::format_string() const {
+  if (dtype != DType::kInt) return std::string(dtype_name(dtype));
+  std::string s = "int" + std::to_string(quant.bits) + " g" + std::to_string(quant.group_size);
+  if (quant.asymmetric) s += " asym";
+  if (quant.act_bits == 8) s += " a8";
+  if (quant.outlier_threshold > 0.0f) s += " outliers " + std::to_string(static_cast<int>(quant.outlier_threshold));
+  return s;
+}
+
 std::string TensorView::shape_string() const {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {

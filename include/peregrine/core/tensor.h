@@ -34,6 +34,9 @@ struct TensorView {
   /// Bytes of one row (row_bytes(dtype, quant, row_length())), or nullopt when the row length
   /// does not fit the dtype (a partial block, invalid kInt params).
   std::optional<std::size_t> row_bytes() const;
+  /// The dtype's name, with kInt's parameters: "int4 g32 asym", "int8 g64 a8", "int8 g64 a8
+  /// outliers 6" (g = group size, a8 = per-token int8 activations).
+  std::string format_string() const;
   /// "[512, 64]".
   std::string shape_string() const;
 };
