@@ -25,7 +25,7 @@ struct AwqWeights {
 };
 
 struct AwqScales {
-  std::vector<float> scales;  // [cols]: s = mean|x|^α / sqrt(max(s) · min(s)), s > 0
+  std::vector<float> scales;  // [cols]: s = max(mean|x|^α, 1e-4) / sqrt(max(s) · min(s)), s > 0
   float alpha = 0.0f;         // the best grid point
   double loss_rtn = 0.0;      // Σ_i ||x W_iᵀ - x Q(W_i)ᵀ||² / n (α = 0 is plain RTN)
   double loss_awq = 0.0;      // Σ_i ||x W_iᵀ - (x/s) Q(W_i·diag(s))ᵀ||² / n at the best α
@@ -35,7 +35,9 @@ struct AwqScales {
 /// its per-channel mean |x| (x_abs_mean [cols], over all calibration rows): for each α of the
 /// grid, s = x_abs_mean^α normalized, W_i ← RTN(W_i · diag(s)) · diag(s)⁻¹, loss = output MSE on
 /// the sample; returns the α with the smallest loss (α = 0, s = 1, when nothing beats RTN).
-/// Errors: kInvalidArgument (empty ws, size mismatches, n < 1, !params.valid()).
+/// The 1e-4 floor on mean|x|^α and the normalization follow llm-awq / AutoAWQ's auto_scale.
+/// Errors: kInvalidArgument (empty ws, size mismatches, n < 1, !params.valid(), grid < 1,
+/// non-finite weights or x, negative or non-finite x_abs_mean).
 Expected<AwqScales> awq_search_scales(const AwqWeights& ws, std::int64_t cols, std::span<const float> x,
                                       std::int64_t n, std::span<const float> x_abs_mean, const AwqOptions& o);
 

@@ -14,7 +14,8 @@ namespace peregrine {
 /// Rotates `m` in place with Q = diag(±1, seeded by `seed`) · H_dim (H of kernels/cpu/hadamard.h,
 /// block-diagonal orthonormal for dims that are not powers of two):
 /// 1. folds every RMSNorm weight into the linears reading its output (W ← W·diag(g), g ← 1;
-///    the final norm into the LM head, untying a tied head: output.weight is added);
+///    the final norm into the LM head, untying a tied head: output.weight is added and
+///    config().tied_embeddings cleared);
 /// 2. token_embd ← E·Q; attn_q/k/v, ffn_gate/up, output ← W·Q (readers of the residual);
 ///    attn_output, ffn_down ← Qᵀ·W (writers to the residual);
 /// 3. ffn_down ← ffn_down·H_ffn and config().ffn_down_hadamard = true, so the forward rotates
