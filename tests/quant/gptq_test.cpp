@@ -171,8 +171,8 @@ std::map<int, double> check_beats_rtn(bool act_order) {
       const double gptq = output_error(c, r->dequantized);
       const double rtn = output_error(c, decode(quantize_int_rtn(c.w, c.rows, c.cols, p), c.rows, c.cols, p));
       EXPECT_LT(gptq, rtn) << describe(c, p);
-      std::printf("[ gptq%s ] %-28s output error GPTQ/RTN %.3f\n", act_order ? " act" : "", describe(c, p).c_str(),
-                  gptq / rtn);
+      std::printf("[ gptq%s ] %-28s output error GPTQ %.4g RTN %.4g ratio %.3f\n", act_order ? " act" : "",
+                  describe(c, p).c_str(), gptq, rtn, gptq / rtn);
       log_ratio_sum[p.bits] += std::log(gptq / rtn);
       ++count[p.bits];
     }
