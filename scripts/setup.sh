@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libcli11-dev nlohmann-json3-dev libpcre2-dev libsentencepiece-dev
   libhwy-dev                            # Highway SIMD (kernels/cpu)
+  libeigen3-dev                         # dense linear algebra (quant/gptq)
   libcpp-httplib-dev                    # HTTP server (server/) and client (loadgen)
   libgtest-dev libgmock-dev
   python3 python3-numpy python3-torch   # tools/reference.py, the test oracle

@@ -26,8 +26,9 @@ struct GptqOptions {
 struct GptqResult {
   std::vector<std::uint8_t> packed;  // [rows * row_bytes(kInt, params, cols)]: kInt rows
   std::vector<float> dequantized;    // [rows, cols]: what `packed` decodes to
-  double loss = 0.0;                 // Σ over columns of (w - q)² / [H⁻¹]_jj² / 2 (the paper's
-                                     // proxy loss, for reporting)
+  double loss = 0.0;                 // Σ over rows and columns of (w - q)² / U_jj² / 2, U_jj² =
+                                     // [H_F⁻¹]_jj over the not-yet-quantized columns F (the
+                                     // paper's OBS proxy loss, for reporting)
 };
 
 /// Quantizes w [rows, cols] f32 row-major (a Linear weight {out, in}) given
@@ -39,9 +40,11 @@ struct GptqResult {
 /// Steps: H += λI; H⁻¹ by Cholesky (Eigen); U = upper Cholesky factor of H⁻¹; for each block of
 /// columns, quantize column j, err = (w_j - q_j) / U_jj, update the block's later columns with
 /// err · U_j,(j+1..), then the columns after the block in one matrix product.
+/// Each row's sweep is independent: `pool`, when given, runs fixed tiles of rows in parallel
+/// (the result does not depend on it).
 /// Errors: kInvalidArgument (sizes, !params.valid(), group_size > cols, block_size < 1,
-/// damp_percent < 0); kFailedPrecondition (H + λI not positive definite after 10 retries that
-/// each double λ).
+/// damp_percent < 0, a non-finite value in w or hessian; H + λI not positive definite after 10
+/// retries that each double λ: the message says so and suggests a larger damp_percent).
 Expected<GptqResult> gptq_quantize(std::span<const float> w, std::int64_t rows, std::int64_t cols,
                                    std::span<const double> hessian, const GptqOptions& o,
                                    ThreadPool* pool = nullptr);
