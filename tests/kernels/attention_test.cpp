@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/simd_targets.h"
+#include "peregrine/quant/dequantize.h"
 #include "peregrine/quant/quantize_rtn.h"
 
 namespace peregrine {
@@ -423,6 +424,42 @@ TEST(AttentionDecode, SinglePositionReturnsItsValue) {
     for (std::int64_t d = 0; d < 16; ++d) {
       EXPECT_FLOAT_EQ(out[static_cast<std::size_t>(h * 16 + d)], v[static_cast<std::size_t>((h / 4) * 16 + d)]);
     }
+  }
+}
+
+TEST(AttentionDecode, SinglePositionWidensEveryI8AndFp8Byte) {
+  // One position: the output is the V row itself, so a V row holding all 256 byte values
+  // (scale 1) checks the kernels' i8 / f8 decoding exhaustively on every SIMD target against
+  // quant/dequantize: FP8 subnormals, the largest finite values, E5M2's infinities and every
+  // NaN encoding included.
+  const std::int64_t hd = 256;
+  const AttentionShape s{2, 1, hd};
+  const std::vector<float> q(2 * hd, 0.5f);
+  for (DType dtype : kRowScaledKvTypes) {
+    std::vector<std::uint8_t> k_row(4 + hd, 0), v_row(4 + hd);
+    const float one = 1.0f;
+    std::memcpy(k_row.data(), &one, 4);
+    std::memcpy(v_row.data(), &one, 4);
+    for (int b = 0; b < 256; ++b) v_row[static_cast<std::size_t>(4 + b)] = static_cast<std::uint8_t>(b);
+    const std::int32_t table[] = {0};
+    const KvLayerView k{k_row.data(), table, 1, dtype, 4 + hd}, v{v_row.data(), table, 1, dtype, 4 + hd};
+    std::vector<float> want(hd);
+    dequantize(dtype, v_row.data(), want);
+    test::for_each_simd_target([&] {
+      std::vector<float> out(2 * hd, -999.0f);
+      ThreadPool pool(1);
+      attention_decode(q.data(), k, v, 1, s, out.data(), pool);
+      for (std::int64_t h = 0; h < 2; ++h) {
+        for (std::int64_t b = 0; b < hd; ++b) {
+          const float got = out[static_cast<std::size_t>(h * hd + b)], ref = want[static_cast<std::size_t>(b)];
+          if (std::isnan(ref)) {
+            ASSERT_TRUE(std::isnan(got)) << dtype_name(dtype) << " byte " << b;
+          } else {
+            ASSERT_EQ(got, ref) << dtype_name(dtype) << " byte " << b;
+          }
+        }
+      }
+    });
   }
 }
 

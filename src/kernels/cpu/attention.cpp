@@ -378,30 +378,45 @@ void widen_f16(const std::uint8_t* src, std::int64_t n_values, float* HWY_RESTRI
   for (; i < n_values; ++i) out[i] = ScalarAsF32(h + i);
 }
 
+// One vector of FP8 bytes at p as f32, exactly, through f16 (F16C): an E5M2 byte is the top
+// byte of the f16 of the same value; E4M3's 7 magnitude bits go 3 bits lower, into an f16
+// whose exponent bias (15) exceeds E4M3's (7) by 8, so the widened value times 2^8 is exact
+// (E4M3 subnormals become f16 subnormals). E4M3's NaN (magnitude 0x7f) lands on ±480, which
+// no E4M3 byte encodes, and is replaced by NaN.
+V widen_fp8(DType t, const std::uint8_t* HWY_RESTRICT p) {
+  const D d;
+  const hn::Rebind<std::uint8_t, D> du8;
+  const hn::Rebind<std::uint16_t, D> du16;
+  const hn::Rebind<hwy::float16_t, D> df16;
+  const auto b = hn::PromoteTo(du16, hn::LoadU(du8, p));
+  if (t == DType::kF8E5M2) return hn::PromoteTo(d, hn::BitCast(df16, hn::ShiftLeft<8>(b)));
+  const auto h = hn::Or(hn::ShiftLeft<7>(hn::And(b, hn::Set(du16, 0x7f))), hn::ShiftLeft<8>(hn::And(b, hn::Set(du16, 0x80))));
+  const V x = hn::Mul(hn::PromoteTo(d, hn::BitCast(df16, h)), hn::Set(d, 256.0f));
+  return hn::IfThenElse(hn::Eq(hn::Abs(x), hn::Set(d, 480.0f)), hn::Set(d, NAN), x);
+}
+
 // out[0, n) = s · value(b) for the n bytes b at `values` of an i8 / f8 row whose f32 scale s
-// starts the row at `row` (i8: the signed byte; f8: its FP8 value, through the decode table).
-// The same products as quant/dequantize, so the reference reads identical values.
+// starts the row at `row` (i8: the signed byte; f8: its FP8 value, widen_fp8 or, for the
+// tail, the decode table). The same products as quant/dequantize, so the reference reads
+// identical values.
 void widen_row_scaled(DType t, const std::uint8_t* row, const std::uint8_t* values, std::int64_t n_values,
                       float* HWY_RESTRICT out) {
   const D d;
-  const hn::RebindToSigned<D> di;
   const auto n = static_cast<std::int64_t>(hn::Lanes(d));
   float s;
   std::memcpy(&s, row, sizeof s);
   const V scale = hn::Set(d, s);
   std::int64_t i = 0;
   if (t == DType::kI8) {
+    const hn::RebindToSigned<D> di;
     const hn::Rebind<std::int8_t, D> d8;
     const auto* q = reinterpret_cast<const std::int8_t*>(values);
     for (; i + n <= n_values; i += n) hn::StoreU(hn::Mul(scale, hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, q + i)))), d, out + i);
     for (; i < n_values; ++i) out[i] = s * static_cast<float>(q[i]);
     return;
   }
-  const hn::Rebind<std::uint8_t, D> du8;
+  for (; i + n <= n_values; i += n) hn::StoreU(hn::Mul(scale, widen_fp8(t, values + i)), d, out + i);
   const float* table = fp8_table(t);
-  for (; i + n <= n_values; i += n) {
-    hn::StoreU(hn::Mul(scale, hn::GatherIndex(d, table, hn::PromoteTo(di, hn::LoadU(du8, values + i)))), d, out + i);
-  }
   for (; i < n_values; ++i) out[i] = s * table[values[i]];
 }
 

@@ -10,8 +10,10 @@
 // block tables (KvLayerView, PagedAttention, Kwon et al. 2023): f32 rows are read in place,
 // one run of rows per block a tile touches (blocks of fewer than 8 rows are gathered into a
 // contiguous tile first); f16, q8_0, i8 and f8 rows are widened to an f32 tile in the
-// thread's workspace (i8 / f8: the row's f32 scale times the head's bytes, FP8 through a
-// 256-entry decode table). Measured on a shared 2-core machine (attention_bench, TinyLlama's
+// thread's workspace (i8 / f8: the row's f32 scale times the head's bytes, FP8 widened exactly
+// through f16 with F16C). Decode over i8 / f8 K/V (attention_bench, TinyLlama's shape, one
+// thread, shared 2-core machine): 1.12-1.22x (i8), 1.24-1.39x (f8_e4m3), 0.98-1.26x (f8_e5m2)
+// the time of f32 K/V at n_ctx 512-4096, like q8_0's 1.11-1.18x. Measured on a shared 2-core machine (attention_bench, TinyLlama's
 // shape, f32, shuffled blocks of 16 vs one contiguous block, same binary): decode 1.0-1.12x,
 // prefill 1.00-1.02x the time; against the pre-paging pointer + stride kernel, decode of
 // paged blocks of 16 took ~1.12-1.19x and prefill ~1.07-1.10x.
