@@ -68,22 +68,21 @@ Expected<DType> check_flags(const EvalArgs& a) {
 
 /// What both verbs read before evaluating: the text and -m's model (with --dtype).
 struct Loaded {
-  DType kv_type;
   std::string text;
   ModelFile file;
 };
 
-Expected<Loaded> load_inputs(const EvalArgs& a, DType kv_type, ThreadPool& pool) {
+Expected<Loaded> load_inputs(const EvalArgs& a, ThreadPool& pool) {
   PEREGRINE_ASSIGN_OR_RETURN(std::string text, text_or_file("", a.text_file));
   PEREGRINE_ASSIGN_OR_RETURN(ModelFile file, open_model(a.model, &pool));
-  return Loaded{kv_type, std::move(text), std::move(file)};
+  return Loaded{std::move(text), std::move(file)};
 }
 
 int run_ppl(const EvalArgs& a) {
   auto kv_type = check_flags(a);
   if (!kv_type) return report(kv_type.status());
   ThreadPool pool(a.threads);
-  auto in = load_inputs(a, *kv_type, pool);
+  auto in = load_inputs(a, pool);
   if (!in) return report(in.status());
   const std::string name = file_name(in->file.path);
   auto tok = load_tokenizer(in->file, a.model.tokenizer);
@@ -91,7 +90,7 @@ int run_ppl(const EvalArgs& a) {
   auto model = LlamaModel::create(std::move(in->file));
   if (!model) return report(model.status());
   const auto tokens = text_tokens(**tok, in->text, a.max_tokens);
-  const EvalWindowOptions o = window_options(a, model->config().max_seq_len, in->kv_type);
+  const EvalWindowOptions o = window_options(a, model->config().max_seq_len, *kv_type);
   auto r = perplexity(*model, tokens, o, pool, progress_line("eval ppl"));
   if (!r) return report(r.status());
   if (a.json) {
@@ -112,7 +111,7 @@ int run_kld(const EvalArgs& a) {
   auto kv_type = check_flags(a);
   if (!kv_type) return report(kv_type.status());
   ThreadPool pool(a.threads);
-  auto in = load_inputs(a, *kv_type, pool);
+  auto in = load_inputs(a, pool);
   if (!in) return report(in.status());
   const std::string name = file_name(in->file.path);
   auto ref_file = load_model_file(a.ref);
@@ -126,7 +125,7 @@ int run_kld(const EvalArgs& a) {
   if (!model) return report(model.status());
   const auto tokens = text_tokens(**tok, in->text, a.max_tokens);
   const std::int64_t model_ctx = std::min(model->config().max_seq_len, ref->config().max_seq_len);
-  const EvalWindowOptions o = window_options(a, model_ctx, in->kv_type);
+  const EvalWindowOptions o = window_options(a, model_ctx, *kv_type);
   auto c = compare_logits(*ref, *model, tokens, o, pool, progress_line("eval kld"));
   if (!c) return report(c.status());
   const double delta_ppl = c->candidate_ppl - c->reference_ppl;
