@@ -20,7 +20,7 @@ namespace {
 
 struct EvalArgs {
   ModelOptions model;
-  std::string ref;                // kld: the reference model (its tokenizer reads the text)
+  std::string ref;                // kld: the reference model (its tokenizer, or --tokenizer, reads the text)
   std::string text_file;          // -f
   std::int64_t ctx = 0;           // 0: the model's context (kld: the smaller of the two)
   std::int64_t stride = 0;        // 0: ctx / 2
@@ -117,7 +117,7 @@ int run_kld(const EvalArgs& a) {
   auto ref_file = load_model_file(a.ref);
   if (!ref_file) return report(ref_file.status());
   const std::string ref_name = file_name(ref_file->path);
-  auto tok = load_tokenizer(*ref_file, "");
+  auto tok = load_tokenizer(*ref_file, a.model.tokenizer);  // --tokenizer overrides the reference's
   if (!tok) return report(tok.status());
   auto ref = LlamaModel::create(std::move(*ref_file));
   if (!ref) return report(ref.status());
