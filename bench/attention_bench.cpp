@@ -7,7 +7,8 @@
 // Paging cost: the same f32 K/V read through one block holding every position ("contiguous",
 // what the kernels read before the paged cache) and through 16-position blocks in shuffled
 // pool order ("paged"), for prefill (L rows at positions 0..L-1) and decode (one row against
-// n_ctx positions). KV dtypes: decode over paged f16 and q8_0 blocks against paged f32.
+// n_ctx positions). KV dtypes: decode over paged f16, q8_0, i8, f8_e4m3 and f8_e5m2 blocks
+// against paged f32.
 // Token-tree verification: a tree-masked prefill run against a causal one of the same size.
 // Then the decode threshold sweep: attention_decode on the calling thread vs split over the
 // pool.
@@ -146,7 +147,7 @@ void bench_decode_dtype(DType dtype, std::int64_t n_ctx, int reps, std::mt19937&
   ThreadPool pool(1);
   const auto run = [&](const Kv& kv) { return [&] { peregrine::attention_decode(q.data(), kv.k.view, kv.v.view, n_ctx, s, out.data(), pool); }; };
   const auto [t_f32, t_other] = compare(run(f32), run(other), reps, 20.0);
-  std::printf("decode n_ctx=%-5lld threads=1  paged f32 %8.4f ms  paged %-4s %8.4f ms  ratio %5.3f\n",
+  std::printf("decode n_ctx=%-5lld threads=1  paged f32 %8.4f ms  paged %-7s %8.4f ms  ratio %5.3f\n",
               static_cast<long long>(n_ctx), t_f32, peregrine::dtype_name(dtype).data(), t_other, t_other / t_f32);
 }
 
@@ -209,7 +210,7 @@ int main(int argc, char** argv) {
     for (std::int64_t n_ctx : {512, 1024, 2048, 4096}) bench_decode(n_ctx, threads, reps, rng);
   }
   if (paging_only) return 0;
-  for (DType dtype : {DType::kF16, DType::kQ8_0}) {
+  for (DType dtype : {DType::kF16, DType::kQ8_0, DType::kI8, DType::kF8E4M3, DType::kF8E5M2}) {
     for (std::int64_t n_ctx : {512, 4096}) bench_decode_dtype(dtype, n_ctx, reps, rng);
   }
   for (std::int64_t n_q : {16, 64}) bench_tree(n_q, 1024, reps, rng);

@@ -138,7 +138,7 @@ Verb add_generate(CLI::App& app) {
   cmd->add_option("--seed", args->sampling.seed, "RNG seed")->capture_default_str();
   cmd->add_option("-t,--threads", args->threads, "Threads")->capture_default_str();
   cmd->add_option("-c,--ctx", args->ctx, "Context length in tokens (0 = the model's)")->capture_default_str();
-  cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f32, f16 or q8_0")->capture_default_str();
+  cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f32, f16, q8_0, i8, f8_e4m3 or f8_e5m2")->capture_default_str();
   cmd->add_flag("--no-echo", args->no_echo, "Print only the continuation, not the prompt");
   cmd->add_option("--stats-json", args->stats_json, "Also write the stats as JSON to this path");
   add_spec_options(*cmd, args->spec);

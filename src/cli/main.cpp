@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
       peregrine::cli::add_generate(app),
       peregrine::cli::add_tokenize(app),
       peregrine::cli::add_inspect(app),
+      peregrine::cli::add_eval(app),
       peregrine::cli::add_bench(app),
       peregrine::cli::add_synth(app),
       peregrine::cli::add_quantize(app),

@@ -201,7 +201,7 @@ Verb add_serve(CLI::App& app) {
   auto* mem = cmd->add_option("--kv-memory", args->kv_memory, "KV pool size in bytes (suffixes K, M, G: 512M)");
   auto* total = cmd->add_option("--ctx-total", args->ctx_total, "KV pool size in tokens over all requests");
   mem->excludes(total);
-  cmd->add_option("--kv-type", args->kv_type, "KV cache dtype: f32, f16 or q8_0")->capture_default_str();
+  cmd->add_option("--kv-type", args->kv_type, "KV cache dtype: f32, f16, q8_0, i8, f8_e4m3 or f8_e5m2")->capture_default_str();
   cmd->add_option("--block-size", args->block_size, "Tokens per KV block")->capture_default_str();
   cmd->add_option("--max-batch-tokens", args->max_batch_tokens, "Token budget of one engine step")->capture_default_str();
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching");

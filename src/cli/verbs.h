@@ -14,6 +14,7 @@ struct Verb {
 Verb add_generate(CLI::App& app);  // generate.cpp
 Verb add_tokenize(CLI::App& app);  // tokenize.cpp
 Verb add_inspect(CLI::App& app);   // inspect.cpp
+Verb add_eval(CLI::App& app);      // eval.cpp
 Verb add_bench(CLI::App& app);     // bench.cpp
 Verb add_synth(CLI::App& app);     // synth.cpp
 Verb add_serve(CLI::App& app);     // serve.cpp

@@ -21,6 +21,28 @@ std::int64_t argmax(std::span<const float> x) {
   return std::max_element(x.begin(), x.end()) - x.begin();
 }
 
+/// Running sums of compare_logits over the scored positions.
+struct ComparisonSums {
+  double kl = 0.0, max_kl = 0.0, agree = 0.0, ref_nll = 0.0, cand_nll = 0.0;
+  std::int64_t n = 0;
+
+  /// Adds one position: reference and candidate logits p, q predicting token `target`.
+  void add(std::span<const float> p, std::span<const float> q, std::int32_t target) {
+    const double d = kl_divergence(p, q);
+    kl += d;
+    max_kl = std::max(max_kl, d);
+    agree += argmax(p) == argmax(q) ? 1.0 : 0.0;
+    ref_nll -= log_softmax_at(p, target);
+    cand_nll -= log_softmax_at(q, target);
+    ++n;
+  }
+
+  LogitComparison result(std::int64_t n_windows) const {
+    const auto count = static_cast<double>(n);
+    return {n, n_windows, kl / count, max_kl, agree / count, std::exp(ref_nll / count), std::exp(cand_nll / count)};
+  }
+};
+
 }  // namespace
 
 double kl_divergence(std::span<const float> p_logits, std::span<const float> q_logits) {
@@ -44,47 +66,45 @@ Expected<std::vector<float>> teacher_forced_logits(const LlamaModel& model,
                                                    ThreadPool& pool, DType kv_type) {
   const auto n = static_cast<std::int64_t>(tokens.size());
   if (n == 0) return invalid_argument("teacher_forced_logits: no tokens");
-  if (n > model.config().max_seq_len) {
-    return invalid_argument("teacher_forced_logits: " + std::to_string(n) + " tokens exceed the context of " +
-                            std::to_string(model.config().max_seq_len));
-  }
-  auto cache = KvCache::create(model.config(), {static_cast<std::int32_t>(blocks_for_tokens(n, kDefaultKvBlockSize)), kDefaultKvBlockSize, kv_type});
-  if (!cache) return cache.status();
+  PEREGRINE_ASSIGN_OR_RETURN(KvCache cache, make_window_cache(model.config(), n, kv_type));
   Batch batch;
   for (std::int64_t i = 0; i < n; ++i) batch.add(tokens[static_cast<std::size_t>(i)], static_cast<std::int32_t>(i), 0, true);
   std::vector<float> logits;
-  PEREGRINE_RETURN_IF_ERROR(model.forward(batch, *cache, logits, pool));
+  PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool));
   return logits;
 }
 
 Expected<LogitComparison> compare_logits(const LlamaModel& reference, const LlamaModel& candidate,
                                          std::span<const std::int32_t> tokens, ThreadPool& pool) {
-  if (tokens.size() < 2) return invalid_argument("compare_logits: need at least 2 tokens");
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  return compare_logits(reference, candidate, tokens, EvalWindowOptions{n, n, DType::kF32}, pool);
+}
+
+Expected<LogitComparison> compare_logits(const LlamaModel& reference, const LlamaModel& candidate,
+                                         std::span<const std::int32_t> tokens, const EvalWindowOptions& o,
+                                         ThreadPool& pool, const EvalProgress& progress) {
   const std::int64_t vocab = reference.config().vocab_size;
-  if (candidate.config().vocab_size != vocab) return invalid_argument("compare_logits: the vocabularies differ");
-  auto ref = teacher_forced_logits(reference, tokens, pool);
-  if (!ref) return ref.status();
-  auto cand = teacher_forced_logits(candidate, tokens, pool);
-  if (!cand) return cand.status();
-  LogitComparison c;
-  c.n_positions = static_cast<std::int64_t>(tokens.size()) - 1;
-  double ref_nll = 0.0, cand_nll = 0.0, agree = 0.0;
-  for (std::int64_t i = 0; i < c.n_positions; ++i) {
-    const std::span<const float> p(ref->data() + i * vocab, static_cast<std::size_t>(vocab));
-    const std::span<const float> q(cand->data() + i * vocab, static_cast<std::size_t>(vocab));
-    const double kl = kl_divergence(p, q);
-    c.mean_kl += kl;
-    c.max_kl = std::max(c.max_kl, kl);
-    agree += argmax(p) == argmax(q) ? 1.0 : 0.0;
-    ref_nll -= log_softmax_at(p, tokens[static_cast<std::size_t>(i + 1)]);
-    cand_nll -= log_softmax_at(q, tokens[static_cast<std::size_t>(i + 1)]);
+  if (candidate.config().vocab_size != vocab) {
+    return invalid_argument("the vocabularies differ: the reference has " + std::to_string(vocab) +
+                            " tokens, the compared model " + std::to_string(candidate.config().vocab_size));
   }
-  const auto n = static_cast<double>(c.n_positions);
-  c.mean_kl /= n;
-  c.top1_agreement = agree / n;
-  c.reference_ppl = std::exp(ref_nll / n);
-  c.candidate_ppl = std::exp(cand_nll / n);
-  return c;
+  PEREGRINE_ASSIGN_OR_RETURN(auto windows, plan_windows(static_cast<std::int64_t>(tokens.size()), o.ctx, o.stride));
+  PEREGRINE_ASSIGN_OR_RETURN(KvCache ref_cache, make_window_cache(reference.config(), o.ctx, DType::kF32));
+  PEREGRINE_ASSIGN_OR_RETURN(KvCache cand_cache, make_window_cache(candidate.config(), o.ctx, o.kv_type));
+  ComparisonSums sums;
+  std::vector<float> ref_logits, cand_logits;
+  const auto row = static_cast<std::size_t>(vocab);
+  for (std::size_t k = 0; k < windows.size(); ++k) {
+    const EvalWindow& w = windows[k];
+    PEREGRINE_RETURN_IF_ERROR(window_logits(reference, tokens, w, ref_cache, pool, ref_logits));
+    PEREGRINE_RETURN_IF_ERROR(window_logits(candidate, tokens, w, cand_cache, pool, cand_logits));
+    for (std::int64_t j = 0; j < w.n_targets(); ++j) {
+      const auto at = static_cast<std::size_t>(j) * row;
+      sums.add({ref_logits.data() + at, row}, {cand_logits.data() + at, row}, tokens[static_cast<std::size_t>(w.first_target + j)]);
+    }
+    if (progress) progress(static_cast<std::int64_t>(k) + 1, static_cast<std::int64_t>(windows.size()));
+  }
+  return sums.result(static_cast<std::int64_t>(windows.size()));
 }
 
 }  // namespace peregrine

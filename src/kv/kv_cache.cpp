@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cstring>
 #include <string>
@@ -11,6 +12,10 @@
 
 namespace peregrine {
 namespace {
+
+// The KV dtypes, in the order the messages list them.
+constexpr std::array<DType, 6> kKvTypes = {DType::kF32, DType::kF16, DType::kQ8_0, DType::kI8, DType::kF8E4M3, DType::kF8E5M2};
+constexpr const char* kKvTypeNames = "f32, f16, q8_0, i8, f8_e4m3 or f8_e5m2";
 
 std::int64_t kv_dim_of(const ModelConfig& c) { return c.n_kv_heads * c.head_dim; }
 
@@ -21,8 +26,8 @@ std::int64_t kv_row_bytes(std::int64_t kv_dim, DType dtype) {
 Status check_options(const ModelConfig& config, const KvCacheOptions& o) {
   if (o.n_blocks < 1) return invalid_argument("KV cache: the pool needs at least 1 block (got " + std::to_string(o.n_blocks) + ")");
   if (o.block_size < 1) return invalid_argument("KV cache: block size must be >= 1 (got " + std::to_string(o.block_size) + ")");
-  if (o.dtype != DType::kF32 && o.dtype != DType::kF16 && o.dtype != DType::kQ8_0) {
-    return invalid_argument("KV cache: dtype " + std::string(dtype_name(o.dtype)) + " is not one of f32, f16, q8_0");
+  if (std::find(kKvTypes.begin(), kKvTypes.end(), o.dtype) == kKvTypes.end()) {
+    return invalid_argument("KV cache: dtype " + std::string(dtype_name(o.dtype)) + " is not one of " + kKvTypeNames);
   }
   if (o.dtype == DType::kQ8_0 && kv_dim_of(config) % 32 != 0) {
     return invalid_argument("KV cache: q8_0 needs n_kv_heads * head_dim to be a multiple of 32 (it is " +
@@ -49,10 +54,10 @@ std::pair<std::int64_t, std::int64_t> touched_blocks(std::int64_t begin, std::in
 }  // namespace
 
 Expected<DType> parse_kv_type(std::string_view name) {
-  if (name == "f32") return DType::kF32;
-  if (name == "f16") return DType::kF16;
-  if (name == "q8_0") return DType::kQ8_0;
-  return invalid_argument("unknown KV cache type '" + std::string(name) + "' (expected f32, f16 or q8_0)");
+  for (DType t : kKvTypes) {
+    if (name == dtype_name(t)) return t;
+  }
+  return invalid_argument("unknown KV cache type '" + std::string(name) + "' (expected " + kKvTypeNames + ")");
 }
 
 std::int64_t kv_block_bytes(const ModelConfig& config, std::int32_t block_size, DType dtype) {

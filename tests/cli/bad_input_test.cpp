@@ -65,7 +65,7 @@ TEST(CliBadInput, UnwritableStatsJson) {
 TEST(CliBadInput, MissingExplicitTokenizer) {
   expect_clean_error(run_cli({"inspect", "--tokenizer", "/nonexistent/tokenizer.model"}), "tokenizer");
 }
-TEST(CliBadInput, UnknownKvType) { expect_clean_error(run_cli({"generate", "--kv-type", "q4_0"}), "f32, f16 or q8_0"); }
+TEST(CliBadInput, UnknownKvType) { expect_clean_error(run_cli({"generate", "--kv-type", "q4_0"}), "f32, f16, q8_0, i8, f8_e4m3 or f8_e5m2"); }
 TEST(CliBadInput, ZeroThreads) { expect_clean_error(run_cli({"generate", "-t", "0"}), "threads"); }
 TEST(CliBadInput, NonNumericArgument) { expect_clean_error(run_cli({"generate", "-n", "many"}), "many"); }
 TEST(CliBadInput, UnknownVerb) { expect_clean_error(run_cli({"fly"}), "fly"); }

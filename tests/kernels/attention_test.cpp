@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/simd_targets.h"
+#include "peregrine/quant/dequantize.h"
 #include "peregrine/quant/quantize_rtn.h"
 
 namespace peregrine {
@@ -69,8 +70,9 @@ void expect_rows_near(const float* out, const std::vector<float>& ref, float tol
 
 // K/V rows [n_ctx, kv_dim] f32 stored as a paged cache would hold them: the rows converted to
 // `dtype` in the blocks of a shuffled block table over a pool with spare blocks; every byte
-// not holding a valid row (spare blocks, the last block's tail) is 0xFF, a NaN in all three
-// dtypes, so a kernel reading past n_ctx or through the wrong block shows up as NaN.
+// not holding a valid row (spare blocks, the last block's tail) is 0xFF, a NaN in every KV
+// dtype (the f16 / q8_0 scale, the i8 / f8 row's f32 scale, an f8 value), so a kernel reading
+// past n_ctx or through the wrong block shows up as NaN.
 struct PagedKv {
   std::vector<std::uint8_t> k_pool, v_pool;
   std::vector<std::int32_t> table;
@@ -259,11 +261,38 @@ TEST(AttentionPaged, F16AndQ8_0MatchTheReferenceOnTheSameStoredValues) {
   }
 }
 
+// The per-token scaled KV dtypes: one f32 scale per row, then one byte per value.
+constexpr DType kRowScaledKvTypes[] = {DType::kI8, DType::kF8E4M3, DType::kF8E5M2};
+
+TEST(AttentionPaged, I8AndFp8MatchTheReferenceOnTheSameStoredValues) {
+  // Per-token i8 / f8 rows: each head's bytes sit at 4 + kv_head · head_dim behind the row's
+  // scale. Head dims 8 and 48 (tails shorter than a vector on wide targets), 20 (a scalar
+  // tail on every target) and 64; every head layout; blocks of 1, 7, 16. Normal inputs only:
+  // the "large" integer grid is exact in f32 / f16 but not once rounded to 8 bits, and its
+  // ~1e3 scores would then amplify the (legitimately different) summation orders.
+  std::mt19937 rng(606);
+  for (DType dtype : kRowScaledKvTypes) {
+    for (const Heads& h : kHeadConfigs) {
+      for (std::int64_t hd : {8, 20, 48, 64}) {
+        const AttentionShape s = shape_of(h, hd);
+        for (std::int32_t block : {1, 7, 16}) {
+          for (std::int64_t n_ctx : {5, 300}) {
+            const Inputs in = random_inputs(s, 1, n_ctx, false, rng, block, dtype);
+            check_decode(in, n_ctx, s, describe(s, "decode", n_ctx, 0, false, in.kv));
+          }
+          const Inputs in = random_inputs(s, 33, 130 + 33, false, rng, block, dtype);
+          check_prefill(in, 130, 33, s, describe(s, "prefill", 33, 130, false, in.kv));
+        }
+      }
+    }
+  }
+}
+
 TEST(AttentionPaged, LongDecodeSplitsAcrossShuffledBlocks) {
   // Split-K chunks of whole 64-key tiles over 16-row blocks in shuffled order, every dtype.
   std::mt19937 rng(8);
   const AttentionShape s = shape_of({32, 4}, 64);  // TinyLlama's attention
-  for (DType dtype : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kI8, DType::kF8E4M3, DType::kF8E5M2}) {
     const Inputs in = random_inputs(s, 1, 2049, false, rng, 16, dtype);
     check_decode(in, 2049, s, describe(s, "decode", 2049, 0, false, in.kv));
   }
@@ -307,9 +336,9 @@ TEST(AttentionPrefill, TreeMaskMatchesReference) {
   }
 }
 
-TEST(AttentionPaged, TreeMaskOverF16AndQ8_0MatchesReference) {
+TEST(AttentionPaged, TreeMaskOverQuantizedKvMatchesReference) {
   std::mt19937 rng(505);
-  for (DType dtype : {DType::kF16, DType::kQ8_0}) {
+  for (DType dtype : {DType::kF16, DType::kQ8_0, DType::kI8, DType::kF8E4M3}) {
     for (std::int64_t hd : {8, 64}) {
       const AttentionShape s = shape_of({8, 2}, hd);
       if (dtype == DType::kQ8_0 && kv_dim(s) % 32 != 0) continue;
@@ -395,6 +424,42 @@ TEST(AttentionDecode, SinglePositionReturnsItsValue) {
     for (std::int64_t d = 0; d < 16; ++d) {
       EXPECT_FLOAT_EQ(out[static_cast<std::size_t>(h * 16 + d)], v[static_cast<std::size_t>((h / 4) * 16 + d)]);
     }
+  }
+}
+
+TEST(AttentionDecode, SinglePositionWidensEveryI8AndFp8Byte) {
+  // One position: the output is the V row itself, so a V row holding all 256 byte values
+  // (scale 1) checks the kernels' i8 / f8 decoding exhaustively on every SIMD target against
+  // quant/dequantize: FP8 subnormals, the largest finite values, E5M2's infinities and every
+  // NaN encoding included.
+  const std::int64_t hd = 256;
+  const AttentionShape s{2, 1, hd};
+  const std::vector<float> q(2 * hd, 0.5f);
+  for (DType dtype : kRowScaledKvTypes) {
+    std::vector<std::uint8_t> k_row(4 + hd, 0), v_row(4 + hd);
+    const float one = 1.0f;
+    std::memcpy(k_row.data(), &one, 4);
+    std::memcpy(v_row.data(), &one, 4);
+    for (int b = 0; b < 256; ++b) v_row[static_cast<std::size_t>(4 + b)] = static_cast<std::uint8_t>(b);
+    const std::int32_t table[] = {0};
+    const KvLayerView k{k_row.data(), table, 1, dtype, 4 + hd}, v{v_row.data(), table, 1, dtype, 4 + hd};
+    std::vector<float> want(hd);
+    dequantize(dtype, v_row.data(), want);
+    test::for_each_simd_target([&] {
+      std::vector<float> out(2 * hd, -999.0f);
+      ThreadPool pool(1);
+      attention_decode(q.data(), k, v, 1, s, out.data(), pool);
+      for (std::int64_t h = 0; h < 2; ++h) {
+        for (std::int64_t b = 0; b < hd; ++b) {
+          const float got = out[static_cast<std::size_t>(h * hd + b)], ref = want[static_cast<std::size_t>(b)];
+          if (std::isnan(ref)) {
+            ASSERT_TRUE(std::isnan(got)) << dtype_name(dtype) << " byte " << b;
+          } else {
+            ASSERT_EQ(got, ref) << dtype_name(dtype) << " byte " << b;
+          }
+        }
+      }
+    });
   }
 }
 

@@ -42,7 +42,7 @@ StoredWeights store(DType t, std::int64_t out, std::int64_t in, const std::vecto
     std::memcpy(w.buffer.data() + offset + e * width,
                 t == DType::kF32 ? static_cast<const void*>(&values[e]) : &half, width);
   }
-  w.view = TensorView{"w", t, {out, in}, w.buffer.data() + offset, values.size() * width};
+  w.view = TensorView{"w", t, {out, in}, w.buffer.data() + offset, values.size() * width, {}};
   return w;
 }
 

@@ -40,7 +40,7 @@ Weights random_weights(DType t, std::int64_t out, std::int64_t in, std::size_t o
     std::memcpy(block, &d, 2);
     for (std::size_t j = 2; j < block_bytes; ++j) block[j] = static_cast<std::uint8_t>(byte(rng));
   }
-  w.view = TensorView{std::string("w"), t, {out, in}, w.storage.data() + offset, n_blocks * block_bytes};
+  w.view = TensorView{std::string("w"), t, {out, in}, w.storage.data() + offset, n_blocks * block_bytes, {}};
   return w;
 }
 

@@ -65,12 +65,13 @@ std::vector<std::uint8_t> encode(DType t, const std::vector<float>& w) {
         }
       }
       break;
+    default: break;  // the matmul dtypes above only
   }
   return out;
 }
 
 TensorView view(DType t, std::int64_t out, std::int64_t in, const std::vector<std::uint8_t>& bytes) {
-  return TensorView{std::string("w"), t, {out, in}, bytes.data(), bytes.size()};
+  return TensorView{std::string("w"), t, {out, in}, bytes.data(), bytes.size(), {}};
 }
 
 struct Shape {
@@ -141,7 +142,7 @@ TEST(Matmul, MisalignedF32WeightsAreReadSafely) {
   const std::vector<float> wf = {1, 2, 3, -1, 0, 0.5f};
   std::vector<std::uint8_t> bytes(1 + wf.size() * sizeof(float));
   std::memcpy(bytes.data() + 1, wf.data(), wf.size() * sizeof(float));
-  const TensorView w{std::string("w"), DType::kF32, {2, 3}, bytes.data() + 1, wf.size() * sizeof(float)};
+  const TensorView w{std::string("w"), DType::kF32, {2, 3}, bytes.data() + 1, wf.size() * sizeof(float), {}};
   const std::vector<float> x = {1, 1, 1, 2, -1, 4};
   std::vector<float> y(4);
   ThreadPool pool(2);

@@ -61,6 +61,9 @@ TEST(KvCache, SizesAndParsing) {
   EXPECT_EQ(kv_block_bytes(c, 16, DType::kF32), 2 * 2 * 16 * 32 * 4);
   EXPECT_EQ(kv_block_bytes(c, 16, DType::kF16), 2 * 2 * 16 * 32 * 2);
   EXPECT_EQ(kv_block_bytes(c, 16, DType::kQ8_0), 2 * 2 * 16 * 34);
+  for (DType t : {DType::kI8, DType::kF8E4M3, DType::kF8E5M2}) {
+    EXPECT_EQ(kv_block_bytes(c, 16, t), 2 * 2 * 16 * (4 + 32)) << dtype_name(t);  // f32 scale + a byte per value
+  }
   EXPECT_EQ(blocks_for_tokens(0, 16), 0);
   EXPECT_EQ(blocks_for_tokens(1, 16), 1);
   EXPECT_EQ(blocks_for_tokens(16, 16), 1);
@@ -68,10 +71,15 @@ TEST(KvCache, SizesAndParsing) {
   EXPECT_EQ(*parse_kv_type("f32"), DType::kF32);
   EXPECT_EQ(*parse_kv_type("f16"), DType::kF16);
   EXPECT_EQ(*parse_kv_type("q8_0"), DType::kQ8_0);
-  const auto bad = parse_kv_type("q4_0");
-  ASSERT_FALSE(bad);
-  EXPECT_EQ(bad.status().code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("f32, f16 or q8_0"), std::string::npos);
+  EXPECT_EQ(*parse_kv_type("i8"), DType::kI8);
+  EXPECT_EQ(*parse_kv_type("f8_e4m3"), DType::kF8E4M3);
+  EXPECT_EQ(*parse_kv_type("f8_e5m2"), DType::kF8E5M2);
+  for (const char* name : {"q4_0", "bf16", "int", "f8"}) {
+    const auto bad = parse_kv_type(name);
+    ASSERT_FALSE(bad) << name;
+    EXPECT_EQ(bad.status().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find("f32, f16, q8_0, i8, f8_e4m3 or f8_e5m2"), std::string::npos) << bad.status().message();
+  }
 }
 
 TEST(KvCache, CreateRejectsBadOptions) {
@@ -88,6 +96,8 @@ TEST(KvCache, CreateRejectsBadOptions) {
   EXPECT_EQ(q8.status().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(q8.status().message().find("multiple of 32"), std::string::npos) << q8.status().message();
   EXPECT_TRUE(KvCache::create(odd, {4, 16, DType::kF16}));
+  EXPECT_TRUE(KvCache::create(odd, {4, 16, DType::kI8}));  // per-token scales: any row length
+  EXPECT_EQ(code(c, {4, 16, DType::kInt}), ErrorCode::kInvalidArgument);
   // 2^31 blocks of 2^20 positions: petabytes.
   const auto huge = KvCache::create(c, {std::numeric_limits<std::int32_t>::max(), 1 << 20, DType::kF32});
   ASSERT_FALSE(huge);
@@ -121,8 +131,26 @@ TEST(KvCache, ReserveIsAllOrNothing) {
   EXPECT_EQ(c.pool().n_free(), 0);
 }
 
+// Largest |stored - written| for value x of a row whose largest magnitude is `absmax`: half a
+// quantization step of each format's round-to-nearest.
+float round_trip_tolerance(DType dtype, float x, float absmax) {
+  const float d = absmax / 127.0f;
+  switch (dtype) {
+    case DType::kF32: return 0.0f;
+    case DType::kF16: return absmax / 2048.0f;  // 11 significant bits
+    // Half a step d = absmax/127, plus d's own f16 rounding (2^-11 relative) times |q| <= 127.
+    case DType::kQ8_0: return d * (0.5f + 127.0f / 2048.0f);
+    case DType::kI8: return d * 0.5f * 1.0001f;  // f32 scale: half a step, plus the product's rounding
+    // x / s with s = absmax / fp8_max: half an ulp of 3 (E4M3) or 2 (E5M2) mantissa bits
+    // relative to |x|, or half the subnormal quantum 2^-9 · s (E4M3) / 2^-16 · s (E5M2).
+    case DType::kF8E4M3: return std::fabs(x) / 16.0f + absmax / 448.0f / 1024.0f;
+    case DType::kF8E5M2: return std::fabs(x) / 8.0f + absmax / 57344.0f / 131072.0f;
+    default: return NAN;
+  }
+}
+
 TEST(KvCache, RowsRoundTripInEveryDtype) {
-  for (DType dtype : {DType::kF32, DType::kF16, DType::kQ8_0}) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kQ8_0, DType::kI8, DType::kF8E4M3, DType::kF8E5M2}) {
     KvCache c = make(3, 5, dtype);  // blocks of 5: rows cross block boundaries
     EXPECT_EQ(c.dtype(), dtype);
     EXPECT_EQ(c.kv_dim(), 32);
@@ -132,11 +160,34 @@ TEST(KvCache, RowsRoundTripInEveryDtype) {
     EXPECT_EQ(c.length(7), 12);
     for (std::int64_t p = 0; p < 12; ++p) {
       const auto want = row_of(7, p), got = read_row(c.k_view(7, 1), p);
-      // f16: 11 significant bits; q8_0: half a step d = absmax/127, plus d's own f16 rounding
-      // (2^-11 relative) times |q| <= 127.
-      const float d = std::fabs(want.back()) / 127.0f;
-      const float tol = dtype == DType::kF32 ? 0.0f : dtype == DType::kF16 ? std::fabs(want.back()) / 2048.0f : d * (0.5f + 127.0f / 2048.0f);
-      for (std::size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], tol) << dtype_name(dtype) << " pos " << p;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        ASSERT_NEAR(got[i], want[i], round_trip_tolerance(dtype, want[i], std::fabs(want.back()))) << dtype_name(dtype) << " pos " << p;
+      }
+    }
+  }
+}
+
+TEST(KvCache, PerTokenScaleFollowsEachRow) {
+  // i8 / f8 keep one scale per position's row: rows of absmax 10^-6 .. 10^5 side by side each
+  // round-trip within half a step of their own scale, and values down to 2^-31 of a row's
+  // absmax reach the FP8 subnormals and underflow to zero within the same bound.
+  for (DType dtype : {DType::kI8, DType::kF8E4M3, DType::kF8E5M2}) {
+    KvCache c = make(2, 8, dtype);
+    ASSERT_TRUE(c.reserve(0, 12).is_ok());
+    std::vector<std::vector<float>> rows;
+    for (std::int64_t p = 0; p < 12; ++p) {
+      std::vector<float> r(32);
+      for (std::size_t i = 0; i < r.size(); ++i) r[i] = (i % 2 ? -1.0f : 1.0f) * std::ldexp(std::pow(10.0f, static_cast<float>(p - 6)), -static_cast<int>(i));
+      for (std::int64_t l = 0; l < 2; ++l) c.write(0, l, p, r.data(), r.data());
+      rows.push_back(r);
+    }
+    c.set_length(0, 12);
+    for (std::int64_t p = 0; p < 12; ++p) {
+      const auto& want = rows[static_cast<std::size_t>(p)];
+      const auto got = read_row(c.v_view(0, 1), p);
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        ASSERT_NEAR(got[i], want[i], round_trip_tolerance(dtype, want[i], std::fabs(want[0]))) << dtype_name(dtype) << " pos " << p << " i " << i;
+      }
     }
   }
 }
@@ -250,7 +301,7 @@ TEST(KvCache, ForkSharesEveryBlockAndCopiesOnWrite) {
 }
 
 TEST(KvCache, CompactMovesAcceptedRowsAndReleasesTheRest) {
-  for (DType dtype : {DType::kF32, DType::kQ8_0}) {
+  for (DType dtype : {DType::kF32, DType::kQ8_0, DType::kI8}) {
     KvCache c = make(6, 4, dtype);
     ASSERT_TRUE(c.reserve(2, 13).is_ok());  // 4 blocks
     write_rows(c, 2, 0, 13);

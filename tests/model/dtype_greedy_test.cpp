@@ -73,16 +73,19 @@ TEST(DtypeGreedy, Stories260KKeepsTheReferenceTextPerDtype) {
   }
 }
 
-// F32 weights with the KV cache in f16 / q8_0 (generate --kv-type). Measured: f16 keeps all
-// 565 characters, q8_0 295. F16 K/V (11-bit mantissas) must keep the whole text; q8_0 is
-// guarded at about half its measured value, as the weight dtypes above.
+// F32 weights with the KV cache in each KV type (generate --kv-type). Measured: f16 keeps all
+// 565 characters, q8_0 295, i8 295 (per-token int8: stories260K's 32-value K/V rows make it
+// q8_0's single block with an f32 instead of an f16 scale), f8_e4m3 175, f8_e5m2 87 (3 and 2
+// mantissa bits). F16 K/V (11-bit mantissas) must keep the whole text; the others are guarded
+// at about half their measured value, as the weight dtypes above.
 TEST(DtypeGreedy, Stories260KKeepsTheReferenceTextPerKvType) {
   const std::string want = reference_text();
   ASSERT_GT(want.size(), 500u);
-  const std::pair<DType, std::size_t> cases[] = {{DType::kF16, want.size()}, {DType::kQ8_0, 150}};
+  const std::pair<DType, std::size_t> cases[] = {{DType::kF16, want.size()}, {DType::kQ8_0, 150}, {DType::kI8, 150},
+                                                 {DType::kF8E4M3, 85}, {DType::kF8E5M2, 40}};
   for (const auto& [kv_type, min_kept] : cases) {
     const std::size_t kept = common_prefix(greedy_text(DType::kF32, kv_type), want);
-    std::printf("[ kv type ] %-5s keeps %3zu / %zu characters of the reference greedy text\n",
+    std::printf("[ kv type ] %-7s keeps %3zu / %zu characters of the reference greedy text\n",
                 std::string(dtype_name(kv_type)).c_str(), kept, want.size());
     EXPECT_GE(kept, min_kept) << dtype_name(kv_type);
   }

@@ -1,6 +1,7 @@
 // Quality side of the Pareto picture: how far a compressed model's next-token distributions are
 // from a reference model's on real text (teacher forcing), as KL divergence, top-1 agreement
-// and perplexity.
+// and perplexity (llama.cpp's `perplexity --kl-divergence` statistics), on one window or on the
+// sliding windows of eval/eval_windows.h.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 
 #include "peregrine/core/status.h"
 #include "peregrine/core/thread_pool.h"
+#include "peregrine/eval/eval_windows.h"
 #include "peregrine/model/llama_model.h"
 
 namespace peregrine {
@@ -21,8 +23,8 @@ double kl_divergence(std::span<const float> p_logits, std::span<const float> q_l
 double log_softmax_at(std::span<const float> logits, std::int64_t index);
 
 /// Logits [tokens.size(), vocab] f32 of every position of `tokens` fed in one prefill forward
-/// of a fresh single-sequence KV cache of `kv_type` (f32, f16 or q8_0; blocks of 16) (row i
-/// predicts token i+1).
+/// of a fresh single-sequence KV cache of `kv_type` (any KV type of kv/kv_cache.h; blocks of
+/// 16) (row i predicts token i+1).
 /// Errors: kInvalidArgument (empty, longer than the model's context), KvCache::create's and
 /// forward's errors.
 Expected<std::vector<float>> teacher_forced_logits(const LlamaModel& model,
@@ -30,7 +32,8 @@ Expected<std::vector<float>> teacher_forced_logits(const LlamaModel& model,
                                                    ThreadPool& pool, DType kv_type = DType::kF32);
 
 struct LogitComparison {
-  std::int64_t n_positions = 0;  // positions compared (tokens.size() - 1: each predicts the next)
+  std::int64_t n_positions = 0;  // positions compared (tokens scored; one window: tokens.size() - 1)
+  std::int64_t n_windows = 0;    // windows run (1 for the single-window overload)
   double mean_kl = 0.0;          // mean over positions of KL(reference || candidate), nats
   double max_kl = 0.0;           // largest per-position KL, nats
   double top1_agreement = 0.0;   // share of positions whose argmax token is the same, [0, 1]
@@ -38,9 +41,22 @@ struct LogitComparison {
   double candidate_ppl = 0.0;    // perplexity of the candidate on tokens[1..]
 };
 
-/// Compares `candidate` against `reference` on `tokens` (>= 2 tokens, same vocabulary size).
-/// Errors: kInvalidArgument (fewer than 2 tokens, vocabularies differ), teacher_forced_logits'.
+/// Compares `candidate` against `reference` on `tokens` (>= 2 tokens, same vocabulary size) in
+/// one window holding them all, both with f32 K/V.
+/// Errors: kInvalidArgument (fewer than 2 tokens, more than either model's context,
+/// vocabularies differ), forward's.
 Expected<LogitComparison> compare_logits(const LlamaModel& reference, const LlamaModel& candidate,
                                          std::span<const std::int32_t> tokens, ThreadPool& pool);
+
+/// The same statistics over every token the windows of plan_windows(tokens.size(), o.ctx,
+/// o.stride) score: at each scored position the reference's and the candidate's distributions
+/// come from the same window. The reference keeps f32 K/V, the candidate uses o.kv_type (so a
+/// model compared with itself measures its KV cache type). `progress` is called after every
+/// window.
+/// Errors: kInvalidArgument (vocabularies differ; those of plan_windows; o.ctx longer than
+/// either model's context), forward's.
+Expected<LogitComparison> compare_logits(const LlamaModel& reference, const LlamaModel& candidate,
+                                         std::span<const std::int32_t> tokens, const EvalWindowOptions& o,
+                                         ThreadPool& pool, const EvalProgress& progress = {});
 
 }  // namespace peregrine

@@ -2,8 +2,13 @@
 // position live in fixed-size blocks of `block_size` positions drawn from one pool; each
 // sequence owns a block table (logical block i → pool block id) and a valid length. Blocks are
 // reference counted, so sequences can share prefix blocks; a write into a shared block first
-// copies it (copy-on-write). K/V are stored as f32, f16 or q8_0 (GGUF Q8_0 blocks of 32 along
-// each position's kv_dim row) and widened to f32 by the attention kernels.
+// copies it (copy-on-write). K/V are stored as f32, f16, q8_0 (GGUF Q8_0 blocks of 32 along
+// each position's kv_dim row: one scale per 32 values), i8 (per-token int8: one f32 scale per
+// position's kv_dim row, then an int8 per value) or f8_e4m3 / f8_e5m2 (the same per-token scale,
+// then an FP8 byte per value; layouts in core/dtype.h), and widened to f32 by the attention
+// kernels. Rows are encoded by round-to-nearest (quant/quantize_rtn.h); the per-token scale is
+// ZeroQuant's token-wise activation quantization (Yao et al. 2022) applied to each K/V row, so
+// no calibration is needed (vLLM's FP8 KV cache uses per-tensor scales instead).
 //
 // Storage per layer: K and V each [n_blocks, block_size, kv_dim] in the KV dtype
 // (kv_dim = n_kv_heads * head_dim). Not thread-safe: one owner (the engine's step loop, or a
@@ -31,14 +36,16 @@ inline constexpr std::int32_t kDefaultKvBlockSize = 16;
 struct KvCacheOptions {
   std::int32_t n_blocks = 0;     // pool size (>= 1)
   std::int32_t block_size = kDefaultKvBlockSize;  // positions per block (>= 1)
-  DType dtype = DType::kF32;     // kF32, kF16 or kQ8_0
+  DType dtype = DType::kF32;     // kF32, kF16, kQ8_0, kI8, kF8E4M3 or kF8E5M2
 };
 
-/// "f32" | "f16" | "q8_0" → DType. Errors: kInvalidArgument naming the accepted values.
+/// "f32" | "f16" | "q8_0" | "i8" | "f8_e4m3" | "f8_e5m2" → DType. Errors: kInvalidArgument
+/// naming the accepted values.
 Expected<DType> parse_kv_type(std::string_view name);
 
 /// Bytes of one block across all layers, K and V: 2 · n_layers · block_size · row bytes of
-/// kv_dim values in `dtype` (f32 4 B, f16 2 B, q8_0 34 B per 32 values).
+/// kv_dim values in `dtype` (f32 4 B, f16 2 B, q8_0 34 B per 32 values; i8 / f8 4 B of scale
+/// + 1 B per value).
 std::int64_t kv_block_bytes(const ModelConfig& config, std::int32_t block_size, DType dtype);
 
 /// Blocks that hold `n_tokens` positions: ceil(n_tokens / block_size).
@@ -47,7 +54,8 @@ std::int64_t blocks_for_tokens(std::int64_t n_tokens, std::int32_t block_size);
 class KvCache {
  public:
   /// A pool of options.n_blocks blocks for `config`'s layers and KV heads.
-  /// Errors: kInvalidArgument (n_blocks < 1, block_size < 1, dtype not f32/f16/q8_0; q8_0 when
+  /// Errors: kInvalidArgument (n_blocks < 1, block_size < 1, dtype not one of the KV types
+  /// above; q8_0 when
   /// kv_dim is not a multiple of 32), kOutOfRange (the pool needs more bytes than this
   /// machine's physical memory; the message says how many GiB).
   static Expected<KvCache> create(const ModelConfig& config, const KvCacheOptions& options);
@@ -99,7 +107,8 @@ class KvCache {
   void free_sequence(std::int32_t seq);
 
   /// Stores one position's K and V rows (each kv_dim f32, after RoPE) of `layer` for `seq` at
-  /// `pos`, converting to the KV dtype (q8_0: round-to-nearest as quantize_rtn). Precondition:
+  /// `pos`, converting to the KV dtype (round-to-nearest as quantize_rtn; i8 / f8: one scale for
+  /// the whole kv_dim row, absmax / 127 or absmax / the FP8 format's max). Precondition:
   /// reserve(seq, pos + 1) succeeded.
   void write(std::int32_t seq, std::int64_t layer, std::int64_t pos, const float* k, const float* v);
   /// Sets length(seq) = n after a forward wrote positions up to n - 1.

@@ -9,7 +9,8 @@
 namespace peregrine {
 
 /// Position p lives in row p % block_size of pool block block_table[p / block_size]; a row is
-/// kv_dim values in `dtype` (row_bytes bytes: f32, f16, or q8_0 blocks of 32), a block is
+/// kv_dim values in `dtype` (row_bytes bytes: f32, f16, q8_0 blocks of 32, or an f32 scale
+/// followed by one i8 / f8 byte per value), a block is
 /// block_size rows, and `base` is pool block 0 (PagedAttention, Kwon et al. 2023).
 struct KvLayerView {
   const std::uint8_t* base = nullptr;

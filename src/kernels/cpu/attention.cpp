@@ -18,8 +18,8 @@
 //
 // K/V tiles come from the paged cache through a KvLayerView: a tile of positions is a list of
 // runs of f32 rows with a stride ("tile runs"). f32 blocks of >= kMinDirectRows rows are read
-// in place, one run per block the tile touches; smaller f32 blocks, f16 and q8_0 rows are
-// widened into one contiguous f32 run in the workspace. The score product walks the K runs
+// in place, one run per block the tile touches; smaller f32 blocks, f16, q8_0 and the per-token
+// scaled i8 / f8 rows are widened into one contiguous f32 run in the workspace. The score product walks the K runs
 // (register blocks of rows within a run); the value product reads V through one row pointer
 // per key, so the tile's ot is loaded, rescaled and stored once whatever the block size.
 
@@ -35,6 +35,8 @@
 
 #include <hwy/aligned_allocator.h>
 #include <hwy/cache_control.h>
+
+#include "peregrine/quant/fp8.h"
 
 #ifndef PEREGRINE_KERNELS_CPU_ATTENTION_SHARED_
 #define PEREGRINE_KERNELS_CPU_ATTENTION_SHARED_
@@ -96,9 +98,11 @@ void for_each_block_run(const KvLayerView& view, std::int64_t t, std::int64_t n,
 }
 
 // Where one KV head's values sit in a row: byte offset and length of the slice to read
-// (q8_0 with head_dim % 32 != 0: the whole row).
+// (q8_0 with head_dim % 32 != 0: the whole row), and whether the row's f32 scale at byte 0 is
+// read too (i8 / f8: one scale per row, then one byte per value).
 struct HeadSlice {
   std::int64_t offset, bytes;
+  bool row_scale = false;
 };
 inline HeadSlice head_slice(const KvLayerView& view, std::int64_t kv_head, std::int64_t head_dim) {
   const std::int64_t first = kv_head * head_dim;
@@ -107,8 +111,22 @@ inline HeadSlice head_slice(const KvLayerView& view, std::int64_t kv_head, std::
     case DType::kQ8_0:
       if (head_dim % 32 != 0) return {0, view.row_bytes};
       return {first / 32 * 34, head_dim / 32 * 34};
+    case DType::kI8:
+    case DType::kF8E4M3:
+    case DType::kF8E5M2: return {static_cast<std::int64_t>(kRowScaleBytes) + first, head_dim, true};
     default: return {first * 4, head_dim * 4};
   }
+}
+
+// The 256 values of an FP8 byte (kF8E4M3 or kF8E5M2), decoded once (quant/fp8.h).
+inline const float* fp8_table(DType t) {
+  auto make = [](float (*decode)(std::uint8_t)) {
+    std::array<float, 256> table;
+    for (int b = 0; b < 256; ++b) table[static_cast<std::size_t>(b)] = decode(static_cast<std::uint8_t>(b));
+    return table;
+  };
+  static const std::array<float, 256> e4m3 = make(fp8_e4m3_to_f32), e5m2 = make(fp8_e5m2_to_f32);
+  return t == DType::kF8E4M3 ? e4m3.data() : e5m2.data();
 }
 
 // Softmax state of one query block: ot [head_dim, r_pad], m and l [r_pad].
@@ -360,6 +378,48 @@ void widen_f16(const std::uint8_t* src, std::int64_t n_values, float* HWY_RESTRI
   for (; i < n_values; ++i) out[i] = ScalarAsF32(h + i);
 }
 
+// One vector of FP8 bytes at p as f32, exactly, through f16 (F16C): an E5M2 byte is the top
+// byte of the f16 of the same value; E4M3's 7 magnitude bits go 3 bits lower, into an f16
+// whose exponent bias (15) exceeds E4M3's (7) by 8, so the widened value times 2^8 is exact
+// (E4M3 subnormals become f16 subnormals). E4M3's NaN (magnitude 0x7f) lands on ±480, which
+// no E4M3 byte encodes, and is replaced by NaN.
+V widen_fp8(DType t, const std::uint8_t* HWY_RESTRICT p) {
+  const D d;
+  const hn::Rebind<std::uint8_t, D> du8;
+  const hn::Rebind<std::uint16_t, D> du16;
+  const hn::Rebind<hwy::float16_t, D> df16;
+  const auto b = hn::PromoteTo(du16, hn::LoadU(du8, p));
+  if (t == DType::kF8E5M2) return hn::PromoteTo(d, hn::BitCast(df16, hn::ShiftLeft<8>(b)));
+  const auto h = hn::Or(hn::ShiftLeft<7>(hn::And(b, hn::Set(du16, 0x7f))), hn::ShiftLeft<8>(hn::And(b, hn::Set(du16, 0x80))));
+  const V x = hn::Mul(hn::PromoteTo(d, hn::BitCast(df16, h)), hn::Set(d, 256.0f));
+  return hn::IfThenElse(hn::Eq(hn::Abs(x), hn::Set(d, 480.0f)), hn::Set(d, NAN), x);
+}
+
+// out[0, n) = s · value(b) for the n bytes b at `values` of an i8 / f8 row whose f32 scale s
+// starts the row at `row` (i8: the signed byte; f8: its FP8 value, widen_fp8 or, for the
+// tail, the decode table). The same products as quant/dequantize, so the reference reads
+// identical values.
+void widen_row_scaled(DType t, const std::uint8_t* row, const std::uint8_t* values, std::int64_t n_values,
+                      float* HWY_RESTRICT out) {
+  const D d;
+  const auto n = static_cast<std::int64_t>(hn::Lanes(d));
+  float s;
+  std::memcpy(&s, row, sizeof s);
+  const V scale = hn::Set(d, s);
+  std::int64_t i = 0;
+  if (t == DType::kI8) {
+    const hn::RebindToSigned<D> di;
+    const hn::Rebind<std::int8_t, D> d8;
+    const auto* q = reinterpret_cast<const std::int8_t*>(values);
+    for (; i + n <= n_values; i += n) hn::StoreU(hn::Mul(scale, hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, q + i)))), d, out + i);
+    for (; i < n_values; ++i) out[i] = s * static_cast<float>(q[i]);
+    return;
+  }
+  for (; i + n <= n_values; i += n) hn::StoreU(hn::Mul(scale, widen_fp8(t, values + i)), d, out + i);
+  const float* table = fp8_table(t);
+  for (; i < n_values; ++i) out[i] = s * table[values[i]];
+}
+
 // out[0, head_dim) = the values of KV head `kv_head` in `row` (a row of view.dtype) as f32.
 void widen_head(const KvLayerView& view, const std::uint8_t* row, std::int64_t kv_head, std::int64_t head_dim,
                 float* row_tmp, float* HWY_RESTRICT out) {
@@ -371,6 +431,9 @@ void widen_head(const KvLayerView& view, const std::uint8_t* row, std::int64_t k
       dequantize_q8_0(row, view.row_bytes / 34, row_tmp);
       std::copy_n(row_tmp + kv_head * head_dim, head_dim, out);
       return;
+    case DType::kI8:
+    case DType::kF8E4M3:
+    case DType::kF8E5M2: return widen_row_scaled(view.dtype, row, row + slice.offset, head_dim, out);
     default: std::memcpy(out, row + slice.offset, static_cast<std::size_t>(head_dim) * sizeof(float));
   }
 }
@@ -425,7 +488,9 @@ void prefetch_rows(const KvLayerView& view, std::int64_t kv_head, std::int64_t h
   const HeadSlice slice = head_slice(view, kv_head, head_dim);
   for_each_block_run(view, begin, end - begin, [&](std::int64_t, const std::uint8_t* row, std::int64_t n_rows) {
     for (std::int64_t r = 0; r < n_rows; ++r) {
-      for (std::int64_t b = 0; b < slice.bytes; b += 64) hwy::Prefetch(row + r * view.row_bytes + slice.offset + b);
+      const std::uint8_t* p = row + r * view.row_bytes;
+      if (slice.row_scale) hwy::Prefetch(p);
+      for (std::int64_t b = 0; b < slice.bytes; b += 64) hwy::Prefetch(p + slice.offset + b);
     }
   });
 }

@@ -9,8 +9,11 @@
 // rescale). Neither materializes the score matrix. K/V are read through the paged cache's
 // block tables (KvLayerView, PagedAttention, Kwon et al. 2023): f32 rows are read in place,
 // one run of rows per block a tile touches (blocks of fewer than 8 rows are gathered into a
-// contiguous tile first); f16 and q8_0 rows are widened to an f32 tile in the thread's
-// workspace. Measured on a shared 2-core machine (attention_bench, TinyLlama's
+// contiguous tile first); f16, q8_0, i8 and f8 rows are widened to an f32 tile in the
+// thread's workspace (i8 / f8: the row's f32 scale times the head's bytes, FP8 widened exactly
+// through f16 with F16C). Decode over i8 / f8 K/V (attention_bench, TinyLlama's shape, one
+// thread, shared 2-core machine): 1.12-1.22x (i8), 1.24-1.39x (f8_e4m3), 0.98-1.26x (f8_e5m2)
+// the time of f32 K/V at n_ctx 512-4096, like q8_0's 1.11-1.18x. Measured on a shared 2-core machine (attention_bench, TinyLlama's
 // shape, f32, shuffled blocks of 16 vs one contiguous block, same binary): decode 1.0-1.12x,
 // prefill 1.00-1.02x the time; against the pre-paging pointer + stride kernel, decode of
 // paged blocks of 16 took ~1.12-1.19x and prefill ~1.07-1.10x.
@@ -48,7 +51,8 @@ inline constexpr std::int64_t kMinParallelAttentionMacs = std::int64_t{1} << 19;
 /// q, out: [n_q, n_heads * head_dim] f32 (out fully overwritten; RoPE already applied to q and
 /// k at the rows' own positions); k, v: the sequence's K and V of this layer, slots
 /// [0, p0 + n_q) valid (this run's own K/V already written), rows of n_kv_heads * head_dim
-/// values in f32, f16 or q8_0 (q8_0 needs that row length % 32 == 0).
+/// values in f32, f16, q8_0 (q8_0 needs that row length % 32 == 0), or i8 / f8_e4m3 / f8_e5m2
+/// (one f32 scale per row, then a byte per value: core/dtype.h).
 /// out[i, h] = softmax(q[i, h] · K[S_i]ᵀ / sqrt(head_dim)) · V[S_i], S_i the slots row i sees.
 /// Query tiles × KV tiles with a running max / sum per query row and head (FlashAttention, Dao
 /// et al. 2022); masked scores are set to -inf inside a tile, so a tree costs what a causal run

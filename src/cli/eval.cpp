@@ -1,0 +1,180 @@
+// peregrine eval ppl | kld: quality of a model on a text over sliding windows
+// (eval/eval_windows.h): its perplexity, or its KL divergence, top-1 agreement and perplexity
+// change against a reference model (llama.cpp's `perplexity` / `--kl-divergence` statistics).
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common.h"
+#include "peregrine/eval/logit_comparison.h"
+#include "peregrine/eval/perplexity.h"
+#include "peregrine/kv/kv_cache.h"
+#include "verbs.h"
+
+namespace peregrine::cli {
+namespace {
+
+struct EvalArgs {
+  ModelOptions model;
+  std::string ref;                // kld: the reference model (its tokenizer, or --tokenizer, reads the text)
+  std::string text_file;          // -f
+  std::int64_t ctx = 0;           // 0: the model's context (kld: the smaller of the two)
+  std::int64_t stride = 0;        // 0: ctx / 2
+  std::int64_t max_tokens = 0;    // 0: the whole text
+  std::string kv_type = "f32";    // the evaluated model's K/V (the reference keeps f32)
+  std::int32_t threads = 2;
+  bool json = false;
+};
+
+/// The text's tokens (with BOS when the tokenizer asks for one), cut to --max-tokens.
+std::vector<std::int32_t> text_tokens(const Tokenizer& tok, const std::string& text, std::int64_t max_tokens) {
+  std::vector<std::int32_t> ids = tok.encode(text, tok.add_bos_default());
+  if (max_tokens > 0 && static_cast<std::int64_t>(ids.size()) > max_tokens) ids.resize(static_cast<std::size_t>(max_tokens));
+  return ids;
+}
+
+/// The windows' options: defaults resolved against the model context `model_ctx`.
+EvalWindowOptions window_options(const EvalArgs& a, std::int64_t model_ctx, DType kv_type) {
+  const std::int64_t ctx = a.ctx != 0 ? a.ctx : model_ctx;
+  return {ctx, a.stride != 0 ? a.stride : std::max<std::int64_t>(1, ctx / 2), kv_type};
+}
+
+/// "eval ppl: 3/10 windows  2.1 s, ETA 4.5 s", redrawn in place on stderr at most every 0.2 s
+/// and after the last window, which ends the line.
+EvalProgress progress_line(const char* what) {
+  const auto start = std::chrono::steady_clock::now();
+  return [start, what, last = -1.0](std::int64_t done, std::int64_t total) mutable {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (done < total && s - last < 0.2) return;
+    last = s;
+    const double eta = s * static_cast<double>(total - done) / static_cast<double>(done);
+    std::fprintf(stderr, "\r%s: %lld/%lld windows  %.1f s, ETA %.1f s  %s", what, static_cast<long long>(done),
+                 static_cast<long long>(total), s, eta, done == total ? "\n" : "");
+  };
+}
+
+std::string file_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+
+/// The checked flags' KV type. Errors: kInvalidArgument (threads, --max-tokens, --kv-type).
+Expected<DType> check_flags(const EvalArgs& a) {
+  PEREGRINE_RETURN_IF_ERROR(validate_threads(a.threads));
+  if (a.max_tokens < 0) return invalid_argument("--max-tokens must be >= 0 (got " + std::to_string(a.max_tokens) + ")");
+  return parse_kv_type(a.kv_type);
+}
+
+/// What both verbs read before evaluating: the text and -m's model (with --dtype).
+struct Loaded {
+  std::string text;
+  ModelFile file;
+};
+
+Expected<Loaded> load_inputs(const EvalArgs& a, ThreadPool& pool) {
+  PEREGRINE_ASSIGN_OR_RETURN(std::string text, text_or_file("", a.text_file));
+  PEREGRINE_ASSIGN_OR_RETURN(ModelFile file, open_model(a.model, &pool));
+  return Loaded{std::move(text), std::move(file)};
+}
+
+int run_ppl(const EvalArgs& a) {
+  auto kv_type = check_flags(a);
+  if (!kv_type) return report(kv_type.status());
+  ThreadPool pool(a.threads);
+  auto in = load_inputs(a, pool);
+  if (!in) return report(in.status());
+  const std::string name = file_name(in->file.path);
+  auto tok = load_tokenizer(in->file, a.model.tokenizer);
+  if (!tok) return report(tok.status());
+  auto model = LlamaModel::create(std::move(in->file));
+  if (!model) return report(model.status());
+  const auto tokens = text_tokens(**tok, in->text, a.max_tokens);
+  const EvalWindowOptions o = window_options(a, model->config().max_seq_len, *kv_type);
+  auto r = perplexity(*model, tokens, o, pool, progress_line("eval ppl"));
+  if (!r) return report(r.status());
+  if (a.json) {
+    const nlohmann::json j = {{"model", name},         {"kv_type", a.kv_type}, {"ctx", o.ctx},
+                              {"stride", o.stride},    {"windows", r->n_windows}, {"tokens", r->n_scored},
+                              {"nll", r->nll},         {"ppl", r->ppl}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("model: %s  kv: %s  tokens: %lld scored in %lld windows of %lld (stride %lld)\n", name.c_str(),
+                a.kv_type.c_str(), static_cast<long long>(r->n_scored), static_cast<long long>(r->n_windows),
+                static_cast<long long>(o.ctx), static_cast<long long>(o.stride));
+    std::printf("ppl: %.4f  (nll %.4f nats/token)\n", r->ppl, r->nll);
+  }
+  return 0;
+}
+
+int run_kld(const EvalArgs& a) {
+  auto kv_type = check_flags(a);
+  if (!kv_type) return report(kv_type.status());
+  ThreadPool pool(a.threads);
+  auto in = load_inputs(a, pool);
+  if (!in) return report(in.status());
+  const std::string name = file_name(in->file.path);
+  auto ref_file = load_model_file(a.ref);
+  if (!ref_file) return report(ref_file.status());
+  const std::string ref_name = file_name(ref_file->path);
+  auto tok = load_tokenizer(*ref_file, a.model.tokenizer);  // --tokenizer overrides the reference's
+  if (!tok) return report(tok.status());
+  auto ref = LlamaModel::create(std::move(*ref_file));
+  if (!ref) return report(ref.status());
+  auto model = LlamaModel::create(std::move(in->file));
+  if (!model) return report(model.status());
+  const auto tokens = text_tokens(**tok, in->text, a.max_tokens);
+  const std::int64_t model_ctx = std::min(model->config().max_seq_len, ref->config().max_seq_len);
+  const EvalWindowOptions o = window_options(a, model_ctx, *kv_type);
+  auto c = compare_logits(*ref, *model, tokens, o, pool, progress_line("eval kld"));
+  if (!c) return report(c.status());
+  const double delta_ppl = c->candidate_ppl - c->reference_ppl;
+  if (a.json) {
+    const nlohmann::json j = {{"model", name},          {"ref", ref_name},          {"kv_type", a.kv_type},
+                              {"ctx", o.ctx},           {"stride", o.stride},       {"windows", c->n_windows},
+                              {"tokens", c->n_positions}, {"kld", c->mean_kl},      {"max_kld", c->max_kl},
+                              {"top1", c->top1_agreement}, {"ppl", c->candidate_ppl}, {"ref_ppl", c->reference_ppl},
+                              {"delta_ppl", delta_ppl}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("model: %s (kv %s)  ref: %s (kv f32)  tokens: %lld scored in %lld windows of %lld (stride %lld)\n",
+                name.c_str(), a.kv_type.c_str(), ref_name.c_str(), static_cast<long long>(c->n_positions),
+                static_cast<long long>(c->n_windows), static_cast<long long>(o.ctx), static_cast<long long>(o.stride));
+    std::printf("mean KL(ref || model): %.6e nats  max %.6e\n", c->mean_kl, c->max_kl);
+    std::printf("top-1 agreement: %.4f\n", c->top1_agreement);
+    std::printf("ppl: %.4f  ref %.4f  delta %+.4f\n", c->candidate_ppl, c->reference_ppl, delta_ppl);
+  }
+  return 0;
+}
+
+void add_common_options(CLI::App& cmd, EvalArgs& a) {
+  add_model_options(cmd, a.model);
+  add_dtype_option(cmd, a.model);
+  cmd.add_option("-f,--file", a.text_file, "Text to evaluate on (tokenized as one text)")->required();
+  cmd.add_option("--ctx", a.ctx, "Tokens per window (0 = the model's context)")->capture_default_str();
+  cmd.add_option("--stride", a.stride, "Tokens between window starts; later windows score only their new tokens (0 = ctx / 2)")
+      ->capture_default_str();
+  cmd.add_option("--max-tokens", a.max_tokens, "Evaluate only the text's first N tokens (0 = all)")->capture_default_str();
+  cmd.add_option("--kv-type", a.kv_type, "KV cache element type of -m's model: f32, f16, q8_0, i8, f8_e4m3 or f8_e5m2")
+      ->capture_default_str();
+  cmd.add_option("-t,--threads", a.threads, "Threads")->capture_default_str();
+  cmd.add_flag("--json", a.json, "Print one JSON object instead of text");
+}
+
+}  // namespace
+
+Verb add_eval(CLI::App& app) {
+  auto ppl = std::make_shared<EvalArgs>(), kld = std::make_shared<EvalArgs>();
+  CLI::App* cmd = app.add_subcommand("eval", "Evaluate a model on a text: perplexity (ppl) or KL divergence against a reference (kld)");
+  cmd->require_subcommand(1);
+  CLI::App* ppl_cmd = cmd->add_subcommand("ppl", "Perplexity of -m's model on -f's text over sliding windows");
+  add_common_options(*ppl_cmd, *ppl);
+  CLI::App* kld_cmd = cmd->add_subcommand(
+      "kld", "KL(ref || model) of the next-token distributions, top-1 agreement and ppl change against --ref");
+  add_common_options(*kld_cmd, *kld);
+  kld_cmd->add_option("--ref", kld->ref, "Reference model (same vocabulary; its K/V stay f32, its tokenizer reads the text)")
+      ->required();
+  return {cmd, [=] { return ppl_cmd->parsed() ? run_ppl(*ppl) : run_kld(*kld); }};
+}
+
+}  // namespace peregrine::cli
