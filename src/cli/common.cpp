@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -72,6 +73,18 @@ Status validate_threads(std::int32_t threads) {
                             std::to_string(threads) + ")");
   }
   return Status::ok();
+}
+
+std::function<void(std::int64_t, std::int64_t, const std::string&)> progress_line(std::string label) {
+  const auto start = std::chrono::steady_clock::now();
+  return [start, label = std::move(label), last = -1.0](std::int64_t done, std::int64_t total, const std::string& unit) mutable {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (done < total && s - last < 0.2) return;
+    last = s;
+    const double eta = done > 0 ? s * static_cast<double>(total - done) / static_cast<double>(done) : 0.0;
+    std::fprintf(stderr, "\r%s: %lld/%lld %s  %.1f s, ETA %.1f s  %s", label.c_str(), static_cast<long long>(done),
+                 static_cast<long long>(total), unit.c_str(), s, eta, done == total ? "\n" : "");
+  };
 }
 
 int report(const Status& st) {

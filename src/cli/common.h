@@ -2,6 +2,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -32,6 +34,10 @@ std::string default_model_path();
 /// `shared` beside the repository the executable was built in (build/bin/../../../shared), else
 /// beside the source tree it was built from.
 std::string shared_data_dir();
+
+/// A progress line on stderr, "<label>: 3/10 <unit>  2.1 s, ETA 4.5 s", redrawn in place at
+/// most every 0.2 s and after the last unit, which ends the line.
+std::function<void(std::int64_t done, std::int64_t total, const std::string& unit)> progress_line(std::string label);
 
 /// Loads the model file (default path when o.model is empty) and, with --dtype, converts its
 /// weight matrices in memory (quant/convert_model.h, rows split over `pool` if given), noting

@@ -43,18 +43,10 @@ EvalWindowOptions window_options(const EvalArgs& a, std::int64_t model_ctx, DTyp
   return {ctx, a.stride != 0 ? a.stride : std::max<std::int64_t>(1, ctx / 2), kv_type};
 }
 
-/// "eval ppl: 3/10 windows  2.1 s, ETA 4.5 s", redrawn in place on stderr at most every 0.2 s
-/// and after the last window, which ends the line.
-EvalProgress progress_line(const char* what) {
-  const auto start = std::chrono::steady_clock::now();
-  return [start, what, last = -1.0](std::int64_t done, std::int64_t total) mutable {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (done < total && s - last < 0.2) return;
-    last = s;
-    const double eta = s * static_cast<double>(total - done) / static_cast<double>(done);
-    std::fprintf(stderr, "\r%s: %lld/%lld windows  %.1f s, ETA %.1f s  %s", what, static_cast<long long>(done),
-                 static_cast<long long>(total), s, eta, done == total ? "\n" : "");
-  };
+/// The shared progress line, counting windows.
+EvalProgress windows_progress(const char* what) {
+  auto line = progress_line(what);
+  return [line](std::int64_t done, std::int64_t total) { line(done, total, "windows"); };
 }
 
 std::string file_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
@@ -91,7 +83,7 @@ int run_ppl(const EvalArgs& a) {
   if (!model) return report(model.status());
   const auto tokens = text_tokens(**tok, in->text, a.max_tokens);
   const EvalWindowOptions o = window_options(a, model->config().max_seq_len, *kv_type);
-  auto r = perplexity(*model, tokens, o, pool, progress_line("eval ppl"));
+  auto r = perplexity(*model, tokens, o, pool, windows_progress("eval ppl"));
   if (!r) return report(r.status());
   if (a.json) {
     const nlohmann::json j = {{"model", name},         {"kv_type", a.kv_type}, {"ctx", o.ctx},
@@ -126,7 +118,7 @@ int run_kld(const EvalArgs& a) {
   const auto tokens = text_tokens(**tok, in->text, a.max_tokens);
   const std::int64_t model_ctx = std::min(model->config().max_seq_len, ref->config().max_seq_len);
   const EvalWindowOptions o = window_options(a, model_ctx, *kv_type);
-  auto c = compare_logits(*ref, *model, tokens, o, pool, progress_line("eval kld"));
+  auto c = compare_logits(*ref, *model, tokens, o, pool, windows_progress("eval kld"));
   if (!c) return report(c.status());
   const double delta_ppl = c->candidate_ppl - c->reference_ppl;
   if (a.json) {

@@ -58,19 +58,6 @@ Expected<HfQuantLayout> layout_of(const QuantizeArgs& a, const QuantizeOptions& 
   return invalid_argument("--layout '" + a.layout + "' is not one of gptq, awq");
 }
 
-// A progress bar with the elapsed time and an ETA, redrawn in place on stderr.
-QuantizeProgress progress_bar() {
-  const auto start = std::chrono::steady_clock::now();
-  return [start](std::int64_t done, std::int64_t total, const std::string& what) {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const int width = 30, filled = static_cast<int>(width * done / std::max<std::int64_t>(total, 1));
-    const double eta = done > 0 ? s * static_cast<double>(total - done) / static_cast<double>(done) : 0.0;
-    std::fprintf(stderr, "\r[%s%s] %lld/%lld %s  %.1f s, ETA %.1f s%s", std::string(static_cast<std::size_t>(filled), '#').c_str(),
-                 std::string(static_cast<std::size_t>(width - filled), '.').c_str(), static_cast<long long>(done),
-                 static_cast<long long>(total), what.c_str(), s, eta, done == total ? "\n" : "");
-  };
-}
-
 Status write(const ModelFile& q, const QuantizeArgs& a, const QuantizeOptions& o, const ModelFile& src) {
   std::string tokenizer = a.model.tokenizer;
   if (tokenizer.empty() && !src.gguf) {
@@ -96,7 +83,7 @@ int run(const QuantizeArgs& a) {
   }
   const auto start = std::chrono::steady_clock::now();
   QuantizeReport rep;
-  auto q = quantize_model(*src, tok.get(), *o, pool, &rep, progress_bar());
+  auto q = quantize_model(*src, tok.get(), *o, pool, &rep, progress_line("quantize"));
   if (!q) return report(q.status());
   if (Status st = write(*q, a, *o, *src); !st) return report(st);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
