@@ -277,6 +277,8 @@ Expected<ModelFile> load_hf_model(const std::string& dir) {
     modules.erase("output.weight");
   }
   PEREGRINE_RETURN_IF_ERROR(resolve_vocab(m.config, modules, config_path.string()));
+  // Sane dimensions before any quantized tensor is decoded against them.
+  if (Status st = m.config.validate(); !st) return Status(st.code(), dir + ": " + st.message());
   for (const auto& [name, module] : modules) {
     const auto shape = llama_tensor_shape(m.config, name).value_or(std::vector<std::int64_t>{});
     auto t = decode_hf_tensor(module.module, module.parts, quant, name, shape);

@@ -74,6 +74,28 @@ TEST(SaveGgufModel, Stories260kQ8_0RoundTripsTensorsConfigLogitsAndTokenizer) {
   expect_tok512_behaviour(g);
 }
 
+TEST(SaveGgufModel, EveryGgufDtypeRoundTrips) {
+  test::TempDir dir;
+  const std::pair<DType, std::int64_t> cases[] = {
+      {DType::kF32, 0}, {DType::kF16, 1}, {DType::kBF16, 32}, {DType::kQ4_0, 2}};  // llama_ftype
+  for (const auto& [dtype, ftype] : cases) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    ModelFile m = load(test::stories260k_path());
+    if (dtype != DType::kF32) {
+      ASSERT_TRUE(convert_model_weights(m, dtype));
+    }
+    const std::string path = dir.file(std::string(dtype_name(dtype)) + ".gguf");
+    ASSERT_TRUE(save_gguf_model(m, path, tok512()).is_ok());
+    const ModelFile g = load(path);
+    test::expect_same_config(m.config, g.config);
+    test::expect_same_tensors(m, g);
+    EXPECT_EQ(test::prefill_logits(m, false), test::prefill_logits(g, false));
+    auto file_type = g.gguf->get_int("general.file_type");
+    ASSERT_TRUE(file_type);
+    EXPECT_EQ(*file_type, ftype);
+  }
+}
+
 TEST(SaveGgufModel, ConvertedTokenizerHasLlamaCppsKeysTypesAndValues) {
   // stories260K.gguf was written by llama.cpp's llama2.c converter from the same tok512.bin.
   auto ref = GgufFile::open(stories_dir() + "/stories260K.gguf");

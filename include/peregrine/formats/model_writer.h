@@ -3,6 +3,7 @@
 // layouts), int8 W8A8 and FP8 results.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "peregrine/core/status.h"
@@ -52,9 +53,9 @@ Status save_gguf_model(const ModelFile& m, const std::string& path, const std::s
 /// tokenizer (`tokenizer_path` copied as tokenizer.json / tokenizer.model / tokenizer.gguf /
 /// tokenizer.bin by its kind, with tokenizer_config.json and chat_template.jinja from beside
 /// it; or when it is empty, m's GGUF vocabulary as a vocab-only tokenizer.gguf and its
-/// tokenizer.chat_template as chat_template.jinja). kInt linears use `layout` (kGptq or kAwq; act_bits 8 → kCompressed); F8
-/// linears are always kCompressed; one file holds one layout and one set of int parameters
-/// (src/formats/hf_quant_plan.h). load_hf_model reads every layout back to the same tensors
+/// tokenizer.chat_template as chat_template.jinja). kInt linears use `layout` (kGptq or kAwq;
+/// act_bits 8 → kCompressed); F8 linears are always kCompressed; one file holds one layout
+/// and one set of int parameters (src/formats/hf_quant_plan.h). load_hf_model reads every layout back to the same tensors
 /// (kInt rows byte for byte, Q/K rows in NeoX order).
 /// Errors: kUnsupported (a dtype the layout cannot hold, e.g. kInt 3-bit in the AWQ layout,
 /// Q8_0 / Q4_0; int linears with different parameters), kInvalidArgument (`dir` is a file; a
