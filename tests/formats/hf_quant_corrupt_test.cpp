@@ -1,6 +1,7 @@
 // load_hf_model on damaged quantized folders: wrong shapes, dtypes, missing or extra parts,
 // truncation, bad configs, bad scales / zero points / g_idx, act-order files. Each gives one
-// clear error of the right kind naming the tensor (or field), never a crash.
+// clear error of the right kind naming the tensor (or field), never a crash. And what other
+// tools write differently but validly: per-tensor and non-f16 compressed scales.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +11,8 @@
 #include "peregrine/formats/hf_model.h"
 #include "peregrine/formats/model_writer.h"
 #include "peregrine/formats/safetensors.h"
+#include "peregrine/quant/fp16.h"
+#include "peregrine/quant/int_group.h"
 #include "quantized_model_helpers.h"
 #include "safetensors_writer.h"
 #include "test_files.h"
@@ -253,6 +256,32 @@ TEST(HfQuantCorrupt, UnreadableSafetensorsDtype) {
     g.shape = {86};
   });
   f.expect_error(ErrorCode::kUnsupported, {"down_proj.g_idx", "I64"});
+}
+
+TEST(HfQuantForeign, CompressedPerTensorScaleIsRoundedToF16ForIntRows) {
+  // compressed-tensors' tensor strategy stores one f32 scale; the runtime int rows hold f16.
+  const ModelFile w8a8 = test::int_linears(stories(), 8, false, -1, 8);
+  const Folder f(w8a8, HfQuantLayout::kCompressed);
+  const float scale = 0.0123456789f;
+  f.edit_tensors([&](Tensors& ts) {
+    auto& s = tensor(ts, kDown + ".weight_scale");
+    s.shape = {1};
+    s.data = test::f32_bytes({scale});
+  });
+  auto m = load_hf_model(f.file(""));
+  ASSERT_TRUE(m) << m.status().message();
+  const TensorView& got = *m->find("blk.1.ffn_down.weight");
+  const TensorView& want = *w8a8.find("blk.1.ffn_down.weight");
+  ASSERT_EQ(got.quant, want.quant);
+  const float f16_scale = f16_to_f32(f32_to_f16(scale));
+  ASSERT_NE(f16_scale, scale);
+  for (std::int64_t r = 0; r < got.n_rows(); ++r) {
+    const IntRow g = unpack_int_row(got.quant, static_cast<const std::uint8_t*>(got.data) + r * *got.row_bytes(), got.row_length());
+    const IntRow w = unpack_int_row(want.quant, static_cast<const std::uint8_t*>(want.data) + r * *want.row_bytes(), want.row_length());
+    ASSERT_EQ(g.groups.size(), 1u);
+    EXPECT_EQ(g.groups[0].scale, f16_scale) << r;
+    EXPECT_EQ(g.codes, w.codes) << r;
+  }
 }
 
 }  // namespace
