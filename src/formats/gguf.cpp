@@ -208,6 +208,14 @@ Status in_file(const std::string& what, const Status& st) {
 
 }  // namespace
 
+bool is_gguf_file(const std::string& path) {
+  if (path.ends_with(".gguf")) return true;
+  auto file = MappedFile::open(path);
+  if (!file) return false;
+  const auto b = (*file)->bytes();
+  return b.size() >= 4 && b[0] == 'G' && b[1] == 'G' && b[2] == 'U' && b[3] == 'F';
+}
+
 std::optional<DType> dtype_from_ggml_type(std::uint32_t ggml_type) {
   for (const auto& [id, t] : kGgmlTypes) {
     if (id == ggml_type) return t;
@@ -215,11 +223,11 @@ std::optional<DType> dtype_from_ggml_type(std::uint32_t ggml_type) {
   return std::nullopt;
 }
 
-std::uint32_t ggml_type_of(DType t) {
+std::optional<std::uint32_t> ggml_type_of(DType t) {
   for (const auto& [id, d] : kGgmlTypes) {
     if (d == t) return id;
   }
-  return 0;  // unreachable: every DType is in the table
+  return std::nullopt;
 }
 
 Expected<GgufFile> GgufFile::open(const std::string& path) {

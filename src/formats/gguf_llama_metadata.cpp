@@ -1,5 +1,8 @@
 #include "peregrine/formats/gguf_llama_metadata.h"
 
+#include "peregrine/core/mapped_file.h"
+#include "peregrine/tokenizer/llama2c_tokenizer.h"
+
 namespace peregrine {
 
 std::uint32_t llama_file_type(DType t) {
@@ -29,7 +32,9 @@ Status add_llama_metadata(GgufWriter& w, const std::string& name, const ModelCon
   PEREGRINE_RETURN_IF_ERROR(w.add("llama.attention.head_count", u32(c.n_heads)));
   PEREGRINE_RETURN_IF_ERROR(w.add("llama.attention.head_count_kv", u32(c.n_kv_heads)));
   PEREGRINE_RETURN_IF_ERROR(w.add("llama.attention.layer_norm_rms_epsilon", gguf_f32(c.rms_eps)));
-  return w.add("llama.rope.freq_base", gguf_f32(c.rope_theta));
+  PEREGRINE_RETURN_IF_ERROR(w.add("llama.rope.freq_base", gguf_f32(c.rope_theta)));
+  if (c.ffn_down_hadamard) PEREGRINE_RETURN_IF_ERROR(w.add("peregrine.ffn_down_hadamard", gguf_bool(true)));
+  return Status::ok();
 }
 
 Status copy_tokenizer_metadata(GgufWriter& w, const std::string& path, std::int64_t vocab_size) {
@@ -40,10 +45,37 @@ Status copy_tokenizer_metadata(GgufWriter& w, const std::string& path, std::int6
     return invalid_argument(path + " has " + std::to_string(tokens->size()) + " tokens but the model's vocabulary has " +
                             std::to_string(vocab_size));
   }
-  for (const auto& [key, value] : vocab.metadata()) {
+  return copy_tokenizer_metadata(w, vocab, path);
+}
+
+Status copy_tokenizer_metadata(GgufWriter& w, const GgufFile& source, const std::string& what) {
+  if (!source.find("tokenizer.ggml.model")) return not_found(what + " has no tokenizer (no tokenizer.ggml.model key)");
+  for (const auto& [key, value] : source.metadata()) {
     if (key.rfind("tokenizer.", 0) == 0) PEREGRINE_RETURN_IF_ERROR(w.add(key, value));
   }
   return Status::ok();
+}
+
+Status add_llama2c_tokenizer_metadata(GgufWriter& w, const std::string& tokenizer_bin, std::int64_t vocab_size) {
+  PEREGRINE_ASSIGN_OR_RETURN(auto file, MappedFile::open(tokenizer_bin));
+  PEREGRINE_ASSIGN_OR_RETURN(Vocab vocab, parse_llama2c_vocab(file->bytes(), tokenizer_bin));
+  if (vocab.size() != vocab_size) {
+    return invalid_argument(tokenizer_bin + " has " + std::to_string(vocab.size()) +
+                            " tokens but the model's vocabulary has " + std::to_string(vocab_size));
+  }
+  std::vector<GgufScalar> tokens, scores, types;
+  for (std::int32_t id = 0; id < vocab.size(); ++id) {
+    tokens.emplace_back(vocab.piece(id));
+    scores.emplace_back(static_cast<double>(vocab.score(id)));
+    types.emplace_back(static_cast<std::int64_t>(vocab.type(id)));
+  }
+  PEREGRINE_RETURN_IF_ERROR(w.add("tokenizer.ggml.model", gguf_string("llama")));
+  PEREGRINE_RETURN_IF_ERROR(w.add("tokenizer.ggml.tokens", gguf_array(GgufType::kString, std::move(tokens))));
+  PEREGRINE_RETURN_IF_ERROR(w.add("tokenizer.ggml.scores", gguf_array(GgufType::kF32, std::move(scores))));
+  PEREGRINE_RETURN_IF_ERROR(w.add("tokenizer.ggml.token_type", gguf_array(GgufType::kI32, std::move(types))));
+  PEREGRINE_RETURN_IF_ERROR(w.add("tokenizer.ggml.unknown_token_id", gguf_u32(static_cast<std::uint32_t>(vocab.unk_id))));
+  PEREGRINE_RETURN_IF_ERROR(w.add("tokenizer.ggml.bos_token_id", gguf_u32(static_cast<std::uint32_t>(vocab.bos_id))));
+  return w.add("tokenizer.ggml.eos_token_id", gguf_u32(static_cast<std::uint32_t>(vocab.eos_id)));
 }
 
 }  // namespace peregrine

@@ -36,6 +36,15 @@ Expected<std::optional<float>> optional_float(const GgufFile& g, const std::stri
   return std::optional<float>(static_cast<float>(*v));
 }
 
+/// An optional bool key: false when absent, kCorruptFile when present with another type.
+Expected<bool> optional_bool(const GgufFile& g, const std::string& key, const std::string& path) {
+  const GgufValue* v = g.find(key);
+  if (!v) return false;
+  const bool* b = std::get_if<bool>(&v->scalar);
+  if (v->type != GgufType::kBool || !b) return corrupt_file(path + ": GGUF key '" + key + "' is not a bool");
+  return *b;
+}
+
 Expected<ModelConfig> read_llama_config(const GgufFile& g, const std::string& path) {
   ModelConfig c;
   PEREGRINE_ASSIGN_OR_RETURN(c.dim, required_int(g, "llama.embedding_length", path));
@@ -59,6 +68,7 @@ Expected<ModelConfig> read_llama_config(const GgufFile& g, const std::string& pa
   if (eps) c.rms_eps = *eps;
   PEREGRINE_ASSIGN_OR_RETURN(auto theta, optional_float(g, "llama.rope.freq_base", path));
   if (theta) c.rope_theta = *theta;
+  PEREGRINE_ASSIGN_OR_RETURN(c.ffn_down_hadamard, optional_bool(g, "peregrine.ffn_down_hadamard", path));
   c.rope_style = RopeStyle::kInterleaved;
   return c;
 }

@@ -138,7 +138,15 @@ Status GgufWriter::add(const std::string& key, const GgufValue& value) {
 }
 
 Status GgufWriter::add_tensor(const std::string& name, DType dtype, std::vector<std::int64_t> shape) {
-  return data_->add(name, dtype, std::move(shape));
+  const auto type = ggml_type_of(dtype);
+  if (!type) {
+    return unsupported("tensor '" + name + "': GGUF cannot hold " + std::string(dtype_name(dtype)) +
+                       " (only f32, f16, bf16, q8_0, q4_0)");
+  }
+  PEREGRINE_ASSIGN_OR_RETURN(std::uint64_t row_bytes, dtype_row_bytes_of(name, dtype, shape));
+  PEREGRINE_RETURN_IF_ERROR(data_->add(name, std::move(shape), row_bytes));
+  ggml_types_.push_back(*type);
+  return Status::ok();
 }
 
 Status GgufWriter::begin(const std::string& path) {
@@ -151,11 +159,12 @@ Status GgufWriter::begin(const std::string& path) {
   append(h, static_cast<std::uint32_t>(GgufType::kU32));
   append(h, kAlignment);
   h.insert(h.end(), kv_.begin(), kv_.end());
-  for (const TensorEntry& t : data_->tensors()) {
+  for (std::size_t i = 0; i < data_->tensors().size(); ++i) {
+    const TensorEntry& t = data_->tensors()[i];
     append_string(h, t.name);
     append(h, static_cast<std::uint32_t>(t.shape.size()));
     for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) append(h, static_cast<std::uint64_t>(*it));
-    append(h, ggml_type_of(t.dtype));
+    append(h, ggml_types_[i]);
     append(h, t.offset);
   }
   h.resize((h.size() + kAlignment - 1) / kAlignment * kAlignment, 0);

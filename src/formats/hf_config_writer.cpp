@@ -27,8 +27,8 @@ double as_decimal(float f) {
 
 }  // namespace
 
-std::string hf_config_json(const ModelConfig& c, DType dtype) {
-  const nlohmann::ordered_json j = {
+nlohmann::ordered_json hf_config(const ModelConfig& c, DType dtype) {
+  nlohmann::ordered_json j = {
       {"architectures", nlohmann::ordered_json::array({"LlamaForCausalLM"})},
       {"model_type", "llama"},
       {"hidden_act", "silu"},
@@ -47,7 +47,10 @@ std::string hf_config_json(const ModelConfig& c, DType dtype) {
       {"eos_token_id", 2},
       {"torch_dtype", torch_dtype(dtype)},
   };
-  return j.dump(2) + "\n";
+  if (c.ffn_down_hadamard) j["peregrine_ffn_down_hadamard"] = true;
+  return j;
 }
+
+std::string hf_config_json(const ModelConfig& c, DType dtype) { return hf_config(c, dtype).dump(2) + "\n"; }
 
 }  // namespace peregrine

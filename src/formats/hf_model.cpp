@@ -1,12 +1,13 @@
 #include "peregrine/formats/hf_model.h"
 
-#include <cmath>
 #include <filesystem>
-#include <limits>
 #include <map>
 #include <optional>
 #include <string_view>
 
+#include "formats/config_fields.h"
+#include "formats/hf_quant_config.h"
+#include "formats/hf_tensor_decoder.h"
 #include "peregrine/core/json_util.h"
 #include "peregrine/formats/hf_names.h"
 #include "peregrine/formats/safetensors.h"
@@ -19,76 +20,6 @@ using nlohmann::json;
 
 constexpr const char* kSupportedArchs[] = {"LlamaForCausalLM", "MistralForCausalLM"};
 constexpr const char* kSupportedModelTypes[] = {"llama", "mistral"};
-
-/// Typed access to config.json fields; every error names the file and the field.
-class ConfigFields {
- public:
-  ConfigFields(const json& j, std::string what) : j_(j), what_(std::move(what)) {}
-
-  /// The field, or nullptr when absent or null (HF writes null for "use the default").
-  const json* get(const char* key) const {
-    auto it = j_.find(key);
-    return it == j_.end() || it->is_null() ? nullptr : &*it;
-  }
-
-  Expected<std::int64_t> required_int(const char* key) const {
-    const json* v = get(key);
-    if (!v) return corrupt_file(what_ + ": required field '" + key + "' is missing");
-    return to_int(key, *v);
-  }
-
-  Expected<std::optional<std::int64_t>> optional_int(const char* key) const {
-    const json* v = get(key);
-    if (!v) return std::optional<std::int64_t>();
-    PEREGRINE_ASSIGN_OR_RETURN(auto i, to_int(key, *v));
-    return std::optional<std::int64_t>(i);
-  }
-
-  /// A number that fits in a float.
-  Expected<std::optional<float>> optional_float(const char* key) const {
-    const json* v = get(key);
-    if (!v) return std::optional<float>();
-    if (!v->is_number()) return ill_typed(key, *v, "a number");
-    const double d = v->get<double>();
-    if (!std::isfinite(d) || std::fabs(d) > std::numeric_limits<float>::max()) {
-      return corrupt_file(what_ + ": field '" + key + "' = " + json_util::printable(v->dump(), 40) +
-                          " is out of range");
-    }
-    return std::optional<float>(static_cast<float>(d));
-  }
-
-  Expected<std::optional<bool>> optional_bool(const char* key) const {
-    const json* v = get(key);
-    if (!v) return std::optional<bool>();
-    if (!v->is_boolean()) return ill_typed(key, *v, "true or false");
-    return std::optional<bool>(v->get<bool>());
-  }
-
-  Expected<std::optional<std::string>> optional_string(const char* key) const {
-    const json* v = get(key);
-    if (!v) return std::optional<std::string>();
-    if (!v->is_string()) return ill_typed(key, *v, "a string");
-    return std::optional<std::string>(v->get<std::string>());
-  }
-
-  const std::string& what() const { return what_; }
-
- private:
-  Expected<std::int64_t> to_int(const char* key, const json& v) const {
-    auto i = json_util::as_i64(v);
-    if (!i) return ill_typed(key, v, "an integer");
-    return *i;
-  }
-  Status ill_typed(const char* key, const json& v, const char* expected) const {
-    return corrupt_file(what_ + ": field '" + key + "' is " +
-                        (v.is_number() ? std::string("the number ") + json_util::printable(v.dump(), 40)
-                                       : "a " + json_util::type_name(v)) +
-                        ", expected " + expected);
-  }
-
-  const json& j_;
-  std::string what_;
-};
 
 /// Accepts LlamaForCausalLM / MistralForCausalLM (architectures) or model_type llama/mistral.
 Status check_architecture(const ConfigFields& f) {
@@ -171,6 +102,8 @@ Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   c.rope_theta = theta.value_or(10000.0f);
   PEREGRINE_ASSIGN_OR_RETURN(auto tied, f.optional_bool("tie_word_embeddings"));
   c.tied_embeddings = tied.value_or(false);
+  PEREGRINE_ASSIGN_OR_RETURN(auto hadamard, f.optional_bool("peregrine_ffn_down_hadamard"));
+  c.ffn_down_hadamard = hadamard.value_or(false);
   c.rope_style = RopeStyle::kNeox;
   return c;
 }
@@ -218,17 +151,10 @@ bool is_plain_file_name(const std::string& s) {
          s.find('\\') == std::string::npos && s.find('\0') == std::string::npos;
 }
 
-Expected<json> read_json_file(const fs::path& path) {
-  PEREGRINE_ASSIGN_OR_RETURN(auto file, MappedFile::open(path.string()));
-  const auto bytes = file->bytes();
-  return json_util::parse(
-      std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path.string());
-}
-
 /// HF tensor name → (shard file name, its parsed safetensors), for one file or an index.
 struct Weights {
   std::map<std::string, SafetensorsFile> shards;       // file name → parsed shard
-  std::map<std::string, const TensorView*> by_hf_name;  // HF name → view inside a shard
+  std::map<std::string, const SafetensorsTensor*> by_hf_name;  // HF name → tensor inside a shard
 };
 
 Expected<Weights> read_weights(const fs::path& dir) {
@@ -246,7 +172,7 @@ Expected<Weights> read_weights(const fs::path& dir) {
     return not_found(dir.string() + ": no model.safetensors or model.safetensors.index.json");
   }
   const std::string what = index.string();
-  PEREGRINE_ASSIGN_OR_RETURN(json j, read_json_file(index));
+  PEREGRINE_ASSIGN_OR_RETURN(json j, read_json_file(index.string()));
   const auto map_it = j.is_object() ? j.find("weight_map") : j.end();
   if (!j.is_object() || map_it == j.end() || !map_it->is_object()) {
     return corrupt_file(what + ": has no \"weight_map\" object");
@@ -267,7 +193,7 @@ Expected<Weights> read_weights(const fs::path& dir) {
       PEREGRINE_ASSIGN_OR_RETURN(auto f, SafetensorsFile::open(shard_path.string()));
       it = w.shards.emplace(file, std::move(f)).first;
     }
-    const TensorView* t = it->second.find(name);
+    const SafetensorsTensor* t = it->second.find(name);
     if (!t) {
       return corrupt_file(what + ": tensor '" + json_util::printable(name) + "' is not in shard '" +
                           json_util::printable(file) + "'");
@@ -276,6 +202,53 @@ Expected<Weights> read_weights(const fs::path& dir) {
   }
   if (w.by_hf_name.empty()) return corrupt_file(what + ": weight_map is empty");
   return w;
+}
+
+/// A canonical tensor and the HF tensors it is stored as.
+struct HfModule {
+  std::string module;  // the HF name without its suffix ("model.layers.0.mlp.down_proj")
+  HfParts parts;       // suffix ("weight", "qweight", "scales", …) → tensor
+};
+
+/// Suffixes of the quantized layouts' tensors beside (or instead of) "weight".
+bool is_quant_suffix(std::string_view s) {
+  for (std::string_view q : {"qweight", "qzeros", "scales", "g_idx", "weight_scale"}) {
+    if (s == q) return true;
+  }
+  return false;
+}
+
+/// The HF tensors grouped by the canonical tensor they make up.
+Expected<std::map<std::string, HfModule>> group_modules(const Weights& w, std::int64_t n_layers, const std::string& dir) {
+  std::map<std::string, HfModule> modules;
+  constexpr std::string_view kWeight = ".weight";
+  for (const auto& [hf_name, tensor] : w.by_hf_name) {
+    const std::size_t dot = hf_name.rfind('.');
+    const std::string suffix = dot == std::string::npos ? "" : hf_name.substr(dot + 1);
+    const bool quant = is_quant_suffix(suffix);
+    const std::string module = quant || suffix == "weight" ? hf_name.substr(0, dot) : hf_name;
+    PEREGRINE_ASSIGN_OR_RETURN(auto name, canonical_name(quant ? module + std::string(kWeight) : hf_name, n_layers, dir));
+    if (!name) continue;
+    HfModule& m = modules[*name];
+    m.module = module;
+    m.parts[quant ? suffix : "weight"] = tensor;
+  }
+  return modules;
+}
+
+/// vocab_size from the rows of the (float) embedding when config.json does not give it.
+Status resolve_vocab(ModelConfig& c, const std::map<std::string, HfModule>& modules, const std::string& what) {
+  if (c.vocab_size != 0) return Status::ok();
+  const SafetensorsTensor* embedding = nullptr;
+  if (const auto it = modules.find("token_embd.weight"); it != modules.end()) {
+    const auto weight = it->second.parts.find("weight");
+    if (weight != it->second.parts.end()) embedding = weight->second;
+  }
+  if (!embedding || embedding->shape.size() != 2) {
+    return corrupt_file(what + ": field 'vocab_size' is missing and model.embed_tokens.weight is absent or not 2-D");
+  }
+  c.vocab_size = embedding->shape[0];
+  return Status::ok();
 }
 
 }  // namespace
@@ -293,29 +266,25 @@ Expected<ModelFile> load_hf_model(const std::string& dir) {
   ModelFile m;
   m.format = ModelFormat::kHuggingFace;
   m.path = dir;
-  PEREGRINE_ASSIGN_OR_RETURN(json cfg, read_json_file(config_path));
+  PEREGRINE_ASSIGN_OR_RETURN(json cfg, read_json_file(config_path.string()));
   PEREGRINE_ASSIGN_OR_RETURN(m.config, read_config(cfg, config_path.string()));
+  PEREGRINE_ASSIGN_OR_RETURN(const HfQuantConfig quant, read_hf_quant_config(cfg, dir));
   PEREGRINE_ASSIGN_OR_RETURN(Weights w, read_weights(fs::path(dir)));
-
-  for (const auto& [hf_name, view] : w.by_hf_name) {
-    PEREGRINE_ASSIGN_OR_RETURN(auto name, canonical_name(hf_name, m.config.n_layers, dir));
-    if (!name) continue;
-    TensorView t = *view;
-    t.name = *name;
-    m.tensors.emplace(*name, std::move(t));
-  }
+  PEREGRINE_ASSIGN_OR_RETURN(auto modules, group_modules(w, m.config.n_layers, dir));
   // tie_word_embeddings, or no lm_head saved at all: the LM head is token_embd.
-  if (m.config.tied_embeddings || !m.find("output.weight")) {
+  if (m.config.tied_embeddings || !modules.count("output.weight")) {
     m.config.tied_embeddings = true;
-    m.tensors.erase("output.weight");
+    modules.erase("output.weight");
   }
-  if (m.config.vocab_size == 0) {  // no vocab_size in config.json: the embedding's rows
-    const TensorView* emb = m.find("token_embd.weight");
-    if (!emb || emb->shape.size() != 2) {
-      return corrupt_file(config_path.string() +
-                          ": field 'vocab_size' is missing and model.embed_tokens.weight is absent or not 2-D");
-    }
-    m.config.vocab_size = emb->shape[0];
+  PEREGRINE_RETURN_IF_ERROR(resolve_vocab(m.config, modules, config_path.string()));
+  // Sane dimensions before any quantized tensor is decoded against them.
+  if (Status st = m.config.validate(); !st) return Status(st.code(), dir + ": " + st.message());
+  for (const auto& [name, module] : modules) {
+    const auto shape = llama_tensor_shape(m.config, name).value_or(std::vector<std::int64_t>{});
+    auto t = decode_hf_tensor(module.module, module.parts, quant, name, shape);
+    if (!t) return Status(t.status().code(), dir + ": " + t.status().message());
+    if (t->bytes) m.storage.push_back(t->bytes);
+    m.tensors.emplace(name, std::move(t->view));
   }
   for (const auto& [file, shard] : w.shards) m.storage.push_back(shard.file());
   PEREGRINE_RETURN_IF_ERROR(validate_llama_tensors(m));

@@ -1,6 +1,7 @@
 #include "peregrine/formats/model_file.h"
 
 #include <filesystem>
+#include <utility>
 
 #include "peregrine/formats/gguf_model.h"
 #include "peregrine/formats/hf_model.h"
@@ -24,13 +25,12 @@ Status expect_layout(const std::string& path, const TensorView& t) {
   return Status::ok();
 }
 
-Status expect_tensor(const ModelFile& m, const std::string& name,
-                     std::vector<std::int64_t> shape) {
+Status expect_tensor(const ModelFile& m, const std::string& name) {
   const TensorView* t = m.find(name);
   if (!t) return corrupt_file(m.path + ": tensor '" + name + "' is missing");
-  if (t->shape != shape) {
-    TensorView want;
-    want.shape = std::move(shape);
+  TensorView want;
+  want.shape = *llama_tensor_shape(m.config, name);
+  if (t->shape != want.shape) {
     return corrupt_file(m.path + ": tensor '" + name + "' has shape " + t->shape_string() +
                         ", expected " + want.shape_string());
   }
@@ -38,7 +38,7 @@ Status expect_tensor(const ModelFile& m, const std::string& name,
 }
 
 Status expect_norm(const ModelFile& m, const std::string& name) {
-  PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, name, {m.config.dim}));
+  PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, name));
   const DType t = m.find(name)->dtype;
   if (t != DType::kF32 && t != DType::kF16 && t != DType::kBF16) {
     return unsupported(m.path + ": norm weight '" + name + "' is " + std::string(dtype_name(t)) + ", not f32/f16/bf16");
@@ -49,6 +49,19 @@ Status expect_norm(const ModelFile& m, const std::string& name) {
 Status field_positive(const char* field, std::int64_t v) {
   if (v <= 0) return corrupt_file(std::string("model config: ") + field + " = " + std::to_string(v) + " must be positive");
   return Status::ok();
+}
+
+/// The layer index of "blk.<L>.<rest>" (rest stored in *rest), or nullopt for other names.
+std::optional<std::int64_t> layer_of(std::string_view name, std::string_view* rest) {
+  constexpr std::string_view kPrefix = "blk.";
+  if (name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  name.remove_prefix(kPrefix.size());
+  std::int64_t layer = 0;
+  std::size_t n = 0;
+  while (n < name.size() && n < 9 && name[n] >= '0' && name[n] <= '9') layer = layer * 10 + (name[n++] - '0');
+  if (n == 0 || n >= name.size() || name[n] != '.' || (n > 1 && name[0] == '0')) return std::nullopt;
+  *rest = name.substr(n + 1);
+  return layer;
 }
 
 }  // namespace
@@ -97,6 +110,26 @@ std::size_t ModelFile::weight_bytes() const {
   return n;
 }
 
+std::optional<std::vector<std::int64_t>> llama_tensor_shape(const ModelConfig& c, std::string_view name) {
+  using Shape = std::vector<std::int64_t>;
+  const std::int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+  if (name == "token_embd.weight" || name == "output.weight") return Shape{c.vocab_size, c.dim};
+  if (name == "output_norm.weight") return Shape{c.dim};
+  std::string_view rest;
+  const auto layer = layer_of(name, &rest);
+  if (!layer || *layer >= c.n_layers) return std::nullopt;
+  const std::pair<std::string_view, Shape> per_layer[] = {
+      {"attn_norm.weight", {c.dim}},           {"ffn_norm.weight", {c.dim}},
+      {"attn_q.weight", {q_dim, c.dim}},       {"attn_k.weight", {kv_dim, c.dim}},
+      {"attn_v.weight", {kv_dim, c.dim}},      {"attn_output.weight", {c.dim, q_dim}},
+      {"ffn_gate.weight", {c.ffn_dim, c.dim}}, {"ffn_up.weight", {c.ffn_dim, c.dim}},
+      {"ffn_down.weight", {c.dim, c.ffn_dim}}};
+  for (const auto& [suffix, shape] : per_layer) {
+    if (rest == suffix) return shape;
+  }
+  return std::nullopt;
+}
+
 std::string layer_tensor_name(std::int64_t layer, std::string_view name) {
   return "blk." + std::to_string(layer) + "." + std::string(name) + ".weight";
 }
@@ -104,24 +137,15 @@ std::string layer_tensor_name(std::int64_t layer, std::string_view name) {
 Status validate_llama_tensors(const ModelFile& m) {
   const ModelConfig& c = m.config;
   if (Status st = c.validate(); !st) return {st.code(), m.path + ": " + st.message()};
-  const std::int64_t q_dim = c.n_heads * c.head_dim;
-  const std::int64_t kv_dim = c.n_kv_heads * c.head_dim;
-  PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, "token_embd.weight", {c.vocab_size, c.dim}));
+  PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, "token_embd.weight"));
   PEREGRINE_RETURN_IF_ERROR(expect_norm(m, "output_norm.weight"));
-  if (!c.tied_embeddings) {
-    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, "output.weight", {c.vocab_size, c.dim}));
-  }
+  if (!c.tied_embeddings) PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, "output.weight"));
   for (std::int64_t l = 0; l < c.n_layers; ++l) {
-    auto p = [l](const char* name) { return layer_tensor_name(l, name); };
-    PEREGRINE_RETURN_IF_ERROR(expect_norm(m, p("attn_norm")));
-    PEREGRINE_RETURN_IF_ERROR(expect_norm(m, p("ffn_norm")));
-    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p("attn_q"), {q_dim, c.dim}));
-    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p("attn_k"), {kv_dim, c.dim}));
-    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p("attn_v"), {kv_dim, c.dim}));
-    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p("attn_output"), {c.dim, q_dim}));
-    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p("ffn_gate"), {c.ffn_dim, c.dim}));
-    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p("ffn_up"), {c.ffn_dim, c.dim}));
-    PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, p("ffn_down"), {c.dim, c.ffn_dim}));
+    PEREGRINE_RETURN_IF_ERROR(expect_norm(m, layer_tensor_name(l, "attn_norm")));
+    PEREGRINE_RETURN_IF_ERROR(expect_norm(m, layer_tensor_name(l, "ffn_norm")));
+    for (const char* name : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}) {
+      PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, layer_tensor_name(l, name)));
+    }
   }
   return Status::ok();
 }

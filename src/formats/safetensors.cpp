@@ -27,7 +27,7 @@ bool is_known_safetensors_dtype(std::string_view s) {
 }
 
 struct Entry {
-  TensorView view;
+  SafetensorsTensor tensor;
   std::uint64_t begin = 0;
   std::uint64_t end = 0;
 };
@@ -50,20 +50,20 @@ Expected<Entry> read_entry(const std::string& name, const json& v, const std::st
     return corrupt_file(where + " has no \"data_offsets\" [begin, end] pair");
   }
   const auto& dtype_str = dtype_it->get_ref<const std::string&>();
-  const auto dtype = dtype_from_safetensors(dtype_str);
+  const auto dtype = safetensors_dtype_from_name(dtype_str);
   if (!dtype) {
     return unsupported(where + " has dtype " + json_util::printable(dtype_str, 32) +
                        (is_known_safetensors_dtype(dtype_str) ? "" : " (not a safetensors dtype)") +
-                       "; supported: F32, F16, BF16");
+                       "; supported: F32, F16, BF16, I32, I8, F8_E4M3, F8_E5M2");
   }
   Entry e;
-  e.view.name = name;
-  e.view.dtype = *dtype;
+  e.tensor.name = name;
+  e.tensor.dtype = *dtype;
   // numel as a product of non-negative dims; every partial product must fit in int64 so that
   // TensorView::numel() cannot overflow either.
   constexpr auto kMaxI64 = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
   std::uint64_t numel = 1;
-  e.view.shape.reserve(shape_it->size());
+  e.tensor.shape.reserve(shape_it->size());
   for (const auto& d : *shape_it) {
     const auto dim = json_util::as_u64(d);
     if (!dim) return corrupt_file(where + " shape has a " + json_util::type_name(d) +
@@ -72,9 +72,9 @@ Expected<Entry> read_entry(const std::string& name, const json& v, const std::st
       return corrupt_file(where + " shape overflows (element count too large)");
     }
     numel *= *dim;
-    e.view.shape.push_back(static_cast<std::int64_t>(*dim));
+    e.tensor.shape.push_back(static_cast<std::int64_t>(*dim));
   }
-  const std::uint64_t elem = dtype_block_bytes(*dtype);
+  const std::uint64_t elem = safetensors_dtype_bytes(*dtype);
   if (numel > kMaxI64 / elem) return corrupt_file(where + " shape overflows (byte count too large)");
   const std::uint64_t nbytes = numel * elem;
   const auto begin = json_util::as_u64((*offsets_it)[0]);
@@ -86,12 +86,12 @@ Expected<Entry> read_entry(const std::string& name, const json& v, const std::st
   }
   if (*end - *begin != nbytes) {
     return corrupt_file(where + " holds " + std::to_string(*end - *begin) + " bytes but shape " +
-                        e.view.shape_string() + " of " + dtype_str + " needs " +
+                        e.tensor.shape_string() + " of " + dtype_str + " needs " +
                         std::to_string(nbytes));
   }
   e.begin = *begin;
   e.end = *end;
-  e.view.nbytes = static_cast<std::size_t>(nbytes);
+  e.tensor.nbytes = static_cast<std::size_t>(nbytes);
   return e;
 }
 
@@ -113,20 +113,64 @@ Expected<std::map<std::string, std::string>> read_metadata(const json& v, const 
 }  // namespace
 
 namespace {
-constexpr std::pair<std::string_view, DType> kSafetensorsDtypes[] = {
-    {"F32", DType::kF32}, {"F16", DType::kF16}, {"BF16", DType::kBF16}};
+
+struct DtypeInfo {
+  SafetensorsDtype type;
+  std::string_view name;
+  std::size_t bytes;
+};
+constexpr DtypeInfo kDtypes[] = {
+    {SafetensorsDtype::kF32, "F32", 4}, {SafetensorsDtype::kF16, "F16", 2},
+    {SafetensorsDtype::kBF16, "BF16", 2}, {SafetensorsDtype::kI32, "I32", 4},
+    {SafetensorsDtype::kI8, "I8", 1}, {SafetensorsDtype::kF8E4M3, "F8_E4M3", 1},
+    {SafetensorsDtype::kF8E5M2, "F8_E5M2", 1}};
+constexpr std::pair<DType, SafetensorsDtype> kWeightDtypes[] = {
+    {DType::kF32, SafetensorsDtype::kF32}, {DType::kF16, SafetensorsDtype::kF16},
+    {DType::kBF16, SafetensorsDtype::kBF16}};
+
+const DtypeInfo& info(SafetensorsDtype t) { return kDtypes[static_cast<std::size_t>(t)]; }
+
 }  // namespace
 
-std::optional<DType> dtype_from_safetensors(std::string_view name) {
-  for (const auto& [s, t] : kSafetensorsDtypes) {
-    if (s == name) return t;
+std::optional<SafetensorsDtype> safetensors_dtype_from_name(std::string_view name) {
+  for (const auto& d : kDtypes) {
+    if (d.name == name) return d.type;
+  }
+  return std::nullopt;
+}
+
+std::string_view safetensors_dtype_name(SafetensorsDtype t) { return info(t).name; }
+
+std::size_t safetensors_dtype_bytes(SafetensorsDtype t) { return info(t).bytes; }
+
+std::optional<SafetensorsDtype> safetensors_dtype_of(DType t) {
+  for (const auto& [d, s] : kWeightDtypes) {
+    if (d == t) return s;
   }
   return std::nullopt;
 }
 
 std::optional<std::string_view> safetensors_dtype_name(DType t) {
-  for (const auto& [s, d] : kSafetensorsDtypes) {
-    if (d == t) return s;
+  const auto s = safetensors_dtype_of(t);
+  if (!s) return std::nullopt;
+  return safetensors_dtype_name(*s);
+}
+
+std::int64_t SafetensorsTensor::numel() const {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::string SafetensorsTensor::shape_string() const {
+  TensorView v;
+  v.shape = shape;
+  return v.shape_string();
+}
+
+std::optional<TensorView> SafetensorsTensor::weight_view() const {
+  for (const auto& [d, s] : kWeightDtypes) {
+    if (s == dtype) return TensorView{name, d, shape, data, nbytes, {}};
   }
   return std::nullopt;
 }
@@ -190,7 +234,7 @@ Expected<SafetensorsFile> SafetensorsFile::parse(std::span<const std::uint8_t> b
   std::uint64_t covered = 0;
   for (const Entry* e : by_offset) {
     if (e->begin != covered) {
-      return corrupt_file(what + ": tensor '" + json_util::printable(e->view.name) + "' starts at data byte " +
+      return corrupt_file(what + ": tensor '" + json_util::printable(e->tensor.name) + "' starts at data byte " +
                           std::to_string(e->begin) + " but the previous tensor ends at " +
                           std::to_string(covered) +
                           (e->begin < covered ? " (overlapping tensors)" : " (hole in the data buffer)"));
@@ -203,16 +247,16 @@ Expected<SafetensorsFile> SafetensorsFile::parse(std::span<const std::uint8_t> b
   }
   f.tensors_.reserve(entries.size());
   for (auto& e : entries) {
-    e.view.data = data + e.begin;
-    f.tensors_.push_back(std::move(e.view));
+    e.tensor.data = data + e.begin;
+    f.tensors_.push_back(std::move(e.tensor));
   }
   // json objects iterate in key order, so tensors_ is already sorted by name.
   return f;
 }
 
-const TensorView* SafetensorsFile::find(const std::string& name) const {
+const SafetensorsTensor* SafetensorsFile::find(const std::string& name) const {
   auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
-                             [](const TensorView& t, const std::string& n) { return t.name < n; });
+                             [](const SafetensorsTensor& t, const std::string& n) { return t.name < n; });
   return it != tensors_.end() && it->name == name ? &*it : nullptr;
 }
 

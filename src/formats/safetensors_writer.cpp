@@ -1,5 +1,6 @@
 #include "peregrine/formats/safetensors_writer.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
@@ -19,19 +20,28 @@ void SafetensorsWriter::add_metadata(const std::string& key, const std::string& 
 }
 
 Status SafetensorsWriter::add_tensor(const std::string& name, DType dtype, std::vector<std::int64_t> shape) {
-  if (!safetensors_dtype_name(dtype)) {
+  const auto type = safetensors_dtype_of(dtype);
+  if (!type) {
     return unsupported("tensor '" + name + "': safetensors cannot hold " + std::string(dtype_name(dtype)) +
                        " (only f32, f16, bf16)");
   }
+  return add_tensor(name, *type, std::move(shape));
+}
+
+Status SafetensorsWriter::add_tensor(const std::string& name, SafetensorsDtype dtype, std::vector<std::int64_t> shape) {
   if (name == "__metadata__") return invalid_argument("'__metadata__' is not a tensor name");
-  return data_->add(name, dtype, std::move(shape));
+  const std::int64_t n = shape.empty() ? 0 : std::max<std::int64_t>(shape.back(), 0);
+  PEREGRINE_RETURN_IF_ERROR(data_->add(name, std::move(shape), static_cast<std::uint64_t>(n) * safetensors_dtype_bytes(dtype)));
+  dtypes_.push_back(dtype);
+  return Status::ok();
 }
 
 Status SafetensorsWriter::begin(const std::string& path) {
   nlohmann::json h = nlohmann::json::object();
   if (!metadata_.empty()) h["__metadata__"] = metadata_;
-  for (const TensorEntry& t : data_->tensors()) {
-    h[t.name] = {{"dtype", std::string(*safetensors_dtype_name(t.dtype))},
+  for (std::size_t i = 0; i < dtypes_.size(); ++i) {
+    const TensorEntry& t = data_->tensors()[i];
+    h[t.name] = {{"dtype", std::string(safetensors_dtype_name(dtypes_[i]))},
                  {"shape", t.shape},
                  {"data_offsets", {t.offset, t.offset + t.nbytes}}};
   }

@@ -2,7 +2,18 @@
 
 namespace peregrine {
 
-Status TensorDataWriter::add(const std::string& name, DType dtype, std::vector<std::int64_t> shape) {
+Expected<std::uint64_t> dtype_row_bytes_of(const std::string& name, DType dtype, const std::vector<std::int64_t>& shape) {
+  const std::int64_t n = shape.empty() ? 0 : shape.back();
+  if (n < 1) return std::uint64_t{0};  // TensorDataWriter::add rejects the shape
+  const auto row_bytes = dtype_row_bytes(dtype, static_cast<std::uint64_t>(n));
+  if (!row_bytes) {
+    return invalid_argument("tensor '" + name + "': rows of " + std::to_string(n) +
+                            " values are not a multiple of the " + std::string(dtype_name(dtype)) + " block size");
+  }
+  return static_cast<std::uint64_t>(*row_bytes);
+}
+
+Status TensorDataWriter::add(const std::string& name, std::vector<std::int64_t> shape, std::uint64_t row_bytes) {
   if (file_) return invalid_argument("tensor '" + name + "' declared after the header was written");
   if (name.empty()) return invalid_argument("a tensor name is empty");
   if (shape.empty() || shape.size() > 4) {
@@ -16,14 +27,9 @@ Status TensorDataWriter::add(const std::string& name, DType dtype, std::vector<s
     }
     numel *= u;
   }
-  const auto row_bytes = dtype_row_bytes(dtype, static_cast<std::uint64_t>(shape.back()));
-  if (!row_bytes) {
-    return invalid_argument("tensor '" + name + "': rows of " + std::to_string(shape.back()) +
-                            " values are not a multiple of the " + std::string(dtype_name(dtype)) + " block size");
-  }
   if (!names_.insert(name).second) return invalid_argument("tensor '" + name + "' is declared twice");
   const std::uint64_t n_rows = numel / static_cast<std::uint64_t>(shape.back());
-  TensorEntry e{name, dtype, std::move(shape), end_, *row_bytes * n_rows};
+  TensorEntry e{name, std::move(shape), end_, row_bytes * n_rows};
   end_ = aligned(e.offset + e.nbytes);
   tensors_.push_back(std::move(e));
   return Status::ok();

@@ -17,24 +17,29 @@
 
 namespace peregrine {
 
-/// A declared tensor and where its bytes go.
+/// A declared tensor and where its bytes go (its element type is the writer's business).
 struct TensorEntry {
   std::string name;
-  DType dtype = DType::kF32;
   std::vector<std::int64_t> shape;  // outermost first (PyTorch order)
   std::uint64_t offset = 0;         // bytes from the start of the data section
-  std::uint64_t nbytes = 0;         // shape × dtype, without padding
+  std::uint64_t nbytes = 0;         // shape × element type, without padding
 };
+
+/// Bytes of one row (the innermost dim of `shape`) of `dtype`; 0 for an empty shape or a dim
+/// < 1 (which TensorDataWriter::add rejects). Errors: kInvalidArgument naming tensor `name` when
+/// the row is not a whole number of the dtype's blocks (or `dtype` is kInt, whose rows depend on
+/// QuantParams).
+Expected<std::uint64_t> dtype_row_bytes_of(const std::string& name, DType dtype, const std::vector<std::int64_t>& shape);
 
 class TensorDataWriter {
  public:
   /// `alignment` (bytes, >= 1): where each tensor starts, relative to the data section.
   explicit TensorDataWriter(std::uint64_t alignment) : alignment_(alignment) {}
 
-  /// Declares the next tensor. Errors: kInvalidArgument (empty or duplicate name, no dims or
-  /// more than 4, a dim < 1 or more than 2^42 values (GGUF's reader limit), a row length that is not a multiple of the dtype's block size,
-  /// or called after start()).
-  Status add(const std::string& name, DType dtype, std::vector<std::int64_t> shape);
+  /// Declares the next tensor, `row_bytes` bytes per row of its innermost dim. Errors:
+  /// kInvalidArgument (empty or duplicate name, no dims or more than 4, a dim < 1 or more than
+  /// 2^42 values (GGUF's reader limit), or called after start()).
+  Status add(const std::string& name, std::vector<std::int64_t> shape, std::uint64_t row_bytes);
   const std::vector<TensorEntry>& tensors() const { return tensors_; }
   /// Whether start() has run (the header is written; no more tensors can be declared).
   bool started() const { return file_.has_value(); }

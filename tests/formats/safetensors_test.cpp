@@ -61,29 +61,29 @@ TEST(Safetensors, ReadsF32F16BF16AndMetadata) {
   EXPECT_EQ(f->metadata().at("format"), "pt");
   ASSERT_NE(f->file(), nullptr);
 
-  const TensorView* ta = f->find("a");
+  const SafetensorsTensor* ta = f->find("a");
   ASSERT_NE(ta, nullptr);
-  EXPECT_EQ(ta->dtype, DType::kF32);
+  EXPECT_EQ(ta->dtype, SafetensorsDtype::kF32);
   EXPECT_EQ(ta->shape, (std::vector<std::int64_t>{2, 3}));
   ASSERT_EQ(ta->nbytes, 24u);
   EXPECT_EQ(std::memcmp(ta->data, a.data(), 24), 0);
-  const auto* mapped = static_cast<const std::uint8_t*>(ta->data);
+  const auto* mapped = ta->data;
   EXPECT_TRUE(mapped >= f->file()->data() && mapped + ta->nbytes <= f->file()->data() + f->file()->size());
 
-  const TensorView* tb = f->find("b");
+  const SafetensorsTensor* tb = f->find("b");
   ASSERT_NE(tb, nullptr);
-  EXPECT_EQ(tb->dtype, DType::kF16);
+  EXPECT_EQ(tb->dtype, SafetensorsDtype::kF16);
   EXPECT_EQ(std::memcmp(tb->data, b_half.data(), 6), 0);
-  const TensorView* tc = f->find("c");
+  const SafetensorsTensor* tc = f->find("c");
   ASSERT_NE(tc, nullptr);
-  EXPECT_EQ(tc->dtype, DType::kBF16);
+  EXPECT_EQ(tc->dtype, SafetensorsDtype::kBF16);
   EXPECT_EQ(tc->shape, (std::vector<std::int64_t>{2, 1, 2}));
   EXPECT_EQ(std::memcmp(tc->data, c_bf16.data(), 8), 0);
-  const TensorView* ts = f->find("scalar");
+  const SafetensorsTensor* ts = f->find("scalar");
   ASSERT_NE(ts, nullptr);
   EXPECT_TRUE(ts->shape.empty());
   EXPECT_EQ(ts->nbytes, 4u);
-  const TensorView* te = f->find("empty");
+  const SafetensorsTensor* te = f->find("empty");
   ASSERT_NE(te, nullptr);
   EXPECT_EQ(te->nbytes, 0u);
   EXPECT_EQ(f->find("missing"), nullptr);
@@ -167,7 +167,7 @@ TEST(Safetensors, RejectsInconsistentSizesAndOffsets) {
 TEST(Safetensors, UnsupportedDtypesAreNamed) {
   const Bytes eight = test::f32_bytes({1.0f, 2.0f});
   expect_error(R"({"a": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}})", eight, ErrorCode::kUnsupported, "I64");
-  expect_error(R"({"a": {"dtype": "F8_E4M3", "shape": [8], "data_offsets": [0, 8]}})", eight, ErrorCode::kUnsupported, "F8_E4M3");
+  expect_error(R"({"a": {"dtype": "F8_E8M0", "shape": [8], "data_offsets": [0, 8]}})", eight, ErrorCode::kUnsupported, "F8_E8M0");
   expect_error(R"({"a": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})", eight, ErrorCode::kUnsupported, "F64");
   expect_error(R"({"a": {"dtype": "f32", "shape": [2], "data_offsets": [0, 8]}})", eight, ErrorCode::kUnsupported,
                "not a safetensors dtype");
@@ -180,6 +180,42 @@ TEST(Safetensors, MessagesStayOnOneLine) {
   auto f = parse(b);
   ASSERT_FALSE(f);
   EXPECT_EQ(f.status().message().find('\n'), std::string::npos) << f.status().message();
+}
+
+}  // namespace
+}  // namespace peregrine
+
+namespace peregrine {
+namespace {
+
+TEST(Safetensors, ReadsTheRawTypesOfQuantizedLayouts) {
+  // GPTQ/AWQ's I32 qweight and W8A8 / FP8's I8 and F8 weights; none is a weight view by itself.
+  const Bytes file = test::safetensors_bytes({{"qweight", "I32", {2, 3}, Bytes(24, 0x5a)},
+                                              {"w8", "I8", {4}, Bytes{0x80, 0x7f, 0x00, 0x01}},
+                                              {"e4m3", "F8_E4M3", {2, 2}, Bytes{1, 2, 3, 4}},
+                                              {"e5m2", "F8_E5M2", {1}, Bytes{9}},
+                                              {"f", "F32", {1}, test::f32_bytes({2.5f})}});
+  auto f = parse(file);
+  ASSERT_TRUE(f) << f.status().message();
+  const std::pair<const char*, SafetensorsDtype> want[] = {{"qweight", SafetensorsDtype::kI32},
+                                                           {"w8", SafetensorsDtype::kI8},
+                                                           {"e4m3", SafetensorsDtype::kF8E4M3},
+                                                           {"e5m2", SafetensorsDtype::kF8E5M2}};
+  for (const auto& [name, dtype] : want) {
+    const SafetensorsTensor* t = f->find(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->dtype, dtype) << name;
+    EXPECT_EQ(t->nbytes, static_cast<std::size_t>(t->numel()) * safetensors_dtype_bytes(dtype)) << name;
+    EXPECT_FALSE(t->weight_view()) << name;
+  }
+  EXPECT_EQ(f->find("qweight")->data[23], 0x5a);
+  const auto view = f->find("f")->weight_view();
+  ASSERT_TRUE(view);
+  EXPECT_EQ(view->dtype, DType::kF32);
+  EXPECT_EQ(view->name, "f");
+  // I32 sizes are checked like every other type.
+  expect_error(R"({"a": {"dtype": "I32", "shape": [3], "data_offsets": [0, 8]}})", Bytes(8), ErrorCode::kCorruptFile,
+               "needs 12");
 }
 
 }  // namespace

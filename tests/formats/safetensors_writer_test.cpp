@@ -46,9 +46,9 @@ TEST(SafetensorsWriter, RoundTripsTensorsAndMetadata) {
   EXPECT_EQ(f->metadata().at("format"), "pt");
   ASSERT_EQ(f->tensors().size(), tensors.size());
   for (const auto& t : tensors) {
-    const TensorView* v = f->find(t.name);
+    const SafetensorsTensor* v = f->find(t.name);
     ASSERT_NE(v, nullptr) << t.name;
-    EXPECT_EQ(v->dtype, t.dtype);
+    EXPECT_EQ(v->dtype, safetensors_dtype_of(t.dtype));
     EXPECT_EQ(v->shape, t.shape);
     ASSERT_EQ(v->nbytes, t.data.size());
     EXPECT_EQ(std::memcmp(v->data, t.data.data(), v->nbytes), 0) << t.name;

@@ -74,9 +74,14 @@ class GgufFile {
   std::vector<TensorView> tensors_;
 };
 
+/// Whether `path` names a GGUF file: a ".gguf" extension, or a file starting with the "GGUF"
+/// magic (false when it cannot be read).
+bool is_gguf_file(const std::string& path);
+
 /// ggml type id → DType; nullopt for types Peregrine does not read.
 std::optional<DType> dtype_from_ggml_type(std::uint32_t ggml_type);
-/// DType → ggml type id (F32 0, F16 1, Q4_0 2, Q8_0 8, BF16 30).
-std::uint32_t ggml_type_of(DType t);
+/// DType → ggml type id (F32 0, F16 1, Q4_0 2, Q8_0 8, BF16 30); nullopt for the dtypes GGUF
+/// cannot hold (I8, F8, kInt).
+std::optional<std::uint32_t> ggml_type_of(DType t);
 
 }  // namespace peregrine

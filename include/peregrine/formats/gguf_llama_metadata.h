@@ -20,7 +20,8 @@ std::uint32_t llama_file_type(DType t);
 /// (llama_file_type(matrix_dtype)), general.quantization_version = 2 for Q8_0/Q4_0, and
 /// llama.{vocab_size, context_length, embedding_length, block_count, feed_forward_length,
 /// rope.dimension_count, attention.head_count, attention.head_count_kv,
-/// attention.layer_norm_rms_epsilon, rope.freq_base} from `c`.
+/// attention.layer_norm_rms_epsilon, rope.freq_base} from `c`, and peregrine.ffn_down_hadamard
+/// = true when c.ffn_down_hadamard (a key llama.cpp ignores: such a file runs only in Peregrine).
 /// Errors: those of GgufWriter::add (a key already added).
 Status add_llama_metadata(GgufWriter& w, const std::string& name, const ModelConfig& c, DType matrix_dtype);
 
@@ -28,5 +29,18 @@ Status add_llama_metadata(GgufWriter& w, const std::string& name, const ModelCon
 /// tokenizer.ggml.tokens must hold `vocab_size` tokens. Errors: those of GgufFile::open;
 /// kInvalidArgument (no token list, or a different vocabulary size); GgufWriter::add's.
 Status copy_tokenizer_metadata(GgufWriter& w, const std::string& vocab_path, std::int64_t vocab_size);
+
+/// Copies every tokenizer.* key (types kept) of an already parsed GGUF (e.g. ModelFile::gguf).
+/// Errors: kNotFound (no tokenizer.ggml.model key); GgufWriter::add's.
+Status copy_tokenizer_metadata(GgufWriter& w, const GgufFile& source, const std::string& what);
+
+/// Converts a llama2.c tokenizer.bin (tokenizer/llama2c_tokenizer.h) into the keys llama.cpp's
+/// llama2.c converter writes for a SentencePiece vocabulary: tokenizer.ggml.model "llama",
+/// tokens (string array), scores (f32 array), token_type (i32 array: 1 normal, 2 unknown,
+/// 3 control, 6 byte for the "<0xXX>" pieces), unknown_token_id 0, bos_token_id 1,
+/// eos_token_id 2 (u32). The file must hold `vocab_size` tokens.
+/// Errors: those of MappedFile::open and parse_llama2c_vocab (kCorruptFile); kInvalidArgument
+/// (a different vocabulary size); GgufWriter::add's.
+Status add_llama2c_tokenizer_metadata(GgufWriter& w, const std::string& tokenizer_bin, std::int64_t vocab_size);
 
 }  // namespace peregrine

@@ -9,7 +9,8 @@ namespace peregrine {
 
 /// Reads hyper-parameters from the `llama.*` metadata keys (embedding_length, block_count,
 /// feed_forward_length, attention.head_count[_kv], attention.layer_norm_rms_epsilon,
-/// rope.freq_base, context_length) and maps the tensors (already canonical names; dims are
+/// rope.freq_base, context_length) and Peregrine's optional peregrine.ffn_down_hadamard (bool,
+/// ModelConfig::ffn_down_hadamard), and maps the tensors (already canonical names; dims are
 /// reversed to outermost-first by GgufFile). RoPE: interleaved pairs (llama-arch GGUF files
 /// carry Q/K rows permuted by the converter for exactly that).
 /// Errors: those of GgufFile::open; kUnsupported (architecture other than llama);

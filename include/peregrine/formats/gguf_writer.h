@@ -52,8 +52,9 @@ class GgufWriter {
   /// arrays, or after begin()).
   Status add(const std::string& key, const GgufValue& value);
   /// Declares a tensor: `shape` outermost-first (PyTorch order; written innermost-first).
-  /// Errors: kInvalidArgument (empty or duplicate name, 0 or > 4 dims, a dim < 1, rows not a
-  /// multiple of the dtype's block size, after begin()).
+  /// Errors: kUnsupported (a dtype without a ggml type: I8, F8, kInt); kInvalidArgument (empty
+  /// or duplicate name, 0 or > 4 dims, a dim < 1, rows not a multiple of the dtype's block
+  /// size, after begin()).
   Status add_tensor(const std::string& name, DType dtype, std::vector<std::int64_t> shape);
 
   /// Creates `path` and writes the header, metadata and tensor infos.
@@ -70,6 +71,7 @@ class GgufWriter {
   std::vector<std::uint8_t> kv_;  // serialized key/values after general.alignment
   std::uint64_t n_kv_ = 0;
   std::set<std::string> keys_;
+  std::vector<std::uint32_t> ggml_types_;  // of the declared tensors, in order
   std::unique_ptr<TensorDataWriter> data_;
 };
 

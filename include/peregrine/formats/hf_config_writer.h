@@ -3,17 +3,23 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "peregrine/core/dtype.h"
 #include "peregrine/formats/model_file.h"
 
 namespace peregrine {
 
-/// config.json text for `c` (architectures LlamaForCausalLM, model_type llama, hidden_act silu,
-/// hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
+/// config.json object for `c` (architectures LlamaForCausalLM, model_type llama, hidden_act
+/// silu, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
 /// num_key_value_heads, head_dim, vocab_size, max_position_embeddings, rms_norm_eps,
-/// rope_theta, tie_word_embeddings, bos/eos ids 1/2 as in Llama 2), with torch_dtype naming
+/// rope_theta, tie_word_embeddings, bos/eos ids 1/2 as in Llama 2, and
+/// peregrine_ffn_down_hadamard = true when c.ffn_down_hadamard), with torch_dtype naming
 /// `dtype` (float32, float16 or bfloat16). RoPE pairs are HF's halves regardless of
-/// c.rope_style: the Q/K rows must be in HF order. Pretty-printed, 2-space indent.
+/// c.rope_style: the Q/K rows must be in HF order.
+nlohmann::ordered_json hf_config(const ModelConfig& c, DType dtype);
+
+/// hf_config(c, dtype) as text: pretty-printed, 2-space indent, a final newline.
 std::string hf_config_json(const ModelConfig& c, DType dtype);
 
 }  // namespace peregrine

@@ -17,7 +17,8 @@ namespace peregrine {
 /// rms_norm_eps (1e-6), rope_theta (10000), vocab_size (default: rows of embed_tokens),
 /// max_position_embeddings (2048; capped at `sliding_window` when that is smaller, where
 /// sliding-window attention equals full attention), tie_word_embeddings (false; a checkpoint
-/// without lm_head.weight is treated as tied).
+/// without lm_head.weight is treated as tied), peregrine_ffn_down_hadamard (false; see
+/// ModelConfig::ffn_down_hadamard).
 ///
 /// Weights: model.safetensors, or model.safetensors.index.json whose "weight_map" maps each
 /// tensor to a shard file in the folder (every shard must exist and hold its tensors). F32/F16/
@@ -30,12 +31,24 @@ namespace peregrine {
 /// (self_attn.rotary_emb.inv_freq buffers are skipped). RoPE: RopeStyle::kNeox (rotate_half).
 /// The result passes validate_llama_tensors.
 ///
+/// Quantized linears (model_writer.h's HfQuantLayout; config.json "quantization_config", or
+/// AutoGPTQ's quantize_config.json) are repacked into owned buffers (ModelFile::storage) in the
+/// runtime layouts of core/dtype.h, QuantParams from the config: GPTQ "<module>.qweight /
+/// qzeros / scales / g_idx" and AWQ GEMM "<module>.qweight / qzeros / scales" → kInt
+/// (formats/gptq_layout.h, awq_layout.h in src: packing, zero-point conventions, padding);
+/// compressed "<module>.weight" I8 / F8_E4M3 / F8_E5M2 + "weight_scale" → kInt (symmetric,
+/// per-channel) / kF8E4M3 / kF8E5M2. Act-order GPTQ files (g_idx other than i / group_size)
+/// are rejected with kUnsupported.
+///
 /// Errors: kNotFound (no such folder, no config.json, no weights, a missing shard);
 /// kInvalidArgument (`dir` is a file); kCorruptFile (malformed JSON, a required field missing
 /// or ill-typed (named), a bad safetensors header, a tensor missing from its shard, a layer
-/// index past num_hidden_layers, missing tensors / wrong shapes); kUnsupported (another
-/// architecture, rope_scaling set, hidden_act other than silu, attention/MLP biases, a tensor
-/// dtype other than F32/F16/BF16, a tensor name outside the Llama layout).
+/// index past num_hidden_layers, missing tensors / wrong shapes, a quantized linear whose
+/// tensors are missing, of the wrong dtype or shape, or hold bad scales / zero points, each
+/// error naming the tensor); kUnsupported (another architecture, rope_scaling set, hidden_act
+/// other than silu, attention/MLP biases, a safetensors dtype outside F32/F16/BF16/I32/I8/F8,
+/// raw int / FP8 tensors no quantization_config describes, another quant_method, bits outside
+/// {2,3,4,8}, act-order g_idx, a tensor name outside the Llama layout).
 Expected<ModelFile> load_hf_model(const std::string& dir);
 
 }  // namespace peregrine

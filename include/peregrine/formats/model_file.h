@@ -88,6 +88,11 @@ struct ModelFile {
 /// Canonical name of a per-layer weight: layer_tensor_name(3, "attn_q") == "blk.3.attn_q.weight".
 std::string layer_tensor_name(std::int64_t layer, std::string_view name);
 
+/// The shape of canonical tensor `name` under `c` (the table above: {out, in} for a matrix,
+/// {dim} for a norm); nullopt for a name outside the Llama layout or a layer index outside
+/// [0, n_layers).
+std::optional<std::vector<std::int64_t>> llama_tensor_shape(const ModelConfig& c, std::string_view name);
+
 /// Checks that every canonical tensor the config implies exists with the right shape and that
 /// norms are F32/F16/BF16. Errors: kCorruptFile (missing tensor / wrong shape), kUnsupported.
 Status validate_llama_tensors(const ModelFile& m);

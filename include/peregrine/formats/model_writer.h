@@ -3,6 +3,7 @@
 // layouts), int8 W8A8 and FP8 results.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "peregrine/core/status.h"
@@ -10,38 +11,55 @@
 
 namespace peregrine {
 
-/// How quantized linears are laid out in a Hugging Face folder.
+/// How quantized linears are laid out in a Hugging Face folder (details, conventions and the
+/// interop limits in src/formats/gptq_layout.h, awq_layout.h, compressed_layout.h).
 enum class HfQuantLayout : std::uint8_t {
   kGptq,        // AutoGPTQ / transformers GPTQ: qweight int32 [in*bits/32, out], qzeros int32
-                // [groups, out*bits/32], scales f16 [groups, out], g_idx int32 [in];
-                // quantize_config.json and config.json "quantization_config" (quant_method "gptq")
+                // [groups, out*bits/32], scales f16 [groups, out], g_idx int32 [in] (= i / group);
+                // quantize_config.json and config.json "quantization_config" (quant_method "gptq",
+                // checkpoint_format "gptq": qzeros hold zero − 1 like AutoGPTQ, or "gptq_v2"
+                // when a zero point is 0); word counts round up (zero-padded) when in*bits or
+                // out*bits is not a multiple of 32; partial last groups are groups of their own
   kAwq,         // AutoAWQ GEMM: qweight int32 [in, out*bits/32] (AWQ nibble order), qzeros int32
-                // [groups, out*bits/32], scales f16 [groups, out] (quant_method "awq")
+                // [groups, out*bits/32], scales f16 [groups, out] (quant_method "awq"; 4-bit only)
   kCompressed,  // int8 W8A8 / FP8: weight I8 / F8_E4M3 / F8_E5M2 [out, in] + weight_scale F32
-                // [out] (quant_method "peregrine" with the activation mode in config.json)
+                // [out] (quant_method "peregrine" with bits, act_bits and outlier_threshold);
+                // int linears must be symmetric per-channel
 };
 
 /// The file the model's tokenizer was read from, for copying next to a written model:
-/// llama2.c: tokenizer.bin / tok512.bin beside the checkpoint; HF folder: tokenizer.json or
-/// tokenizer.model; GGUF: "" (the tokenizer is in the metadata, m.gguf).
-/// Errors: kNotFound (no tokenizer file).
+/// llama2.c: tokenizer.bin / tok512.bin beside the checkpoint; HF folder: the first of
+/// tokenizer.json, tokenizer.model, tokenizer.bin, tokenizer.gguf (the last two as
+/// save_hf_model writes them); GGUF: "" (the tokenizer is in the metadata, m.gguf).
+/// load_tokenizer (tokenizer/tokenizer.h) opens the same file. Errors: kNotFound (none there).
 Expected<std::string> tokenizer_file_of(const ModelFile& m);
 
-/// Writes `m` (tensors F32/F16/BF16/Q8_0/Q4_0) as a GGUF v3 file with llama metadata; the
-/// tokenizer metadata comes from m.gguf when m was read from GGUF, else from `tokenizer_path`
-/// (a llama2.c tokenizer.bin or a vocab GGUF). config().ffn_down_hadamard is written as
-/// peregrine.ffn_down_hadamard (llama.cpp does not know it: such a file runs only in Peregrine).
-/// Errors: kUnsupported (another dtype), kNotFound / kCorruptFile (tokenizer), kIo.
+/// Writes `m` (tensors F32/F16/BF16/Q8_0/Q4_0) as a GGUF v3 file with llama metadata
+/// (gguf_llama_metadata.h; general.file_type from the most common matrix dtype, general.name
+/// from m's GGUF or file name). The tokenizer metadata comes from m.gguf when m was read from a
+/// GGUF with a tokenizer, else from `tokenizer_path`: a vocab GGUF (its tokenizer.* keys copied)
+/// or a llama2.c tokenizer.bin (converted: add_llama2c_tokenizer_metadata). Q/K rows of a
+/// model in NeoX order (HF) are reordered to GGUF's interleaved pairs. config.ffn_down_hadamard
+/// is written as peregrine.ffn_down_hadamard (llama.cpp does not know it: such a file runs only
+/// in Peregrine). Spec: ggml/docs/gguf.md, llama.cpp's llama keys.
+/// Errors: kUnsupported (another dtype; a tokenizer.json / tokenizer.model, which only
+/// llama.cpp's converter turns into GGUF metadata), kNotFound (no tokenizer), kCorruptFile
+/// (tokenizer file), kInvalidArgument (a tokenizer of another vocabulary size), kIoError.
 Status save_gguf_model(const ModelFile& m, const std::string& path, const std::string& tokenizer_path);
 
 /// Writes `m` as a Hugging Face folder `dir` (created): config.json (with
-/// "quantization_config" when a linear is quantized), model.safetensors, and the tokenizer
-/// (`tokenizer_path` copied as tokenizer.json / tokenizer.model / tokenizer.bin by its kind, or
-/// for a GGUF source the vocabulary as tokenizer.gguf). kInt linears use `layout`
-/// (kGptq or kAwq; act_bits 8 → kCompressed); F8 linears are always kCompressed.
-/// load_hf_model reads every layout back to the same tensors.
-/// Errors: kUnsupported (a dtype the layout cannot hold, e.g. kInt 3-bit in the AWQ layout),
-/// kNotFound (tokenizer), kIo.
+/// "quantization_config" when a linear is quantized, peregrine_ffn_down_hadamard when set),
+/// model.safetensors (Q/K rows in HF's NeoX order), quantize_config.json for GPTQ, and the
+/// tokenizer (`tokenizer_path` copied as tokenizer.json / tokenizer.model / tokenizer.gguf /
+/// tokenizer.bin by its kind, with tokenizer_config.json and chat_template.jinja from beside
+/// it; or when it is empty, m's GGUF vocabulary as a vocab-only tokenizer.gguf and its
+/// tokenizer.chat_template as chat_template.jinja). kInt linears use `layout` (kGptq or kAwq;
+/// act_bits 8 → kCompressed); F8 linears are always kCompressed; one file holds one layout
+/// and one set of int parameters (src/formats/hf_quant_plan.h). load_hf_model reads every layout back to the same tensors
+/// (kInt rows byte for byte, Q/K rows in NeoX order).
+/// Errors: kUnsupported (a dtype the layout cannot hold, e.g. kInt 3-bit in the AWQ layout,
+/// Q8_0 / Q4_0; int linears with different parameters), kInvalidArgument (`dir` is a file; a
+/// tensor whose bytes do not match its shape), kNotFound (tokenizer), kIoError.
 Status save_hf_model(const ModelFile& m, const std::string& dir, HfQuantLayout layout,
                      const std::string& tokenizer_path);
 

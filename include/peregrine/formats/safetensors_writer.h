@@ -16,6 +16,7 @@
 
 #include "peregrine/core/dtype.h"
 #include "peregrine/core/status.h"
+#include "peregrine/formats/safetensors.h"
 
 namespace peregrine {
 
@@ -32,10 +33,13 @@ class SafetensorsWriter {
 
   /// A "__metadata__" string entry (e.g. "format": "pt", which transformers expects).
   void add_metadata(const std::string& key, const std::string& value);
-  /// Declares a tensor, shape outermost-first. Errors: kUnsupported (Q8_0/Q4_0: safetensors
-  /// has no block-quantized dtypes); kInvalidArgument (empty, duplicate or "__metadata__"
-  /// name, 0 or > 4 dims, a dim < 1, after begin()).
+  /// Declares a tensor, shape outermost-first. Errors: kUnsupported (a DType other than
+  /// F32/F16/BF16: safetensors has no block-quantized or row-scaled dtypes); kInvalidArgument
+  /// (empty, duplicate or "__metadata__" name, 0 or > 4 dims, a dim < 1, after begin()).
   Status add_tensor(const std::string& name, DType dtype, std::vector<std::int64_t> shape);
+  /// Declares a tensor of any safetensors element type (e.g. I32 for GPTQ's qweight).
+  /// Errors: kInvalidArgument as above.
+  Status add_tensor(const std::string& name, SafetensorsDtype dtype, std::vector<std::int64_t> shape);
 
   /// Creates `path` and writes the header. Errors: kIoError, kInvalidArgument (called twice).
   Status begin(const std::string& path);
@@ -47,6 +51,7 @@ class SafetensorsWriter {
 
  private:
   std::map<std::string, std::string> metadata_;
+  std::vector<SafetensorsDtype> dtypes_;  // of the declared tensors, in order
   std::unique_ptr<TensorDataWriter> data_;
 };
 

@@ -58,9 +58,10 @@ class Tokenizer {
   virtual bool add_bos_default() const = 0;
 };
 
-/// The tokenizer that belongs to `model`: GGUF metadata (tokenizer.ggml.*); for llama2.c a
-/// tokenizer.bin or tok512.bin beside the checkpoint; for a Hugging Face folder tokenizer.json
-/// or tokenizer.model. `override_path` (the CLI's --tokenizer) takes precedence: a llama2.c
+/// The tokenizer that belongs to `model`: GGUF metadata (tokenizer.ggml.*); otherwise the file
+/// formats/model_writer.h's tokenizer_file_of finds (llama2.c: tokenizer.bin or tok512.bin
+/// beside the checkpoint; Hugging Face folder: tokenizer.json, tokenizer.model, tokenizer.bin
+/// or tokenizer.gguf, the last two as save_hf_model writes them). `override_path` (the CLI's --tokenizer) takes precedence: a llama2.c
 /// tokenizer.bin, a tokenizer.model, a tokenizer.json, or a vocab GGUF.
 /// Errors: kNotFound (no tokenizer found), kCorruptFile / kUnsupported from the readers,
 /// kInvalidArgument when the tokenizer has more tokens than the model's vocab_size.
@@ -69,7 +70,8 @@ Expected<std::unique_ptr<Tokenizer>> load_tokenizer(const ModelFile& model,
 
 /// Loads a tokenizer from a single file: *.gguf (vocab metadata), tokenizer.json,
 /// *.model (SentencePiece protobuf), or a llama2.c tokenizer.bin (anything else); a directory
-/// means the first of its tokenizer.json, tokenizer.model, tokenizer.bin, tok512.bin. GGUF is
+/// means the first of its tokenizer.json, tokenizer.model, tokenizer.bin, tok512.bin,
+/// tokenizer.gguf. GGUF is
 /// recognised by extension or by its "GGUF" magic.
 /// Errors: kNotFound (no such file, or a directory without a tokenizer), and those of
 /// load_gguf_tokenizer_file, load_hf_tokenizer_json, load_sentencepiece_model,

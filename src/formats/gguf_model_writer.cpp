@@ -1,0 +1,68 @@
+// save_gguf_model (model_writer.h): a ModelFile as a llama-architecture GGUF v3 file.
+#include <filesystem>
+#include <map>
+
+#include "formats/rope_rows.h"
+#include "peregrine/formats/gguf_llama_metadata.h"
+#include "peregrine/formats/gguf_writer.h"
+#include "peregrine/formats/model_writer.h"
+
+namespace peregrine {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// general.file_type's dtype: the most common dtype of the matrices (F32 without any).
+DType main_matrix_dtype(const ModelFile& m) {
+  std::map<DType, int> count;
+  for (const auto& [name, t] : m.tensors) {
+    if (t.shape.size() == 2) ++count[t.dtype];
+  }
+  DType best = DType::kF32;
+  int best_count = 0;
+  for (const auto& [dtype, n] : count) {
+    if (n > best_count) best = dtype, best_count = n;
+  }
+  return best;
+}
+
+/// general.name: the source GGUF's, else the source file or folder name.
+std::string model_name(const ModelFile& m) {
+  if (m.gguf && m.gguf->find("general.name")) {
+    if (auto name = m.gguf->get_string("general.name")) return *name;
+  }
+  return fs::path(m.path).filename().replace_extension().string();
+}
+
+/// The tokenizer.* keys: m's own GGUF metadata, else converted / copied from `tokenizer_path`.
+Status add_tokenizer(GgufWriter& w, const ModelFile& m, const std::string& tokenizer_path) {
+  if (m.gguf && m.gguf->find("tokenizer.ggml.model")) return copy_tokenizer_metadata(w, *m.gguf, m.path);
+  if (tokenizer_path.empty()) {
+    return not_found(m.path + ": the model has no tokenizer metadata; pass its tokenizer file (llama2.c tokenizer.bin or a vocab GGUF)");
+  }
+  std::error_code ec;
+  if (!fs::is_regular_file(tokenizer_path, ec)) return not_found(tokenizer_path + ": no such tokenizer file");
+  if (is_gguf_file(tokenizer_path)) return copy_tokenizer_metadata(w, tokenizer_path, m.config.vocab_size);
+  if (tokenizer_path.ends_with(".json") || tokenizer_path.ends_with(".model")) {
+    return unsupported(tokenizer_path + ": save_gguf_model converts llama2.c tokenizer.bin files and copies vocab GGUFs; "
+                       "convert a tokenizer.json / tokenizer.model with llama.cpp's converter");
+  }
+  return add_llama2c_tokenizer_metadata(w, tokenizer_path, m.config.vocab_size);
+}
+
+}  // namespace
+
+Status save_gguf_model(const ModelFile& m, const std::string& path, const std::string& tokenizer_path) {
+  GgufWriter w;
+  PEREGRINE_RETURN_IF_ERROR(add_llama_metadata(w, model_name(m), m.config, main_matrix_dtype(m)));
+  PEREGRINE_RETURN_IF_ERROR(add_tokenizer(w, m, tokenizer_path));
+  for (const auto& [name, t] : m.tensors) PEREGRINE_RETURN_IF_ERROR(w.add_tensor(name, t.dtype, t.shape));
+  PEREGRINE_RETURN_IF_ERROR(w.begin(path));
+  for (const auto& [name, t] : m.tensors) {  // GGUF pairs RoPE dims interleaved
+    PEREGRINE_ASSIGN_OR_RETURN(OwnedTensor rows, in_rope_order(t, m.config.head_dim, m.config.rope_style, RopeStyle::kInterleaved));
+    PEREGRINE_RETURN_IF_ERROR(w.write_tensor_data({static_cast<const std::uint8_t*>(rows.view.data), rows.view.nbytes}));
+  }
+  return w.finish();
+}
+
+}  // namespace peregrine

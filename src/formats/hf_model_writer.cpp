@@ -1,0 +1,152 @@
+// save_hf_model (model_writer.h): a ModelFile as a Hugging Face folder.
+#include <filesystem>
+
+#include "formats/awq_layout.h"
+#include "formats/compressed_layout.h"
+#include "formats/gptq_layout.h"
+#include "formats/hf_quant_plan.h"
+#include "formats/rope_rows.h"
+#include "peregrine/core/output_file.h"
+#include "peregrine/formats/gguf_llama_metadata.h"
+#include "peregrine/formats/gguf_writer.h"
+#include "peregrine/formats/hf_config_writer.h"
+#include "peregrine/formats/hf_names.h"
+#include "peregrine/formats/model_writer.h"
+#include "peregrine/formats/safetensors_writer.h"
+
+namespace peregrine {
+namespace {
+
+namespace fs = std::filesystem;
+using Bytes = std::vector<std::uint8_t>;
+
+bool is_float(DType t) { return safetensors_dtype_of(t).has_value(); }
+
+/// The safetensors tensors `t` is written as under `q`.
+std::vector<HfPart> parts_of(const TensorView& t, const HfQuantConfig& q) {
+  if (is_float(t.dtype)) return {{"weight", *safetensors_dtype_of(t.dtype), t.shape}};
+  const std::int64_t out = t.shape[0], in = t.shape[1];
+  switch (q.method) {
+    case HfQuantMethod::kGptq: return gptq_parts(out, in, q);
+    case HfQuantMethod::kAwq: return awq_parts(out, in, q);
+    default: return compressed_parts(t);
+  }
+}
+
+/// The bytes of parts_of(t, q), in that order (quantized linears only).
+std::vector<Bytes> encode(const TensorView& t, const HfQuantConfig& q) {
+  switch (q.method) {
+    case HfQuantMethod::kGptq: return encode_gptq(t, q);
+    case HfQuantMethod::kAwq: return encode_awq(t, q);
+    default: return encode_compressed(t);
+  }
+}
+
+Status write_tensor(SafetensorsWriter& w, const TensorView& t, const HfQuantConfig& q) {
+  if (is_float(t.dtype)) return w.write_tensor_data({static_cast<const std::uint8_t*>(t.data), t.nbytes});
+  for (const Bytes& b : encode(t, q)) PEREGRINE_RETURN_IF_ERROR(w.write_tensor_data(b));
+  return Status::ok();
+}
+
+/// model.safetensors: every tensor under its HF name, Q/K rows in HF's RoPE order.
+Status write_weights(const ModelFile& m, const HfQuantConfig& q, const std::string& path) {
+  SafetensorsWriter w;
+  w.add_metadata("format", "pt");
+  for (const auto& [name, t] : m.tensors) {
+    const auto hf = hf_tensor_name(name);
+    if (!hf) return invalid_argument("tensor '" + name + "' has no Hugging Face name");
+    const std::string module = hf->substr(0, hf->size() - std::string_view(".weight").size());
+    for (HfPart& p : parts_of(t, q)) PEREGRINE_RETURN_IF_ERROR(w.add_tensor(module + "." + p.suffix, p.dtype, std::move(p.shape)));
+  }
+  PEREGRINE_RETURN_IF_ERROR(w.begin(path));
+  for (const auto& [name, t] : m.tensors) {
+    PEREGRINE_ASSIGN_OR_RETURN(OwnedTensor rows, in_rope_order(t, m.config.head_dim, m.config.rope_style, RopeStyle::kNeox));
+    PEREGRINE_RETURN_IF_ERROR(write_tensor(w, rows.view, q));
+  }
+  return w.finish();
+}
+
+Status write_text(const fs::path& path, const std::string& text) {
+  PEREGRINE_ASSIGN_OR_RETURN(OutputFile f, OutputFile::create(path.string()));
+  PEREGRINE_RETURN_IF_ERROR(f.write({reinterpret_cast<const std::uint8_t*>(text.data()), text.size()}));
+  return f.close();
+}
+
+/// config.json (+ quantization_config), and AutoGPTQ's quantize_config.json for GPTQ.
+Status write_configs(const ModelFile& m, const HfQuantConfig& q, const fs::path& dir) {
+  const TensorView* embd = m.find("token_embd.weight");
+  auto config = hf_config(m.config, embd && is_float(embd->dtype) ? embd->dtype : DType::kF16);
+  if (q.method != HfQuantMethod::kNone) config["quantization_config"] = hf_quant_config_json(q);
+  PEREGRINE_RETURN_IF_ERROR(write_text(dir / "config.json", config.dump(2) + "\n"));
+  if (q.method != HfQuantMethod::kGptq) return Status::ok();
+  return write_text(dir / "quantize_config.json", hf_quant_config_json(q).dump(2) + "\n");
+}
+
+/// The file name a tokenizer file is copied under, by its kind.
+std::string hf_tokenizer_name(const std::string& path) {
+  if (path.ends_with(".json")) return "tokenizer.json";
+  if (path.ends_with(".model")) return "tokenizer.model";
+  if (is_gguf_file(path)) return "tokenizer.gguf";
+  return "tokenizer.bin";
+}
+
+/// Checked before anything is written: `tokenizer_path` exists, or m has GGUF tokenizer metadata.
+Status check_tokenizer(const ModelFile& m, const std::string& tokenizer_path) {
+  std::error_code ec;
+  if (!tokenizer_path.empty()) {
+    if (!fs::is_regular_file(tokenizer_path, ec)) return not_found(tokenizer_path + ": no such tokenizer file");
+    return Status::ok();
+  }
+  if (m.gguf && m.gguf->find("tokenizer.ggml.model")) return Status::ok();
+  return not_found(m.path + ": no tokenizer to write beside the model; pass its tokenizer file");
+}
+
+Status copy_to(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+  if (ec) return io_error("cannot copy " + from.string() + " to " + to.string() + ": " + ec.message());
+  return Status::ok();
+}
+
+/// `tokenizer_path` copied by its kind, with the files beside it that the tokenizer and chat
+/// template readers look for (tokenizer_config.json: BOS/EOS hints and chat_template;
+/// chat_template.jinja).
+Status copy_tokenizer(const std::string& tokenizer_path, const fs::path& dir) {
+  PEREGRINE_RETURN_IF_ERROR(copy_to(tokenizer_path, dir / hf_tokenizer_name(tokenizer_path)));
+  const fs::path from_dir = fs::path(tokenizer_path).parent_path();
+  std::error_code ec;
+  for (const char* companion : {"tokenizer_config.json", "chat_template.jinja"}) {
+    const fs::path from = from_dir / companion;
+    if (fs::is_regular_file(from, ec) && !fs::equivalent(from_dir, dir, ec)) PEREGRINE_RETURN_IF_ERROR(copy_to(from, dir / companion));
+  }
+  return Status::ok();
+}
+
+/// m's GGUF vocabulary as a vocab-only tokenizer.gguf, and its chat template (if any) as
+/// chat_template.jinja, where the HF readers look for it.
+Status write_gguf_tokenizer(const ModelFile& m, const fs::path& dir) {
+  GgufWriter w;
+  PEREGRINE_RETURN_IF_ERROR(w.add("general.architecture", gguf_string("llama")));
+  PEREGRINE_RETURN_IF_ERROR(copy_tokenizer_metadata(w, *m.gguf, m.path));
+  PEREGRINE_RETURN_IF_ERROR(w.begin((dir / "tokenizer.gguf").string()));
+  PEREGRINE_RETURN_IF_ERROR(w.finish());
+  if (!m.gguf->find("tokenizer.chat_template")) return Status::ok();
+  PEREGRINE_ASSIGN_OR_RETURN(std::string chat_template, m.gguf->get_string("tokenizer.chat_template"));
+  return write_text(dir / "chat_template.jinja", chat_template);
+}
+
+}  // namespace
+
+Status save_hf_model(const ModelFile& m, const std::string& dir, HfQuantLayout layout, const std::string& tokenizer_path) {
+  PEREGRINE_ASSIGN_OR_RETURN(const HfQuantConfig q, plan_hf_quant(m, layout));
+  PEREGRINE_RETURN_IF_ERROR(check_tokenizer(m, tokenizer_path));
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) return invalid_argument(dir + " exists and is not a directory");
+  fs::create_directories(dir, ec);
+  if (ec) return io_error("cannot create directory " + dir + ": " + ec.message());
+  PEREGRINE_RETURN_IF_ERROR(write_weights(m, q, (fs::path(dir) / "model.safetensors").string()));
+  PEREGRINE_RETURN_IF_ERROR(write_configs(m, q, dir));
+  return tokenizer_path.empty() ? write_gguf_tokenizer(m, dir) : copy_tokenizer(tokenizer_path, dir);
+}
+
+}  // namespace peregrine

@@ -1,0 +1,189 @@
+// save_gguf_model: stories260K converted in memory to Q8_0 written as GGUF and read back (same
+// tensor bytes, config and logits; the tokenizer converted from tok512.bin encodes and decodes
+// like tok512.bin and carries llama.cpp's own keys and values); a GGUF source keeps its
+// tokenizer metadata; an HF source's Q/K rows return to interleaved order; refusals.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "model_compare.h"
+#include "peregrine/formats/gguf.h"
+#include "peregrine/formats/model_writer.h"
+#include "peregrine/quant/convert_model.h"
+#include "peregrine/quant/int_group.h"
+#include "peregrine/tokenizer/llama2c_tokenizer.h"
+#include "peregrine/tokenizer/tokenizer.h"
+#include "test_files.h"
+#include "test_models.h"
+
+namespace peregrine {
+namespace {
+
+std::string stories_dir() { return test::shared_dir() + "/models/stories260K"; }
+std::string tok512() { return stories_dir() + "/tok512.bin"; }
+
+ModelFile load(const std::string& path) {
+  auto m = load_model_file(path);
+  EXPECT_TRUE(m) << m.status().message();
+  return m ? std::move(*m) : ModelFile{};
+}
+
+/// The tokenizer of `m` (from its file's metadata or folder) encodes and decodes TinyStories
+/// text, and lists every piece, exactly as tok512.bin does.
+void expect_tok512_behaviour(const ModelFile& m) {
+  auto got = load_tokenizer(m);
+  ASSERT_TRUE(got) << got.status().message();
+  auto want = load_llama2c_tokenizer(tok512());
+  ASSERT_TRUE(want) << want.status().message();
+  const Tokenizer &a = **want, &b = **got;
+  ASSERT_EQ(b.vocab_size(), a.vocab_size());
+  EXPECT_EQ(b.bos_id(), a.bos_id());
+  EXPECT_EQ(b.eos_id(), a.eos_id());
+  EXPECT_EQ(b.add_bos_default(), a.add_bos_default());
+  for (std::int32_t id = 0; id < a.vocab_size(); ++id) ASSERT_EQ(b.piece(id), a.piece(id)) << id;
+  const std::string text = test::read_file(test::shared_dir() + "/data/tinystories/tinystories_sample.txt");
+  ASSERT_FALSE(text.empty());
+  const auto ids = a.encode(text, true);
+  EXPECT_EQ(b.encode(text, true), ids);
+  EXPECT_EQ(b.decode(ids), a.decode(ids));
+  EXPECT_EQ(b.decode(ids), text);
+}
+
+TEST(SaveGgufModel, Stories260kQ8_0RoundTripsTensorsConfigLogitsAndTokenizer) {
+  ModelFile m = load(test::stories260k_path());
+  auto fallback = convert_model_weights(m, DType::kQ8_0);
+  ASSERT_TRUE(fallback) << fallback.status().message();
+  EXPECT_EQ(m.find("blk.0.attn_q.weight")->dtype, DType::kQ8_0);
+  EXPECT_EQ(m.find("blk.0.ffn_down.weight")->dtype, DType::kF16);  // rows of 172: no whole blocks
+  test::TempDir dir;
+  const std::string path = dir.file("stories260K-q8_0.gguf");
+  ASSERT_TRUE(save_gguf_model(m, path, tok512()).is_ok());
+
+  const ModelFile g = load(path);
+  EXPECT_EQ(g.format, ModelFormat::kGguf);
+  test::expect_same_config(m.config, g.config);
+  EXPECT_EQ(g.config.rope_style, RopeStyle::kInterleaved);
+  test::expect_same_tensors(m, g);
+  const auto a = test::prefill_logits(m, false), b = test::prefill_logits(g, false);
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+  ASSERT_TRUE(g.gguf);
+  auto file_type = g.gguf->get_int("general.file_type");
+  ASSERT_TRUE(file_type);
+  EXPECT_EQ(*file_type, 7);  // MOSTLY_Q8_0
+  expect_tok512_behaviour(g);
+}
+
+TEST(SaveGgufModel, EveryGgufDtypeRoundTrips) {
+  test::TempDir dir;
+  const std::pair<DType, std::int64_t> cases[] = {
+      {DType::kF32, 0}, {DType::kF16, 1}, {DType::kBF16, 32}, {DType::kQ4_0, 2}};  // llama_ftype
+  for (const auto& [dtype, ftype] : cases) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    ModelFile m = load(test::stories260k_path());
+    if (dtype != DType::kF32) {
+      ASSERT_TRUE(convert_model_weights(m, dtype));
+    }
+    const std::string path = dir.file(std::string(dtype_name(dtype)) + ".gguf");
+    ASSERT_TRUE(save_gguf_model(m, path, tok512()).is_ok());
+    const ModelFile g = load(path);
+    test::expect_same_config(m.config, g.config);
+    test::expect_same_tensors(m, g);
+    EXPECT_EQ(test::prefill_logits(m, false), test::prefill_logits(g, false));
+    auto file_type = g.gguf->get_int("general.file_type");
+    ASSERT_TRUE(file_type);
+    EXPECT_EQ(*file_type, ftype);
+  }
+}
+
+TEST(SaveGgufModel, ConvertedTokenizerHasLlamaCppsKeysTypesAndValues) {
+  // stories260K.gguf was written by llama.cpp's llama2.c converter from the same tok512.bin.
+  auto ref = GgufFile::open(stories_dir() + "/stories260K.gguf");
+  ASSERT_TRUE(ref) << ref.status().message();
+  test::TempDir dir;
+  ASSERT_TRUE(save_gguf_model(load(test::stories260k_path()), dir.file("m.gguf"), tok512()).is_ok());
+  auto got = GgufFile::open(dir.file("m.gguf"));
+  ASSERT_TRUE(got) << got.status().message();
+  for (const char* key : {"tokenizer.ggml.model", "tokenizer.ggml.tokens", "tokenizer.ggml.scores",
+                          "tokenizer.ggml.token_type", "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.bos_token_id",
+                          "tokenizer.ggml.eos_token_id", "general.architecture", "llama.embedding_length",
+                          "llama.feed_forward_length", "llama.attention.head_count", "llama.attention.head_count_kv",
+                          "llama.block_count", "llama.rope.dimension_count", "llama.attention.layer_norm_rms_epsilon"}) {
+    const GgufValue* want = ref->find(key);
+    const GgufValue* v = got->find(key);
+    ASSERT_NE(want, nullptr) << key;
+    ASSERT_NE(v, nullptr) << key;
+    EXPECT_EQ(v->type, want->type) << key;
+    EXPECT_EQ(v->elem_type, want->elem_type) << key;
+    EXPECT_EQ(v->scalar, want->scalar) << key;
+    EXPECT_EQ(v->array, want->array) << key;
+  }
+  EXPECT_EQ(got->find("peregrine.ffn_down_hadamard"), nullptr);
+}
+
+TEST(SaveGgufModel, GgufSourceKeepsItsTokenizerAndTheHadamardFlagRoundTrips) {
+  ModelFile m = load(stories_dir() + "/stories260K.gguf");
+  m.config.ffn_down_hadamard = true;
+  test::TempDir dir;
+  ASSERT_TRUE(save_gguf_model(m, dir.file("h.gguf"), "").is_ok());
+  const ModelFile g = load(dir.file("h.gguf"));
+  EXPECT_TRUE(g.config.ffn_down_hadamard);
+  test::expect_same_config(m.config, g.config);
+  test::expect_same_tensors(m, g);
+  for (const auto& [key, value] : m.gguf->metadata()) {
+    if (!key.starts_with("tokenizer.")) continue;
+    const GgufValue* v = g.gguf->find(key);
+    ASSERT_NE(v, nullptr) << key;
+    EXPECT_EQ(v->scalar, value.scalar) << key;
+    EXPECT_EQ(v->array, value.array) << key;
+  }
+  auto name = g.gguf->get_string("general.name"), source_name = m.gguf->get_string("general.name");
+  ASSERT_TRUE(name && source_name);
+  EXPECT_EQ(*name, *source_name);
+  expect_tok512_behaviour(g);
+}
+
+TEST(SaveGgufModel, HuggingFaceSourceReturnsToInterleavedRowsAndItsTokenizerBin) {
+  const ModelFile bin = load(test::stories260k_path());
+  test::TempDir dir;
+  ASSERT_TRUE(save_hf_model(bin, dir.file("hf"), HfQuantLayout::kGptq, tok512()).is_ok());
+  const ModelFile hf = load(dir.file("hf"));
+  EXPECT_EQ(hf.config.rope_style, RopeStyle::kNeox);
+  auto tok = tokenizer_file_of(hf);
+  ASSERT_TRUE(tok) << tok.status().message();
+  EXPECT_EQ(std::filesystem::path(*tok).filename(), "tokenizer.bin");
+  ASSERT_TRUE(save_gguf_model(hf, dir.file("back.gguf"), *tok).is_ok());
+  const ModelFile g = load(dir.file("back.gguf"));
+  test::expect_same_config(bin.config, g.config);
+  test::expect_same_tensors(bin, g);  // llama2.c → HF → GGUF: the original bytes, row for row
+  EXPECT_EQ(test::prefill_logits(bin, false), test::prefill_logits(g, false));
+}
+
+TEST(SaveGgufModel, RefusesWhatItCannotWriteAndLeavesNoFile) {
+  test::TempDir dir;
+  const std::string path = dir.file("x.gguf");
+  ModelFile m = load(test::stories260k_path());
+  auto expect_error = [&](const ModelFile& model, const std::string& tokenizer, ErrorCode code, const std::string& part) {
+    const Status st = save_gguf_model(model, path, tokenizer);
+    EXPECT_EQ(st.code(), code) << st.message();
+    EXPECT_NE(st.message().find(part), std::string::npos) << st.message();
+    EXPECT_FALSE(std::filesystem::exists(path));
+  };
+  expect_error(m, "", ErrorCode::kNotFound, "tokenizer");
+  expect_error(m, dir.file("missing.bin"), ErrorCode::kNotFound, "missing.bin");
+  expect_error(m, test::shared_dir() + "/tokenizers/llama2/tokenizer.model", ErrorCode::kUnsupported, "tokenizer.model");
+  expect_error(m, test::shared_dir() + "/tokenizers/llama2/tokenizer.bin", ErrorCode::kInvalidArgument, "32000");
+  expect_error(m, test::shared_dir() + "/tokenizers/gguf-vocab/ggml-vocab-llama-spm.gguf", ErrorCode::kInvalidArgument,
+               "32000");
+  // A group-wise int linear has no GGUF type.
+  TensorView& q = m.tensors["blk.1.attn_v.weight"];
+  const std::vector<float> w(static_cast<const float*>(q.data), static_cast<const float*>(q.data) + q.numel());
+  QuantParams p{4, 32, true};
+  auto bytes = std::make_shared<std::vector<std::uint8_t>>(quantize_int_rtn(w, q.shape[0], q.shape[1], p));
+  q = TensorView{q.name, DType::kInt, q.shape, bytes->data(), bytes->size(), p};
+  m.storage.push_back(bytes);
+  expect_error(m, tok512(), ErrorCode::kUnsupported, "blk.1.attn_v.weight");
+}
+
+}  // namespace
+}  // namespace peregrine
