@@ -65,6 +65,12 @@ std::vector<std::uint8_t> encode(DType t, const std::vector<float>& w) {
         }
       }
       break;
+    case DType::kI8:
+    case DType::kF8E4M3:
+    case DType::kF8E5M2:
+    case DType::kInt:  // row-scaled and group-wise formats: gemm_fp8_test, gemm_int*_test
+      ADD_FAILURE() << "no test encoder for " << dtype_name(t);
+      break;
   }
   return out;
 }
