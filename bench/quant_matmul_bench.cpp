@@ -3,7 +3,9 @@
 // decode tokens/s that the matmuls of tinyllama's 22 layers alone would allow.
 //
 // Usage: build/bin/quant_matmul_bench [--reps N] [--threads N] [--tokens N] [--clock wall|cpu]
-//        (default: 7 repetitions, 1 and 2 threads, 1 token)
+//                                     [--only FORMAT]
+//        (default: 7 repetitions, 1 and 2 threads, 1 token, every format; FORMAT as printed,
+//        e.g. "int4 g128")
 // Each figure is the best of N repetitions; the formats alternate within a repetition so that
 // background load hits them alike; every format cycles through copies of its matrix totalling
 // > 3× the 32 MiB L3, so the weights stream from DRAM as in real decoding.
@@ -30,6 +32,7 @@ namespace peregrine {
 namespace {
 
 int g_cpu_clock_threads = 0;  // --clock cpu: process CPU seconds / threads (0: wall clock)
+std::string g_only;           // --only: one format (and f16 for the comparison)
 
 double seconds(const std::function<void()>& fn) {
   if (g_cpu_clock_threads > 0) {
@@ -104,12 +107,16 @@ Weights make_weights(const Format& f, Shape s, std::mt19937& rng) {
 }
 
 void bench(ThreadPool& pool, int reps, std::int64_t n_tokens, std::mt19937& rng) {
-  constexpr std::size_t kN = std::size(kFormats);
+  std::vector<Format> formats;
+  for (const Format& f : kFormats) {
+    if (g_only.empty() || f.name == g_only || f.dtype == DType::kF16) formats.push_back(f);
+  }
+  const std::size_t kN = formats.size();
   std::vector<double> layer_seconds(kN, 0.0);
   std::printf("\n%-13s %-11s %9s %8s %9s\n", "format", "out x in", "MiB", "us/call", "GB/s");
   for (Shape s : kShapes) {
     std::vector<Weights> w;
-    for (const Format& f : kFormats) w.push_back(make_weights(f, s, rng));
+    for (const Format& f : formats) w.push_back(make_weights(f, s, rng));
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::vector<float> x(static_cast<std::size_t>(n_tokens * s.in)), y(static_cast<std::size_t>(n_tokens * s.out));
     for (auto& v : x) v = normal(rng);
@@ -125,7 +132,7 @@ void bench(ThreadPool& pool, int reps, std::int64_t n_tokens, std::mt19937& rng)
     }
     for (std::size_t f = 0; f < kN; ++f) {
       layer_seconds[f] += s.per_layer * best[f];
-      std::printf("%-13s %5ldx%-5ld %9.2f %8.1f %9.2f\n", kFormats[f].name, static_cast<long>(s.out), static_cast<long>(s.in),
+      std::printf("%-13s %5ldx%-5ld %9.2f %8.1f %9.2f\n", formats[f].name, static_cast<long>(s.out), static_cast<long>(s.in),
                   static_cast<double>(w[f].matrix_bytes) / (1 << 20), best[f] * 1e6,
                   static_cast<double>(w[f].matrix_bytes) / best[f] / 1e9);
     }
@@ -133,7 +140,7 @@ void bench(ThreadPool& pool, int reps, std::int64_t n_tokens, std::mt19937& rng)
   std::printf("\n%-13s %14s %12s\n", "format", "tok/s (22 L)", "vs f16");
   for (std::size_t f = 0; f < kN; ++f) {
     const double tok_s = static_cast<double>(n_tokens) / (kLayers * layer_seconds[f]);
-    std::printf("%-13s %14.1f %12.2f\n", kFormats[f].name, tok_s, layer_seconds[0] / layer_seconds[f]);
+    std::printf("%-13s %14.1f %12.2f\n", formats[f].name, tok_s, layer_seconds[0] / layer_seconds[f]);
   }
 }
 
@@ -151,6 +158,7 @@ int main(int argc, char** argv) {
     else if (flag == "--threads") thread_counts = {std::max(1, std::atoi(argv[a + 1]))};
     else if (flag == "--tokens") n_tokens = std::max(1, std::atoi(argv[a + 1]));
     else if (flag == "--clock") cpu_clock = std::string(argv[a + 1]) == "cpu";
+    else if (flag == "--only") peregrine::g_only = argv[a + 1];
   }
   std::mt19937 rng(7);
   for (int threads : thread_counts) {

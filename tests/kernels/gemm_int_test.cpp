@@ -42,10 +42,12 @@ constexpr std::int64_t kTokenCounts[] = {1, 2, 5, 40};
 constexpr std::int64_t kRows = 13;
 
 // matmul (every SIMD target, 1 and 2 threads) against matmul_reference on the same stored
-// weights. Both multiply the same f32 weights (the kernels' dequantizing multiply-add is exact,
-// int_decode-inl.h) by x; the reference sums exactly in f64 and rounds once (<= u·|ref|), the
-// kernels sum the in products in f32 in some order (lanes, chains, tiles): each product passes
-// through at most `in` roundings, so |y − ref| <= γ_in · Σ_i |W_i·x_i| + u·|ref|.
+// weights. The reference sums W_i·x_i exactly in f64 and rounds once (<= u·|ref|). The kernels
+// sum the same products in f32 in some order (lanes, chains, tiles), either of exact weights
+// (the dequantizing multiply-add is exact, int_decode-inl.h) or of (q − zero)·x per group then
+// scaled by the group's scale: each product passes through its own rounding (none when fused),
+// at most in − 1 additions and at most one scaling, k = in + 1 roundings, so
+// |y − ref| <= γ_{in+1} · Σ_i |W_i·x_i| + u·|ref|.
 void expect_matches_reference(const TensorView& w, std::mt19937& rng, const std::string& label) {
   const std::int64_t out = w.n_rows(), in = w.row_length();
   std::vector<float> wf(static_cast<std::size_t>(out * in));
@@ -64,7 +66,7 @@ void expect_matches_reference(const TensorView& w, std::mt19937& rng, const std:
           m += std::fabs(static_cast<double>(wf[static_cast<std::size_t>(o * in + i)]) * x[static_cast<std::size_t>(t * in + i)]);
         }
         const auto k = static_cast<std::size_t>(t * out + o);
-        bound[k] = test::f32_gamma(static_cast<double>(in)) * m + std::ldexp(std::fabs(ref[k]), -24);
+        bound[k] = test::f32_gamma(static_cast<double>(in + 1)) * m + std::ldexp(std::fabs(ref[k]), -24);
       }
     }
     test::for_each_simd_target([&] {
@@ -134,7 +136,8 @@ TEST(GemmInt, ZeroRowsOrZeroTokensWriteNothing) {
 // differs from the f32 one by at most half its scale (symmetric RTN: |w/s| <= 2^(b−1) − 1 up to
 // the f16 rounding of s, so no code clamps), hence
 //   |y − y_f32| <= Σ_i (s_i/2)·|x_i|·(1 + 2^-20) + γ_in·(Σ|Ŵ_i x_i| + Σ|W_i x_i|) + u·|y_f32|,
-// the last terms for the f32 sums of the kernel (the reference is f64).
+// the middle term for the f32 sums of the kernel (as above), the last for the f64 reference's
+// rounding.
 void expect_within_quantization_bound(const TensorView& wf32, std::span<const float> x, std::int64_t n_tokens,
                                       const QuantParams& p) {
   const std::int64_t out = wf32.n_rows(), in = wf32.row_length();
@@ -160,7 +163,7 @@ void expect_within_quantization_bound(const TensorView& wf32, std::span<const fl
         m += std::fabs(wd[static_cast<std::size_t>(i)] * xi) + std::fabs(wf[static_cast<std::size_t>(o * in + i)] * xi);
       }
       const auto k = static_cast<std::size_t>(t * out + o);
-      bound += test::f32_gamma(static_cast<double>(in)) * m + std::ldexp(std::fabs(exact[k]), -24);
+      bound += test::f32_gamma(static_cast<double>(in + 1)) * m + std::ldexp(std::fabs(exact[k]), -24);
       ASSERT_NEAR(y[k], exact[k], bound) << wf32.name << " " << describe(p) << " token " << t << " row " << o;
       worst = std::max(worst, std::fabs(y[k] - exact[k]) / bound);
     }

@@ -8,6 +8,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/gemm_fp8.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "kernels/cpu/decoded_matmul-inl.h"
@@ -15,8 +16,8 @@
 HWY_BEFORE_NAMESPACE();
 namespace peregrine::HWY_NAMESPACE {
 
-// Decodes FP8 rows {f32 s; uint8 f[in]} to f32 weights s · fp8(f): the RowDecoder of
-// decoded_matmul-inl.h. Two vectors per unit (two FMA chains in the GEMV).
+// Decodes FP8 rows {f32 s; uint8 f[in]} to f32 weights s · fp8(f), in value order: the
+// RowDecoder of decoded_matmul-inl.h. Two vectors per unit (two FMA chains in Dot).
 template <bool kE4M3>
 class Fp8RowDecoder {
  public:
@@ -30,56 +31,83 @@ class Fp8RowDecoder {
   const std::uint8_t* data() const { return w_; }
   std::size_t row_bytes() const { return kRowScaleBytes + in_; }
 
-  HWY_INLINE void Start(std::size_t row, std::size_t /*begin*/) {
-    const std::uint8_t* p = w_ + row * row_bytes();
-    float s;
-    std::memcpy(&s, p, sizeof s);
-    // E4M3 bytes decode to 2^-8 of their value (see Decode).
-    scale_ = hn::Set(D(), kE4M3 ? s * 256.0f : s);
-    codes_ = p + kRowScaleBytes;
+  void Stage(const float* HWY_RESTRICT x, float* HWY_RESTRICT dst) const {
+    std::copy(x, x + in_, dst);
+    std::fill(dst + in_, dst + (in_ + kUnit - 1) / kUnit * kUnit, 0.0f);
   }
 
-  HWY_INLINE void Unit(std::size_t u, V (&w)[kVectors]) const {
+  // Σ fp8(f_i)·x_i over the row, times the row scale once at the end.
+  HWY_INLINE float Dot(std::size_t row, const float* HWY_RESTRICT xs, std::uintptr_t next) const {
     const D d;
     const std::size_t n = hn::Lanes(d);
-    for (std::size_t j = 0; j < kVectors; ++j) {
-      const std::size_t i = u + j * n;
-      if (i + n <= in_) {
-        w[j] = hn::Mul(Decode(codes_ + i), scale_);
-      } else if (i < in_) {  // the row's last bytes, zero-padded (code 0 is +0)
-        alignas(16) std::uint8_t tail[hn::MaxLanes(D())] = {};
-        std::memcpy(tail, codes_ + i, in_ - i);
-        w[j] = hn::Mul(Decode(tail), scale_);
-      } else {
-        w[j] = hn::Zero(d);
-      }
-    }
+    V acc[kVectors];
+    for (std::size_t j = 0; j < kVectors; ++j) acc[j] = hn::Zero(d);
+    const std::uint8_t* codes = w_ + row * row_bytes() + kRowScaleBytes;
+    next += kRowScaleBytes;
+    ForEachCodeUnit(codes, 0, in_, [&](std::size_t u, const std::uint8_t* p) {
+      hwy::Prefetch(reinterpret_cast<const char*>(next + u));
+      for (std::size_t j = 0; j < kVectors; ++j) acc[j] = hn::MulAdd(Decode(p + j * n), hn::Load(d, xs + u + j * n), acc[j]);
+    });
+    return RowScale(row) * hn::GetLane(hn::SumOfLanes(d, hn::Add(acc[0], acc[1])));
+  }
+
+  // Calls fn(u, w) for the units u = begin, begin + kUnit, … < end of row `row`, w[j] the
+  // weights of values u + j·Lanes … (0 past the row length).
+  template <class Fn>
+  HWY_INLINE void ForEachUnit(std::size_t row, std::size_t begin, std::size_t end, Fn&& fn) const {
+    const D d;
+    const std::size_t n = hn::Lanes(d);
+    const V scale = hn::Set(d, RowScale(row));
+    ForEachCodeUnit(w_ + row * row_bytes() + kRowScaleBytes, begin, end, [&](std::size_t u, const std::uint8_t* p) {
+      V w[kVectors];
+      for (std::size_t j = 0; j < kVectors; ++j) w[j] = hn::Mul(Decode(p + j * n), scale);
+      fn(u, w);
+    });
   }
 
  private:
+  // The row's scale, times 2^8 for E4M3 (whose bytes Decode to 2^-8 of their value).
+  float RowScale(std::size_t row) const {
+    float s;
+    std::memcpy(&s, w_ + row * row_bytes(), sizeof s);
+    return kE4M3 ? s * 256.0f : s;
+  }
+
+  // Calls fn(u, p) with the kUnit bytes of each unit u in [begin, end): in place, or for the
+  // row's last values a zero-padded copy (code 0 is +0).
+  template <class Fn>
+  HWY_INLINE void ForEachCodeUnit(const std::uint8_t* codes, std::size_t begin, std::size_t end, Fn&& fn) const {
+    const std::size_t fast_end = std::min(end, in_ / kUnit * kUnit);
+    std::size_t u = begin;
+    for (; u < fast_end; u += kUnit) fn(u, codes + u);
+    for (; u < end; u += kUnit) {
+      alignas(16) std::uint8_t tail[kUnit] = {};
+      std::memcpy(tail, codes + u, std::min(kUnit, in_ - std::min(u, in_)));
+      fn(u, tail);
+    }
+  }
+
   // Lanes(D) FP8 bytes at p → f32: E5M2 = the upper byte of an f16 (exact, inf/NaN included);
-  // E4M3 S.EEEE.MMM → f16 bits S.0EEEE.MMM0000000, worth 2^-8 of the E4M3 value (normal:
-  // 2^(E−15)·1.M vs 2^(E−7)·1.M; subnormal: M·2^-17 vs M·2^-9), so NaN (S.1111.111) is 1.875.
+  // E4M3 S.EEEE.MMM → f16 bits S.0EEEE.MMM0000000 (the byte sign-extended, shifted by 7, bit 14
+  // cleared), worth 2^-8 of the E4M3 value (normal: 2^(E−15)·1.M vs 2^(E−7)·1.M; subnormal:
+  // M·2^-17 vs M·2^-9), so its NaN (S.1111.111) reads 1.875 and is replaced.
   HWY_INLINE static V Decode(const std::uint8_t* HWY_RESTRICT p) {
     const D d;
-    const hn::Rebind<std::uint8_t, D> d8;
-    const hn::Rebind<std::uint16_t, D> d16;
     const hn::Rebind<hwy::float16_t, D> dh;
-    const auto b = hn::PromoteTo(d16, hn::LoadU(d8, p));
     if constexpr (kE4M3) {
-      const auto h = hn::Or(hn::ShiftLeft<8>(hn::And(b, hn::Set(d16, 0x80))),
-                            hn::ShiftLeft<7>(hn::And(b, hn::Set(d16, 0x7f))));
+      const hn::Rebind<std::int16_t, D> d16;
+      const auto b = hn::PromoteTo(d16, hn::LoadU(hn::Rebind<std::int8_t, D>(), reinterpret_cast<const std::int8_t*>(p)));
+      const auto h = hn::And(hn::ShiftLeft<7>(b), hn::Set(d16, static_cast<std::int16_t>(0xBFFF)));
       const V f = hn::PromoteTo(d, hn::BitCast(dh, h));
       return hn::IfThenElse(hn::Eq(hn::Abs(f), hn::Set(d, 1.875f)), hn::NaN(d), f);
     } else {
-      return hn::PromoteTo(d, hn::BitCast(dh, hn::ShiftLeft<8>(b)));
+      const hn::Rebind<std::uint16_t, D> d16;
+      return hn::PromoteTo(d, hn::BitCast(dh, hn::ShiftLeft<8>(hn::PromoteTo(d16, hn::LoadU(hn::Rebind<std::uint8_t, D>(), p)))));
     }
   }
 
   const std::uint8_t* w_;
   std::size_t in_;
-  const std::uint8_t* codes_ = nullptr;
-  V scale_;
 };
 
 template <bool kE4M3>

@@ -49,6 +49,7 @@ struct Operands {
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/gemm_int8_act.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "kernels/cpu/int_decode-inl.h"
@@ -59,41 +60,82 @@ namespace hn = hwy::HWY_NAMESPACE;
 using gemm_int8_act_detail::kTileRows;
 using gemm_int8_act_detail::Operands;
 
-// dst (padded layout) = q − zero of every value of row `row` (int16); positions past the row
-// length in the last unit hold don't-care values that meet zero activations. Groups that are a
-// multiple of the unit (or one group per row) lie contiguously, unit by unit; other group sizes
-// place each value.
+// Whether every unit of a row lies inside one group (groups are whole units, or a row is one
+// group): units then go to their group's place in the padded layout whole.
 template <int kBits>
-void DecodeRowInt16(const Operands& op, const IntCodeUnpacker<kBits>& unpacker, std::int64_t row,
-                    std::int16_t* HWY_RESTRICT dst) {
-  using Unpacker = IntCodeUnpacker<kBits>;
-  const hn::RebindToSigned<typename Unpacker::D> di;
-  const hn::Rebind<std::int16_t, decltype(di)> d16;
-  const std::size_t n = hn::Lanes(di);
+bool WholeUnitGroups(const Operands& op) {
+  return op.layout.groups == 1 || op.layout.group_size % static_cast<std::int64_t>(IntCodeUnpacker16<kBits>::kUnit) == 0;
+}
+
+// For WholeUnitGroups rows: calls unit(k, q) for every unit of row `row`, q its values' q − zero
+// (int16; past the row length don't-care values, which meet zero activations) and k its place in
+// the padded layout, and group_end(g) after group g's units. The next row's codes are prefetched
+// as these are read (the hardware prefetcher stops at 4 KiB pages).
+template <int kBits, class Unit, class GroupEnd>
+HWY_INLINE void ForEachWholeUnit(const Operands& op, const IntCodeUnpacker16<kBits>& unpacker, std::int64_t row,
+                                 Unit&& unit, GroupEnd&& group_end) {
+  using Unpacker = IntCodeUnpacker16<kBits>;
+  const typename Unpacker::D d;
   const IntRowLayout& L = op.layout;
   const std::uint8_t* w = op.w + static_cast<std::size_t>(row) * L.row_bytes;
   const std::uint8_t* codes = w + L.codes_offset;
+  const std::uintptr_t next_codes = reinterpret_cast<std::uintptr_t>(codes) + L.row_bytes;  // a hint only
   const auto gs = static_cast<std::size_t>(L.group_size), in = static_cast<std::size_t>(L.in);
-  const bool contiguous = L.groups == 1 || gs % kIntUnit == 0;
-  for (std::size_t u = 0; u < in; u += kIntUnit) {
-    alignas(16) std::uint8_t tail[Unpacker::kLoadBytes];
-    typename Unpacker::VU lanes[Unpacker::kVectors];
-    unpacker.UnpackU32(Unpacker::UnitBytes(codes, L.code_bytes(), u, tail), lanes);
-    if (contiguous) {
-      const auto zero = hn::Set(di, L.zero(w, static_cast<std::int64_t>(u / gs)));
-      std::int16_t* unit = dst + op.padded(static_cast<std::int64_t>(u));
-      for (std::size_t j = 0; j < Unpacker::kVectors; ++j) {
-        hn::StoreU(hn::DemoteTo(d16, hn::Sub(hn::BitCast(di, lanes[j]), zero)), d16, unit + j * n);
-      }
-      continue;
+  alignas(16) std::uint8_t tail[Unpacker::kLoadBytes];
+  std::size_t g_begin = 0;
+  for (std::int64_t g = 0; g < L.groups; ++g, g_begin += gs) {
+    const auto zero = hn::Set(d, static_cast<std::int16_t>(L.zero(w, g)));
+    const std::size_t place = static_cast<std::size_t>(g) * op.group_stride - g_begin;
+    for (std::size_t u = g_begin; u < std::min(g_begin + gs, in); u += Unpacker::kUnit) {
+      hwy::Prefetch(reinterpret_cast<const char*>(next_codes + u * kBits / 8));
+      unit(place + u, hn::Sub(unpacker.Unpack(UnitBytes<kBits>(codes, L.code_bytes(), u, tail)), zero));
     }
-    HWY_ALIGN std::int32_t q[kIntUnit];
-    for (std::size_t j = 0; j < Unpacker::kVectors; ++j) hn::Store(hn::BitCast(di, lanes[j]), di, q + j * n);
-    for (std::size_t i = u; i < std::min(u + kIntUnit, in); ++i) {
+    group_end(g);
+  }
+}
+
+// dst (padded layout) = q − zero of every value of row `row` (int16).
+template <int kBits>
+void DecodeRowInt16(const Operands& op, const IntCodeUnpacker16<kBits>& unpacker, std::int64_t row,
+                    std::int16_t* HWY_RESTRICT dst) {
+  using Unpacker = IntCodeUnpacker16<kBits>;
+  const typename Unpacker::D d;
+  if (WholeUnitGroups<kBits>(op)) {
+    ForEachWholeUnit(op, unpacker, row, [&](std::size_t k, hn::Vec<decltype(d)> q) { hn::StoreU(q, d, dst + k); },
+                     [](std::int64_t) {});
+    return;
+  }
+  const IntRowLayout& L = op.layout;
+  const std::uint8_t* w = op.w + static_cast<std::size_t>(row) * L.row_bytes;
+  const auto in = static_cast<std::size_t>(L.in);
+  alignas(16) std::uint8_t tail[Unpacker::kLoadBytes];
+  HWY_ALIGN std::int16_t q[Unpacker::kUnit];
+  for (std::size_t u = 0; u < in; u += Unpacker::kUnit) {
+    hn::Store(unpacker.Unpack(UnitBytes<kBits>(w + L.codes_offset, L.code_bytes(), u, tail)), d, q);
+    for (std::size_t i = u; i < std::min(u + Unpacker::kUnit, in); ++i) {
       const auto v = static_cast<std::int64_t>(i);
       dst[op.padded(v)] = static_cast<std::int16_t>(q[i - u] - L.zero(w, v / L.group_size));
     }
   }
+}
+
+// One token, no outlier columns, WholeUnitGroups: y[0, row] with each unit decoded in registers
+// and multiplied at once (the decode GEMV streams the weights once).
+template <int kBits>
+void DotRowFused(const Operands& op, const IntCodeUnpacker16<kBits>& unpacker, std::int64_t row) {
+  const hn::ScalableTag<std::int16_t> d16;
+  const hn::RepartitionToWide<decltype(d16)> d32;
+  const hn::Rebind<float, decltype(d32)> df;
+  const std::uint8_t* w = op.w + static_cast<std::size_t>(row) * op.layout.row_bytes;
+  auto acc = hn::Zero(df);
+  auto sum0 = hn::Zero(d32), sum1 = hn::Zero(d32);
+  ForEachWholeUnit(op, unpacker, row, [&](std::size_t k, hn::Vec<decltype(d16)> q) {
+    sum0 = hn::ReorderWidenMulAccumulate(d32, q, hn::LoadU(d16, op.xq + k), sum0, sum1);
+  }, [&](std::int64_t g) {
+    acc = hn::MulAdd(hn::ConvertTo(df, hn::Add(sum0, sum1)), hn::Set(df, LoadF16(w + 2 * g)), acc);
+    sum0 = sum1 = hn::Zero(d32);
+  });
+  op.y[row] = op.sx[0] * hn::GetLane(hn::SumOfLanes(df, acc));
 }
 
 // y[t, row + r] for r < kRows, every token: the rows' int16 values `wq` (padded layout, rows
@@ -140,10 +182,9 @@ void DotRows(const Operands& op, const std::int16_t* HWY_RESTRICT wq, std::size_
 
 template <int kBits>
 void Int8ActRowsBits(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
-  const IntCodeUnpacker<kBits> unpacker;
+  const IntCodeUnpacker16<kBits> unpacker;
   const auto groups = static_cast<std::size_t>(op.layout.groups);
-  // Whole units of the last group may be written past its padded end: room for one more unit.
-  const std::size_t ld = groups * op.group_stride + kIntUnit;
+  const std::size_t ld = groups * op.group_stride;
   thread_local hwy::AlignedFreeUniquePtr<std::int16_t[]> wq;
   thread_local std::size_t capacity = 0;
   thread_local std::vector<float> scale;
@@ -153,6 +194,10 @@ void Int8ActRowsBits(const Operands& op, std::int64_t row_begin, std::int64_t ro
   }
   std::fill(wq.get(), wq.get() + kTileRows * ld, std::int16_t{0});  // padding meets zero activations
   scale.resize(static_cast<std::size_t>(kTileRows) * groups);
+  if (op.n_tokens == 1 && op.n_outliers == 0 && WholeUnitGroups<kBits>(op)) {
+    for (std::int64_t row = row_begin; row < row_end; ++row) DotRowFused(op, unpacker, row);
+    return;
+  }
   for (std::int64_t row = row_begin; row < row_end; row += kTileRows) {
     const std::int64_t rows = std::min(kTileRows, row_end - row);
     for (std::int64_t r = 0; r < rows; ++r) {

@@ -29,21 +29,27 @@ namespace hn = hwy::HWY_NAMESPACE;
 constexpr std::size_t kGemvTokens = 4;
 constexpr std::size_t kMaxLanes = hn::MaxLanes(hn::ScalableTag<float>());
 
-// x copied to a vector-aligned per-thread buffer, rows ldx >= in apart and zero-padded to
-// ldx: caller buffers are often only 16-byte aligned, and every misaligned full-vector load
-// splits across two cache lines (it halved multi-token GEMV throughput).
-inline const float* StageTokens(const float* x, std::size_t n_tokens, std::size_t in, std::size_t ldx) {
+// A vector-aligned per-thread buffer of at least n floats (kept between calls).
+inline float* TokenBuffer(std::size_t n) {
   thread_local hwy::AlignedFreeUniquePtr<float[]> buffer;
   thread_local std::size_t capacity = 0;
-  if (n_tokens * ldx > capacity) {
-    capacity = n_tokens * ldx;
+  if (n > capacity) {
+    capacity = n;
     buffer = hwy::AllocateAligned<float>(capacity);
   }
-  for (std::size_t t = 0; t < n_tokens; ++t) {
-    std::copy(x + t * in, x + t * in + in, buffer.get() + t * ldx);
-    std::fill(buffer.get() + t * ldx + in, buffer.get() + (t + 1) * ldx, 0.0f);
-  }
   return buffer.get();
+}
+
+// x copied to TokenBuffer, rows ldx >= in apart and zero-padded to ldx: caller buffers are
+// often only 16-byte aligned, and every misaligned full-vector load splits across two cache
+// lines (it halved multi-token GEMV throughput).
+inline const float* StageTokens(const float* x, std::size_t n_tokens, std::size_t in, std::size_t ldx) {
+  float* xs = TokenBuffer(n_tokens * ldx);
+  for (std::size_t t = 0; t < n_tokens; ++t) {
+    std::copy(x + t * in, x + t * in + in, xs + t * ldx);
+    std::fill(xs + t * ldx + in, xs + (t + 1) * ldx, 0.0f);
+  }
+  return xs;
 }
 
 // Where DotBlock's weight rows come from: rows `stride` elements apart; kStream: they are
