@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/gemm_fp8.cpp"
@@ -36,18 +37,28 @@ class Fp8RowDecoder {
     std::fill(dst + in_, dst + (in_ + kUnit - 1) / kUnit * kUnit, 0.0f);
   }
 
-  // Σ fp8(f_i)·x_i over the row, times the row scale once at the end.
+  // Σ fp8(f_i)·x_i over the row, times the row scale once at the end. E4M3's NaN codes are
+  // found per unit on the bytes (cheaper than per decoded vector): any makes the result NaN.
   HWY_INLINE float Dot(std::size_t row, const float* HWY_RESTRICT xs, std::uintptr_t next) const {
     const D d;
+    const hn::CappedTag<std::uint8_t, kUnit> d8;
     const std::size_t n = hn::Lanes(d);
     V acc[kVectors];
     for (std::size_t j = 0; j < kVectors; ++j) acc[j] = hn::Zero(d);
+    auto nan_codes = hn::Zero(d8);
     const std::uint8_t* codes = w_ + row * row_bytes() + kRowScaleBytes;
     next += kRowScaleBytes;
     ForEachCodeUnit(codes, 0, in_, [&](std::size_t u, const std::uint8_t* p) {
       hwy::Prefetch(reinterpret_cast<const char*>(next + u));
-      for (std::size_t j = 0; j < kVectors; ++j) acc[j] = hn::MulAdd(Decode(p + j * n), hn::Load(d, xs + u + j * n), acc[j]);
+      for (std::size_t j = 0; j < kVectors; ++j) acc[j] = hn::MulAdd(DecodeFinite(p + j * n), hn::Load(d, xs + u + j * n), acc[j]);
+      if constexpr (kE4M3) {
+        const auto low7 = hn::Set(d8, 0x7f);
+        for (std::size_t i = 0; i < kUnit; i += hn::Lanes(d8)) {
+          nan_codes = hn::Or(nan_codes, hn::VecFromMask(d8, hn::Eq(hn::And(hn::LoadU(d8, p + i), low7), low7)));
+        }
+      }
     });
+    if (kE4M3 && !hn::AllFalse(d8, hn::Ne(nan_codes, hn::Zero(d8)))) return hn::GetLane(hn::NaN(d));
     return RowScale(row) * hn::GetLane(hn::SumOfLanes(d, hn::Add(acc[0], acc[1])));
   }
 
@@ -90,20 +101,33 @@ class Fp8RowDecoder {
   // Lanes(D) FP8 bytes at p → f32: E5M2 = the upper byte of an f16 (exact, inf/NaN included);
   // E4M3 S.EEEE.MMM → f16 bits S.0EEEE.MMM0000000 (the byte sign-extended, shifted by 7, bit 14
   // cleared), worth 2^-8 of the E4M3 value (normal: 2^(E−15)·1.M vs 2^(E−7)·1.M; subnormal:
-  // M·2^-17 vs M·2^-9), so its NaN (S.1111.111) reads 1.875 and is replaced.
-  HWY_INLINE static V Decode(const std::uint8_t* HWY_RESTRICT p) {
+  // M·2^-17 vs M·2^-9); E4M3's NaN (S.1111.111) reads ±1.875 here, Decode makes it NaN.
+  HWY_INLINE static V DecodeFinite(const std::uint8_t* HWY_RESTRICT p) {
     const D d;
     const hn::Rebind<hwy::float16_t, D> dh;
     if constexpr (kE4M3) {
       const hn::Rebind<std::int16_t, D> d16;
       const auto b = hn::PromoteTo(d16, hn::LoadU(hn::Rebind<std::int8_t, D>(), reinterpret_cast<const std::int8_t*>(p)));
-      const auto h = hn::And(hn::ShiftLeft<7>(b), hn::Set(d16, static_cast<std::int16_t>(0xBFFF)));
-      const V f = hn::PromoteTo(d, hn::BitCast(dh, h));
-      return hn::IfThenElse(hn::Eq(hn::Abs(f), hn::Set(d, 1.875f)), hn::NaN(d), f);
+      return hn::PromoteTo(d, hn::BitCast(dh, hn::And(hn::ShiftLeft<7>(b), hn::Set(d16, static_cast<std::int16_t>(0xBFFF)))));
     } else {
       const hn::Rebind<std::uint16_t, D> d16;
-      return hn::PromoteTo(d, hn::BitCast(dh, hn::ShiftLeft<8>(hn::PromoteTo(d16, hn::LoadU(hn::Rebind<std::uint8_t, D>(), p)))));
+      const V f = hn::PromoteTo(d, hn::BitCast(dh, hn::ShiftLeft<8>(hn::PromoteTo(d16, hn::LoadU(hn::Rebind<std::uint8_t, D>(), p)))));
+#if HWY_TARGET >= HWY_SSE4
+      // Without F16C, Highway 1.0.3 widens f16 exponent 31 as a normal number (±2^16·1.M): make
+      // E5M2's infinities and NaNs (no finite E5M2 value reaches 2^16) infinite and NaN again.
+      const V a = hn::Abs(f), inf = hn::Set(d, std::numeric_limits<float>::infinity());
+      const V special = hn::IfThenElse(hn::Eq(a, hn::Set(d, 65536.0f)), hn::CopySign(inf, f), hn::NaN(d));
+      return hn::IfThenElse(hn::Ge(a, hn::Set(d, 65536.0f)), special, f);
+#else
+      return f;
+#endif
     }
+  }
+  HWY_INLINE static V Decode(const std::uint8_t* HWY_RESTRICT p) {
+    const D d;
+    const V f = DecodeFinite(p);
+    if constexpr (kE4M3) return hn::IfThenElse(hn::Eq(hn::Abs(f), hn::Set(d, 1.875f)), hn::NaN(d), f);
+    return f;
   }
 
   const std::uint8_t* w_;

@@ -88,7 +88,9 @@ HWY_INLINE void ForEachWholeUnit(const Operands& op, const IntCodeUnpacker16<kBi
     const std::size_t place = static_cast<std::size_t>(g) * op.group_stride - g_begin;
     for (std::size_t u = g_begin; u < std::min(g_begin + gs, in); u += Unpacker::kUnit) {
       hwy::Prefetch(reinterpret_cast<const char*>(next_codes + u * kBits / 8));
-      unit(place + u, hn::Sub(unpacker.Unpack(UnitBytes<kBits>(codes, L.code_bytes(), u, tail)), zero));
+      typename Unpacker::VI q[Unpacker::kVectors];
+      unpacker.Unpack(UnitBytes<kBits>(codes, L.code_bytes(), u, tail), q);
+      for (std::size_t j = 0; j < Unpacker::kVectors; ++j) unit(place + u + j * Unpacker::kLanes, hn::Sub(q[j], zero));
     }
     group_end(g);
   }
@@ -111,7 +113,9 @@ void DecodeRowInt16(const Operands& op, const IntCodeUnpacker16<kBits>& unpacker
   alignas(16) std::uint8_t tail[Unpacker::kLoadBytes];
   HWY_ALIGN std::int16_t q[Unpacker::kUnit];
   for (std::size_t u = 0; u < in; u += Unpacker::kUnit) {
-    hn::Store(unpacker.Unpack(UnitBytes<kBits>(w + L.codes_offset, L.code_bytes(), u, tail)), d, q);
+    typename Unpacker::VI qv[Unpacker::kVectors];
+    unpacker.Unpack(UnitBytes<kBits>(w + L.codes_offset, L.code_bytes(), u, tail), qv);
+    for (std::size_t j = 0; j < Unpacker::kVectors; ++j) hn::Store(qv[j], d, q + j * Unpacker::kLanes);
     for (std::size_t i = u; i < std::min(u + Unpacker::kUnit, in); ++i) {
       const auto v = static_cast<std::int64_t>(i);
       dst[op.padded(v)] = static_cast<std::int16_t>(q[i - u] - L.zero(w, v / L.group_size));

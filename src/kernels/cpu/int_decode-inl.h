@@ -14,7 +14,8 @@
 //     bytes are broadcast to every 128-bit block, a byte shuffle puts the two bytes holding
 //     each value into its 32-bit lane, a per-lane shift and a mask extract it.
 // IntCodeUnpacker16 unpacks to int16 lanes in value order for gemm_int8_act (a 16-byte shuffle
-// covers 32 values of up to 4 bits).
+// covers 32 values of up to 4 bits). The 1-lane HWY_SCALAR target unpacks 3-bit codes (and the
+// int16 ones below 8 bits) one by one instead.
 //
 // Highway "-inl.h" convention: re-included once per target by foreach_target, so the include
 // guard toggles with HWY_TARGET_TOGGLE instead of #pragma once.
@@ -39,19 +40,37 @@ HWY_BEFORE_NAMESPACE();
 namespace peregrine::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// Code i of the unit whose loaded bytes start at p (kLoadBytes of them readable): the scalar
+// unpacking of the 1-lane HWY_SCALAR target, which has no byte shuffles.
+template <int kBits, std::size_t kLoadBytes>
+HWY_INLINE std::uint32_t CodeAt(const std::uint8_t* p, std::size_t i) {
+  const std::size_t bit = i * kBits, byte = bit / 8;
+  std::uint32_t v = p[byte];
+  if (bit % 8 + kBits > 8 && byte + 1 < kLoadBytes) v |= std::uint32_t{p[byte + 1]} << 8;
+  return (v >> (bit % 8)) & ((1u << kBits) - 1);
+}
+
+// Whether lanes of 16 bits have a native per-lane shift (AVX-512BW); below, Highway 1.0.3
+// emulates it (and its SSSE3 emulation does not compile), so the 16-bit unpacker multiplies by a
+// per-lane power of two instead.
+constexpr bool kNative16BitShifts = HWY_TARGET <= HWY_AVX3;
+
 // For a byte shuffle + per-lane shift unpacker of lanes of type T (32 or 16 bits) at values
 // first .. first + Lanes − 1: per lane, the byte offsets of the value's two bytes (b0 in the
 // low byte, b0 + 1 above, clamped to the 128-bit block; a value that needs the second byte
-// never starts past byte 14) and the value's bit offset in b0.
-template <int kBits, class DU>
+// never starts past byte 14) and the value's bit offset in b0 (`shift`), or with kMultiply the
+// factor 2^(8 − shift) that moves the value to bit 8.
+template <int kBits, bool kMultiply = false, class DU>
 HWY_INLINE void ShuffleTables(DU du, std::size_t first, hn::Vec<DU>& index, hn::Vec<DU>& shift) {
   using T = hn::TFromD<DU>;
-  const auto bit = hn::Mul(hn::Iota(du, static_cast<T>(first)), hn::Set(du, static_cast<T>(kBits)));
-  const auto b0 = hn::ShiftRight<3>(bit);
-  const auto b1 = hn::Min(hn::Add(b0, hn::Set(du, 1)), hn::Set(du, 15));
-  index = hn::Or(b0, hn::ShiftLeft<8>(b1));
-  if constexpr (sizeof(T) == 4) index = hn::Or(index, hn::ShiftLeft<16>(hn::Or(b1, hn::ShiftLeft<8>(b1))));
-  shift = hn::And(bit, hn::Set(du, 7));
+  HWY_ALIGN T idx[hn::MaxLanes(DU())], sh[hn::MaxLanes(DU())];
+  for (std::size_t k = 0; k < hn::Lanes(du); ++k) {
+    const std::size_t bit = (first + k) * kBits, b0 = bit / 8, b1 = std::min<std::size_t>(b0 + 1, 15);
+    idx[k] = static_cast<T>(sizeof(T) == 4 ? b0 | b1 << 8 | b1 << 16 | b1 << 24 : b0 | b1 << 8);
+    sh[k] = static_cast<T>(kMultiply ? 1u << (8 - bit % 8) : bit % 8);
+  }
+  index = hn::Load(du, idx);
+  shift = hn::Load(du, sh);
 }
 
 // Where unit u (value u; its codes start on a byte) of a row's `code_bytes` packed `kBits`-bit
@@ -84,9 +103,11 @@ class IntCodeUnpacker {
   static constexpr std::size_t kLoadBytes = kBits == 3 ? 16 : kUnit * kBits / 8;
 
   IntCodeUnpacker() {
+#if HWY_TARGET != HWY_SCALAR
     if constexpr (kBits == 3) {
       for (std::size_t j = 0; j < kVectors; ++j) ShuffleTables<kBits>(hn::RebindToUnsigned<D>(), j * kLanes, index_[j], shift_[j]);
     }
+#endif
   }
 
   // Value of unit slot s (see the file comment).
@@ -106,12 +127,16 @@ class IntCodeUnpacker {
     if constexpr (kBits == 8) {
       for (std::size_t j = 0; j < kVectors; ++j) q[j] = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, p + j * kLanes)));
     } else if constexpr (kBits == 3) {
+#if HWY_TARGET == HWY_SCALAR
+      for (std::size_t j = 0; j < kVectors; ++j) q[j] = hn::Set(di, static_cast<std::int32_t>(CodeAt<kBits, kLoadBytes>(p, j)));
+#else
       const hn::Repartition<std::uint8_t, D> dbytes;
       const auto bytes = hn::LoadDup128(dbytes, p);
       for (std::size_t j = 0; j < kVectors; ++j) {
         const auto pair = hn::BitCast(du, hn::TableLookupBytes(bytes, hn::BitCast(dbytes, index_[j])));
         q[j] = hn::BitCast(di, hn::And(hn::Shr(pair, shift_[j]), hn::Set(du, 7u)));
       }
+#endif
     } else {
       const auto b = hn::PromoteTo(du, hn::LoadU(d8, p));
       const auto mask = hn::Set(du, (1u << kBits) - 1);
@@ -287,36 +312,49 @@ class IntRowDecoder {
 
 // Unpacks units of `kBits`-bit codes to int16 lanes in value order: one vector of Lanes values
 // (at most 32, so 16 bytes of codes below 8 bits: a byte shuffle + per-lane shift + mask;
-// 8 bits: bytes widened).
+// 8 bits: bytes widened). HWY_SCALAR: units of 8 values (whole bytes), one per 1-lane vector.
 template <int kBits>
 class IntCodeUnpacker16 {
  public:
   using D = hn::ScalableTag<std::int16_t>;
   using VI = hn::Vec<D>;
-  static constexpr std::size_t kUnit = hn::MaxLanes(D());
+  static constexpr std::size_t kLanes = hn::MaxLanes(D());
+  static constexpr std::size_t kUnit = kLanes < 8 ? 8 : kLanes;
+  static constexpr std::size_t kVectors = kUnit / kLanes;
   static_assert(kUnit * kBits <= 16 * 8 || kBits == 8, "a unit's codes must fit a 128-bit block");
   static constexpr std::size_t kLoadBytes = kBits == 8 ? kUnit : 16;
 
   IntCodeUnpacker16() {
-    if constexpr (kBits < 8) ShuffleTables<kBits>(hn::RebindToUnsigned<D>(), 0, index_, shift_);
+#if HWY_TARGET != HWY_SCALAR
+    if constexpr (kBits < 8) ShuffleTables<kBits, !kNative16BitShifts>(hn::RebindToUnsigned<D>(), 0, index_, shift_);
+#endif
   }
 
-  // The codes of values 0 … Lanes − 1 of the unit whose codes start at p (kLoadBytes readable).
-  HWY_INLINE VI Unpack(const std::uint8_t* HWY_RESTRICT p) const {
+  // q[j] = the codes of values j·Lanes … of the unit whose codes start at p (kLoadBytes readable).
+  HWY_INLINE void Unpack(const std::uint8_t* HWY_RESTRICT p, VI (&q)[kVectors]) const {
     const D d;
     const hn::RebindToUnsigned<D> du;
     if constexpr (kBits == 8) {
-      return hn::BitCast(d, hn::PromoteTo(du, hn::LoadU(hn::Rebind<std::uint8_t, D>(), p)));
+      for (std::size_t j = 0; j < kVectors; ++j) q[j] = hn::BitCast(d, hn::PromoteTo(du, hn::LoadU(hn::Rebind<std::uint8_t, D>(), p + j * kLanes)));
     } else {
+#if HWY_TARGET == HWY_SCALAR
+      for (std::size_t j = 0; j < kVectors; ++j) q[j] = hn::Set(d, static_cast<std::int16_t>(CodeAt<kBits, kLoadBytes>(p, j)));
+#else
       const hn::Repartition<std::uint8_t, D> dbytes;
       const auto pair = hn::BitCast(du, hn::TableLookupBytes(hn::LoadDup128(dbytes, p), hn::BitCast(dbytes, index_)));
-      return hn::BitCast(d, hn::And(hn::Shr(pair, shift_), hn::Set(du, static_cast<std::uint16_t>((1u << kBits) - 1))));
+#if HWY_TARGET <= HWY_AVX3
+      const auto low = hn::Shr(pair, shift_);
+#else
+      const auto low = hn::ShiftRight<8>(hn::Mul(pair, shift_));
+#endif
+      q[0] = hn::BitCast(d, hn::And(low, hn::Set(du, static_cast<std::uint16_t>((1u << kBits) - 1))));
+#endif
     }
   }
 
  private:
   using VU = hn::Vec<hn::RebindToUnsigned<D>>;
-  VU index_, shift_;
+  VU index_, shift_;  // byte shuffle and bit offset (or power-of-two factor) per lane
 };
 
 }  // namespace peregrine::HWY_NAMESPACE
