@@ -86,14 +86,12 @@ HWY_INLINE const std::uint8_t* UnitBytes(const std::uint8_t* codes, std::size_t 
   return tail;
 }
 
-// Unpacks units of `kBits`-bit codes to int32 lanes (in slot order, see the file comment).
+// Unpacks units of `kBits`-bit codes to f32 lanes (in slot order, see the file comment).
 template <int kBits>
 class IntCodeUnpacker {
  public:
   using D = hn::ScalableTag<float>;
   using V = hn::Vec<D>;
-  using DI = hn::RebindToSigned<D>;
-  using VI = hn::Vec<DI>;
   static constexpr std::size_t kLanes = hn::MaxLanes(D());
   // Values per unit and f32 vectors per unit.
   static constexpr std::size_t kUnit = kBits == 3 ? 32 : kBits == 2 ? 4 * kLanes : 2 * kLanes;
@@ -118,35 +116,41 @@ class IntCodeUnpacker {
     return s;
   }
 
-  // q[j] = the codes of slots j·Lanes … (j+1)·Lanes − 1 of the unit whose codes start at p
-  // (kLoadBytes readable).
-  HWY_INLINE void Unpack(const std::uint8_t* HWY_RESTRICT p, VI (&q)[kVectors]) const {
-    const DI di;
+  // The f32 whose bits are 0x4B000000 | c is kBias + c exactly (c < 2^23): codes become floats
+  // without a conversion, and (kBias + q) − (kBias + zero) is exactly q − zero.
+  static constexpr float kBias = 8388608.0f;  // 2^23
+
+  // q[j] = kBias + the codes of slots j·Lanes … (j+1)·Lanes − 1 of the unit whose codes start
+  // at p (kLoadBytes readable).
+  HWY_INLINE void Unpack(const std::uint8_t* HWY_RESTRICT p, V (&q)[kVectors]) const {
+    const D d;
     const hn::RebindToUnsigned<D> du;
     const hn::Rebind<std::uint8_t, D> d8;
+    const auto bias = hn::Set(du, 0x4B000000u);
+    auto biased = [&](hn::Vec<decltype(du)> c) { return hn::BitCast(d, hn::Or(c, bias)); };
     if constexpr (kBits == 8) {
-      for (std::size_t j = 0; j < kVectors; ++j) q[j] = hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, p + j * kLanes)));
+      for (std::size_t j = 0; j < kVectors; ++j) q[j] = biased(hn::PromoteTo(du, hn::LoadU(d8, p + j * kLanes)));
     } else if constexpr (kBits == 3) {
 #if HWY_TARGET == HWY_SCALAR
-      for (std::size_t j = 0; j < kVectors; ++j) q[j] = hn::Set(di, static_cast<std::int32_t>(CodeAt<kBits, kLoadBytes>(p, j)));
+      for (std::size_t j = 0; j < kVectors; ++j) q[j] = biased(hn::Set(du, CodeAt<kBits, kLoadBytes>(p, j)));
 #else
       const hn::Repartition<std::uint8_t, D> dbytes;
       const auto bytes = hn::LoadDup128(dbytes, p);
       for (std::size_t j = 0; j < kVectors; ++j) {
         const auto pair = hn::BitCast(du, hn::TableLookupBytes(bytes, hn::BitCast(dbytes, index_[j])));
-        q[j] = hn::BitCast(di, hn::And(hn::Shr(pair, shift_[j]), hn::Set(du, 7u)));
+        q[j] = biased(hn::And(hn::Shr(pair, shift_[j]), hn::Set(du, 7u)));
       }
 #endif
     } else {
       const auto b = hn::PromoteTo(du, hn::LoadU(d8, p));
       const auto mask = hn::Set(du, (1u << kBits) - 1);
-      q[0] = hn::BitCast(di, hn::And(b, mask));
+      q[0] = biased(hn::And(b, mask));
       if constexpr (kBits == 4) {
-        q[1] = hn::BitCast(di, hn::ShiftRight<4>(b));  // the top field needs no mask
+        q[1] = biased(hn::ShiftRight<4>(b));  // the top field needs no mask
       } else {
-        q[1] = hn::BitCast(di, hn::And(hn::ShiftRight<2>(b), mask));
-        q[2] = hn::BitCast(di, hn::And(hn::ShiftRight<4>(b), mask));
-        q[3] = hn::BitCast(di, hn::ShiftRight<6>(b));
+        q[1] = biased(hn::And(hn::ShiftRight<2>(b), mask));
+        q[2] = biased(hn::And(hn::ShiftRight<4>(b), mask));
+        q[3] = biased(hn::ShiftRight<6>(b));
       }
     }
   }
@@ -174,16 +178,15 @@ HWY_INLINE float LoadF16(const std::uint8_t* p) {
 }
 
 // Decodes kInt rows to f32 weights, in the unpacker's slot order (the RowDecoder of
-// decoded_matmul-inl.h). A weight is scale·q − scale·zero in one multiply-add, which is exact:
-// (q − zero)·scale has at most 9 + 11 significant bits (f16 scale), so the vectors hold exactly
-// what dequantize_int_row computes.
+// decoded_matmul-inl.h). A weight is (q − zero)·scale, both steps exact: q − zero from the
+// biased codes, and the product has at most 9 + 11 significant bits (f16 scale), so the vectors
+// hold exactly what dequantize_int_row computes.
 template <int kBits>
 class IntRowDecoder {
  public:
   using Unpacker = IntCodeUnpacker<kBits>;
   using D = typename Unpacker::D;
   using V = typename Unpacker::V;
-  using VI = typename Unpacker::VI;
   static constexpr std::size_t kUnit = Unpacker::kUnit;
   static constexpr std::size_t kVectors = Unpacker::kVectors;
 
@@ -209,21 +212,20 @@ class IntRowDecoder {
   // scaled once at the group's end.
   HWY_INLINE float Dot(std::size_t row, const float* HWY_RESTRICT xs, std::uintptr_t next) const {
     const D d;
-    const typename Unpacker::DI di;
     const std::uint8_t* w = w_ + row * layout_.row_bytes;
     const std::uint8_t* codes = w + layout_.codes_offset;
     next += layout_.codes_offset;
     V acc[kVectors];
     for (std::size_t j = 0; j < kVectors; ++j) acc[j] = hn::Zero(d);
     ForEachGroupRun(w, 0, static_cast<std::size_t>(layout_.in), [&](std::size_t u, std::size_t end, std::int64_t g) {
-      const VI zero = hn::Set(di, layout_.zero(w, g));
+      const V zero = hn::Set(d, Unpacker::kBias + static_cast<float>(layout_.zero(w, g)));
       V sum[kVectors];
       for (std::size_t j = 0; j < kVectors; ++j) sum[j] = hn::Zero(d);
       auto unit = [&](std::size_t v) {
-        VI q[kVectors];
+        V q[kVectors];
         unpacker_.Unpack(codes + v * kBits / 8, q);
         for (std::size_t j = 0; j < kVectors; ++j) {
-          sum[j] = hn::MulAdd(hn::ConvertTo(d, hn::Sub(q[j], zero)), hn::Load(d, xs + v + j * Unpacker::kLanes), sum[j]);
+          sum[j] = hn::MulAdd(hn::Sub(q[j], zero), hn::Load(d, xs + v + j * Unpacker::kLanes), sum[j]);
         }
       };
       for (; u + 2 * kUnit <= end; u += 2 * kUnit) {
@@ -249,13 +251,12 @@ class IntRowDecoder {
     const std::uint8_t* w = w_ + row * layout_.row_bytes;
     const std::uint8_t* codes = w + layout_.codes_offset;
     ForEachGroupRun(w, begin, end, [&](std::size_t u, std::size_t run_end, std::int64_t g) {
-      const float s = LoadF16(w + 2 * g);
-      const V scale = hn::Set(d, s), bias = hn::Set(d, -static_cast<float>(layout_.zero(w, g)) * s);
+      const V scale = hn::Set(d, LoadF16(w + 2 * g));
+      const V zero = hn::Set(d, Unpacker::kBias + static_cast<float>(layout_.zero(w, g)));
       for (; u < run_end; u += kUnit) {
-        VI q[kVectors];
-        unpacker_.Unpack(codes + u * kBits / 8, q);
         V wv[kVectors];
-        for (std::size_t j = 0; j < kVectors; ++j) wv[j] = hn::MulAdd(hn::ConvertTo(d, q[j]), scale, bias);
+        unpacker_.Unpack(codes + u * kBits / 8, wv);
+        for (std::size_t j = 0; j < kVectors; ++j) wv[j] = hn::Mul(hn::Sub(wv[j], zero), scale);
         fn(u, wv);
       }
     }, fn);
@@ -288,19 +289,19 @@ class IntRowDecoder {
   HWY_NOINLINE void SlowUnit(const std::uint8_t* w, std::size_t u, V (&wv)[kVectors]) const {
     const D d;
     alignas(16) std::uint8_t tail[Unpacker::kLoadBytes];
-    VI q[kVectors];
-    unpacker_.Unpack(UnitBytes<kBits>(w + layout_.codes_offset, layout_.code_bytes(), u, tail), q);
-    HWY_ALIGN float s[Unpacker::kLanes], b[Unpacker::kLanes];
+    unpacker_.Unpack(UnitBytes<kBits>(w + layout_.codes_offset, layout_.code_bytes(), u, tail), wv);
+    HWY_ALIGN float s[Unpacker::kLanes], z[Unpacker::kLanes];
     for (std::size_t j = 0; j < kVectors; ++j) {
       for (std::size_t k = 0; k < Unpacker::kLanes; ++k) {
         const std::size_t v = u + Unpacker::SlotValue(j * Unpacker::kLanes + k);
-        s[k] = b[k] = 0.0f;
+        s[k] = 0.0f;
+        z[k] = Unpacker::kBias;
         if (v >= static_cast<std::size_t>(layout_.in)) continue;
         const auto g = static_cast<std::int64_t>(v / static_cast<std::size_t>(layout_.group_size));
         s[k] = layout_.scale(w, g);
-        b[k] = -static_cast<float>(layout_.zero(w, g)) * s[k];
+        z[k] += static_cast<float>(layout_.zero(w, g));
       }
-      wv[j] = hn::MulAdd(hn::ConvertTo(d, q[j]), hn::Load(d, s), hn::Load(d, b));
+      wv[j] = hn::Mul(hn::Sub(wv[j], hn::Load(d, z)), hn::Load(d, s));
     }
   }
 

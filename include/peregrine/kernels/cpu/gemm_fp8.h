@@ -17,8 +17,9 @@ namespace peregrine {
 /// y: [n_tokens, out] f32. Accumulates in f32.
 /// Decoding in SIMD without tables: an FP8 byte is moved into the bits of an f16 (E5M2 is the
 /// upper byte of an f16; E4M3's exponent and mantissa land in an f16 whose value is 2^-8 of it,
-/// subnormals included, the 2^8 folded into the row scale), widened to f32 (F16C), times the
-/// scale; E4M3's NaN codes stay NaN. Paths by token count as gemm_int (decoded_matmul-inl.h).
+/// subnormals included, the 2^8 folded into the row scale) and widened to f32 (F16C); E4M3's
+/// NaN codes stay NaN. 1 token: Σ fp8(f_i)·x_i per row, times the scale once; more tokens: rows
+/// decoded once to s·fp8(f) and reused, as gemm_int (decoded_matmul-inl.h).
 /// Preconditions (checked by the model at load time; matmul.h): w.dtype is kF8E4M3 or
 /// kF8E5M2, w.nbytes == out · (4 + in), 0 <= row_begin <= row_end <= out,
 /// x.size() == n_tokens·in, y.size() == n_tokens·out.

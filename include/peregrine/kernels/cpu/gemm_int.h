@@ -16,11 +16,15 @@ namespace peregrine {
 /// points when asymmetric, `bits`-bit codes packed LSB-first; rows at any byte alignment),
 /// W[o, i] = scale_g · (q_i − zero_g) exactly as dequantize_int_row decodes it (any group size;
 /// the last group may be partial). x: [n_tokens, in] f32. y: [n_tokens, out] f32.
-/// Accumulates in f32. Highway SIMD: codes are unpacked 32 at a time by byte shuffles and
-/// per-lane shifts (3-bit values cross bytes) and dequantized with one multiply-add per vector.
-/// 1 token: a fused decode GEMV (weights streamed once, decoded in registers); fewer than
-/// kGemmMinTokens tokens: each block of kGemvRows rows decoded once to f32 and reused for every
-/// token; more: the packed GEMM of gemm_float with kInt weight blocks (decoded_matmul-inl.h).
+/// Accumulates in f32. Highway SIMD (src/kernels/cpu/int_decode-inl.h): codes are unpacked a
+/// unit at a time in the order that needs the fewest instructions (4 and 2 bits: the fields of
+/// widened bytes by mask and shift; 3 bits, whose values cross bytes: a byte shuffle and a
+/// per-lane shift; 8 bits: widened bytes), and the activations are staged in that same order.
+/// 1 token: a fused decode GEMV — per group, Σ (q − zero)·x in registers, times the group's scale
+/// once (the weights stream from memory once, the next row prefetched across 4 KiB pages);
+/// fewer than kGemmMinTokens tokens: each block of kGemvRows rows decoded once to exact f32
+/// weights (scale·q − scale·zero in one multiply-add) and reused for every token; more: the
+/// packed GEMM of gemm_float with kInt weight blocks (decoded_matmul-inl.h).
 /// Preconditions (checked by the model at load time; matmul.h): w.dtype == kInt,
 /// w.quant.valid(), w.quant.act_bits == 16, w.nbytes == out · w.row_bytes(),
 /// 0 <= row_begin <= row_end <= out, x.size() == n_tokens·in, y.size() == n_tokens·out.

@@ -21,10 +21,13 @@ namespace peregrine {
 /// columns, xq = 0 in outlier columns) and W[o, c] = scale_g · (q_c − zero_g). Each group's
 /// bracket is an exact int32 dot product (Xiao et al. 2023, SmoothQuant; Dettmers et al. 2022,
 /// LLM.int8() for the outlier decomposition); the rest is f32.
-/// Each weight row is decoded once per call to int16 (q − zero) values laid out group by group
-/// (each group padded to a multiple of 32 values, the activations alike, so every SIMD vector
-/// lies inside one group) and reused for every token: Highway int16 multiply-adds into int32
-/// lanes per group, converted once per group and accumulated in f32 with the group's scale.
+/// Codes are unpacked to int16 (q − zero) values (src/kernels/cpu/int_decode-inl.h) laid out
+/// group by group (each group padded to a multiple of 32 values, the activations alike, so
+/// every SIMD vector lies inside one group) and multiplied with Highway int16 multiply-adds into
+/// int32 lanes per group, converted once per group and accumulated in f32 with the group's
+/// scale. 1 token without outlier columns: each unit of codes is unpacked and multiplied in
+/// registers (the decode GEMV streams the weights once); otherwise blocks of 4 rows are decoded
+/// once into a buffer and reused for every token.
 /// Threaded over blocks of output rows; products of fewer than `min_parallel_macs`
 /// multiply-adds (matmul.h) run on the calling thread.
 /// Preconditions (checked by the model at load time; matmul.h): w.dtype == kInt,
