@@ -38,7 +38,7 @@ TEST(GemmFp8, MatchesReferenceForEveryRowLengthAndTokenCount) {
       for (std::int64_t o = 0; o < out; ++o) {
         dequantize_row(w.view, o, std::span<float>(wf).subspan(static_cast<std::size_t>(o * in), static_cast<std::size_t>(in)));
       }
-      for (std::int64_t n_tokens : {1, 2, 5, 40}) {
+      for (std::int64_t n_tokens : {1, 2, 3, 4, 5, 40}) {
         std::vector<float> x(static_cast<std::size_t>(n_tokens * in));
         for (auto& v : x) v = normal(rng);
         std::vector<float> ref(static_cast<std::size_t>(n_tokens * out));
@@ -70,8 +70,9 @@ TEST(GemmFp8, MatchesReferenceForEveryRowLengthAndTokenCount) {
 float decode(DType t, std::uint8_t c) { return t == DType::kF8E4M3 ? fp8_e4m3_to_f32(c) : fp8_e5m2_to_f32(c); }
 
 // One row holding every finite code once, multiplied by one-hot activations: y = that weight
-// exactly (the other products are exact zeros), through the fused GEMV (1 token), the buffered
-// path (5) and the GEMM (all codes as tokens), with scales that make subnormal codes matter.
+// exactly (the other products are exact zeros), through the fused GEMV (1 token), units decoded
+// in registers for 3 tokens, the buffered path (5) and the GEMM (all codes as tokens), with
+// scales that make subnormal codes matter.
 TEST(GemmFp8, EveryFiniteCodeDecodesExactly) {
   for (DType t : kFormats) {
     std::vector<std::uint8_t> codes;
@@ -84,7 +85,7 @@ TEST(GemmFp8, EveryFiniteCodeDecodesExactly) {
       std::memcpy(bytes.data(), &scale, sizeof scale);
       std::memcpy(bytes.data() + kRowScaleBytes, codes.data(), codes.size());
       const TensorView w{"w", t, {1, in}, bytes.data(), bytes.size()};
-      for (std::int64_t n_tokens : {std::int64_t{1}, std::int64_t{5}, in}) {
+      for (std::int64_t n_tokens : {std::int64_t{1}, std::int64_t{3}, std::int64_t{5}, in}) {
         test::for_each_simd_target([&] {
           ThreadPool pool(1);
           for (std::int64_t first = 0; first < in; first += n_tokens) {

@@ -36,8 +36,9 @@ std::vector<float> random_activations(std::int64_t n_tokens, std::int64_t in, st
 // Row lengths: 1 and 7 (below a vector), 33, 100 and 300 (off the SIMD widths and the 32-value
 // decode unit), 172 (stories260K's FFN width), 256 (a whole GEMM input block).
 constexpr std::int64_t kRowLengths[] = {1, 7, 33, 100, 172, 256, 300};
-// 1: the fused decode GEMV; 2 and 5: rows decoded once for several tokens; 40: the GEMM.
-constexpr std::int64_t kTokenCounts[] = {1, 2, 5, 40};
+// 1: the fused decode GEMV; 2–4: units decoded once in registers for every token; 5: rows decoded
+// once into a buffer for every token; 40: the GEMM.
+constexpr std::int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 40};
 // 13 rows: a partial tile for the GEMV (4 rows) and the GEMM (12 or 6 rows).
 constexpr std::int64_t kRows = 13;
 

@@ -4,7 +4,9 @@
 // units; then, as matmul_float's paths:
 //   1 token: the decoder's fused dot product per row (weights streamed once, decoded in
 //     registers; decode is memory-bound);
-//   2 .. kGemmMinTokens−1 tokens: kGemvRows rows at a time decoded once into an L1-resident
+//   2 .. 4 tokens (speculative verification): each decoded unit multiplied with every token in
+//     registers;
+//   5 .. kGemmMinTokens−1 tokens: kGemvRows rows at a time decoded once into an L1-resident
 //     f32 buffer, then gemv_tiles' register tiles (kGemvRows rows × 4 tokens) reuse them for
 //     every token;
 //   kGemmMinTokens+ tokens: the packed GEMM (gemm_tiles-inl.h), whose weight blocks the
@@ -34,6 +36,7 @@
 #include <cstdint>
 
 #include <hwy/aligned_allocator.h>
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "kernels/cpu/gemm_tiles-inl.h"
@@ -75,8 +78,41 @@ struct DecodedWeights {
   }
 };
 
-// 2+ tokens (xs: n_tokens staged rows ldx apart): kGemvRows rows at a time are decoded once
-// into a per-thread buffer and multiplied with every token.
+// 2 .. kGemvTokens tokens (xs: staged rows ldx apart): each unit of a row is decoded once in
+// registers and multiplied with every token; the next row's bytes are prefetched at the rate
+// this row is read.
+template <std::size_t kTokens, class Decoder>
+void DecodedGemvFew(const Decoder& dec, const float* HWY_RESTRICT xs, std::size_t ldx, float* HWY_RESTRICT y,
+                    std::size_t out, std::size_t row_begin, std::size_t row_end) {
+  const typename Decoder::D d;
+  using V = typename Decoder::V;
+  const std::size_t n = hn::Lanes(d), rb = dec.row_bytes();
+  const std::size_t unit_bytes = std::max<std::size_t>(1, rb * Decoder::kUnit / ldx);  // ≈ bytes per unit
+  for (std::size_t o = row_begin; o < row_end; ++o) {
+    std::uintptr_t next = reinterpret_cast<std::uintptr_t>(dec.data()) + (o + 1) * rb;  // a hint only
+    V acc[kTokens][Decoder::kVectors];
+    for (std::size_t t = 0; t < kTokens; ++t) {
+      for (std::size_t j = 0; j < Decoder::kVectors; ++j) acc[t][j] = hn::Zero(d);
+    }
+    dec.ForEachUnit(o, 0, ldx, [&](std::size_t u, const V (&w)[Decoder::kVectors]) {
+      hwy::Prefetch(reinterpret_cast<const char*>(next));
+      next += unit_bytes;
+      for (std::size_t t = 0; t < kTokens; ++t) {
+        for (std::size_t j = 0; j < Decoder::kVectors; ++j) {
+          acc[t][j] = hn::MulAdd(w[j], hn::Load(d, xs + t * ldx + u + j * n), acc[t][j]);
+        }
+      }
+    });
+    for (std::size_t t = 0; t < kTokens; ++t) {
+      for (std::size_t j = 1; j < Decoder::kVectors; ++j) acc[t][0] = hn::Add(acc[t][0], acc[t][j]);
+      y[t * out + o] = hn::GetLane(hn::SumOfLanes(d, acc[t][0]));
+    }
+  }
+}
+
+// kGemvTokens+1 .. kGemmMinTokens−1 tokens (xs: n_tokens staged rows ldx apart): kGemvRows rows at a time are decoded once
+// into a per-thread buffer and multiplied with every token; the next block's rows are
+// prefetched meanwhile (the hardware prefetcher stops at 4 KiB pages).
 template <class Decoder>
 void DecodedGemvTokens(const Decoder& dec, const float* xs, std::size_t ldx, std::size_t n_tokens,
                        float* y, std::size_t out, std::size_t row_begin, std::size_t row_end) {
@@ -88,9 +124,14 @@ void DecodedGemvTokens(const Decoder& dec, const float* xs, std::size_t ldx, std
     buffer = hwy::AllocateAligned<float>(capacity);
   }
   float* wb = buffer.get();
+  const std::size_t rb = dec.row_bytes();
   for (std::size_t o = row_begin; o < row_end; o += kRows) {
     const std::size_t rows = std::min(kRows, row_end - o);
-    for (std::size_t r = 0; r < rows; ++r) DecodeRow(dec, o + r, 0, ldx, wb + r * ldx);
+    for (std::size_t r = 0; r < rows; ++r) {
+      // The next block's row in this slot: its bytes arrive while these are decoded and used.
+      if (o + kRows + r < row_end) PrefetchBytes(dec.data() + (o + kRows + r) * rb, rb);
+      DecodeRow(dec, o + r, 0, ldx, wb + r * ldx);
+    }
     if (rows == kRows) {
       RowBlock<kRows>(WeightRows<float, false>{wb, ldx}, ldx, xs, ldx, n_tokens, y + o, out);
     } else {
@@ -115,6 +156,12 @@ void DecodedMatmulRows(const Decoder& dec, std::size_t in, const float* x, std::
   } else if (n_tokens == 1) {
     const auto base = reinterpret_cast<std::uintptr_t>(dec.data());
     for (std::size_t o = row_begin; o < row_end; ++o) y[o] = dec.Dot(o, xs, base + (o + 1) * dec.row_bytes());
+  } else if (n_tokens == 2) {
+    DecodedGemvFew<2>(dec, xs, ldx, y, out, row_begin, row_end);
+  } else if (n_tokens == 3) {
+    DecodedGemvFew<3>(dec, xs, ldx, y, out, row_begin, row_end);
+  } else if (n_tokens == kGemvTokens) {
+    DecodedGemvFew<kGemvTokens>(dec, xs, ldx, y, out, row_begin, row_end);
   } else {
     DecodedGemvTokens(dec, xs, ldx, n_tokens, y, out, row_begin, row_end);
   }
