@@ -24,15 +24,16 @@ namespace peregrine {
 /// Products smaller than `min_parallel_macs` multiply-adds run on the calling thread: waking
 /// the workers costs tens of microseconds, more than stories260K's 64×64 … 512×64 decode
 /// products take (measured: decode 558 → ~6600 tokens/s with -t 2); 0 forces the threaded path.
-/// Preconditions (checked by the model at load time): x.size() == n_tokens*in,
-/// y.size() == n_tokens*out.
+/// Preconditions (checked by the model at load time): w.dtype is one of the above (not kI8),
+/// w.row_bytes() has a value (kInt: w.quant.valid()) and w.nbytes == out·row_bytes,
+/// x.size() == n_tokens*in, y.size() == n_tokens*out; kInt with act_bits 8: x finite.
 inline constexpr std::int64_t kMinParallelMacs = std::int64_t{1} << 18;
 void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
             std::span<float> y, ThreadPool& pool, std::int64_t min_parallel_macs = kMinParallelMacs);
 
 /// Scalar single-threaded reference twin of matmul: every row decoded by dequantize_row
-/// (quant/dequantize.h), then a naive triple loop with f64 accumulation: the exact product of
-/// the stored weights with x, rounded once. kInt weights with act_bits 8 instead reproduce the
+/// (quant/dequantize.h), then a naive triple loop with f64 accumulation (the products of the
+/// stored weights with x exact, their sum in f64), rounded to f32 once. kInt weights with act_bits 8 instead reproduce the
 /// kernel's activation quantization (quantize_tokens_reference: per-token int8, LLM.int8()
 /// outlier columns) and evaluate gemm_int8_act's formula in int64 / f64
 /// (gemm_int8_act_reference). Tests compare matmul against it.
