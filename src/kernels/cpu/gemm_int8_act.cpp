@@ -184,9 +184,11 @@ void DotRows(const Operands& op, const std::int16_t* HWY_RESTRICT wq, std::size_
   }
 }
 
+// Several tokens (or outlier columns, or groups that are not whole units): blocks of kTileRows
+// rows decoded once into a per-thread buffer, then multiplied with every token.
 template <int kBits>
-void Int8ActRowsBits(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
-  const IntCodeUnpacker16<kBits> unpacker;
+void DecodedBlockRows(const Operands& op, const IntCodeUnpacker16<kBits>& unpacker, std::int64_t row_begin,
+                      std::int64_t row_end) {
   const auto groups = static_cast<std::size_t>(op.layout.groups);
   const std::size_t ld = groups * op.group_stride;
   thread_local hwy::AlignedFreeUniquePtr<std::int16_t[]> wq;
@@ -198,10 +200,6 @@ void Int8ActRowsBits(const Operands& op, std::int64_t row_begin, std::int64_t ro
   }
   std::fill(wq.get(), wq.get() + kTileRows * ld, std::int16_t{0});  // padding meets zero activations
   scale.resize(static_cast<std::size_t>(kTileRows) * groups);
-  if (op.n_tokens == 1 && op.n_outliers == 0 && WholeUnitGroups<kBits>(op)) {
-    for (std::int64_t row = row_begin; row < row_end; ++row) DotRowFused(op, unpacker, row);
-    return;
-  }
   for (std::int64_t row = row_begin; row < row_end; row += kTileRows) {
     const std::int64_t rows = std::min(kTileRows, row_end - row);
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -218,6 +216,16 @@ void Int8ActRowsBits(const Operands& op, std::int64_t row_begin, std::int64_t ro
         DotRows<1>(op, wq.get() + static_cast<std::size_t>(r) * ld, ld, scale.data() + static_cast<std::size_t>(r) * groups, row + r);
       }
     }
+  }
+}
+
+template <int kBits>
+void Int8ActRowsBits(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
+  const IntCodeUnpacker16<kBits> unpacker;
+  if (op.n_tokens == 1 && op.n_outliers == 0 && WholeUnitGroups<kBits>(op)) {
+    for (std::int64_t row = row_begin; row < row_end; ++row) DotRowFused(op, unpacker, row);
+  } else {
+    DecodedBlockRows(op, unpacker, row_begin, row_end);
   }
 }
 
