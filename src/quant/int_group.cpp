@@ -61,8 +61,9 @@ GroupScale rtn_group_scale(std::span<const float> values, int bits, bool asymmet
 
 int quantize_code(float x, const GroupScale& g, int bits) {
   if (g.scale == 0.0f) return g.zero;
-  const long q = std::lround(x / g.scale) + g.zero;
-  return static_cast<int>(std::clamp<long>(q, 0, max_code(bits)));
+  // Clamped as a float: x / scale can exceed any integer type (lround's result is then unspecified).
+  const float q = std::round(x / g.scale) + static_cast<float>(g.zero);
+  return static_cast<int>(std::clamp(q, 0.0f, static_cast<float>(max_code(bits))));
 }
 
 void pack_int_row(const QuantParams& p, const IntRow& row, std::uint8_t* dst) {

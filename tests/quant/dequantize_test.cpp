@@ -2,12 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "peregrine/quant/fp16.h"
+#include "peregrine/quant/fp8.h"
+#include "peregrine/quant/int_group.h"
+#include "peregrine/quant/quantize_rtn.h"
 
 namespace peregrine {
 namespace {
@@ -115,6 +120,114 @@ TEST(Dequantize, F16AndBF16RowsMatchScalarConversion) {
   std::vector<float> outb(1);
   dequantize(DType::kBF16, known + 2, outb);
   EXPECT_EQ(outb[0], 1.0f);
+}
+
+std::vector<float> random_row(std::size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> x(n);
+  for (auto& v : x) v = normal(rng);
+  return x;
+}
+
+float row_scale(const std::vector<std::uint8_t>& bytes) {
+  float s;
+  std::memcpy(&s, bytes.data(), sizeof s);
+  return s;
+}
+
+TEST(Dequantize, I8RowRoundTripsThroughRtnWithinHalfAStep) {
+  std::mt19937 rng(3);
+  for (std::size_t n : {1u, 7u, 172u}) {
+    const auto x = random_row(n, rng);
+    std::vector<std::uint8_t> bytes(*dtype_row_bytes(DType::kI8, n));
+    quantize_rtn(DType::kI8, x, bytes.data());
+    const float s = row_scale(bytes);
+    float amax = 0.0f;
+    for (float v : x) amax = std::max(amax, std::fabs(v));
+    EXPECT_EQ(s, amax / 127.0f);
+    std::vector<float> out(n);
+    dequantize(DType::kI8, bytes.data(), out);
+    for (std::size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(out[i], s * static_cast<float>(static_cast<std::int8_t>(bytes[kRowScaleBytes + i])));
+      EXPECT_LE(std::fabs(out[i] - x[i]), 0.5f * s * 1.0001f) << i;
+    }
+  }
+}
+
+// FP8 rows: s = absmax / fp8_max, so x/s is in range; RTN to a format with m mantissa bits errs
+// by at most half a step: 2^-(m+1) relative for normal values, half the subnormal spacing d
+// (in units of s) below; the decode s·fp8(f) rounds once more (2^-24).
+TEST(Dequantize, Fp8RowsRoundTripThroughRtnWithinHalfAStep) {
+  std::mt19937 rng(4);
+  const struct {
+    DType t;
+    int man_bits;
+    float min_subnormal;
+    float (*decode)(std::uint8_t);
+  } formats[] = {{DType::kF8E4M3, 3, 0x1p-9f, fp8_e4m3_to_f32}, {DType::kF8E5M2, 2, 0x1p-16f, fp8_e5m2_to_f32}};
+  for (const auto& f : formats) {
+    for (std::size_t n : {1u, 7u, 172u}) {
+      auto x = random_row(n, rng);
+      if (n > 3) x[2] = 1e-6f;  // deep in the subnormal range after scaling
+      std::vector<std::uint8_t> bytes(*dtype_row_bytes(f.t, n));
+      quantize_rtn(f.t, x, bytes.data());
+      const float s = row_scale(bytes);
+      float amax = 0.0f;
+      for (float v : x) amax = std::max(amax, std::fabs(v));
+      EXPECT_EQ(s, amax / fp8_max(f.t));
+      std::vector<float> out(n);
+      dequantize(f.t, bytes.data(), out);
+      for (std::size_t i = 0; i < n; ++i) {
+        EXPECT_EQ(out[i], s * f.decode(bytes[kRowScaleBytes + i])) << i;
+        const double bound = std::max(std::ldexp(static_cast<double>(std::fabs(x[i])), -(f.man_bits + 1)), 0.5 * f.min_subnormal * s);
+        EXPECT_LE(std::fabs(out[i] - x[i]), bound * 1.0001 + std::ldexp(std::fabs(x[i]), -23))
+            << dtype_name(f.t) << " " << i << " x " << x[i];
+      }
+    }
+  }
+}
+
+TEST(Dequantize, RowScaledAllZeroRowsHaveZeroScale) {
+  const std::vector<float> zeros(5, 0.0f);
+  for (DType t : {DType::kI8, DType::kF8E4M3, DType::kF8E5M2}) {
+    std::vector<std::uint8_t> bytes(*dtype_row_bytes(t, zeros.size()));
+    quantize_rtn(t, zeros, bytes.data());
+    EXPECT_EQ(row_scale(bytes), 0.0f) << dtype_name(t);
+    std::vector<float> out(zeros.size(), 1.0f);
+    dequantize(t, bytes.data(), out);
+    EXPECT_EQ(out, zeros) << dtype_name(t);
+  }
+}
+
+TEST(Dequantize, RowOfATensorInEveryRowFormatIncludingInt) {
+  // dequantize_row finds row r at r · row_bytes and decodes kInt rows with their QuantParams.
+  std::mt19937 rng(5);
+  const std::int64_t rows = 3, cols = 172;
+  const auto w = random_row(static_cast<std::size_t>(rows * cols), rng);
+  const QuantParams p{3, 64, true};
+  const auto bytes = quantize_int_rtn(w, rows, cols, p);
+  const TensorView view{"w", DType::kInt, {rows, cols}, bytes.data(), bytes.size(), p};
+  ASSERT_EQ(view.row_bytes(), row_bytes(DType::kInt, p, cols));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::vector<float> out(cols), expected(cols);
+    dequantize_row(view, r, out);
+    dequantize_int_row(p, bytes.data() + static_cast<std::size_t>(r) * *view.row_bytes(), expected);
+    EXPECT_EQ(out, expected) << r;
+  }
+  for (DType t : {DType::kI8, DType::kF8E4M3, DType::kF8E5M2}) {
+    const std::size_t rb = *dtype_row_bytes(t, cols);
+    std::vector<std::uint8_t> fb(rb * rows);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      quantize_rtn(t, std::span<const float>(w).subspan(static_cast<std::size_t>(r * cols), cols), fb.data() + static_cast<std::size_t>(r) * rb);
+    }
+    const TensorView fv{"w", t, {rows, cols}, fb.data(), fb.size()};
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::vector<float> out(cols), expected(cols);
+      dequantize_row(fv, r, out);
+      dequantize(t, fb.data() + static_cast<std::size_t>(r) * rb, expected);
+      EXPECT_EQ(out, expected) << dtype_name(t) << " " << r;
+    }
+  }
 }
 
 }  // namespace

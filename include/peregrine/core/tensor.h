@@ -23,7 +23,7 @@ struct TensorView {
   std::vector<std::int64_t> shape;
   const void* data = nullptr;
   std::size_t nbytes = 0;
-  QuantParams quant;
+  QuantParams quant{};
 
   /// Product of the dims (1 for a scalar).
   std::int64_t numel() const;

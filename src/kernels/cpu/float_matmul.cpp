@@ -1,9 +1,9 @@
 #include "peregrine/kernels/cpu/float_matmul.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/row_split.h"
 #include "peregrine/kernels/cpu/gemm_float.h"
 #include "peregrine/kernels/cpu/gemv_float.h"
 #include "peregrine/quant/fp16.h"
@@ -32,23 +32,15 @@ bool is_float_dtype(DType t) {
 
 void matmul_float(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
                   std::span<float> y, ThreadPool& pool, std::int64_t min_parallel_macs) {
-  const std::int64_t out = w.n_rows(), in = w.row_length();
   const bool gemm = n_tokens >= kGemmMinTokens;
-  auto rows = [&](std::int64_t begin, std::int64_t end) {
-    if (gemm) {
-      gemm_float(w, x, n_tokens, y, begin, end);
-    } else {
-      gemv_float(w, x, n_tokens, y, begin, end);
-    }
-  };
-  if (out * in * n_tokens < min_parallel_macs) {
-    rows(0, out);
-    return;
-  }
-  const std::int64_t tile = gemm ? kGemmRows : kGemvRows;
-  pool.parallel_for((out + tile - 1) / tile, [&](std::int64_t begin, std::int64_t end) {
-    rows(begin * tile, std::min(out, end * tile));
-  });
+  split_rows(w.n_rows(), w.row_length() * n_tokens, gemm ? kGemmRows : kGemvRows, pool, min_parallel_macs,
+             [&](std::int64_t begin, std::int64_t end) {
+               if (gemm) {
+                 gemm_float(w, x, n_tokens, y, begin, end);
+               } else {
+                 gemv_float(w, x, n_tokens, y, begin, end);
+               }
+             });
 }
 
 void float_matmul_reference(const TensorView& w, std::span<const float> x,

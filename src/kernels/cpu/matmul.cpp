@@ -2,17 +2,49 @@
 
 #include <vector>
 
+#include "kernels/cpu/row_split.h"
 #include "peregrine/kernels/cpu/float_matmul.h"
+#include "peregrine/kernels/cpu/gemm_float.h"
+#include "peregrine/kernels/cpu/gemm_fp8.h"
+#include "peregrine/kernels/cpu/gemm_int.h"
+#include "peregrine/kernels/cpu/gemm_int8_act.h"
 #include "peregrine/kernels/cpu/gemm_quant.h"
+#include "peregrine/kernels/cpu/gemv_float.h"
 #include "peregrine/kernels/cpu/quantize_activations.h"
 #include "peregrine/quant/dequantize.h"
 
 namespace peregrine {
+namespace {
+
+using RowKernel = void (*)(const TensorView&, std::span<const float>, std::int64_t, std::span<float>,
+                           std::int64_t, std::int64_t);
+
+// A decoding kernel (gemm_int, gemm_fp8) over the output rows, split in whole tiles of its path.
+void split_decoded(RowKernel kernel, const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
+                   std::span<float> y, ThreadPool& pool, std::int64_t min_parallel_macs) {
+  const std::int64_t tile = n_tokens >= kGemmMinTokens ? kGemmRows : kGemvRows;
+  split_rows(w.n_rows(), w.row_length() * n_tokens, tile, pool, min_parallel_macs,
+             [&](std::int64_t begin, std::int64_t end) { kernel(w, x, n_tokens, y, begin, end); });
+}
+
+}  // namespace
 
 void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
             std::span<float> y, ThreadPool& pool, std::int64_t min_parallel_macs) {
   if (is_float_dtype(w.dtype)) {
     matmul_float(w, x, n_tokens, y, pool, min_parallel_macs);
+    return;
+  }
+  if (w.dtype == DType::kInt && w.quant.act_bits == 8) {
+    gemm_int8_act(w, x, n_tokens, y, pool, min_parallel_macs);
+    return;
+  }
+  if (w.dtype == DType::kInt) {
+    split_decoded(gemm_int, w, x, n_tokens, y, pool, min_parallel_macs);
+    return;
+  }
+  if (w.dtype == DType::kF8E4M3 || w.dtype == DType::kF8E5M2) {
+    split_decoded(gemm_fp8, w, x, n_tokens, y, pool, min_parallel_macs);
     return;
   }
   // Q8_0 / Q4_0: integer dot products against 8-bit activation blocks.
@@ -23,9 +55,15 @@ void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens
 
 void matmul_reference(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
                       std::span<float> y) {
+  if (w.dtype == DType::kInt && w.quant.act_bits == 8) {
+    gemm_int8_act_reference(w, x, n_tokens, y);
+    return;
+  }
   const std::int64_t out = w.n_rows(), in = w.row_length();
   std::vector<float> full(static_cast<std::size_t>(out * in));
-  dequantize(w.dtype, w.data, full);
+  for (std::int64_t o = 0; o < out; ++o) {
+    dequantize_row(w, o, std::span<float>(full).subspan(static_cast<std::size_t>(o * in), static_cast<std::size_t>(in)));
+  }
   for (std::int64_t t = 0; t < n_tokens; ++t) {
     for (std::int64_t o = 0; o < out; ++o) {
       double s = 0.0;

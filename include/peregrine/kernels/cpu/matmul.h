@@ -10,24 +10,33 @@
 namespace peregrine {
 
 /// w: [out, in] row-major in dtype F32/F16/BF16/Q8_0/Q4_0 (GGUF block layout, rows whole
-/// blocks). x: [n_tokens, in] f32. y: [n_tokens, out] f32 (overwritten).
+/// blocks), kInt (group-wise integer, w.quant valid) or F8_E4M3/F8_E5M2 (core/dtype.h; rows at
+/// any byte alignment). x: [n_tokens, in] f32. y: [n_tokens, out] f32 (overwritten).
 /// Threaded over output rows; each weight row is decoded once and reused for every token
 /// (prefill reads the weights once, decode is the n_tokens == 1 GEMV). Accumulates in f32.
 /// Q8_0/Q4_0 weights: x is quantized to 8-bit blocks of 32 once per call and the product runs
 /// as integer block dot products (quantize_activations.h, gemm_quant.h), like llama.cpp; y then
 /// differs from the f32-activation product by the activation rounding, at most
 /// Σ_blocks (amax_b(x)/254)·Σ_{i∈b}|w_i| (plus f32 summation error).
+/// kInt with act_bits 16 and FP8: the weights decoded exactly as dequantize_row does, times the
+/// f32 activations (gemm_int.h, gemm_fp8.h). kInt with act_bits 8: per-token int8 activations
+/// and int32 group dot products, LLM.int8() outlier columns in f32 (gemm_int8_act.h).
 /// Products smaller than `min_parallel_macs` multiply-adds run on the calling thread: waking
 /// the workers costs tens of microseconds, more than stories260K's 64×64 … 512×64 decode
 /// products take (measured: decode 558 → ~6600 tokens/s with -t 2); 0 forces the threaded path.
-/// Preconditions (checked by the model at load time): x.size() == n_tokens*in,
-/// y.size() == n_tokens*out.
+/// Preconditions (checked by the model at load time): w.dtype is one of the above (not kI8),
+/// w.row_bytes() has a value (kInt: w.quant.valid()) and w.nbytes == out·row_bytes,
+/// x.size() == n_tokens*in, y.size() == n_tokens*out; kInt with act_bits 8: x finite.
 inline constexpr std::int64_t kMinParallelMacs = std::int64_t{1} << 18;
 void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
             std::span<float> y, ThreadPool& pool, std::int64_t min_parallel_macs = kMinParallelMacs);
 
-/// Scalar single-threaded reference twin of matmul: dequantizes the whole matrix, then a
-/// naive triple loop with f64 accumulation. Tests compare matmul against it.
+/// Scalar single-threaded reference twin of matmul: every row decoded by dequantize_row
+/// (quant/dequantize.h), then a naive triple loop with f64 accumulation (the products of the
+/// stored weights with x exact, their sum in f64), rounded to f32 once. kInt weights with act_bits 8 instead reproduce the
+/// kernel's activation quantization (quantize_tokens_reference: per-token int8, LLM.int8()
+/// outlier columns) and evaluate gemm_int8_act's formula in int64 / f64
+/// (gemm_int8_act_reference). Tests compare matmul against it.
 void matmul_reference(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
                       std::span<float> y);
 

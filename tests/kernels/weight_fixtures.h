@@ -1,0 +1,48 @@
+// Random weight matrices in the run-time quantized formats (kInt, FP8) for the matmul tests,
+// stored so that reading past the tensor faults, and the f32 summation error bound.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <random>
+
+#include "peregrine/core/tensor.h"
+
+namespace peregrine::test {
+
+/// n bytes that end exactly where an inaccessible page begins (and so start at whatever byte
+/// alignment n leaves): a kernel that reads past the end of a tensor stored there crashes.
+class GuardedBytes {
+ public:
+  explicit GuardedBytes(std::size_t n);
+  std::uint8_t* data() const { return data_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  std::shared_ptr<void> mapping_;
+  std::uint8_t* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+/// A weight tensor and the bytes it views.
+struct StoredWeights {
+  GuardedBytes bytes;
+  TensorView view;
+};
+
+/// [out, in] kInt weights with parameters p: every byte of the code stream random (so every
+/// code, and random padding bits past the last value), f16 scales of random magnitude
+/// 2^-12 .. 2^3, random zero points when asymmetric.
+StoredWeights random_int_weights(std::int64_t out, std::int64_t in, const QuantParams& p, std::mt19937& rng);
+
+/// [out, in] F8_E4M3 / F8_E5M2 weights: f32 row scales of random sign and magnitude, random
+/// finite codes (no NaN or infinity).
+StoredWeights random_fp8_weights(DType t, std::int64_t out, std::int64_t in, std::mt19937& rng);
+
+/// γ_k = k·u / (1 − k·u), u = 2^-24: a floating-point sum in f32 whose terms each pass through at
+/// most k roundings is within γ_k · Σ|terms| of the exact sum (Higham, "Accuracy and Stability of
+/// Numerical Algorithms", §3.1).
+double f32_gamma(double k);
+
+}  // namespace peregrine::test
