@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include "peregrine/formats/hf_model.h"
@@ -256,6 +257,29 @@ TEST(HfQuantCorrupt, UnreadableSafetensorsDtype) {
     g.shape = {86};
   });
   f.expect_error(ErrorCode::kUnsupported, {"down_proj.g_idx", "I64"});
+}
+
+TEST(HfQuantCorrupt, RandomByteDamageGivesAModelOrOneCleanError) {
+  // Bytes flipped anywhere in the weights file (header, qweight, qzeros, scales, g_idx) of 3-bit
+  // GPTQ and FP8 folders: each load either succeeds (value bytes) or fails with one clean line.
+  std::mt19937 rng(11);
+  for (const ModelFile& m : {test::int_linears(stories(), 3, true, 32), test::fp8_linears(stories(), DType::kF8E5M2)}) {
+    const Folder f(m, m.find("blk.0.attn_q.weight")->dtype == DType::kInt ? HfQuantLayout::kGptq : HfQuantLayout::kCompressed);
+    const test::Bytes original = test::read_bytes(f.weights());
+    int failures = 0;
+    for (int trial = 0; trial < 60; ++trial) {
+      test::Bytes b = original;
+      const std::size_t at = trial < 30 ? rng() % 4096 : rng() % b.size();  // header-heavy, then anywhere
+      b[at % b.size()] ^= static_cast<std::uint8_t>(1 + rng() % 255);
+      test::write_bytes(f.weights(), b);
+      auto loaded = load_hf_model(f.file(""));
+      if (loaded) continue;
+      ++failures;
+      EXPECT_FALSE(loaded.status().message().empty());
+      EXPECT_EQ(loaded.status().message().find('\n'), std::string::npos) << loaded.status().message();
+    }
+    EXPECT_GT(failures, 0);
+  }
 }
 
 TEST(HfQuantForeign, CompressedPerTensorScaleIsRoundedToF16ForIntRows) {
