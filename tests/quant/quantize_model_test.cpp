@@ -27,16 +27,16 @@ struct RealModel {
 RealModel load(const std::string& rel) {
   RealModel m;
   auto f = load_model_file(test::shared_dir() + "/models/" + rel);
-  EXPECT_TRUE(f.ok()) << f.status().message();
+  EXPECT_TRUE(f.has_value()) << f.status().message();
   m.file = std::move(*f);
   auto tok = load_tokenizer(m.file);
-  EXPECT_TRUE(tok.ok()) << tok.status().message();
+  EXPECT_TRUE(tok.has_value()) << tok.status().message();
   m.tok = std::move(*tok);
   auto model = LlamaModel::create(m.file);
-  EXPECT_TRUE(model.ok()) << model.status().message();
+  EXPECT_TRUE(model.has_value()) << model.status().message();
   m.f32 = std::make_unique<LlamaModel>(std::move(*model));
   auto text = read_text_file(test::shared_dir() + "/data/tinystories/tinystories_valid_excerpt.txt");
-  EXPECT_TRUE(text.ok());
+  EXPECT_TRUE(text.has_value());
   m.eval_tokens = m.tok->encode(*text, true);
   m.eval_tokens.resize(static_cast<std::size_t>(kWindow * kWindows));
   return m;
@@ -55,15 +55,15 @@ QuantizeOptions method(QuantMethod m, int bits, std::int64_t group) {
 double kld(const RealModel& m, const QuantizeOptions& o) {
   ThreadPool pool(2);
   auto q = quantize_model(m.file, m.tok.get(), o, pool);
-  EXPECT_TRUE(q.ok()) << q.status().message();
-  if (!q.ok()) return 1e9;
+  EXPECT_TRUE(q.has_value()) << q.status().message();
+  if (!q.has_value()) return 1e9;
   auto model = LlamaModel::create(std::move(*q));
-  EXPECT_TRUE(model.ok()) << model.status().message();
+  EXPECT_TRUE(model.has_value()) << model.status().message();
   double sum = 0.0;
   for (std::int64_t w = 0; w < kWindows; ++w) {
     const std::span<const std::int32_t> window(m.eval_tokens.data() + w * kWindow, kWindow);
     auto c = compare_logits(*m.f32, *model, window, pool);
-    EXPECT_TRUE(c.ok()) << c.status().message();
+    EXPECT_TRUE(c.has_value()) << c.status().message();
     sum += c->mean_kl;
   }
   return sum / kWindows;
