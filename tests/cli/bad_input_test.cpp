@@ -69,7 +69,7 @@ TEST(CliBadInput, UnknownKvType) { expect_clean_error(run_cli({"generate", "--kv
 TEST(CliBadInput, ZeroThreads) { expect_clean_error(run_cli({"generate", "-t", "0"}), "threads"); }
 TEST(CliBadInput, NonNumericArgument) { expect_clean_error(run_cli({"generate", "-n", "many"}), "many"); }
 TEST(CliBadInput, UnknownVerb) { expect_clean_error(run_cli({"fly"}), "fly"); }
-TEST(CliBadInput, MissingPromptFile) { expect_clean_error(run_cli({"generate", "-f", "/nonexistent.txt"}), "prompt file"); }
+TEST(CliBadInput, MissingPromptFile) { expect_clean_error(run_cli({"generate", "-f", "/nonexistent.txt"}), "cannot read file /nonexistent.txt"); }
 
 }  // namespace
 }  // namespace peregrine::test
