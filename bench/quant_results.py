@@ -31,6 +31,8 @@ CONFIGS = [
     ("rtn Q4_0 (GGUF)", ["--method", "rtn", "--bits", "4", "--group", "32"], "gguf"),
     ("rtn 4-bit per-tensor", ["--method", "rtn", "--bits", "4", "--group", "0"], "dir"),
     ("rtn 4-bit per-channel", ["--method", "rtn", "--bits", "4", "--group", "-1"], "dir"),
+    ("rtn 4-bit g128", ["--method", "rtn", "--bits", "4", "--group", "128"], "dir"),
+    ("gptq 4-bit g128", ["--method", "gptq", "--bits", "4", "--group", "128"], "dir"),
     ("rtn 4-bit g32", ["--method", "rtn", "--bits", "4", "--group", "32"], "dir"),
     ("rtn 4-bit g32 asym", ["--method", "rtn", "--bits", "4", "--group", "32", "--asym"], "dir"),
     ("gptq 4-bit g32", ["--method", "gptq", "--bits", "4", "--group", "32"], "dir"),

@@ -68,11 +68,9 @@ Status read_awq(const ConfigFields& f, HfQuantConfig& q) {
   return Status::ok();
 }
 
-Status read_compressed(const ConfigFields& f, HfQuantConfig& q) {
-  PEREGRINE_ASSIGN_OR_RETURN(auto format, f.optional_string("format"));
-  if (format && *format != "compressed") {
-    return unsupported(f.what() + ": peregrine format '" + json_util::printable(*format) + "' is not supported (compressed)");
-  }
+// The activation mode (a Peregrine key, in every layout): act_bits 16 (default) or 8 with an
+// optional LLM.int8() outlier threshold.
+Status read_activation_mode(const ConfigFields& f, HfQuantConfig& q) {
   PEREGRINE_ASSIGN_OR_RETURN(auto act_bits, f.optional_int("act_bits"));
   PEREGRINE_ASSIGN_OR_RETURN(auto threshold, f.optional_float("outlier_threshold"));
   q.act_bits = static_cast<int>(std::clamp<std::int64_t>(act_bits.value_or(16), 0, 64));
@@ -80,6 +78,14 @@ Status read_compressed(const ConfigFields& f, HfQuantConfig& q) {
   if (!q.params(1).valid()) {
     return unsupported(f.what() + ": act_bits " + std::to_string(act_bits.value_or(16)) + " with outlier_threshold " +
                        std::to_string(q.outlier_threshold) + " is not supported (act_bits 8 or 16; a threshold >= 0, only with 8)");
+  }
+  return Status::ok();
+}
+
+Status read_compressed(const ConfigFields& f) {
+  PEREGRINE_ASSIGN_OR_RETURN(auto format, f.optional_string("format"));
+  if (format && *format != "compressed") {
+    return unsupported(f.what() + ": peregrine format '" + json_util::printable(*format) + "' is not supported (compressed)");
   }
   return Status::ok();
 }
@@ -93,10 +99,27 @@ Expected<HfQuantConfig> read_object(const json& j, const std::string& what, cons
   switch (q.method) {
     case HfQuantMethod::kGptq: PEREGRINE_RETURN_IF_ERROR(read_gptq(f, q)); break;
     case HfQuantMethod::kAwq: PEREGRINE_RETURN_IF_ERROR(read_awq(f, q)); break;
-    case HfQuantMethod::kCompressed: PEREGRINE_RETURN_IF_ERROR(read_compressed(f, q)); break;
+    case HfQuantMethod::kCompressed: PEREGRINE_RETURN_IF_ERROR(read_compressed(f)); break;
     case HfQuantMethod::kNone: break;
   }
+  if (q.method != HfQuantMethod::kNone) PEREGRINE_RETURN_IF_ERROR(read_activation_mode(f, q));
   return q;
+}
+
+nlohmann::ordered_json layout_config_json(const HfQuantConfig& q) {
+  switch (q.method) {
+    case HfQuantMethod::kGptq:
+      return {{"quant_method", "gptq"}, {"bits", q.bits}, {"group_size", q.group_size}, {"sym", q.sym},
+              {"desc_act", false}, {"checkpoint_format", q.gptq_v2 ? "gptq_v2" : "gptq"}};
+    case HfQuantMethod::kAwq:
+      return {{"quant_method", "awq"}, {"bits", q.bits}, {"group_size", q.group_size},
+              {"zero_point", !q.sym}, {"version", "gemm"}};
+    case HfQuantMethod::kCompressed:
+      return {{"quant_method", "peregrine"}, {"format", "compressed"}, {"bits", q.bits},
+              {"act_bits", q.act_bits}, {"outlier_threshold", q.outlier_threshold}};
+    case HfQuantMethod::kNone: break;
+  }
+  return nlohmann::ordered_json::object();
 }
 
 }  // namespace
@@ -124,19 +147,12 @@ Expected<HfQuantConfig> read_hf_quant_config(const json& config, const std::stri
 }
 
 nlohmann::ordered_json hf_quant_config_json(const HfQuantConfig& q) {
-  switch (q.method) {
-    case HfQuantMethod::kGptq:
-      return {{"quant_method", "gptq"}, {"bits", q.bits}, {"group_size", q.group_size}, {"sym", q.sym},
-              {"desc_act", false}, {"checkpoint_format", q.gptq_v2 ? "gptq_v2" : "gptq"}};
-    case HfQuantMethod::kAwq:
-      return {{"quant_method", "awq"}, {"bits", q.bits}, {"group_size", q.group_size},
-              {"zero_point", !q.sym}, {"version", "gemm"}};
-    case HfQuantMethod::kCompressed:
-      return {{"quant_method", "peregrine"}, {"format", "compressed"}, {"bits", q.bits},
-              {"act_bits", q.act_bits}, {"outlier_threshold", q.outlier_threshold}};
-    case HfQuantMethod::kNone: break;
+  nlohmann::ordered_json j = layout_config_json(q);
+  if (q.method != HfQuantMethod::kCompressed && q.act_bits != 16) {
+    j["act_bits"] = q.act_bits;  // W4A8 and friends: activations quantized per token at run time
+    j["outlier_threshold"] = q.outlier_threshold;
   }
-  return nlohmann::ordered_json::object();
+  return j;
 }
 
 }  // namespace peregrine

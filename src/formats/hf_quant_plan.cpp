@@ -1,5 +1,6 @@
 #include "formats/hf_quant_plan.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "formats/compressed_layout.h"
@@ -109,8 +110,11 @@ Expected<HfQuantConfig> plan_hf_quant(const ModelFile& m, HfQuantLayout layout) 
   if (ints.empty() && fp8s.empty()) return HfQuantConfig{};
   PEREGRINE_RETURN_IF_ERROR(check_common(ints));
   const bool act8 = !ints.empty() && ints.front()->quant.act_bits == 8;
-  if (layout == HfQuantLayout::kCompressed || !fp8s.empty() || act8) return plan_compressed(ints, fp8s);
+  const bool compressed_fits = std::all_of(ints.begin(), ints.end(), [](const TensorView* t) { return compressed_can_hold(*t).is_ok(); });
+  if (layout == HfQuantLayout::kCompressed || !fp8s.empty() || (act8 && compressed_fits)) return plan_compressed(ints, fp8s);
   HfQuantConfig q;
+  q.act_bits = ints.front()->quant.act_bits;  // group-wise W4A8: the GPTQ/AWQ layout plus act_bits
+  q.outlier_threshold = ints.front()->quant.outlier_threshold;
   q.method = layout == HfQuantLayout::kGptq ? HfQuantMethod::kGptq : HfQuantMethod::kAwq;
   q.bits = ints.front()->quant.bits;
   if (q.method == HfQuantMethod::kAwq && q.bits != 4) {

@@ -314,6 +314,12 @@ std::optional<DType> gguf_dtype_for(const QuantizeOptions& o) {
 Expected<ModelFile> quantize_model(const ModelFile& src, const Tokenizer* tok, const QuantizeOptions& o,
                                    ThreadPool& pool, QuantizeReport* report, const QuantizeProgress& progress) {
   PEREGRINE_RETURN_IF_ERROR(o.validate());
+  for (const auto& [name, t] : src.tensors) {
+    if (t.dtype != DType::kF32 && t.dtype != DType::kF16 && t.dtype != DType::kBF16) {
+      return unsupported("quantize: " + name + " is already " + t.format_string() +
+                         " (re-quantizing compounds rounding errors; quantize the F32/F16/BF16 original)");
+    }
+  }
   QuantizeReport local;
   QuantizeReport& rep = report ? *report : local;
   rep.bytes_before = src.weight_bytes();

@@ -222,6 +222,16 @@ TEST(HfQuantLayouts, AutoGptqQuantizeConfigAloneDescribesTheFile) {
   test::expect_same_tensors(q, *loaded);
 }
 
+// Group-wise weights with per-token int8 activations (W8A8 / W4A8 with groups) keep the GPTQ
+// layout; the activation mode rides in quantization_config's act_bits.
+TEST(HfQuantLayouts, GroupWiseInt8ActivationsKeepTheGptqLayout) {
+  test::TempDir dir;
+  round_trip(test::int_linears(stories(), 8, false, 32, 8), HfQuantLayout::kGptq, dir.path);
+  const json config = json::parse(test::read_file(dir.file("config.json")));
+  EXPECT_EQ(config["quantization_config"]["quant_method"], "gptq");
+  EXPECT_EQ(config["quantization_config"]["act_bits"], 8);
+}
+
 TEST(HfQuantLayouts, RefusesWhatALayoutCannotHold) {
   test::TempDir dir;
   auto expect_refused = [&](const ModelFile& m, HfQuantLayout layout, const std::string& part) {
@@ -232,7 +242,6 @@ TEST(HfQuantLayouts, RefusesWhatALayoutCannotHold) {
   };
   expect_refused(test::int_linears(stories(), 3, true, 32), HfQuantLayout::kAwq, "4-bit");
   expect_refused(test::int_linears(stories(), 4, true, 32), HfQuantLayout::kCompressed, "asymmetric");
-  expect_refused(test::int_linears(stories(), 8, false, 32, 8), HfQuantLayout::kGptq, "group-wise");
   ModelFile mixed = test::int_linears(stories(), 4, true, 32);
   const ModelFile other = test::int_linears(stories(), 4, true, 64);
   mixed.tensors["blk.3.ffn_down.weight"] = other.tensors.at("blk.3.ffn_down.weight");

@@ -53,8 +53,11 @@ Status save_gguf_model(const ModelFile& m, const std::string& path, const std::s
 /// tokenizer (`tokenizer_path` copied as tokenizer.json / tokenizer.model / tokenizer.gguf /
 /// tokenizer.bin by its kind, with tokenizer_config.json and chat_template.jinja from beside
 /// it; or when it is empty, m's GGUF vocabulary as a vocab-only tokenizer.gguf and its
-/// tokenizer.chat_template as chat_template.jinja). kInt linears use `layout` (kGptq or kAwq;
-/// act_bits 8 → kCompressed); F8 linears are always kCompressed; one file holds one layout
+/// tokenizer.chat_template as chat_template.jinja). kInt linears use `layout` (kGptq or kAwq);
+/// kInt with act_bits 8 goes to kCompressed when every int linear is symmetric per-channel
+/// (W8A8, LLM.int8()), else keeps `layout` with Peregrine's "act_bits" / "outlier_threshold"
+/// keys in its quantization_config (group-wise W4A8; other readers would run it as W4A16);
+/// F8 linears are always kCompressed; one file holds one layout
 /// and one set of int parameters (src/formats/hf_quant_plan.h). load_hf_model reads every layout back to the same tensors
 /// (kInt rows byte for byte, Q/K rows in NeoX order).
 /// Errors: kUnsupported (a dtype the layout cannot hold, e.g. kInt 3-bit in the AWQ layout,

@@ -77,7 +77,8 @@ using QuantizeProgress = std::function<void(std::int64_t done, std::int64_t tota
 /// text (needed when o.needs_calibration()). The result owns its tensors: the linears as kInt
 /// (rtn/gptq/awq/smoothquant/llm-int8, QuantParams from o) or F8 (fp8), token_embd/output F16,
 /// norms F32; with o.rotate_hadamard the config has ffn_down_hadamard set.
-/// Errors: o.validate()'s, kInvalidArgument (calibration needed but no text/tokenizer),
+/// Errors: o.validate()'s, kUnsupported (a tensor of `src` is already quantized: not
+/// F32/F16/BF16), kInvalidArgument (calibration needed but no text/tokenizer),
 /// calibration and algorithm errors (e.g. GPTQ's kInvalidArgument for a Hessian that stays indefinite).
 Expected<ModelFile> quantize_model(const ModelFile& src, const Tokenizer* tok, const QuantizeOptions& o,
                                    ThreadPool& pool, QuantizeReport* report = nullptr,
