@@ -24,7 +24,7 @@ const char* stop_reason_name(StopReason r);
 struct GenerateOptions {
   std::int32_t max_new_tokens = 128;  // -n
   std::int64_t ctx_len = 0;           // KV cache positions; 0 = min(prompt + max_new_tokens, model context)
-  DType kv_type = DType::kF32;        // KV cache element type: kF32, kF16 or kQ8_0 (--kv-type)
+  DType kv_type = DType::kF32;        // KV cache element type (--kv-type; kv/kv_cache.h lists them)
   std::int32_t eos_id = -1;           // stop token (-1: none)
   SamplingParams sampling;
   SpecParams spec;             // speculative decoding (--spec); kNone: plain decoding

@@ -38,7 +38,7 @@ struct ModelDrafterOptions {
   std::int64_t n_layers = 0;               // decoder layers run: 0 = all, k = the first k
   std::int32_t kv_blocks = 0;              // draft KV pool size in blocks (>= 1)
   std::int32_t block_size = kDefaultKvBlockSize;  // positions per draft KV block
-  DType kv_dtype = DType::kF32;            // draft K/V storage: f32, f16 or q8_0
+  DType kv_dtype = DType::kF32;            // draft K/V storage: any KvCache type (f32, f16, q8_0, i8, f8_e4m3, f8_e5m2)
   float min_confidence = 0.0f;             // [0, 1): 0 expands regardless of probability
 };
 
