@@ -1,6 +1,7 @@
 // load_tokenizer / load_tokenizer_file: find and open the tokenizer that belongs to a model.
 #include <filesystem>
 
+#include "peregrine/core/file_lookup.h"
 #include "peregrine/formats/gguf.h"
 #include "peregrine/formats/model_writer.h"
 #include "peregrine/tokenizer/gguf_tokenizer.h"
@@ -14,18 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The first of `names` that exists as a regular file in `dir`, or "".
-std::string first_existing(const fs::path& dir, std::initializer_list<const char*> names) {
-  std::error_code ec;
-  for (const char* n : names) {
-    if (fs::is_regular_file(dir / n, ec)) return (dir / n).string();
-  }
-  return "";
-}
-
 Expected<std::unique_ptr<Tokenizer>> load_from_dir(const fs::path& dir) {
   const std::string f =
-      first_existing(dir, {"tokenizer.json", "tokenizer.model", "tokenizer.bin", "tok512.bin", "tokenizer.gguf"});
+      first_existing_file(dir, {"tokenizer.json", "tokenizer.model", "tokenizer.bin", "tok512.bin", "tokenizer.gguf"});
   if (f.empty()) {
     return not_found(dir.string() + " has no tokenizer.json, tokenizer.model, tokenizer.bin, tok512.bin or tokenizer.gguf");
   }
