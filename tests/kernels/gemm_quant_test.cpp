@@ -75,7 +75,9 @@ constexpr std::int64_t kTokenCounts[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 16, 17, 
 // gemm_quant (SIMD tiles, threaded) against its scalar twin gemm_quant_reference on the same
 // quantized activations. Both sum the same exact terms d_w·d_x·(int dot) in f32, in different
 // orders: the twin blocks in sequence (k <= blocks + 2 roundings per term: d_w·d_x, ·dot, the
-// running sum), the tiles per lane over block pairs plus a 16-lane tree (k <= blocks/2 + 7).
+// running sum), the register tiles per lane over block pairs plus a 16-lane tree (k <= blocks/2
+// + 7), the row panels (n_tokens >= 4) per row in block order (k <= blocks + 2). Shapes with 33
+// and 100 rows run 32- and 16-row panels plus register-tile tails.
 // With u = 2^-24 and γ_k <= 1.01·k·u, |simd - twin| <= (γ_{blocks+2} + γ_{blocks/2+7})·M
 // <= 2·(blocks + 8)·u·M.
 TEST(GemmQuant, MatchesScalarTwinUpToSummationOrder) {

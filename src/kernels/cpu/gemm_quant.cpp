@@ -272,12 +272,167 @@ void any_tile(int rm, int rn, const Operands& op, const X& x, std::int64_t row, 
   tile<F, RM, RN>(op, x, row, token);
 }
 
-// GEMM tiles: 4 weight rows × 3 tokens = 12 accumulators + 4×3 (Q8_0) or 4×2 (Q4_0) weight
-// registers + one token's 2-3 + constants fit the 32 zmm registers without spills (4×4 and
-// 3×6 spill). Decode (all tokens in one tile column, n_tokens <= kTileTokens) uses tiles one
-// row high instead, so each thread reads its rows as one sequential stream: four rows at a time
-// are four streams restarting every few KB, which the hardware prefetcher followed at about
-// half the bandwidth (measured: Q4_0 5632×2048 GEMV, 2 threads, 11 → 23 GB/s).
+// Prefill GEMM in row panels (the repacked layout of llamafile's and ggml's x86 Q4_0 GEMMs):
+// per block, 16 weight rows are repacked into 8 zmm whose int32 lane e holds 4 consecutive
+// values of one row (lanes = rows), so one vpdpbusd multiplies 16 rows × 4 values by 4 bytes of
+// one token's activations, broadcast from memory. Per block and token that is 8 vpdpbusd for
+// 512 multiply-adds and one scale FMA per 16 rows, where the register tiles above spend three
+// float ops per vpdpbusd (measured: bench/gemm_quant_bench). The repacking (≈60 vector ops per
+// 16 rows × 32 values) is paid once per pass of tokens and shared by all of them.
+constexpr int kPanelRows = 16;
+
+// Lane e of a panel holds row panel_row(e) (the order the 4×4 transposes produce); the map is
+// its own inverse.
+constexpr int panel_row(int e) { return 4 * (e % 4) + e / 4; }
+
+// One block of one panel: w[m] lane e = values 4m..4m+3 of row panel_row(e) as unsigned bytes
+// (Q4_0: the nibbles 0..15; Q8_0: the values xor 0x80), d lane e = that row's block scale.
+struct alignas(64) PanelBlock {
+  __m512i w[8];
+  __m512 d;
+};
+
+// The 4×4 transpose of the 32-bit elements within each 128-bit lane of a, b, c, d.
+HWY_INLINE void transpose4(__m512i& a, __m512i& b, __m512i& c, __m512i& d) {
+  const __m512i t0 = _mm512_unpacklo_epi32(a, b), t1 = _mm512_unpackhi_epi32(a, b);
+  const __m512i t2 = _mm512_unpacklo_epi32(c, d), t3 = _mm512_unpackhi_epi32(c, d);
+  a = _mm512_unpacklo_epi64(t0, t2);
+  b = _mm512_unpackhi_epi64(t0, t2);
+  c = _mm512_unpacklo_epi64(t1, t3);
+  d = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// 16 bytes at `p` in each of 4 consecutive rows, one row per 128-bit lane.
+HWY_INLINE __m512i four_rows(const std::uint8_t* p, std::size_t row_bytes) {
+  __m512i z = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  for (int i = 1; i < 4; ++i) {
+    z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i * row_bytes)), i);
+  }
+  return z;
+}
+
+// Repacks block b of the 16 rows starting at w into `out`.
+void repack_block(DType dtype, const std::uint8_t* w, std::size_t row_bytes, std::int64_t b, PanelBlock& out) {
+  const std::size_t block_bytes = dtype == DType::kQ4_0 ? 18 : 34;
+  const std::uint8_t* block = w + static_cast<std::size_t>(b) * block_bytes;
+  __m512i lo[4], hi[4];
+  for (int g = 0; g < 4; ++g) {
+    const std::uint8_t* rows = block + 4 * g * row_bytes + 2;
+    if (dtype == DType::kQ4_0) {  // 16 bytes: value j in the low nibble of byte j, j+16 in the high
+      const __m512i z = four_rows(rows, row_bytes), mask = _mm512_set1_epi8(0x0f);
+      lo[g] = _mm512_and_si512(z, mask);
+      hi[g] = _mm512_and_si512(_mm512_srli_epi16(z, 4), mask);
+    } else {  // 32 signed bytes, values 0..15 and 16..31
+      const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
+      lo[g] = _mm512_xor_si512(four_rows(rows, row_bytes), offset);
+      hi[g] = _mm512_xor_si512(four_rows(rows + 16, row_bytes), offset);
+    }
+  }
+  transpose4(lo[0], lo[1], lo[2], lo[3]);
+  transpose4(hi[0], hi[1], hi[2], hi[3]);
+  for (int m = 0; m < 4; ++m) {
+    _mm512_store_si512(&out.w[m], lo[m]);
+    _mm512_store_si512(&out.w[4 + m], hi[m]);
+  }
+  alignas(32) std::uint16_t scales[kPanelRows];
+  for (int e = 0; e < kPanelRows; ++e) std::memcpy(&scales[e], block + panel_row(e) * row_bytes, 2);
+  out.d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales)));
+}
+
+// The activation side of a panel GEMM: per token and block, the int32 bias that cancels the
+// weights' unsigned offset, -c·Σ q_x (c = 8 for Q4_0 nibbles, 128 for Q8_0 xor 0x80).
+void block_biases(const Operands& op, std::int64_t t0, std::int64_t t1, std::vector<std::int32_t>& bias) {
+  const int c = op.dtype == DType::kQ4_0 ? 8 : 128;
+  bias.resize(static_cast<std::size_t>((t1 - t0) * op.blocks));
+  const __m256i offset = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (std::int64_t t = t0; t < t1; ++t) {
+    const std::int8_t* x = op.xq + t * op.in;
+    for (std::int64_t b = 0; b < op.blocks; ++b) {
+      // Σ (q + 128) over the 32 bytes as unsigned sums of absolute differences, minus 32·128.
+      const __m256i u = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + b * kQuantBlock)), offset);
+      const __m256i sad = _mm256_sad_epu8(u, _mm256_setzero_si256());
+      const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+      const auto sum = static_cast<std::int32_t>(_mm_cvtsi128_si64(_mm_add_epi64(s2, _mm_unpackhi_epi64(s2, s2)))) -
+                       32 * 128;
+      bias[static_cast<std::size_t>((t - t0) * op.blocks + b)] = -c * sum;
+    }
+  }
+}
+
+// y[token .. token+RN, row .. row+16·P] from P repacked panels ([blocks][P] PanelBlocks).
+template <int P, int RN>
+void panel_tile(const Operands& op, const PanelBlock* panels, const std::int32_t* bias, std::int64_t row,
+                std::int64_t token) {
+  __m512 acc[P][RN];
+#pragma GCC unroll 4
+  for (int n = 0; n < RN; ++n) {
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) acc[p][n] = _mm512_setzero_ps();
+  }
+  for (std::int64_t b = 0; b < op.blocks; ++b) {
+    const PanelBlock* pb = panels + b * P;
+#pragma GCC unroll 4
+    for (int n = 0; n < RN; ++n) {
+      const std::int8_t* x = op.xq + (token + n) * op.in + b * kQuantBlock;
+      const __m512i init = _mm512_set1_epi32(bias[n * op.blocks + b]);
+      const __m512 dx = _mm512_set1_ps(op.xd[(token + n) * op.blocks + b]);
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) {
+        __m512i dot = init;
+#pragma GCC unroll 8
+        for (int m = 0; m < 8; ++m) {
+          std::int32_t x4;
+          std::memcpy(&x4, x + 4 * m, 4);
+          dot = _mm512_dpbusd_epi32(dot, pb[p].w[m], _mm512_set1_epi32(x4));
+        }
+        acc[p][n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(pb[p].d, dx), acc[p][n]);
+      }
+    }
+  }
+  const __m512i natural = permutation<std::int32_t>([](std::size_t r) { return panel_row(static_cast<int>(r)); });
+#pragma GCC unroll 4
+  for (int n = 0; n < RN; ++n) {
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) {
+      _mm512_storeu_ps(op.y + (token + n) * op.out + row + kPanelRows * p, _mm512_permutexvar_ps(natural, acc[p][n]));
+    }
+  }
+}
+
+// The P-panel tile for rn <= kPanelTokens tokens.
+constexpr int kPanelTokens = 4;
+template <int P, int RN = kPanelTokens>
+void any_panel_tile(int rn, const Operands& op, const PanelBlock* panels, const std::int32_t* bias, std::int64_t row,
+                    std::int64_t token) {
+  if constexpr (RN > 1) {
+    if (rn < RN) return any_panel_tile<P, RN - 1>(rn, op, panels, bias, row, token);
+  }
+  panel_tile<P, RN>(op, panels, bias, row, token);
+}
+
+// Rows [row, row + 16·P) for tokens [t0, t1): repack the panels once, then every token tile.
+template <int P>
+void panel_rows(const Operands& op, std::int64_t row, std::int64_t t0, std::int64_t t1, const std::vector<std::int32_t>& bias) {
+  thread_local hwy::AlignedFreeUniquePtr<PanelBlock[]> panels;
+  thread_local std::size_t capacity = 0;
+  const auto needed = static_cast<std::size_t>(op.blocks * P);
+  if (capacity < needed) panels = hwy::AllocateAligned<PanelBlock>(capacity = needed);
+  for (int p = 0; p < P; ++p) {
+    const std::uint8_t* w = op.w + static_cast<std::size_t>(row + kPanelRows * p) * op.row_bytes;
+    for (std::int64_t b = 0; b < op.blocks; ++b) repack_block(op.dtype, w, op.row_bytes, b, panels[b * P + p]);
+  }
+  for (std::int64_t t = t0; t < t1; t += kPanelTokens) {
+    const auto rn = static_cast<int>(std::min<std::int64_t>(kPanelTokens, t1 - t));
+    any_panel_tile<P>(rn, op, panels.get(), bias.data() + (t - t0) * op.blocks, row, t);
+  }
+}
+
+// Decode (all tokens in one tile column, n_tokens <= kTileTokens) uses the register tiles above,
+// one row high, so each thread reads its rows as one sequential stream: four rows at a time are
+// four streams restarting every few KB, which the hardware prefetcher followed at about half the
+// bandwidth (measured: Q4_0 5632×2048 GEMV, 2 threads, 11 → 23 GB/s). Prefill runs the panels,
+// and the rows of a range past its last whole panel 4 × 3 register tiles (12 accumulators +
+// 4×3 (Q8_0) or 4×2 (Q4_0) weight registers + one token's 2-3 fit the 32 zmm without spills).
 constexpr int kTileRows = 4, kTileTokens = 3;
 // Tokens per pass over the rows: their activations (≈ in bytes each) stay in L2.
 constexpr std::int64_t kActivationBytesPerPass = std::int64_t{1} << 18;
@@ -291,10 +446,15 @@ void gemm_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end)
     return;
   }
   const StreamedActivations<F> x{op};
+  thread_local std::vector<std::int32_t> bias;
   const std::int64_t pass = std::max<std::int64_t>(kTileTokens, kActivationBytesPerPass / op.in / kTileTokens * kTileTokens);
   for (std::int64_t t0 = 0; t0 < op.n_tokens; t0 += pass) {
     const std::int64_t t1 = std::min(op.n_tokens, t0 + pass);
-    for (std::int64_t row = row_begin; row < row_end; row += kTileRows) {
+    block_biases(op, t0, t1, bias);
+    std::int64_t row = row_begin;
+    for (; row + 2 * kPanelRows <= row_end; row += 2 * kPanelRows) panel_rows<2>(op, row, t0, t1, bias);
+    for (; row + kPanelRows <= row_end; row += kPanelRows) panel_rows<1>(op, row, t0, t1, bias);
+    for (; row < row_end; row += kTileRows) {
       const auto rm = static_cast<int>(std::min<std::int64_t>(kTileRows, row_end - row));
       for (std::int64_t t = t0; t < t1; t += kTileTokens) {
         const auto rn = static_cast<int>(std::min<std::int64_t>(kTileTokens, t1 - t));
@@ -365,10 +525,10 @@ HWY_EXPORT(GemmQuantRows);
 
 // Threads take row ranges from a shared counter, guided (as OpenMP's schedule(guided)): each
 // takes 1/(2·threads) of the rows still left, at least ~64 KiB of weights, in whole tiles (a
-// multiple of 4 rows). Long ranges keep the hardware prefetcher's streams going (64 KiB ranges
+// multiple of 16 rows). Long ranges keep the hardware prefetcher's streams going (64 KiB ranges
 // throughout ran ~20% slower on the tinyllama GEMVs); taking ranges rather than being assigned
 // halves lets the others absorb the share of a late-waking or preempted thread.
-constexpr std::int64_t kTileRowMultiple = 4;
+constexpr std::int64_t kTileRowMultiple = 16;  // whole row panels of the prefill GEMM
 constexpr std::size_t kMinRangeBytes = std::size_t{1} << 16;
 
 std::int64_t round_to_tiles(std::int64_t rows) {

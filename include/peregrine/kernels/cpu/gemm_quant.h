@@ -17,12 +17,14 @@ namespace peregrine {
 ///   y[t, o] = Σ_b (d_w[o, b] · d_x[t, b]) · Σ_{j<32} q_w[o, 32b+j] · q_x[t, 32b+j],
 /// the block dot products exact in int32, the sum over blocks in f32 (any order).
 /// Decode (n_tokens <= 3) is a GEMV bound by the weight bytes read: tiles of one row × all
-/// tokens, each thread streaming its rows in order. Prefill is a GEMM in register tiles of
-/// 4 weight rows × 3 tokens, so each unpacked weight block serves all the tile's tokens
-/// (llamafile tinyBLAS). x86 with AVX-512 VNNI (Highway target AVX3_DL) uses vpdpbusd; other
+/// tokens, each thread streaming its rows in order. Prefill (n_tokens >= 4) repacks 16 weight
+/// rows at a time into a rows-in-lanes layout once per pass of tokens, then computes 32 rows ×
+/// 4 tokens per register tile with one vpdpbusd per 16 rows × 4 values (the repacked Q4_0
+/// GEMMs of llamafile / ggml); rows past a range's last 16-row panel use register tiles of
+/// 4 rows × 3 tokens. x86 with AVX-512 VNNI (Highway target AVX3_DL) uses vpdpbusd; other
 /// targets unpack each row once and use int16 widening multiply-adds.
-/// Threaded over output rows: the pool's threads take ~64 KiB chunks of whole tiles from a
-/// shared counter; products of fewer than `min_parallel_macs` multiply-adds (see matmul.h) run
+/// Threaded over output rows: the pool's threads take ~64 KiB chunks of whole tiles (multiples
+/// of 16 rows) from a shared counter; products of fewer than `min_parallel_macs` multiply-adds (see matmul.h) run
 /// on the calling thread.
 /// Preconditions (matmul's callers check them): in == xq.in, in % 32 == 0, w.nbytes ==
 /// out * in/32 * block bytes, y.size() == xq.n_tokens * out; not called from inside a
