@@ -305,11 +305,11 @@ HWY_INLINE void transpose4(__m512i& a, __m512i& b, __m512i& c, __m512i& d) {
 
 // 16 bytes at `p` in each of 4 consecutive rows, one row per 128-bit lane.
 HWY_INLINE __m512i four_rows(const std::uint8_t* p, std::size_t row_bytes) {
-  __m512i z = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  for (int i = 1; i < 4; ++i) {
-    z = _mm512_inserti32x4(z, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i * row_bytes)), i);
-  }
-  return z;
+  const auto row = [&](std::size_t i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i * row_bytes)); };
+  __m512i z = _mm512_castsi128_si512(row(0));
+  z = _mm512_inserti32x4(z, row(1), 1);  // the lane index must be an immediate (even at -Og)
+  z = _mm512_inserti32x4(z, row(2), 2);
+  return _mm512_inserti32x4(z, row(3), 3);
 }
 
 // Repacks block b of the 16 rows starting at w into `out`.
