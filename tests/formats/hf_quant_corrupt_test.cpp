@@ -25,15 +25,6 @@ namespace {
 using nlohmann::json;
 using Tensors = std::vector<test::StTensor>;
 
-const ModelFile& stories() {
-  static const ModelFile m = [] {
-    auto f = load_model_file(test::stories260k_path());
-    EXPECT_TRUE(f) << f.status().message();
-    return f ? std::move(*f) : ModelFile{};
-  }();
-  return m;
-}
-
 /// A folder holding `m` in `layout`, whose files a test then damages.
 class Folder {
  public:
@@ -92,7 +83,7 @@ void remove(Tensors& ts, const std::string& name) {
 const std::string kDown = "model.layers.1.mlp.down_proj";  // in_features 172: partial groups
 const std::string kUp = "model.layers.2.mlp.up_proj";      // out_features 172: padded words
 
-ModelFile gptq_model() { return test::int_linears(stories(), 4, true, 32); }
+ModelFile gptq_model() { return test::int_linears(test::stories260k_model(), 4, true, 32); }
 
 TEST(HfQuantCorrupt, GptqTensorsOfTheWrongShapeDtypeOrMissing) {
   const Folder f(gptq_model(), HfQuantLayout::kGptq);
@@ -195,7 +186,7 @@ TEST(HfQuantCorrupt, BadScalesZeroPointsAndGroupIndex) {
 }
 
 TEST(HfQuantCorrupt, AwqDamage) {
-  const ModelFile q = test::int_linears(stories(), 4, false, 64);
+  const ModelFile q = test::int_linears(test::stories260k_model(), 4, false, 64);
   const Folder shape(q, HfQuantLayout::kAwq);
   shape.edit_tensors([](Tensors& ts) {
     auto& w = tensor(ts, kUp + ".qweight");  // [64, 22] → [64, 21]
@@ -218,7 +209,7 @@ TEST(HfQuantCorrupt, AwqDamage) {
 }
 
 TEST(HfQuantCorrupt, CompressedDamage) {
-  const ModelFile w4a8 = test::int_linears(stories(), 4, false, -1, 8);
+  const ModelFile w4a8 = test::int_linears(test::stories260k_model(), 4, false, -1, 8);
   const Folder scale(w4a8, HfQuantLayout::kCompressed);
   scale.edit_tensors([](Tensors& ts) { remove(ts, kDown + ".weight_scale"); });
   scale.expect_error(ErrorCode::kCorruptFile, {"down_proj.weight_scale is missing"});
@@ -235,7 +226,7 @@ TEST(HfQuantCorrupt, CompressedDamage) {
   });
   dtype.expect_error(ErrorCode::kUnsupported, {"down_proj.weight_scale is BF16"});
 
-  const Folder shape(test::fp8_linears(stories(), DType::kF8E4M3), HfQuantLayout::kCompressed);
+  const Folder shape(test::fp8_linears(test::stories260k_model(), DType::kF8E4M3), HfQuantLayout::kCompressed);
   shape.edit_tensors([](Tensors& ts) {
     auto& s = tensor(ts, kUp + ".weight_scale");
     s.shape = {86, 2};
@@ -263,7 +254,7 @@ TEST(HfQuantCorrupt, RandomByteDamageGivesAModelOrOneCleanError) {
   // Bytes flipped anywhere in the weights file (header, qweight, qzeros, scales, g_idx) of 3-bit
   // GPTQ and FP8 folders: each load either succeeds (value bytes) or fails with one clean line.
   std::mt19937 rng(11);
-  for (const ModelFile& m : {test::int_linears(stories(), 3, true, 32), test::fp8_linears(stories(), DType::kF8E5M2)}) {
+  for (const ModelFile& m : {test::int_linears(test::stories260k_model(), 3, true, 32), test::fp8_linears(test::stories260k_model(), DType::kF8E5M2)}) {
     const Folder f(m, m.find("blk.0.attn_q.weight")->dtype == DType::kInt ? HfQuantLayout::kGptq : HfQuantLayout::kCompressed);
     const test::Bytes original = test::read_bytes(f.weights());
     int failures = 0;
@@ -284,7 +275,7 @@ TEST(HfQuantCorrupt, RandomByteDamageGivesAModelOrOneCleanError) {
 
 TEST(HfQuantForeign, CompressedPerTensorScaleIsRoundedToF16ForIntRows) {
   // compressed-tensors' tensor strategy stores one f32 scale; the runtime int rows hold f16.
-  const ModelFile w8a8 = test::int_linears(stories(), 8, false, -1, 8);
+  const ModelFile w8a8 = test::int_linears(test::stories260k_model(), 8, false, -1, 8);
   const Folder f(w8a8, HfQuantLayout::kCompressed);
   const float scale = 0.0123456789f;
   f.edit_tensors([&](Tensors& ts) {

@@ -29,15 +29,6 @@ using nlohmann::json;
 std::string tok512() { return test::shared_dir() + "/models/stories260K/tok512.bin"; }
 constexpr const char* kChatTemplate = "microsoft-Phi-3.5-mini-instruct.jinja";
 
-const ModelFile& stories() {
-  static const ModelFile m = [] {
-    auto f = load_model_file(test::stories260k_path());
-    EXPECT_TRUE(f) << f.status().message();
-    return f ? std::move(*f) : ModelFile{};
-  }();
-  return m;
-}
-
 json quantization_config(const std::string& dir) {
   return json::parse(test::read_file(dir + "/config.json")).value("quantization_config", json());
 }
@@ -67,7 +58,7 @@ TEST(HfQuantLayouts, GptqRoundTripsEveryBitsSymmetryAndGroupSize) {
       for (std::int64_t group : {32, 64, -1}) {
         SCOPED_TRACE(label(bits, asym, group));
         const std::string folder = dir.file("gptq-" + std::to_string(bits) + (asym ? "a" : "s") + std::to_string(group));
-        const ModelFile q = test::int_linears(stories(), bits, asym, group);
+        const ModelFile q = test::int_linears(test::stories260k_model(), bits, asym, group);
         round_trip(q, HfQuantLayout::kGptq, folder);
         if (::testing::Test::HasFatalFailure()) return;
         const json c = quantization_config(folder);
@@ -83,11 +74,11 @@ TEST(HfQuantLayouts, GptqRoundTripsEveryBitsSymmetryAndGroupSize) {
 
 TEST(HfQuantLayouts, GptqWritesV1ZerosUnlessAZeroPointIsZero) {
   test::TempDir dir;
-  const ModelFile q = test::int_linears(stories(), 4, true, 32);
+  const ModelFile q = test::int_linears(test::stories260k_model(), 4, true, 32);
   round_trip(q, HfQuantLayout::kGptq, dir.file("v1"));
   EXPECT_EQ(quantization_config(dir.file("v1"))["checkpoint_format"], "gptq");
   // Non-negative weights quantize to zero point 0, which v1 (zero − 1) cannot store.
-  ModelFile positive = stories();
+  ModelFile positive = test::stories260k_model();
   TensorView& t = positive.tensors["blk.2.ffn_up.weight"];
   auto abs_values = std::make_shared<std::vector<float>>(static_cast<const float*>(t.data),
                                                          static_cast<const float*>(t.data) + t.numel());
@@ -104,7 +95,7 @@ TEST(HfQuantLayouts, AwqRoundTripsFourBitWeights) {
     for (std::int64_t group : {32, 64, -1}) {
       SCOPED_TRACE(label(4, asym, group));
       const std::string folder = dir.file(std::string("awq-") + (asym ? "a" : "s") + std::to_string(group));
-      round_trip(test::int_linears(stories(), 4, asym, group), HfQuantLayout::kAwq, folder);
+      round_trip(test::int_linears(test::stories260k_model(), 4, asym, group), HfQuantLayout::kAwq, folder);
       if (::testing::Test::HasFatalFailure()) return;
       const json c = quantization_config(folder);
       EXPECT_EQ(c["quant_method"], "awq");
@@ -122,12 +113,12 @@ TEST(HfQuantLayouts, CompressedRoundTripsW8A8W4A8AndFp8) {
     HfQuantLayout layout;
   };
   const Case cases[] = {
-      {"w8a8", test::int_linears(stories(), 8, false, -1, 8), HfQuantLayout::kGptq},
-      {"llm-int8", test::int_linears(stories(), 8, false, -1, 8, 6.0f), HfQuantLayout::kAwq},
-      {"w4a8", test::int_linears(stories(), 4, false, -1, 8), HfQuantLayout::kGptq},
-      {"w8a16", test::int_linears(stories(), 8, false, -1), HfQuantLayout::kCompressed},
-      {"fp8-e4m3", test::fp8_linears(stories(), DType::kF8E4M3), HfQuantLayout::kGptq},
-      {"fp8-e5m2", test::fp8_linears(stories(), DType::kF8E5M2), HfQuantLayout::kAwq},
+      {"w8a8", test::int_linears(test::stories260k_model(), 8, false, -1, 8), HfQuantLayout::kGptq},
+      {"llm-int8", test::int_linears(test::stories260k_model(), 8, false, -1, 8, 6.0f), HfQuantLayout::kAwq},
+      {"w4a8", test::int_linears(test::stories260k_model(), 4, false, -1, 8), HfQuantLayout::kGptq},
+      {"w8a16", test::int_linears(test::stories260k_model(), 8, false, -1), HfQuantLayout::kCompressed},
+      {"fp8-e4m3", test::fp8_linears(test::stories260k_model(), DType::kF8E4M3), HfQuantLayout::kGptq},
+      {"fp8-e5m2", test::fp8_linears(test::stories260k_model(), DType::kF8E5M2), HfQuantLayout::kAwq},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -151,12 +142,12 @@ TEST(HfQuantLayouts, SavedModelsLoadIntoLlamaModelWithTheSameLogits) {
     HfQuantLayout layout;
   };
   const Case cases[] = {
-      {"f32", stories(), HfQuantLayout::kGptq},
-      {"gptq-4-asym-32", test::int_linears(stories(), 4, true, 32), HfQuantLayout::kGptq},
-      {"gptq-3-sym-channel", test::int_linears(stories(), 3, false, -1), HfQuantLayout::kGptq},
-      {"awq-4-asym-64", test::int_linears(stories(), 4, true, 64), HfQuantLayout::kAwq},
-      {"w8a8", test::int_linears(stories(), 8, false, -1, 8), HfQuantLayout::kCompressed},
-      {"fp8-e4m3", test::fp8_linears(stories(), DType::kF8E4M3), HfQuantLayout::kCompressed},
+      {"f32", test::stories260k_model(), HfQuantLayout::kGptq},
+      {"gptq-4-asym-32", test::int_linears(test::stories260k_model(), 4, true, 32), HfQuantLayout::kGptq},
+      {"gptq-3-sym-channel", test::int_linears(test::stories260k_model(), 3, false, -1), HfQuantLayout::kGptq},
+      {"awq-4-asym-64", test::int_linears(test::stories260k_model(), 4, true, 64), HfQuantLayout::kAwq},
+      {"w8a8", test::int_linears(test::stories260k_model(), 8, false, -1, 8), HfQuantLayout::kCompressed},
+      {"fp8-e4m3", test::fp8_linears(test::stories260k_model(), DType::kF8E4M3), HfQuantLayout::kCompressed},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -170,7 +161,7 @@ TEST(HfQuantLayouts, SavedModelsLoadIntoLlamaModelWithTheSameLogits) {
 
 TEST(HfQuantLayouts, TokenizerAndHadamardFlagTravelWithTheFolder) {
   test::TempDir dir;
-  ModelFile m = stories();
+  ModelFile m = test::stories260k_model();
   m.config.ffn_down_hadamard = true;
   ModelFile hf = round_trip(m, HfQuantLayout::kGptq, dir.file("bin"));
   EXPECT_TRUE(hf.config.ffn_down_hadamard);
@@ -212,7 +203,7 @@ TEST(HfQuantLayouts, TokenizerAndHadamardFlagTravelWithTheFolder) {
 
 TEST(HfQuantLayouts, AutoGptqQuantizeConfigAloneDescribesTheFile) {
   test::TempDir dir;
-  const ModelFile q = test::int_linears(stories(), 4, true, 64);
+  const ModelFile q = test::int_linears(test::stories260k_model(), 4, true, 64);
   round_trip(q, HfQuantLayout::kGptq, dir.path);
   json config = json::parse(test::read_file(dir.file("config.json")));
   config.erase("quantization_config");
@@ -226,7 +217,7 @@ TEST(HfQuantLayouts, AutoGptqQuantizeConfigAloneDescribesTheFile) {
 // layout; the activation mode rides in quantization_config's act_bits.
 TEST(HfQuantLayouts, GroupWiseInt8ActivationsKeepTheGptqLayout) {
   test::TempDir dir;
-  round_trip(test::int_linears(stories(), 8, false, 32, 8), HfQuantLayout::kGptq, dir.path);
+  round_trip(test::int_linears(test::stories260k_model(), 8, false, 32, 8), HfQuantLayout::kGptq, dir.path);
   const json config = json::parse(test::read_file(dir.file("config.json")));
   EXPECT_EQ(config["quantization_config"]["quant_method"], "gptq");
   EXPECT_EQ(config["quantization_config"]["act_bits"], 8);
@@ -240,17 +231,17 @@ TEST(HfQuantLayouts, RefusesWhatALayoutCannotHold) {
     EXPECT_NE(st.message().find(part), std::string::npos) << st.message();
     EXPECT_FALSE(fs::exists(dir.file("x") + "/model.safetensors"));
   };
-  expect_refused(test::int_linears(stories(), 3, true, 32), HfQuantLayout::kAwq, "4-bit");
-  expect_refused(test::int_linears(stories(), 4, true, 32), HfQuantLayout::kCompressed, "asymmetric");
-  ModelFile mixed = test::int_linears(stories(), 4, true, 32);
-  const ModelFile other = test::int_linears(stories(), 4, true, 64);
+  expect_refused(test::int_linears(test::stories260k_model(), 3, true, 32), HfQuantLayout::kAwq, "4-bit");
+  expect_refused(test::int_linears(test::stories260k_model(), 4, true, 32), HfQuantLayout::kCompressed, "asymmetric");
+  ModelFile mixed = test::int_linears(test::stories260k_model(), 4, true, 32);
+  const ModelFile other = test::int_linears(test::stories260k_model(), 4, true, 64);
   mixed.tensors["blk.3.ffn_down.weight"] = other.tensors.at("blk.3.ffn_down.weight");
   mixed.storage.insert(mixed.storage.end(), other.storage.begin(), other.storage.end());
   expect_refused(mixed, HfQuantLayout::kGptq, "blk.3.ffn_down.weight");
-  ModelFile q8 = stories();
+  ModelFile q8 = test::stories260k_model();
   ASSERT_TRUE(convert_model_weights(q8, DType::kQ8_0));
   expect_refused(q8, HfQuantLayout::kGptq, "q8_0");
-  const Status st = save_hf_model(stories(), dir.file("y"), HfQuantLayout::kGptq, "");
+  const Status st = save_hf_model(test::stories260k_model(), dir.file("y"), HfQuantLayout::kGptq, "");
   EXPECT_EQ(st.code(), ErrorCode::kNotFound) << st.message();
 }
 

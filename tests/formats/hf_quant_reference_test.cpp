@@ -121,15 +121,6 @@ std::vector<float> as_f16_values(const SafetensorsTensor& t) {
   return v;
 }
 
-const ModelFile& stories() {
-  static const ModelFile m = [] {
-    auto f = load_model_file(test::stories260k_path());
-    EXPECT_TRUE(f) << f.status().message();
-    return f ? std::move(*f) : ModelFile{};
-  }();
-  return m;
-}
-
 constexpr std::pair<const char*, const char*> kModules[] = {
     {"blk.0.attn_v.weight", "model.layers.0.self_attn.v_proj"},
     {"blk.4.attn_output.weight", "model.layers.4.self_attn.o_proj"}};
@@ -139,7 +130,7 @@ TEST(HfQuantReference, GptqTensorsMatchAutoGptqPack) {
   for (int bits : {2, 3, 4, 8}) {
     for (bool asym : {false, true}) {
       SCOPED_TRACE(std::to_string(bits) + (asym ? "-bit asym" : "-bit sym"));
-      const ModelFile q = test::int_linears(stories(), bits, asym, 32);
+      const ModelFile q = test::int_linears(test::stories260k_model(), bits, asym, 32);
       const std::string folder = dir.file(std::to_string(bits) + (asym ? "a" : "s"));
       ASSERT_TRUE(save_hf_model(q, folder, HfQuantLayout::kGptq, test::shared_dir() + "/models/stories260K/tok512.bin").is_ok());
       const auto config = nlohmann::json::parse(test::read_file(folder + "/config.json"))["quantization_config"];
@@ -167,7 +158,7 @@ TEST(HfQuantReference, GptqTensorsMatchAutoGptqPack) {
 TEST(HfQuantReference, AwqTensorsMatchAutoAwqPack) {
   test::TempDir dir;
   for (bool asym : {false, true}) {
-    const ModelFile q = test::int_linears(stories(), 4, asym, 32);
+    const ModelFile q = test::int_linears(test::stories260k_model(), 4, asym, 32);
     const std::string folder = dir.file(asym ? "a" : "s");
     ASSERT_TRUE(save_hf_model(q, folder, HfQuantLayout::kAwq, test::shared_dir() + "/models/stories260K/tok512.bin").is_ok());
     auto f = SafetensorsFile::open(folder + "/model.safetensors");

@@ -1,11 +1,14 @@
 #include "quantized_model_helpers.h"
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "peregrine/quant/int_group.h"
 #include "peregrine/quant/quantize_rtn.h"
+#include "test_models.h"
 
 namespace peregrine::test {
 namespace {
@@ -24,6 +27,15 @@ void replace(ModelFile& m, TensorView& t, DType dtype, const QuantParams& quant,
 }
 
 }  // namespace
+
+const ModelFile& stories260k_model() {
+  static const ModelFile m = [] {
+    auto f = load_model_file(stories260k_path());
+    EXPECT_TRUE(f) << f.status().message();
+    return f ? std::move(*f) : ModelFile{};
+  }();
+  return m;
+}
 
 ModelFile int_linears(ModelFile m, int bits, bool asymmetric, std::int64_t group, int act_bits, float outlier_threshold) {
   for (auto& [name, t] : m.tensors) {

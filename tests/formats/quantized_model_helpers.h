@@ -8,6 +8,10 @@
 
 namespace peregrine::test {
 
+/// The bundled stories260K model (llama2.c .bin, F32), loaded once; an empty ModelFile and a
+/// failed expectation if it cannot be read.
+const ModelFile& stories260k_model();
+
 /// Group-wise int (quant/int_group.h quantize_int_rtn) with `bits`, symmetry, `group` values
 /// per group (-1: per-channel, i.e. the row length of each linear), activation mode
 /// `act_bits` / `outlier_threshold`. Precondition: `m`'s linears are F32.
