@@ -57,6 +57,8 @@ constexpr Format kFormats[] = {
     {"q4_0", DType::kQ4_0, {}},
     {"int4 g128", DType::kInt, {4, 128, false, 16}},
     {"int3 g128", DType::kInt, {3, 128, false, 16}},
+    {"int4 g32", DType::kInt, {4, 32, false, 16}},
+    {"int2 g32", DType::kInt, {2, 32, false, 16}},
     {"int8 ch A16", DType::kInt, {8, 0, false, 16}},
     {"int8 ch A8", DType::kInt, {8, 0, false, 8}},
     {"int4 g128 A8", DType::kInt, {4, 128, false, 8}},

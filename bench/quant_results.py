@@ -25,6 +25,11 @@ CONFIGS = [
     ("rtn W8A16 per-channel", ["--method", "rtn", "--bits", "8", "--group", "-1"], "dir"),
     ("rtn Q8_0 (GGUF)", ["--method", "rtn", "--bits", "8", "--group", "32"], "gguf"),
     ("smoothquant W8A8", ["--method", "smoothquant"], "dir"),
+    ("smoothquant W8A8 + hadamard", ["--method", "smoothquant", "--rotate", "hadamard"], "dir"),
+    ("gptq W8A8 + hadamard", ["--method", "gptq", "--bits", "8", "--group", "-1", "--act-bits", "8",
+                              "--rotate", "hadamard"], "dir"),
+    ("smoothquant + gptq W8A8 + hadamard", ["--method", "gptq", "--bits", "8", "--group", "-1", "--act-bits", "8",
+                                            "--smooth", "--rotate", "hadamard"], "dir"),
     ("llm-int8 W8A8 + outliers", ["--method", "llm-int8"], "dir"),
     ("fp8 e4m3 per-channel", ["--method", "fp8", "--fp8-format", "e4m3"], "dir"),
     ("fp8 e5m2 per-channel", ["--method", "fp8", "--fp8-format", "e5m2"], "dir"),
@@ -101,9 +106,9 @@ def flags_for_speed(flags):
     i = f.index("--method")
     if f[i + 1] in ("gptq", "awq"):
         f[i + 1] = "rtn"
-        f = [x for x in f if x != "--act-order"]
+        f = [x for x in f if x not in ("--act-order", "--smooth")]
     if f[i + 1] == "smoothquant":
-        f = ["--method", "rtn", "--bits", "8", "--group", "-1", "--act-bits", "8"]
+        f = ["--method", "rtn", "--bits", "8", "--group", "-1", "--act-bits", "8"] + f[i + 2:]
     return f
 
 
@@ -146,7 +151,7 @@ def main():
                 tps, tl_size = speed.get(label, (float("nan"), None))
                 size_kb = size_bytes(model) / 1024
                 lines.append(f"| {rel.split('/')[0]} | {label} | {size_kb:.0f} | {ppl_ts:.3f} | {ppl_wiki:.2f} | "
-                             f"{kld:.5f} | {top1:.3f} | {tps:.2f} | {tl_size / 1e6 if tl_size else float('nan'):.0f} |")
+                             f"{kld:.3g} | {top1:.3f} | {tps:.2f} | {tl_size / 1e6 if tl_size else float('nan'):.0f} |")
                 print(lines[-1], file=sys.stderr)
     table = "\n".join(lines) + "\n"
     print(table)

@@ -117,6 +117,7 @@ Verb add_quantize(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--fp8-format", a->fp8_format, "fp8: e4m3 or e5m2")->capture_default_str();
   cmd->add_option("--alpha", a->o.smooth_alpha, "smoothquant migration strength")->capture_default_str();
+  cmd->add_flag("--smooth", a->o.smooth, "gptq with --act-bits 8: SmoothQuant smoothing (--alpha) first (SmoothQuant + GPTQ W8A8)");
   cmd->add_option("--outlier-threshold", a->o.outlier_threshold, "llm-int8 outlier |x|")->capture_default_str();
   cmd->add_option("--damp", a->o.damp_percent, "gptq dampening (fraction of mean diag H)")->capture_default_str();
   cmd->add_option("--seed", a->o.seed, "Rotation seed")->capture_default_str();

@@ -207,7 +207,7 @@ struct Pipeline {
   }
 
   Status run(std::optional<DType> gguf) {
-    if (o.method == QuantMethod::kSmoothQuant) PEREGRINE_RETURN_IF_ERROR(smooth_all());
+    if (o.method == QuantMethod::kSmoothQuant || o.smooth) PEREGRINE_RETURN_IF_ERROR(smooth_all());
     for (std::int64_t l = 0; l < n_layers(); ++l) {
       if (o.method == QuantMethod::kGptq) {
         PEREGRINE_RETURN_IF_ERROR(gptq_layer(l));
@@ -285,6 +285,9 @@ Status QuantizeOptions::validate() const {
   if (act_bits == 8 && method != QuantMethod::kRtn && method != QuantMethod::kGptq) {
     return invalid_argument("--act-bits 8 applies to rtn and gptq (smoothquant and llm-int8 always quantize activations)");
   }
+  if (smooth && (method != QuantMethod::kGptq || act_bits != 8)) {
+    return invalid_argument("--smooth applies to gptq with --act-bits 8 (smoothquant always smooths)");
+  }
   if (act_order && method != QuantMethod::kGptq) return invalid_argument("--act-order applies to gptq only");
   if (asymmetric && !int_method) return invalid_argument("--asym applies to rtn, gptq and awq");
   if (fp8 != DType::kF8E4M3 && fp8 != DType::kF8E5M2) return invalid_argument("fp8 format must be e4m3 or e5m2");
@@ -301,7 +304,7 @@ Status QuantizeOptions::validate() const {
 }
 
 bool QuantizeOptions::needs_calibration() const {
-  return method == QuantMethod::kGptq || method == QuantMethod::kAwq || method == QuantMethod::kSmoothQuant;
+  return method == QuantMethod::kGptq || method == QuantMethod::kAwq || method == QuantMethod::kSmoothQuant || smooth;
 }
 
 std::optional<DType> gguf_dtype_for(const QuantizeOptions& o) {

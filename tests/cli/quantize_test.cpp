@@ -72,6 +72,7 @@ TEST(Quantize, BadRequestsGiveOneCleanError) {
       {{"--method", "awq", "--group", "0", "--calib", calib()}, "--group 0 (per-tensor) is available for rtn and fp8 only"},
       {{"--method", "smoothquant", "--bits", "4"}, "smoothquant quantizes to 8 bits"},
       {{"--rotate", "random"}, "--rotate 'random' is not 'hadamard'"},
+      {{"--method", "gptq", "--bits", "8", "--smooth", "--calib", calib()}, "--smooth applies to gptq with --act-bits 8"},
       {{"--sym", "--asym"}, "--sym and --asym exclude each other"},
   };
   for (const auto& [flags, message] : cases) {

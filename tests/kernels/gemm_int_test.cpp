@@ -107,10 +107,12 @@ TEST(GemmInt, MatchesReferenceForEveryBitWidthGroupAndRowLength) {
 }
 
 TEST(GemmInt, GroupsThatCrossSimdVectorsAndDecodeUnits) {
-  // Any group size is valid: groups of 1, 5, 24, 48 or 100 values start inside a vector.
+  // Any group size is valid: groups of 1, 5, 24, 48 or 100 values start inside a vector;
+  // groups of 2, 8 and 16 (and 2-bit groups of 32 on AVX-512) tile a decode unit, whose lanes
+  // then take their scales from a vector of the unit's groups.
   std::mt19937 rng(62);
-  for (int bits : {3, 4}) {
-    for (std::int64_t group : {1, 5, 24, 48, 100}) {
+  for (int bits : {2, 3, 4}) {
+    for (std::int64_t group : {1, 2, 5, 8, 16, 24, 48, 100}) {
       for (std::int64_t in : {7, 172, 300}) {
         const QuantParams p{bits, group, /*asymmetric=*/true};
         const auto w = test::random_int_weights(kRows, in, p, rng);

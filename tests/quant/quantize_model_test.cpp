@@ -51,13 +51,18 @@ QuantizeOptions method(QuantMethod m, int bits, std::int64_t group, bool asymmet
   return o;
 }
 
-// Mean KL(F32 || quantized) over the first `max_windows` evaluation windows (default: all), nats.
-double kld(const RealModel& m, const QuantizeOptions& o, std::int64_t max_windows = -1) {
+// `m` quantized with `o`.
+ModelFile quantized(const RealModel& m, const QuantizeOptions& o) {
   ThreadPool pool(2);
   auto q = quantize_model(m.file, m.tok.get(), o, pool);
   EXPECT_TRUE(q.has_value()) << q.status().message();
-  if (!q.has_value()) return 1e9;
-  auto model = LlamaModel::create(std::move(*q));
+  return q.has_value() ? std::move(*q) : ModelFile{};
+}
+
+// Mean KL(F32 || q) over the first `max_windows` evaluation windows (default: all), nats.
+double kld_of(const RealModel& m, ModelFile q, std::int64_t max_windows = -1) {
+  ThreadPool pool(2);
+  auto model = LlamaModel::create(std::move(q));
   EXPECT_TRUE(model.has_value()) << model.status().message();
   if (!model.has_value()) return 1e9;
   const std::int64_t window = std::min(kMaxWindow, m.file.config.max_seq_len);
@@ -71,6 +76,10 @@ double kld(const RealModel& m, const QuantizeOptions& o, std::int64_t max_window
     sum += c->mean_kl;
   }
   return sum / static_cast<double>(windows);
+}
+
+double kld(const RealModel& m, const QuantizeOptions& o, std::int64_t max_windows = -1) {
+  return kld_of(m, quantized(m, o), max_windows);
 }
 
 class QuantizeModelTest : public ::testing::TestWithParam<const char*> {
@@ -104,10 +113,13 @@ TEST_P(QuantizeModelTest, AwqBeatsRtnAtFourBits) {
   EXPECT_LT(awq4, rtn4);
 }
 
-// W8A8 (per-token int8 activations) against W8A16 RTN. Measured here: SmoothQuant alone 2.6-3.1x
-// the W8A16 KLD (these models have no outlier channels for it to migrate: max/rms of the linear
-// inputs is 2.4-6), SmoothQuant after the Hadamard rotation 1.8x (stories260K) and 2.2-2.3x
-// (aidreams260K). Asserted: the rotation lowers the W8A8 KLD, as QuaRot reports.
+// W8A8 (per-token int8 activations) against W8A16 RTN. Measured here: SmoothQuant's own recipe
+// (RTN int8 weights) is 2.6-3.1x the W8A16 KLD: these models have no outlier channels for it to
+// migrate (max/rms of the linear inputs is 2.4-6) and most of the excess is the int8 ffn_down input
+// (next test). After the Hadamard rotation, whose online transform spreads that input, it is
+// 1.9-2.0x (stories260K) and 2.3x (aidreams260K); with GPTQ weights on top (SmoothQuant + GPTQ,
+// llm-compressor's W8A8 recipe) 1.6x and 1.8x. Asserted: the rotation lowers the W8A8 KLD, as
+// QuaRot reports, and the full recipe is within the 2x of W8A16 RTN.
 TEST_P(QuantizeModelTest, SmoothQuantW8A8AgainstW8A16Rtn) {
   const RealModel& m = model();
   const double w8a16 = kld(m, method(QuantMethod::kRtn, 8, -1));
@@ -115,10 +127,34 @@ TEST_P(QuantizeModelTest, SmoothQuantW8A8AgainstW8A16Rtn) {
   QuantizeOptions rotated = method(QuantMethod::kSmoothQuant, 8, -1);
   rotated.rotate_hadamard = true;
   const double sq_rotated = kld(m, rotated);
-  std::printf("%s KLD: rtn W8A16 %.6f | smoothquant W8A8 %.6f (%.2fx) | + hadamard %.6f (%.2fx)\n", GetParam(), w8a16, sq,
-              sq / w8a16, sq_rotated, sq_rotated / w8a16);
-  EXPECT_LT(sq_rotated, sq);
+  QuantizeOptions recipe = method(QuantMethod::kGptq, 8, -1);
+  recipe.act_bits = 8;
+  recipe.smooth = true;
+  recipe.rotate_hadamard = true;
+  const double sq_gptq = kld(m, recipe);
+  std::printf("%s KLD: rtn W8A16 %.6f | smoothquant W8A8 %.6f (%.2fx) | + hadamard %.6f (%.2fx) | + gptq weights %.6f (%.2fx)\n",
+              GetParam(), w8a16, sq, sq / w8a16, sq_rotated, sq_rotated / w8a16, sq_gptq, sq_gptq / w8a16);
   EXPECT_GT(sq, w8a16);
+  EXPECT_LT(sq_rotated, sq);
+  EXPECT_LT(sq_gptq, 2.0 * w8a16);
+}
+
+// Where SmoothQuant W8A8's excess KLD over W8A16 comes from: the same model with int8
+// activations kept only for ffn_down (its input silu(gate)·up, 172 wide, is per-token
+// heavy-tailed, which per-channel smoothing cannot flatten). Measured here: that one input
+// carries about 70% of the excess on both models. Asserted: more than half.
+TEST_P(QuantizeModelTest, SmoothQuantW8A8ErrorIsMostlyTheFfnDownInput) {
+  const RealModel& m = model();
+  const double w8a16 = kld(m, method(QuantMethod::kRtn, 8, -1));
+  const ModelFile sq = quantized(m, method(QuantMethod::kSmoothQuant, 8, -1));
+  ModelFile down_only = sq;
+  for (auto& [name, t] : down_only.tensors) {
+    if (t.dtype == DType::kInt && name.find("ffn_down") == std::string::npos) t.quant.act_bits = 16;
+  }
+  const double all = kld_of(m, sq), down = kld_of(m, std::move(down_only));
+  std::printf("%s KLD excess over W8A16 %.6f: int8 activations everywhere %.6f, only ffn_down's %.6f (%.0f%%)\n", GetParam(),
+              w8a16, all - w8a16, down - w8a16, 100.0 * (down - w8a16) / (all - w8a16));
+  EXPECT_GT(down - w8a16, 0.5 * (all - w8a16));
 }
 
 TEST_P(QuantizeModelTest, CoarserGranularityLosesMore) {
@@ -147,7 +183,10 @@ TEST(QuantizeEveryMethod, RunsEndToEndAndStaysClose) {
                              {"smoothquant W8A8", method(QuantMethod::kSmoothQuant, 8, -1), 0.02},
                              {"llm-int8", method(QuantMethod::kLlmInt8, 8, -1), 0.02},
                              {"fp8 e4m3", method(QuantMethod::kFp8, 8, -1), 0.05},
+                             {"gptq W8A8 + smoothing", method(QuantMethod::kGptq, 8, -1), 0.02},
                              {"gptq W4A8 + hadamard", method(QuantMethod::kGptq, 4, 32), 0.4}};
+  cases[cases.size() - 2].o.act_bits = 8;
+  cases[cases.size() - 2].o.smooth = true;
   cases.back().o.rotate_hadamard = true;
   cases.back().o.act_bits = 8;
   for (Case& c : cases) {

@@ -10,7 +10,8 @@
 //   awq          Lin et al. 2024 (quant/awq.h + quant/scale_folding.h), then RTN
 //   smoothquant  Xiao et al. 2023 (quant/smoothquant.h): smoothing folded into the previous
 //                operations, then W8A8: int8 per-channel weights, per-token dynamic int8
-//                activations
+//                activations; `smooth` applies the same smoothing before gptq W8A8
+//                (SmoothQuant + GPTQ, llm-compressor's W8A8 recipe)
 //   llm-int8     Dettmers et al. 2022: int8 per-channel weights, per-token int8 activations
 //                except the outlier features (|x| >= 6) computed in f32
 //   fp8          E4M3 (or E5M2) weights with per-channel (group -1) or per-tensor (group 0) scales
@@ -48,6 +49,8 @@ struct QuantizeOptions {
   bool rotate_hadamard = false;     // random Hadamard rotation first (QuaRot)
   DType fp8 = DType::kF8E4M3;       // fp8: kF8E4M3 or kF8E5M2
   float smooth_alpha = 0.5f;        // smoothquant migration strength α
+  bool smooth = false;              // gptq with act_bits 8: SmoothQuant smoothing first
+                                    // (the smoothquant method always smooths)
   float outlier_threshold = 6.0f;   // llm-int8
   double damp_percent = 0.01;       // gptq dampening
   std::uint64_t seed = 0;           // rotation signs

@@ -191,7 +191,20 @@ class IntRowDecoder {
   static constexpr std::size_t kVectors = Unpacker::kVectors;
 
   IntRowDecoder(const IntRowLayout& layout, const std::uint8_t* w)
-      : layout_(layout), w_(w), safe_units_end_(Unpacker::SafeUnitsEnd(layout)) {}
+      : layout_(layout), w_(w), safe_units_end_(Unpacker::SafeUnitsEnd(layout)) {
+    const auto gs = static_cast<std::size_t>(layout.group_size);
+    if (gs < kUnit && kUnit % gs == 0 && kUnit / gs <= Unpacker::kLanes) {
+      unit_groups_ = kUnit / gs;
+      const hn::RebindToSigned<D> di;
+      HWY_ALIGN std::int32_t idx[hn::MaxLanes(hn::RebindToSigned<D>())];
+      for (std::size_t j = 0; j < kVectors; ++j) {
+        for (std::size_t k = 0; k < Unpacker::kLanes; ++k) {
+          idx[k] = static_cast<std::int32_t>(Unpacker::SlotValue(j * Unpacker::kLanes + k) / gs);
+        }
+        lane_group_[j] = hn::Load(di, idx);
+      }
+    }
+  }
 
   const std::uint8_t* data() const { return w_; }
   std::size_t row_bytes() const { return layout_.row_bytes; }
@@ -233,10 +246,14 @@ class IntRowDecoder {
         unit(u);
         unit(u + kUnit);
       }
-      if (u < end) unit(u);
+      if (u < end) {
+        hwy::Prefetch(reinterpret_cast<const char*>(next + u * kBits / 8));
+        unit(u);
+      }
       const V scale = hn::Set(d, LoadF16(w + 2 * g));
       for (std::size_t j = 0; j < kVectors; ++j) acc[j] = hn::MulAdd(sum[j], scale, acc[j]);
     }, [&](std::size_t u, const V (&wv)[kVectors]) {
+      hwy::Prefetch(reinterpret_cast<const char*>(next + u * kBits / 8));
       for (std::size_t j = 0; j < kVectors; ++j) acc[j] = hn::MulAdd(wv[j], hn::Load(d, xs + u + j * Unpacker::kLanes), acc[j]);
     });
     for (std::size_t j = 1; j < kVectors; ++j) acc[0] = hn::Add(acc[0], acc[j]);
@@ -264,8 +281,9 @@ class IntRowDecoder {
 
  private:
   // Splits the units [begin, end) of a row into runs inside one group whose loads stay inside
-  // the row (run(u, run_end, g)) and single other units (slow(u, w) with their weights: a unit
-  // that crosses a group boundary or the row end, or whose load would leave the row).
+  // the row (run(u, run_end, g)) and single other units (slow(u, w) with their weights
+  // (MixedUnit): a unit that crosses a group boundary or the row end, or whose load would leave
+  // the row).
   template <class Run, class Slow>
   HWY_INLINE void ForEachGroupRun(const std::uint8_t* w, std::size_t begin, std::size_t end, Run&& run, Slow&& slow) const {
     const auto gs = static_cast<std::size_t>(layout_.group_size), in = static_cast<std::size_t>(layout_.in);
@@ -279,9 +297,33 @@ class IntRowDecoder {
         continue;
       }
       V wv[kVectors];
-      SlowUnit(w, u, wv);
+      MixedUnit(w, u, wv);
       slow(u, wv);
       u += kUnit;
+    }
+  }
+
+  // The weights of a unit outside a single-group run: units of several whole groups inside the
+  // row (unit_groups_ > 0: 2-bit units of 64 values with groups of 32, groups below 32) take
+  // their per-lane scales and zero points from one vector of the unit's groups; the rest
+  // (a unit at the row end, groups not dividing the unit) SlowUnit.
+  HWY_INLINE void MixedUnit(const std::uint8_t* w, std::size_t u, V (&wv)[kVectors]) const {
+    if (unit_groups_ == 0 || u + kUnit > safe_units_end_) {
+      SlowUnit(w, u, wv);
+      return;
+    }
+    const D d;
+    const std::size_t g0 = u / kUnit * unit_groups_;
+    HWY_ALIGN float s[Unpacker::kLanes] = {}, z[Unpacker::kLanes] = {};
+    for (std::size_t i = 0; i < unit_groups_; ++i) {
+      s[i] = LoadF16(w + 2 * (g0 + i));
+      z[i] = Unpacker::kBias + static_cast<float>(layout_.zero(w, static_cast<std::int64_t>(g0 + i)));
+    }
+    const V scales = hn::Load(d, s), zeros = hn::Load(d, z);
+    unpacker_.Unpack(w + layout_.codes_offset + u * kBits / 8, wv);
+    for (std::size_t j = 0; j < kVectors; ++j) {
+      const auto lanes = hn::IndicesFromVec(d, lane_group_[j]);
+      wv[j] = hn::Mul(hn::Sub(wv[j], hn::TableLookupLanes(zeros, lanes)), hn::TableLookupLanes(scales, lanes));
     }
   }
 
@@ -309,6 +351,8 @@ class IntRowDecoder {
   const std::uint8_t* w_;
   Unpacker unpacker_;
   std::size_t safe_units_end_;
+  std::size_t unit_groups_ = 0;                                 // groups per unit (see MixedUnit)
+  hn::Vec<hn::RebindToSigned<D>> lane_group_[kVectors] = {};   // per lane: its group in the unit
 };
 
 // Unpacks units of `kBits`-bit codes to int16 lanes in value order: one vector of Lanes values
