@@ -193,6 +193,7 @@ class IntRowDecoder {
   IntRowDecoder(const IntRowLayout& layout, const std::uint8_t* w)
       : layout_(layout), w_(w), safe_units_end_(Unpacker::SafeUnitsEnd(layout)) {
     const auto gs = static_cast<std::size_t>(layout.group_size);
+    if (gs % kUnit == 0) whole_groups_ = safe_units_end_ / gs;
     if (gs < kUnit && kUnit % gs == 0 && kUnit / gs <= Unpacker::kLanes) {
       unit_groups_ = kUnit / gs;
       const hn::RebindToSigned<D> di;
@@ -222,7 +223,8 @@ class IntRowDecoder {
 
   // Σ_i W[row][i]·x[i] for x staged (Stage); the bytes at `next` (the next row) are prefetched
   // at the rate this row is read. Inside a group the sums of (q − zero)·x run per vector and are
-  // scaled once at the group's end.
+  // scaled once at the group's end. Groups of whole units (g32 and up) go first through
+  // WholeGroups, a loop without the run bookkeeping; the rest through ForEachGroupRun.
   HWY_INLINE float Dot(std::size_t row, const float* HWY_RESTRICT xs, std::uintptr_t next) const {
     const D d;
     const std::uint8_t* w = w_ + row * layout_.row_bytes;
@@ -230,25 +232,19 @@ class IntRowDecoder {
     next += layout_.codes_offset;
     V acc[kVectors];
     for (std::size_t j = 0; j < kVectors; ++j) acc[j] = hn::Zero(d);
-    ForEachGroupRun(w, 0, static_cast<std::size_t>(layout_.in), [&](std::size_t u, std::size_t end, std::int64_t g) {
+    if (layout_.asymmetric) {
+      WholeGroups<true>(w, xs, next, acc);
+    } else {
+      WholeGroups<false>(w, xs, next, acc);
+    }
+    const std::size_t begin = whole_groups_ * static_cast<std::size_t>(layout_.group_size);
+    ForEachGroupRun(w, begin, static_cast<std::size_t>(layout_.in), [&](std::size_t u, std::size_t end, std::int64_t g) {
       const V zero = hn::Set(d, Unpacker::kBias + static_cast<float>(layout_.zero(w, g)));
       V sum[kVectors];
       for (std::size_t j = 0; j < kVectors; ++j) sum[j] = hn::Zero(d);
-      auto unit = [&](std::size_t v) {
-        V q[kVectors];
-        unpacker_.Unpack(codes + v * kBits / 8, q);
-        for (std::size_t j = 0; j < kVectors; ++j) {
-          sum[j] = hn::MulAdd(hn::Sub(q[j], zero), hn::Load(d, xs + v + j * Unpacker::kLanes), sum[j]);
-        }
-      };
-      for (; u + 2 * kUnit <= end; u += 2 * kUnit) {
+      for (; u < end; u += kUnit) {
         hwy::Prefetch(reinterpret_cast<const char*>(next + u * kBits / 8));
-        unit(u);
-        unit(u + kUnit);
-      }
-      if (u < end) {
-        hwy::Prefetch(reinterpret_cast<const char*>(next + u * kBits / 8));
-        unit(u);
+        SumUnit(codes, xs, u, zero, sum);
       }
       const V scale = hn::Set(d, LoadF16(w + 2 * g));
       for (std::size_t j = 0; j < kVectors; ++j) acc[j] = hn::MulAdd(sum[j], scale, acc[j]);
@@ -280,6 +276,39 @@ class IntRowDecoder {
   }
 
  private:
+  // sum[j] += (q − zero)·x over the slots of unit v (codes: the row's codes).
+  HWY_INLINE void SumUnit(const std::uint8_t* HWY_RESTRICT codes, const float* HWY_RESTRICT xs, std::size_t v,
+                          V zero, V (&sum)[kVectors]) const {
+    const D d;
+    V q[kVectors];
+    unpacker_.Unpack(codes + v * kBits / 8, q);
+    for (std::size_t j = 0; j < kVectors; ++j) {
+      sum[j] = hn::MulAdd(hn::Sub(q[j], zero), hn::Load(d, xs + v + j * Unpacker::kLanes), sum[j]);
+    }
+  }
+
+  // acc += the scaled sums of the row's first whole_groups_ groups (groups of whole units whose
+  // loads stay inside the row), one group per iteration.
+  template <bool kAsymmetric>
+  HWY_INLINE void WholeGroups(const std::uint8_t* w, const float* HWY_RESTRICT xs, std::uintptr_t next,
+                              V (&acc)[kVectors]) const {
+    const D d;
+    const auto gs = static_cast<std::size_t>(layout_.group_size);
+    const std::uint8_t* codes = w + layout_.codes_offset;
+    V zero = hn::Set(d, Unpacker::kBias + static_cast<float>(1 << (kBits - 1)));
+    for (std::size_t g = 0; g < whole_groups_; ++g) {
+      if constexpr (kAsymmetric) zero = hn::Set(d, Unpacker::kBias + static_cast<float>(w[2 * layout_.groups + g]));
+      V sum[kVectors];
+      for (std::size_t j = 0; j < kVectors; ++j) sum[j] = hn::Zero(d);
+      for (std::size_t u = g * gs; u < (g + 1) * gs; u += kUnit) {
+        hwy::Prefetch(reinterpret_cast<const char*>(next + u * kBits / 8));
+        SumUnit(codes, xs, u, zero, sum);
+      }
+      const V scale = hn::Set(d, LoadF16(w + 2 * g));
+      for (std::size_t j = 0; j < kVectors; ++j) acc[j] = hn::MulAdd(sum[j], scale, acc[j]);
+    }
+  }
+
   // Splits the units [begin, end) of a row into runs inside one group whose loads stay inside
   // the row (run(u, run_end, g)) and single other units (slow(u, w) with their weights
   // (MixedUnit): a unit that crosses a group boundary or the row end, or whose load would leave
@@ -351,6 +380,7 @@ class IntRowDecoder {
   const std::uint8_t* w_;
   Unpacker unpacker_;
   std::size_t safe_units_end_;
+  std::size_t whole_groups_ = 0;                                // leading groups for WholeGroups
   std::size_t unit_groups_ = 0;                                 // groups per unit (see MixedUnit)
   hn::Vec<hn::RebindToSigned<D>> lane_group_[kVectors] = {};   // per lane: its group in the unit
 };
