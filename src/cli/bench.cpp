@@ -67,17 +67,27 @@ void print_roofline(const Roofline& roof, int threads) {
               roof.simd_target, roof.read_gbps, roof.fma_gflops);
 }
 
+/// Whether the matmuls of `dtype` (dominant_dtype) run as int8 dot products (Q8_0/Q4_0 against
+/// 8-bit activation blocks, kInt with int8 activations), which the fp32 FMA peak does not bound.
+bool int8_dot_products(const std::string& dtype) {
+  return dtype == "q8_0" || dtype == "q4_0" || dtype.ends_with(" a8");
+}
+
 void print_table(const std::string& name, const std::string& dtype, const BenchArgs& a,
                  const Roofline& roof, const ModelCost& cost, const std::vector<Row>& rows) {
   std::printf("model: %s (%s, %.3f GB of weights read per decoded token)\n", name.c_str(), dtype.c_str(),
               cost.decode_weight_bytes / 1e9);
   print_roofline(roof, a.threads);
+  const bool int8 = int8_dot_products(dtype);
   std::printf("| %-7s | %18s | %8s | %6s | %8s | %6s |\n", "test", "t/s", "GB/s", "% bw", "GFLOP/s", "% fma");
   std::printf("|---------|--------------------|----------|--------|----------|--------|\n");
   for (const Row& r : rows) {
-    std::printf("| %-7s | %9.2f ± %6.2f | %8.2f | %5.1f%% | %8.2f | %5.1f%% |\n", r.test.c_str(), r.tps.mean,
-                r.tps.sd, r.gbps, 100.0 * r.gbps / roof.read_gbps, r.gflops, 100.0 * r.gflops / roof.fma_gflops);
+    char fma[16] = "n/a";
+    if (!int8) std::snprintf(fma, sizeof fma, "%5.1f%%", 100.0 * r.gflops / roof.fma_gflops);
+    std::printf("| %-7s | %9.2f ± %6.2f | %8.2f | %5.1f%% | %8.2f | %6s |\n", r.test.c_str(), r.tps.mean, r.tps.sd,
+                r.gbps, 100.0 * r.gbps / roof.read_gbps, r.gflops, fma);
   }
+  if (int8) std::printf("%% fma: n/a, %s matmuls are int8 dot products, which the fp32 FMA peak does not bound\n", dtype.c_str());
 }
 
 void print_json(const std::string& name, const std::string& dtype, const BenchArgs& a, const Roofline& roof,
