@@ -87,7 +87,8 @@ int run(const QuantizeArgs& a) {
   if (!q) return report(q.status());
   if (Status st = write(*q, a, *o, *src); !st) return report(st);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("wrote %s: %s, %lld linears quantized, %.2f MB -> %.2f MB%s in %.1f s\n", a.output.c_str(), a.method.c_str(),
+  const std::string recipe = a.method + (o->smooth ? " + smoothing" : "") + (o->rotate_hadamard ? " + hadamard" : "");
+  std::printf("wrote %s: %s, %lld linears quantized, %.2f MB -> %.2f MB%s in %.1f s\n", a.output.c_str(), recipe.c_str(),
               static_cast<long long>(rep.tensors_quantized), static_cast<double>(rep.bytes_before) / 1e6,
               static_cast<double>(rep.bytes_after) / 1e6,
               rep.calib_tokens > 0 ? (", " + std::to_string(rep.calib_tokens) + " calibration tokens").c_str() : "", s);

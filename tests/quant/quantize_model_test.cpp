@@ -152,8 +152,8 @@ TEST_P(QuantizeModelTest, SmoothQuantW8A8ErrorIsMostlyTheFfnDownInput) {
     if (t.dtype == DType::kInt && name.find("ffn_down") == std::string::npos) t.quant.act_bits = 16;
   }
   const double all = kld_of(m, sq), down = kld_of(m, std::move(down_only));
-  std::printf("%s KLD excess over W8A16 %.6f: int8 activations everywhere %.6f, only ffn_down's %.6f (%.0f%%)\n", GetParam(),
-              w8a16, all - w8a16, down - w8a16, 100.0 * (down - w8a16) / (all - w8a16));
+  std::printf("%s KLD: rtn W8A16 %.6f; smoothquant W8A8's excess over it %.6f, with int8 activations on ffn_down only %.6f (%.0f%%)\n",
+              GetParam(), w8a16, all - w8a16, down - w8a16, 100.0 * (down - w8a16) / (all - w8a16));
   EXPECT_GT(down - w8a16, 0.5 * (all - w8a16));
 }
 
