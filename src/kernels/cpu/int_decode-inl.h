@@ -263,7 +263,7 @@ class IntRowDecoder {
     const D d;
     const std::uint8_t* w = w_ + row * layout_.row_bytes;
     const std::uint8_t* codes = w + layout_.codes_offset;
-    ForEachGroupRun(w, begin, end, [&](std::size_t u, std::size_t run_end, std::int64_t g) {
+    auto run = [&](std::size_t u, std::size_t run_end, std::int64_t g) {
       const V scale = hn::Set(d, LoadF16(w + 2 * g));
       const V zero = hn::Set(d, Unpacker::kBias + static_cast<float>(layout_.zero(w, g)));
       for (; u < run_end; u += kUnit) {
@@ -272,7 +272,17 @@ class IntRowDecoder {
         for (std::size_t j = 0; j < kVectors; ++j) wv[j] = hn::Mul(hn::Sub(wv[j], zero), scale);
         fn(u, wv);
       }
-    }, fn);
+    };
+    // Groups of whole units (as in Dot): one run per group without the run bookkeeping.
+    const auto gs = static_cast<std::size_t>(layout_.group_size);
+    const std::size_t whole_end = std::min(end, whole_groups_ * gs);
+    std::size_t u = begin;
+    for (std::size_t g = begin / gs; u < whole_end; ++g) {
+      const std::size_t run_end = std::min((g + 1) * gs, whole_end);
+      run(u, run_end, static_cast<std::int64_t>(g));
+      u = run_end;
+    }
+    ForEachGroupRun(w, u, end, run, fn);
   }
 
  private:
