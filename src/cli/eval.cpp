@@ -62,27 +62,37 @@ Expected<DType> check_flags(const EvalArgs& a) {
 struct Loaded {
   std::string text;
   ModelFile file;
+  std::string name;  // -m's file name
+  DType kv_type;     // --kv-type
 };
 
-Expected<Loaded> load_inputs(const EvalArgs& a, ThreadPool& pool) {
+Expected<Loaded> load_inputs(const EvalArgs& a, DType kv_type, ThreadPool& pool) {
   PEREGRINE_ASSIGN_OR_RETURN(std::string text, text_or_file("", a.text_file));
   PEREGRINE_ASSIGN_OR_RETURN(ModelFile file, open_model(a.model, &pool));
-  return Loaded{std::move(text), std::move(file)};
+  std::string name = file_name(file.path);
+  return Loaded{std::move(text), std::move(file), std::move(name), kv_type};
 }
 
-int run_ppl(const EvalArgs& a) {
+/// Checks the flags, then runs body(inputs, pool) on the loaded inputs with a pool of
+/// --threads; returns the verb's exit code (1 with one error line on a bad flag or input).
+template <class Body>
+int with_inputs(const EvalArgs& a, Body&& body) {
   auto kv_type = check_flags(a);
   if (!kv_type) return report(kv_type.status());
   ThreadPool pool(a.threads);
-  auto in = load_inputs(a, pool);
+  auto in = load_inputs(a, *kv_type, pool);
   if (!in) return report(in.status());
-  const std::string name = file_name(in->file.path);
-  auto tok = load_tokenizer(in->file, a.model.tokenizer);
+  return body(*in, pool);
+}
+
+int run_ppl(const EvalArgs& a, Loaded& in, ThreadPool& pool) {
+  const std::string& name = in.name;
+  auto tok = load_tokenizer(in.file, a.model.tokenizer);
   if (!tok) return report(tok.status());
-  auto model = LlamaModel::create(std::move(in->file));
+  auto model = LlamaModel::create(std::move(in.file));
   if (!model) return report(model.status());
-  const auto tokens = text_tokens(**tok, in->text, a.max_tokens);
-  const EvalWindowOptions o = window_options(a, model->config().max_seq_len, *kv_type);
+  const auto tokens = text_tokens(**tok, in.text, a.max_tokens);
+  const EvalWindowOptions o = window_options(a, model->config().max_seq_len, in.kv_type);
   auto r = perplexity(*model, tokens, o, pool, windows_progress("eval ppl"));
   if (!r) return report(r.status());
   if (a.json) {
@@ -99,13 +109,8 @@ int run_ppl(const EvalArgs& a) {
   return 0;
 }
 
-int run_kld(const EvalArgs& a) {
-  auto kv_type = check_flags(a);
-  if (!kv_type) return report(kv_type.status());
-  ThreadPool pool(a.threads);
-  auto in = load_inputs(a, pool);
-  if (!in) return report(in.status());
-  const std::string name = file_name(in->file.path);
+int run_kld(const EvalArgs& a, Loaded& in, ThreadPool& pool) {
+  const std::string& name = in.name;
   auto ref_file = load_model_file(a.ref);
   if (!ref_file) return report(ref_file.status());
   const std::string ref_name = file_name(ref_file->path);
@@ -113,11 +118,11 @@ int run_kld(const EvalArgs& a) {
   if (!tok) return report(tok.status());
   auto ref = LlamaModel::create(std::move(*ref_file));
   if (!ref) return report(ref.status());
-  auto model = LlamaModel::create(std::move(in->file));
+  auto model = LlamaModel::create(std::move(in.file));
   if (!model) return report(model.status());
-  const auto tokens = text_tokens(**tok, in->text, a.max_tokens);
+  const auto tokens = text_tokens(**tok, in.text, a.max_tokens);
   const std::int64_t model_ctx = std::min(model->config().max_seq_len, ref->config().max_seq_len);
-  const EvalWindowOptions o = window_options(a, model_ctx, *kv_type);
+  const EvalWindowOptions o = window_options(a, model_ctx, in.kv_type);
   auto c = compare_logits(*ref, *model, tokens, o, pool, windows_progress("eval kld"));
   if (!c) return report(c.status());
   const double delta_ppl = c->candidate_ppl - c->reference_ppl;
@@ -166,7 +171,10 @@ Verb add_eval(CLI::App& app) {
   add_common_options(*kld_cmd, *kld);
   kld_cmd->add_option("--ref", kld->ref, "Reference model (same vocabulary; its K/V stay f32, its tokenizer reads the text)")
       ->required();
-  return {cmd, [=] { return ppl_cmd->parsed() ? run_ppl(*ppl) : run_kld(*kld); }};
+  return {cmd, [=] {
+            return ppl_cmd->parsed() ? with_inputs(*ppl, [&](Loaded& in, ThreadPool& pool) { return run_ppl(*ppl, in, pool); })
+                                     : with_inputs(*kld, [&](Loaded& in, ThreadPool& pool) { return run_kld(*kld, in, pool); });
+          }};
 }
 
 }  // namespace peregrine::cli
