@@ -342,15 +342,33 @@ class IntRowDecoder {
     }
   }
 
-  // The weights of a unit outside a single-group run: units of several whole groups inside the
-  // row (unit_groups_ > 0: 2-bit units of 64 values with groups of 32, groups below 32) take
-  // their per-lane scales and zero points from one vector of the unit's groups; the rest
-  // (a unit at the row end, groups not dividing the unit) SlowUnit.
+  // The weights of a unit outside a single-group run. A unit of several whole groups
+  // (unit_groups_ > 0: 2-bit units of 64 values with groups of 32, groups below 32) takes
+  // per-lane scales and zero points from one vector of its groups; a unit inside one group and
+  // inside the row whose load would leave the row (3-bit units read 16 bytes for 12) reads a
+  // zero-padded copy of its codes and takes the group's scale and zero point. The rest (a unit
+  // at the row end, groups that do not divide the unit) take SlowUnit.
   HWY_INLINE void MixedUnit(const std::uint8_t* w, std::size_t u, V (&wv)[kVectors]) const {
-    if (unit_groups_ == 0 || u + kUnit > safe_units_end_) {
+    if (unit_groups_ > 0 && u + kUnit <= safe_units_end_) {
+      UnitOfGroups(w, u, wv);
+      return;
+    }
+    const auto gs = static_cast<std::size_t>(layout_.group_size);
+    const std::size_t g = u / gs;
+    if (u + kUnit > static_cast<std::size_t>(layout_.in) || (u + kUnit - 1) / gs != g) {
       SlowUnit(w, u, wv);
       return;
     }
+    const D d;
+    alignas(16) std::uint8_t tail[Unpacker::kLoadBytes];
+    unpacker_.Unpack(UnitBytes<kBits>(w + layout_.codes_offset, layout_.code_bytes(), u, tail), wv);
+    const V scale = hn::Set(d, LoadF16(w + 2 * g));
+    const V zero = hn::Set(d, Unpacker::kBias + static_cast<float>(layout_.zero(w, static_cast<std::int64_t>(g))));
+    for (std::size_t j = 0; j < kVectors; ++j) wv[j] = hn::Mul(hn::Sub(wv[j], zero), scale);
+  }
+
+  // A unit of unit_groups_ whole groups whose load stays inside the row (see MixedUnit).
+  HWY_INLINE void UnitOfGroups(const std::uint8_t* w, std::size_t u, V (&wv)[kVectors]) const {
     const D d;
     const std::size_t g0 = u / kUnit * unit_groups_;
     HWY_ALIGN float s[Unpacker::kLanes] = {}, z[Unpacker::kLanes] = {};
