@@ -13,8 +13,33 @@ bool QuantParams::valid() const {
   return bits_ok && group_size >= 1 && act_ok && outlier_ok;
 }
 
+namespace {
+
+constexpr DType kAllDTypes[] = {DType::kF32,    DType::kF16,    DType::kBF16,  DType::kQ8_0,  DType::kQ4_0,
+                                DType::kI8,     DType::kF8E4M3, DType::kF8E5M2, DType::kInt,  DType::kQ4_1,
+                                DType::kQ5_0,   DType::kQ5_1,   DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K,
+                                DType::kQ4_K,   DType::kQ5_K,   DType::kQ6_K,  DType::kIQ4_XS};
+
+}  // namespace
+
+bool is_ggml_block_dtype(DType t) { return dtype_block_size(t) > 1; }
+
 std::size_t dtype_block_size(DType t) {
-  return (t == DType::kQ8_0 || t == DType::kQ4_0) ? 32 : 1;
+  switch (t) {
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kIQ4_NL: return 32;
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ4_XS: return 256;
+    default: return 1;
+  }
 }
 
 std::size_t dtype_block_bytes(DType t) {
@@ -28,6 +53,16 @@ std::size_t dtype_block_bytes(DType t) {
     case DType::kF8E4M3:
     case DType::kF8E5M2: return 1;
     case DType::kInt: return 0;
+    case DType::kQ4_1: return 20;
+    case DType::kQ5_0: return 22;
+    case DType::kQ5_1: return 24;
+    case DType::kIQ4_NL: return 18;
+    case DType::kQ2_K: return 84;
+    case DType::kQ3_K: return 110;
+    case DType::kQ4_K: return 144;
+    case DType::kQ5_K: return 176;
+    case DType::kQ6_K: return 210;
+    case DType::kIQ4_XS: return 136;
   }
   return 0;
 }
@@ -43,6 +78,16 @@ std::string_view dtype_name(DType t) {
     case DType::kF8E4M3: return "f8_e4m3";
     case DType::kF8E5M2: return "f8_e5m2";
     case DType::kInt: return "int";
+    case DType::kQ4_1: return "q4_1";
+    case DType::kQ5_0: return "q5_0";
+    case DType::kQ5_1: return "q5_1";
+    case DType::kIQ4_NL: return "iq4_nl";
+    case DType::kQ2_K: return "q2_k";
+    case DType::kQ3_K: return "q3_k";
+    case DType::kQ4_K: return "q4_k";
+    case DType::kQ5_K: return "q5_k";
+    case DType::kQ6_K: return "q6_k";
+    case DType::kIQ4_XS: return "iq4_xs";
   }
   return "?";
 }
@@ -51,8 +96,7 @@ std::optional<DType> dtype_from_name(std::string_view name) {
   std::string lower(name);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kI8,
-                  DType::kF8E4M3, DType::kF8E5M2, DType::kInt}) {
+  for (DType t : kAllDTypes) {
     if (dtype_name(t) == lower) return t;
   }
   return std::nullopt;

@@ -14,7 +14,31 @@ constexpr std::uint64_t kDefaultAlignment = 32;
 constexpr std::uint32_t kMaxDims = 4;
 // ggml type ids (ggml.h enum ggml_type) of the dtypes Peregrine reads.
 constexpr std::pair<std::uint32_t, DType> kGgmlTypes[] = {
-    {0, DType::kF32}, {1, DType::kF16}, {2, DType::kQ4_0}, {8, DType::kQ8_0}, {30, DType::kBF16}};
+    {0, DType::kF32},   {1, DType::kF16},   {2, DType::kQ4_0},   {3, DType::kQ4_1},    {6, DType::kQ5_0},
+    {7, DType::kQ5_1},  {8, DType::kQ8_0},  {10, DType::kQ2_K},  {11, DType::kQ3_K},   {12, DType::kQ4_K},
+    {13, DType::kQ5_K}, {14, DType::kQ6_K}, {20, DType::kIQ4_NL}, {23, DType::kIQ4_XS}, {30, DType::kBF16}};
+// ggml.h's names of every type id, for errors about the ones Peregrine does not read.
+constexpr std::string_view kGgmlTypeNames[] = {
+    "F32",   "F16",     "Q4_0",   "Q4_1",   "Q4_2 (removed)", "Q4_3 (removed)", "Q5_0",  "Q5_1",
+    "Q8_0",  "Q8_1",    "Q2_K",   "Q3_K",   "Q4_K",    "Q5_K",    "Q6_K",    "Q8_K",
+    "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S",   "IQ2_S",   "IQ4_XS",
+    "I8",    "I16",     "I32",    "I64",    "F64",     "IQ1_M",   "BF16",    "Q4_0_4_4 (removed)",
+    "Q4_0_4_8 (removed)", "Q4_0_8_8 (removed)", "TQ1_0", "TQ2_0", "IQ4_NL_4_4 (removed)",
+    "IQ4_NL_4_8 (removed)", "IQ4_NL_8_8 (removed)", "MXFP4", "NVFP4", "Q1_0", "Q2_0"};
+
+static_assert(std::size(kGgmlTypeNames) == 43);  // GGML_TYPE_COUNT
+
+std::string ggml_type_label(std::uint32_t type) {
+  const std::string id = std::to_string(type);
+  return type < std::size(kGgmlTypeNames) ? std::string(kGgmlTypeNames[type]) + " (id " + id + ")" : "id " + id + " (unknown)";
+}
+
+std::string supported_ggml_types() {
+  std::string names;
+  for (const auto& [id, t] : kGgmlTypes) names += (names.empty() ? "" : ", ") + std::string(kGgmlTypeNames[id]);
+  return names;
+}
+
 // No real metadata array comes near this (the largest vocabularies/merge lists are ~1M);
 // each element costs ~40 bytes in memory, so this also bounds what a hostile file can allocate.
 constexpr std::uint64_t kMaxArrayElements = std::uint64_t{1} << 23;
@@ -175,15 +199,16 @@ Expected<RawTensorInfo> read_tensor_info(ByteReader& r) {
   PEREGRINE_ASSIGN_OR_RETURN(auto type, r.read<std::uint32_t>());
   auto dtype = dtype_from_ggml_type(type);
   if (!dtype) {
-    return unsupported("GGUF tensor '" + json_util::printable(name) + "' has ggml type " + std::to_string(type) +
-                       " (supported: F32, F16, BF16, Q8_0, Q4_0)");
+    return unsupported("GGUF tensor '" + json_util::printable(name) + "' has ggml type " + ggml_type_label(type) +
+                       ", which Peregrine does not read (supported: " + supported_ggml_types() + ")");
   }
   info.view.dtype = *dtype;
   auto row_bytes = dtype_row_bytes(*dtype, static_cast<std::uint64_t>(info.view.row_length()));
   if (!row_bytes) {
     return corrupt_file("GGUF tensor '" + json_util::printable(name) + "' row length " +
                         std::to_string(info.view.row_length()) + " is not a multiple of the " +
-                        std::string(dtype_name(*dtype)) + " block size");
+                        std::string(dtype_name(*dtype)) + " block size " +
+                        std::to_string(dtype_block_size(*dtype)));
   }
   info.view.nbytes = *row_bytes * static_cast<std::size_t>(info.view.n_rows());
   PEREGRINE_ASSIGN_OR_RETURN(info.offset, r.read<std::uint64_t>());

@@ -5,6 +5,7 @@
 #include "peregrine/quant/fp16.h"
 #include "peregrine/quant/fp8.h"
 #include "peregrine/quant/int_group.h"
+#include "quant/ggml_dequantize.h"
 
 namespace peregrine {
 namespace {
@@ -67,6 +68,7 @@ void dequantize(DType t, const void* src, std::span<float> out) {
     case DType::kF8E4M3: dequantize_row_scaled(p, out, fp8_e4m3_to_f32); return;
     case DType::kF8E5M2: dequantize_row_scaled(p, out, fp8_e5m2_to_f32); return;
     case DType::kInt: return;  // precondition: use dequantize_row
+    default: dequantize_ggml_blocks(t, p, out); return;
   }
 }
 

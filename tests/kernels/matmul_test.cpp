@@ -69,6 +69,7 @@ std::vector<std::uint8_t> encode(DType t, const std::vector<float>& w) {
     case DType::kF8E4M3:
     case DType::kF8E5M2:
     case DType::kInt:  // row-scaled and group-wise formats: gemm_fp8_test, gemm_int*_test
+    default:           // the other ggml block formats: gemm_ggml_test on random blocks
       ADD_FAILURE() << "no test encoder for " << dtype_name(t);
       break;
   }
