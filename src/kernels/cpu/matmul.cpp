@@ -6,6 +6,7 @@
 #include "peregrine/kernels/cpu/float_matmul.h"
 #include "peregrine/kernels/cpu/gemm_float.h"
 #include "peregrine/kernels/cpu/gemm_fp8.h"
+#include "peregrine/kernels/cpu/gemm_ggml.h"
 #include "peregrine/kernels/cpu/gemm_int.h"
 #include "peregrine/kernels/cpu/gemm_int8_act.h"
 #include "peregrine/kernels/cpu/gemm_quant.h"
@@ -47,9 +48,15 @@ void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens
     split_decoded(gemm_fp8, w, x, n_tokens, y, pool, min_parallel_macs);
     return;
   }
-  // Q8_0 / Q4_0: integer dot products against 8-bit activation blocks.
+  // ggml block formats: integer dot products against 8-bit activation blocks.
   thread_local QuantizedActivations xq;  // reused: no allocation per call
   quantize_activations(x, n_tokens, w.row_length(), xq, pool);
+  if (is_ggml_gemm_dtype(w.dtype)) {
+    thread_local GgmlActivations xa;
+    prepare_ggml_activations(xq, xa);
+    gemm_ggml(w, xa, y, pool, min_parallel_macs);
+    return;
+  }
   gemm_quant(w, xq, y, pool, min_parallel_macs);
 }
 

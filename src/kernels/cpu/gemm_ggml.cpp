@@ -1,0 +1,488 @@
+#include "peregrine/kernels/cpu/gemm_ggml.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "peregrine/kernels/cpu/ggml_unpack.h"
+#include "kernels/cpu/row_split.h"
+#include "peregrine/quant/ggml_blocks.h"
+
+#ifndef PEREGRINE_KERNELS_CPU_GEMM_GGML_OPERANDS
+#define PEREGRINE_KERNELS_CPU_GEMM_GGML_OPERANDS
+namespace peregrine::gemm_ggml_detail {
+
+// The operands of one gemm_ggml call, shared by every target's kernel.
+struct Operands {
+  DType dtype;
+  const std::uint8_t* w;     // [out, in] weight blocks
+  std::size_t row_bytes;     // bytes of one weight row
+  std::size_t group_bytes;   // bytes of one whole super-group
+  std::int64_t groups;       // super-groups per row (the last may be partial: legacy formats)
+  int last_blocks;           // blocks in the last super-group (8 or 1 when whole)
+  const GgmlActivations* x;
+  std::int64_t out;
+  float* y;                  // [n_tokens, out]
+
+  const std::uint8_t* group(std::int64_t row, std::int64_t g) const {
+    return w + static_cast<std::size_t>(row) * row_bytes + static_cast<std::size_t>(g) * group_bytes;
+  }
+  int blocks_in(std::int64_t g) const { return g + 1 == groups ? last_blocks : 8; }
+  bool whole(std::int64_t g) const { return blocks_in(g) == 8 || dtype_block_size(dtype) == 256; }
+};
+
+}  // namespace peregrine::gemm_ggml_detail
+#endif
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/gemm_ggml.cpp"
+#include <hwy/aligned_allocator.h>
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace peregrine::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using gemm_ggml_detail::Operands;
+
+#if HWY_TARGET == HWY_AVX3_DL
+#pragma GCC push_options
+#pragma GCC target("avx512vnni")
+namespace vnni {
+
+// One super-group of one row, decoded: u[c] = the codes of values 64c..64c+63; a[c] lane l =
+// a_s of the 16 values holding that int32 lane's 4 values (s = 4c + l/4); b lane s = b_s.
+struct alignas(64) Decoded {
+  __m512i u[4];
+  __m512 a[4];
+  __m512 b;
+};
+
+// a[c] from the 16 per-16 scales.
+HWY_INLINE void spread_scales(__m512 a16, __m512 b16, Decoded& out) {
+  for (int c = 0; c < 4; ++c) {
+    const __m512i index = _mm512_set_epi32(4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 3, 4 * c + 2, 4 * c + 2,
+                                           4 * c + 2, 4 * c + 2, 4 * c + 1, 4 * c + 1, 4 * c + 1, 4 * c + 1,
+                                           4 * c, 4 * c, 4 * c, 4 * c);
+    out.a[c] = _mm512_permutexvar_ps(index, a16);
+  }
+  out.b = b16;
+}
+
+// 16 floats, lane s = v[s / 2] for 8 bytes v (the scales of 8 sub-blocks of 32).
+HWY_INLINE __m512 pairs_of(std::uint64_t v8, bool is_signed) {
+  const __m128i bytes = _mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<long long>(v8)),
+                                         _mm_set_epi8(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0));
+  return _mm512_cvtepi32_ps(is_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes));
+}
+
+// Low and high nibbles of 32 bytes: [q & 15 (values 0..31), q >> 4 (values 32..63)].
+HWY_INLINE __m512i nibbles_lo_hi(const std::uint8_t* p) {
+  const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i mask = _mm256_set1_epi8(0x0f);
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q, mask)),
+                            _mm256_and_si256(_mm256_srli_epi16(q, 4), mask), 1);
+}
+
+// Two legacy-ordered 16-byte nibble groups q0, q1 (values j: low nibble of byte j, j+16: high)
+// as 64 codes: [lo(q0), hi(q0), lo(q1), hi(q1)].
+HWY_INLINE __m512i nibbles_blockwise(__m128i q0, __m128i q1) {
+  __m512i z = _mm512_castsi128_si512(q0);
+  z = _mm512_inserti32x4(z, q0, 1);
+  z = _mm512_inserti32x4(z, q1, 2);
+  z = _mm512_inserti32x4(z, q1, 3);
+  return _mm512_and_si512(_mm512_mask_srli_epi16(z, 0xFF00FF00u, z, 4), _mm512_set1_epi8(0x0f));
+}
+
+// IQ4's grid value + 128 of each nibble code.
+HWY_INLINE __m512i iq4_codes(__m512i nibbles) {
+  const __m128i grid = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ggml::kIq4nlValues));
+  const __m512i table = _mm512_xor_si512(_mm512_broadcast_i32x4(grid), _mm512_set1_epi8(static_cast<char>(0x80)));
+  return _mm512_shuffle_epi8(table, nibbles);
+}
+
+// Q4_K / Q5_K: the 8 6-bit scales and mins from the 12 packed bytes (scale_min_k4).
+HWY_INLINE void k4_scales(const std::uint8_t* packed, std::uint64_t& scales, std::uint64_t& mins) {
+  std::uint32_t lo, mid, hi;
+  std::memcpy(&lo, packed, 4);
+  std::memcpy(&mid, packed + 4, 4);
+  std::memcpy(&hi, packed + 8, 4);
+  const std::uint32_t sc_hi = (hi & 0x0f0f0f0fu) | ((lo >> 6) & 0x03030303u) << 4;
+  const std::uint32_t m_hi = ((hi >> 4) & 0x0f0f0f0fu) | ((mid >> 6) & 0x03030303u) << 4;
+  scales = (lo & 0x3f3f3f3fu) | std::uint64_t{sc_hi} << 32;
+  mins = (mid & 0x3f3f3f3fu) | std::uint64_t{m_hi} << 32;
+}
+
+template <int kBits>
+HWY_INLINE void decode_qk_k(const std::uint8_t* block, Decoded& out) {
+  const auto& b = *reinterpret_cast<const ggml::BlockQ4_K*>(block);  // Q5_K shares the head
+  std::uint64_t scales, mins;
+  k4_scales(b.scales, scales, mins);
+  const std::uint8_t* qs = block + (kBits == 5 ? sizeof(ggml::BlockQ5_K) - 128 : sizeof(ggml::BlockQ4_K) - 128);
+  for (int c = 0; c < 4; ++c) {
+    out.u[c] = nibbles_lo_hi(qs + 32 * c);
+    if constexpr (kBits == 5) {
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16));
+      const __mmask64 high = _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(1 << (2 * c)))) |
+                             static_cast<__mmask64>(_mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(2 << (2 * c))))) << 32;
+      out.u[c] = _mm512_mask_add_epi8(out.u[c], high, out.u[c], _mm512_set1_epi8(16));
+    }
+  }
+  const __m512 d = _mm512_set1_ps(ggml::load_f16(b.d)), dmin = _mm512_set1_ps(-ggml::load_f16(b.dmin));
+  spread_scales(_mm512_mul_ps(d, pairs_of(scales, false)), _mm512_mul_ps(dmin, pairs_of(mins, false)), out);
+}
+
+// 2-bit fields f0 and f0+1 of 32 bytes (Q2_K / Q3_K order): [(q >> 2f0) & 3, (q >> 2f0+2) & 3].
+HWY_INLINE __m512i two_bit_fields(const std::uint8_t* qs, int f0) {
+  const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
+  const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(q), q, 1);
+  const __m512i shifts = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * f0)),
+                                            _mm256_set1_epi16(static_cast<short>(2 * f0 + 2)), 1);
+  return _mm512_and_si512(_mm512_srlv_epi16(z, shifts), _mm512_set1_epi8(3));
+}
+
+HWY_INLINE void decode_q2_k(const std::uint8_t* block, Decoded& out) {
+  const auto& b = *reinterpret_cast<const ggml::BlockQ2_K*>(block);
+  for (int c = 0; c < 4; ++c) out.u[c] = two_bit_fields(b.qs + 32 * (c / 2), 2 * (c % 2));
+  const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+  const __m512 scale = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(sc, _mm_set1_epi8(0x0f))));
+  const __m512 min = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0x0f))));
+  spread_scales(_mm512_mul_ps(_mm512_set1_ps(ggml::load_f16(b.d)), scale),
+                _mm512_mul_ps(_mm512_set1_ps(-ggml::load_f16(b.dmin)), min), out);
+}
+
+HWY_INLINE void decode_q3_k(const std::uint8_t* block, Decoded& out) {
+  const auto& b = *reinterpret_cast<const ggml::BlockQ3_K*>(block);
+  const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
+  for (int c = 0; c < 4; ++c) {
+    const int bit = 2 * c;  // hmask bit of value 64c + l: 2c for l < 32, 2c + 1 above
+    const __mmask64 high = _mm256_test_epi8_mask(hm, _mm256_set1_epi8(static_cast<char>(1 << bit))) |
+                           static_cast<__mmask64>(_mm256_test_epi8_mask(hm, _mm256_set1_epi8(static_cast<char>(2 << bit)))) << 32;
+    const __m512i low = two_bit_fields(b.qs + 32 * (c / 2), 2 * (c % 2));
+    out.u[c] = _mm512_mask_add_epi8(low, high, low, _mm512_set1_epi8(4));
+  }
+  std::uint8_t scales[16];
+  ggml::unpack_q3_k_scales(b.scales, scales);
+  const __m512i s = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales))),
+                                     _mm512_set1_epi32(32));
+  const __m512 a = _mm512_mul_ps(_mm512_set1_ps(ggml::load_f16(b.d)), _mm512_cvtepi32_ps(s));
+  spread_scales(a, _mm512_mul_ps(_mm512_set1_ps(-4.0f), a), out);
+}
+
+HWY_INLINE void decode_q6_k(const std::uint8_t* block, Decoded& out) {
+  const auto& b = *reinterpret_cast<const ggml::BlockQ6_K*>(block);
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  for (int half = 0; half < 2; ++half) {
+    const __m512i ql = _mm512_loadu_si512(b.ql + 64 * half);  // values 0..63 (low nibbles), 64..127 (high)
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * half));
+    const __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), qh, 1);
+    for (int part = 0; part < 2; ++part) {  // chunk 2·half + part: quarters 2·part, 2·part + 1
+      const __m512i shifts = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(4 * part)),
+                                                _mm256_set1_epi16(static_cast<short>(4 * part + 2)), 1);
+      const __m512i high = _mm512_and_si512(_mm512_srlv_epi16(qh2, shifts), _mm512_set1_epi8(3));
+      const __m512i low = part == 0 ? _mm512_and_si512(ql, low4) : _mm512_and_si512(_mm512_srli_epi16(ql, 4), low4);
+      out.u[2 * half + part] = _mm512_or_si512(low, _mm512_slli_epi16(high, 4));
+    }
+  }
+  const __m512i s = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  const __m512 a = _mm512_mul_ps(_mm512_set1_ps(ggml::load_f16(b.d)), _mm512_cvtepi32_ps(s));
+  spread_scales(a, _mm512_mul_ps(_mm512_set1_ps(-32.0f), a), out);
+}
+
+HWY_INLINE void decode_iq4_xs(const std::uint8_t* block, Decoded& out) {
+  const auto& b = *reinterpret_cast<const ggml::BlockIq4Xs*>(block);
+  for (int c = 0; c < 4; ++c) {
+    const auto* q = reinterpret_cast<const __m128i*>(b.qs + 32 * c);
+    out.u[c] = iq4_codes(nibbles_blockwise(_mm_loadu_si128(q), _mm_loadu_si128(q + 1)));
+  }
+  std::uint64_t low;
+  std::memcpy(&low, b.scales_l, 4);
+  low &= 0xffffffffu;
+  const std::uint32_t high = b.scales_h[0] | b.scales_h[1] << 8;
+  std::uint64_t scales = 0;
+  for (int j = 0; j < 8; ++j) {
+    const std::uint64_t s = ((low >> (4 * j)) & 0xF) | ((high >> (2 * j)) & 3) << 4;
+    scales |= (s - 32) << (8 * j) & (std::uint64_t{0xff} << (8 * j));
+  }
+  const __m512 a = _mm512_mul_ps(_mm512_set1_ps(ggml::load_f16(b.d)), pairs_of(scales, true));
+  spread_scales(a, _mm512_mul_ps(_mm512_set1_ps(-128.0f), a), out);
+}
+
+HWY_INLINE void decode_iq4_nl(const std::uint8_t* group, Decoded& out) {
+  alignas(64) float d[16];
+  for (int c = 0; c < 4; ++c) {
+    const std::uint8_t* b0 = group + 2 * c * sizeof(ggml::BlockIq4Nl);
+    const std::uint8_t* b1 = b0 + sizeof(ggml::BlockIq4Nl);
+    out.u[c] = iq4_codes(nibbles_blockwise(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 2)),
+                                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + 2))));
+    d[4 * c] = d[4 * c + 1] = ggml::load_f16(b0);
+    d[4 * c + 2] = d[4 * c + 3] = ggml::load_f16(b1);
+  }
+  const __m512 a = _mm512_load_ps(d);
+  spread_scales(a, _mm512_mul_ps(_mm512_set1_ps(-128.0f), a), out);
+}
+
+// Super-group g of `row`: SIMD decoding where the format has one, else the scalar unpacking.
+HWY_INLINE void decode(const Operands& op, std::int64_t row, std::int64_t g, Decoded& out) {
+  const std::uint8_t* p = op.group(row, g);
+  if (op.whole(g)) {
+    switch (op.dtype) {
+      case DType::kQ4_K: return decode_qk_k<4>(p, out);
+      case DType::kQ5_K: return decode_qk_k<5>(p, out);
+      case DType::kQ6_K: return decode_q6_k(p, out);
+      case DType::kQ3_K: return decode_q3_k(p, out);
+      case DType::kQ2_K: return decode_q2_k(p, out);
+      case DType::kIQ4_XS: return decode_iq4_xs(p, out);
+      case DType::kIQ4_NL: return decode_iq4_nl(p, out);
+      default: break;
+    }
+  }
+  UnpackedSuperGroup s;
+  unpack_super_group(op.dtype, p, op.blocks_in(g), s);
+  for (int c = 0; c < 4; ++c) out.u[c] = _mm512_load_si512(s.u + 64 * c);
+  spread_scales(_mm512_load_ps(s.a), _mm512_load_ps(s.b), out);
+}
+
+// acc[r][n] += the super-group's contribution for RM decoded rows × RN tokens at `token`.
+template <int RM, int RN>
+HWY_INLINE void group_step(const Operands& op, const Decoded* rows, std::int64_t g, std::int64_t token,
+                           __m512 (&acc)[RM][RN]) {
+  const GgmlActivations& x = *op.x;
+#pragma GCC unroll 4
+  for (int n = 0; n < RN; ++n) {
+    const std::int8_t* q = x.q.data() + (token + n) * x.ld + g * kSuperGroup;
+    const float* dx = x.dx.data() + ((token + n) * x.ld / 64 + 4 * g) * 16;
+    const __m512 s16 = _mm512_loadu_ps(x.sum16.data() + (token + n) * x.ld / 16 + 16 * g);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m512i xq = _mm512_loadu_si512(q + 64 * c);
+      const __m512 xd = _mm512_loadu_ps(dx + 16 * c);
+#pragma GCC unroll 4
+      for (int r = 0; r < RM; ++r) {
+        const __m512 dot = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), rows[r].u[c], xq));
+        acc[r][n] = _mm512_fmadd_ps(dot, _mm512_mul_ps(rows[r].a[c], xd), acc[r][n]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < RM; ++r) acc[r][n] = _mm512_fmadd_ps(rows[r].b, s16, acc[r][n]);
+  }
+}
+
+template <int RM, int RN>
+HWY_INLINE void store(const Operands& op, __m512 (&acc)[RM][RN], std::int64_t row, std::int64_t token) {
+  for (int r = 0; r < RM; ++r) {
+    for (int n = 0; n < RN; ++n) op.y[(token + n) * op.out + row + r] = _mm512_reduce_add_ps(acc[r][n]);
+  }
+}
+
+// Decode: one row at a time through all its super-groups (one sequential stream per thread),
+// every token (n_tokens <= 4) reusing each decoded group.
+template <int RN>
+void gemv_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
+  for (std::int64_t row = row_begin; row < row_end; ++row) {
+    __m512 acc[1][RN];
+    for (int n = 0; n < RN; ++n) acc[0][n] = _mm512_setzero_ps();
+    for (std::int64_t g = 0; g < op.groups; ++g) {
+      Decoded d;
+      decode(op, row, g, d);
+      group_step<1, RN>(op, &d, g, 0, acc);
+    }
+    store<1, RN>(op, acc, row, 0);
+  }
+}
+
+// Prefill: kPanel rows decoded once into a per-thread buffer, then tiles of kPanel rows × up to
+// 4 tokens over all tokens.
+constexpr int kPanel = 4, kTileTokens = 4;
+
+template <int RN>
+void panel_tile(const Operands& op, const Decoded* panel, std::int64_t row, std::int64_t token) {
+  __m512 acc[kPanel][RN];
+  for (int r = 0; r < kPanel; ++r) {
+    for (int n = 0; n < RN; ++n) acc[r][n] = _mm512_setzero_ps();
+  }
+  for (std::int64_t g = 0; g < op.groups; ++g) group_step<kPanel, RN>(op, panel + g * kPanel, g, token, acc);
+  store<kPanel, RN>(op, acc, row, token);
+}
+
+template <int RN = kTileTokens>
+void any_panel_tile(int rn, const Operands& op, const Decoded* panel, std::int64_t row, std::int64_t token) {
+  if constexpr (RN > 1) {
+    if (rn < RN) return any_panel_tile<RN - 1>(rn, op, panel, row, token);
+  }
+  panel_tile<RN>(op, panel, row, token);
+}
+
+void gemm_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
+  const std::int64_t n_tokens = op.x->n_tokens;
+  thread_local hwy::AlignedFreeUniquePtr<Decoded[]> panel;
+  thread_local std::size_t capacity = 0;
+  const auto needed = static_cast<std::size_t>(op.groups * kPanel);
+  if (capacity < needed) panel = hwy::AllocateAligned<Decoded>(capacity = needed);
+  std::int64_t row = row_begin;
+  for (; row + kPanel <= row_end; row += kPanel) {
+    for (std::int64_t g = 0; g < op.groups; ++g) {
+      for (int r = 0; r < kPanel; ++r) decode(op, row + r, g, panel[static_cast<std::size_t>(g * kPanel + r)]);
+    }
+    for (std::int64_t t = 0; t < n_tokens; t += kTileTokens) {
+      any_panel_tile(static_cast<int>(std::min<std::int64_t>(kTileTokens, n_tokens - t)), op, panel.get(), row, t);
+    }
+  }
+  // Rows past the last whole panel, one at a time.
+  for (; row < row_end; ++row) {
+    for (std::int64_t t = 0; t < n_tokens; ++t) {
+      __m512 acc[1][1] = {{_mm512_setzero_ps()}};
+      for (std::int64_t g = 0; g < op.groups; ++g) {
+        Decoded d;
+        decode(op, row, g, d);
+        group_step<1, 1>(op, &d, g, t, acc);
+      }
+      store<1, 1>(op, acc, row, t);
+    }
+  }
+}
+
+}  // namespace vnni
+#pragma GCC pop_options
+
+void GemmGgmlRows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
+  switch (op.x->n_tokens) {
+    case 1: return vnni::gemv_rows<1>(op, row_begin, row_end);
+    case 2: return vnni::gemv_rows<2>(op, row_begin, row_end);
+    case 3: return vnni::gemv_rows<3>(op, row_begin, row_end);
+    default: return vnni::gemm_rows(op, row_begin, row_end);
+  }
+}
+
+#else
+// Portable path: every super-group unpacked by the scalar unpack_super_group, then per 16
+// values an int16 widening multiply-add dot product with each token.
+
+std::int32_t Dot16(const std::uint8_t* u, const std::int8_t* q) {
+  const hn::CappedTag<std::int16_t, 16> d16;
+  const hn::Rebind<std::uint8_t, decltype(d16)> du8;
+  const hn::Rebind<std::int8_t, decltype(d16)> d8;
+  const hn::RepartitionToWide<decltype(d16)> d32;
+  auto sum0 = hn::Zero(d32), sum1 = hn::Zero(d32);
+  for (std::size_t j = 0; j < 16; j += hn::Lanes(d16)) {
+    sum0 = hn::ReorderWidenMulAccumulate(d32, hn::PromoteTo(d16, hn::LoadU(du8, u + j)),
+                                         hn::PromoteTo(d16, hn::LoadU(d8, q + j)), sum0, sum1);
+  }
+  return hn::GetLane(hn::SumOfLanes(d32, hn::Add(sum0, sum1)));
+}
+
+void GemmGgmlRows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
+  const GgmlActivations& x = *op.x;
+  std::vector<UnpackedSuperGroup> groups(static_cast<std::size_t>(op.groups));
+  for (std::int64_t row = row_begin; row < row_end; ++row) {
+    for (std::int64_t g = 0; g < op.groups; ++g) unpack_super_group(op.dtype, op.group(row, g), op.blocks_in(g), groups[g]);
+    for (std::int64_t t = 0; t < x.n_tokens; ++t) {
+      float acc = 0.0f;
+      for (std::int64_t g = 0; g < op.groups; ++g) {
+        const std::int8_t* q = x.q.data() + t * x.ld + g * kSuperGroup;
+        const float* dx = x.dx.data() + (t * x.ld / 64 + 4 * g) * 16;
+        const float* s16 = x.sum16.data() + t * x.ld / 16 + 16 * g;
+        for (int s = 0; s < 16; ++s) {
+          const float dot = static_cast<float>(Dot16(groups[g].u + 16 * s, q + 16 * s));
+          acc += groups[g].a[s] * dx[16 * (s / 4) + 8 * (s % 4 / 2)] * dot + groups[g].b[s] * s16[s];
+        }
+      }
+      op.y[t * op.out + row] = acc;
+    }
+  }
+}
+#endif
+
+}  // namespace peregrine::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace peregrine {
+namespace {
+
+HWY_EXPORT(GemmGgmlRows);
+
+gemm_ggml_detail::Operands operands(const TensorView& w, const GgmlActivations& xa, std::span<float> y) {
+  const std::int64_t out = w.n_rows();
+  const std::size_t row_bytes = out > 0 ? w.nbytes / static_cast<std::size_t>(out) : 0;
+  const std::int64_t groups = (xa.in + kSuperGroup - 1) / kSuperGroup;
+  const std::int64_t rest = xa.in % kSuperGroup;
+  const int last_blocks = rest == 0 || dtype_block_size(w.dtype) == 256 ? 8 : static_cast<int>(rest / 32);
+  return {w.dtype, static_cast<const std::uint8_t*>(w.data), row_bytes, super_group_bytes(w.dtype),
+          groups, last_blocks, &xa, out, y.data()};
+}
+
+}  // namespace
+
+bool is_ggml_gemm_dtype(DType t) {
+  switch (t) {
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kIQ4_NL:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ4_XS: return true;
+    default: return false;
+  }
+}
+
+void prepare_ggml_activations(const QuantizedActivations& xq, GgmlActivations& out) {
+  out.n_tokens = xq.n_tokens;
+  out.in = xq.in;
+  out.ld = (xq.in + kSuperGroup - 1) / kSuperGroup * kSuperGroup;
+  const auto n = static_cast<std::size_t>(out.n_tokens * out.ld);
+  out.q.assign(n, 0);
+  out.dx.assign(n / 4, 0.0f);
+  out.sum16.assign(n / 16, 0.0f);
+  const std::int64_t blocks = xq.in / 32;
+  for (std::int64_t t = 0; t < xq.n_tokens; ++t) {
+    const std::int8_t* q = xq.q.data() + t * xq.in;
+    std::memcpy(out.q.data() + t * out.ld, q, static_cast<std::size_t>(xq.in));
+    for (std::int64_t k = 0; k < blocks; ++k) {
+      const float d = xq.d[static_cast<std::size_t>(t * blocks + k)];
+      float* dx = out.dx.data() + (t * out.ld / 64 + k / 2) * 16 + 8 * (k % 2);
+      std::fill(dx, dx + 8, d);
+      for (int h = 0; h < 2; ++h) {
+        std::int32_t s = 0;
+        for (int j = 0; j < 16; ++j) s += q[32 * k + 16 * h + j];
+        out.sum16[static_cast<std::size_t>(t * out.ld / 16 + 2 * k + h)] = d * static_cast<float>(s);
+      }
+    }
+  }
+}
+
+void gemm_ggml(const TensorView& w, const GgmlActivations& xa, std::span<float> y, ThreadPool& pool,
+               std::int64_t min_parallel_macs) {
+  const auto op = operands(w, xa, y);
+  if (xa.n_tokens == 0 || op.out == 0) return;
+  split_rows(op.out, xa.in * xa.n_tokens, 4, pool, min_parallel_macs,
+             [&](std::int64_t begin, std::int64_t end) { HWY_DYNAMIC_DISPATCH(GemmGgmlRows)(op, begin, end); });
+}
+
+void gemm_ggml_reference(const TensorView& w, const GgmlActivations& xa, std::span<float> y) {
+  const auto op = operands(w, xa, y);
+  UnpackedSuperGroup s;
+  for (std::int64_t t = 0; t < xa.n_tokens; ++t) {
+    for (std::int64_t row = 0; row < op.out; ++row) {
+      float acc = 0.0f;
+      for (std::int64_t g = 0; g < op.groups; ++g) {
+        unpack_super_group(w.dtype, op.group(row, g), op.blocks_in(g), s);
+        const std::int8_t* q = xa.q.data() + t * xa.ld + g * kSuperGroup;
+        const float* dx = xa.dx.data() + (t * xa.ld / 64 + 4 * g) * 16;
+        for (int i16 = 0; i16 < 16; ++i16) {
+          std::int32_t dot = 0;
+          for (int j = 0; j < 16; ++j) dot += std::int32_t{s.u[16 * i16 + j]} * q[16 * i16 + j];
+          acc += s.a[i16] * dx[16 * (i16 / 4) + 8 * (i16 % 4 / 2)] * static_cast<float>(dot) +
+                 s.b[i16] * xa.sum16[static_cast<std::size_t>(t * xa.ld / 16 + 16 * g + i16)];
+        }
+      }
+      op.y[t * op.out + row] = acc;
+    }
+  }
+}
+
+}  // namespace peregrine
+#endif  // HWY_ONCE
