@@ -221,25 +221,31 @@ HWY_INLINE void decode_iq4_nl(const std::uint8_t* group, Decoded& out) {
   spread_scales(a, _mm512_mul_ps(_mm512_set1_ps(-128.0f), a), out);
 }
 
-// Super-group g of `row`: SIMD decoding where the format has one, else the scalar unpacking.
-HWY_INLINE void decode(const Operands& op, std::int64_t row, std::int64_t g, Decoded& out) {
-  const std::uint8_t* p = op.group(row, g);
-  if (op.whole(g)) {
-    switch (op.dtype) {
-      case DType::kQ4_K: return decode_qk_k<4>(p, out);
-      case DType::kQ5_K: return decode_qk_k<5>(p, out);
-      case DType::kQ6_K: return decode_q6_k(p, out);
-      case DType::kQ3_K: return decode_q3_k(p, out);
-      case DType::kQ2_K: return decode_q2_k(p, out);
-      case DType::kIQ4_XS: return decode_iq4_xs(p, out);
-      case DType::kIQ4_NL: return decode_iq4_nl(p, out);
-      default: break;
-    }
-  }
+// The scalar unpacking as a Decoded group (formats without SIMD decoding, partial groups).
+HWY_INLINE void decode_scalar(const Operands& op, std::int64_t row, std::int64_t g, Decoded& out) {
   UnpackedSuperGroup s;
-  unpack_super_group(op.dtype, p, op.blocks_in(g), s);
+  unpack_super_group(op.dtype, op.group(row, g), op.blocks_in(g), s);
   for (int c = 0; c < 4; ++c) out.u[c] = _mm512_load_si512(s.u + 64 * c);
   spread_scales(_mm512_load_ps(s.a), _mm512_load_ps(s.b), out);
+}
+
+// A format's SIMD decoding of whole super-groups (kScalar: none).
+template <void (*kDecode)(const std::uint8_t*, Decoded&)>
+struct SimdDecoder {
+  static constexpr bool kScalar = false;
+  static HWY_INLINE void decode(const std::uint8_t* p, Decoded& out) { kDecode(p, out); }
+};
+struct ScalarDecoder {
+  static constexpr bool kScalar = true;
+};
+
+// Super-group g of `row` decoded by D where it can, else by the scalar unpacking.
+template <class D>
+HWY_INLINE void decode(const Operands& op, std::int64_t row, std::int64_t g, Decoded& out) {
+  if constexpr (!D::kScalar) {
+    if (op.whole(g)) return D::decode(op.group(row, g), out);
+  }
+  decode_scalar(op, row, g, out);
 }
 
 // acc[r][n] += the super-group's contribution for RM decoded rows × RN tokens at `token`.
@@ -276,14 +282,14 @@ HWY_INLINE void store(const Operands& op, __m512 (&acc)[RM][RN], std::int64_t ro
 
 // Decode: one row at a time through all its super-groups (one sequential stream per thread),
 // every token (n_tokens <= 4) reusing each decoded group.
-template <int RN>
+template <class D, int RN>
 void gemv_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
   for (std::int64_t row = row_begin; row < row_end; ++row) {
     __m512 acc[1][RN];
     for (int n = 0; n < RN; ++n) acc[0][n] = _mm512_setzero_ps();
     for (std::int64_t g = 0; g < op.groups; ++g) {
       Decoded d;
-      decode(op, row, g, d);
+      decode<D>(op, row, g, d);
       group_step<1, RN>(op, &d, g, 0, acc);
     }
     store<1, RN>(op, acc, row, 0);
@@ -312,6 +318,7 @@ void any_panel_tile(int rn, const Operands& op, const Decoded* panel, std::int64
   panel_tile<RN>(op, panel, row, token);
 }
 
+template <class D>
 void gemm_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
   const std::int64_t n_tokens = op.x->n_tokens;
   thread_local hwy::AlignedFreeUniquePtr<Decoded[]> panel;
@@ -321,7 +328,7 @@ void gemm_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end)
   std::int64_t row = row_begin;
   for (; row + kPanel <= row_end; row += kPanel) {
     for (std::int64_t g = 0; g < op.groups; ++g) {
-      for (int r = 0; r < kPanel; ++r) decode(op, row + r, g, panel[static_cast<std::size_t>(g * kPanel + r)]);
+      for (int r = 0; r < kPanel; ++r) decode<D>(op, row + r, g, panel[static_cast<std::size_t>(g * kPanel + r)]);
     }
     for (std::int64_t t = 0; t < n_tokens; t += kTileTokens) {
       any_panel_tile(static_cast<int>(std::min<std::int64_t>(kTileTokens, n_tokens - t)), op, panel.get(), row, t);
@@ -333,7 +340,7 @@ void gemm_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end)
       __m512 acc[1][1] = {{_mm512_setzero_ps()}};
       for (std::int64_t g = 0; g < op.groups; ++g) {
         Decoded d;
-        decode(op, row, g, d);
+        decode<D>(op, row, g, d);
         group_step<1, 1>(op, &d, g, t, acc);
       }
       store<1, 1>(op, acc, row, t);
@@ -341,15 +348,32 @@ void gemm_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end)
   }
 }
 
+
+template <class D>
+void rows_with(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
+  switch (op.x->n_tokens) {
+    case 1: return gemv_rows<D, 1>(op, row_begin, row_end);
+    case 2: return gemv_rows<D, 2>(op, row_begin, row_end);
+    case 3: return gemv_rows<D, 3>(op, row_begin, row_end);
+    default: return gemm_rows<D>(op, row_begin, row_end);
+  }
+}
+
 }  // namespace vnni
 #pragma GCC pop_options
 
+
 void GemmGgmlRows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
-  switch (op.x->n_tokens) {
-    case 1: return vnni::gemv_rows<1>(op, row_begin, row_end);
-    case 2: return vnni::gemv_rows<2>(op, row_begin, row_end);
-    case 3: return vnni::gemv_rows<3>(op, row_begin, row_end);
-    default: return vnni::gemm_rows(op, row_begin, row_end);
+  using namespace vnni;
+  switch (op.dtype) {
+    case DType::kQ4_K: return rows_with<SimdDecoder<decode_qk_k<4>>>(op, row_begin, row_end);
+    case DType::kQ5_K: return rows_with<SimdDecoder<decode_qk_k<5>>>(op, row_begin, row_end);
+    case DType::kQ6_K: return rows_with<SimdDecoder<decode_q6_k>>(op, row_begin, row_end);
+    case DType::kQ3_K: return rows_with<SimdDecoder<decode_q3_k>>(op, row_begin, row_end);
+    case DType::kQ2_K: return rows_with<SimdDecoder<decode_q2_k>>(op, row_begin, row_end);
+    case DType::kIQ4_XS: return rows_with<SimdDecoder<decode_iq4_xs>>(op, row_begin, row_end);
+    case DType::kIQ4_NL: return rows_with<SimdDecoder<decode_iq4_nl>>(op, row_begin, row_end);
+    default: return rows_with<ScalarDecoder>(op, row_begin, row_end);
   }
 }
 

@@ -9,15 +9,16 @@
 
 namespace peregrine {
 
-/// w: [out, in] row-major in dtype F32/F16/BF16/Q8_0/Q4_0 (GGUF block layout, rows whole
-/// blocks), kInt (group-wise integer, w.quant valid) or F8_E4M3/F8_E5M2 (core/dtype.h; rows at
+/// w: [out, in] row-major in dtype F32/F16/BF16, a ggml block format (Q8_0, Q4_0, Q4_1, Q5_0,
+/// Q5_1, IQ4_NL, Q2_K..Q6_K, IQ4_XS; GGUF block layout, rows whole blocks), kInt (group-wise integer, w.quant valid) or F8_E4M3/F8_E5M2 (core/dtype.h; rows at
 /// any byte alignment). x: [n_tokens, in] f32. y: [n_tokens, out] f32 (overwritten).
 /// Threaded over output rows; each weight row is decoded once and reused for every token
 /// (prefill reads the weights once, decode is the n_tokens == 1 GEMV). Accumulates in f32.
 /// Q8_0/Q4_0 weights: x is quantized to 8-bit blocks of 32 once per call and the product runs
 /// as integer block dot products (quantize_activations.h, gemm_quant.h), like llama.cpp; y then
 /// differs from the f32-activation product by the activation rounding, at most
-/// Σ_blocks (amax_b(x)/254)·Σ_{i∈b}|w_i| (plus f32 summation error).
+/// Σ_blocks (amax_b(x)/254)·Σ_{i∈b}|w_i| (plus f32 summation error). The other ggml block
+/// formats take the same activation blocks through gemm_ggml.h (the same bound).
 /// kInt with act_bits 16 and FP8: the weights decoded exactly as dequantize_row does, times the
 /// f32 activations (gemm_int.h, gemm_fp8.h). kInt with act_bits 8: per-token int8 activations
 /// and int32 group dot products, LLM.int8() outlier columns in f32 (gemm_int8_act.h).
