@@ -208,9 +208,12 @@ TEST_F(BadInput, GgufTensorInfoPastTheEnd) {
   test::poke(b, offset, std::uint64_t{4});  // misaligned
   expect_error(load_model_file(write("off3.gguf", b)), ErrorCode::kCorruptFile, "misaligned offset");
   b = full;
-  test::poke(b, type, std::uint32_t{12});  // GGML_TYPE_Q4_K
-  expect_error(load_model_file(write("q4k.gguf", b)), ErrorCode::kUnsupported, "Q4_K");
-  expect_error(GgufFile::open(dir_.file("q4k.gguf")), ErrorCode::kUnsupported, "Q4_K");
+  test::poke(b, type, std::uint32_t{12});  // GGML_TYPE_Q4_K: 64-value rows are not whole 256-value blocks
+  expect_error(load_model_file(write("q4k.gguf", b)), ErrorCode::kCorruptFile, "block size 256");
+  b = full;
+  test::poke(b, type, std::uint32_t{16});  // GGML_TYPE_IQ2_XXS: not read
+  expect_error(load_model_file(write("iq2.gguf", b)), ErrorCode::kUnsupported, "IQ2_XXS (id 16)");
+  expect_error(GgufFile::open(dir_.file("iq2.gguf")), ErrorCode::kUnsupported, "IQ2_XXS");
 }
 
 TEST_F(BadInput, GgufArchitectureAndHyperParameters) {
