@@ -49,6 +49,13 @@ using gemm_ggml_detail::Operands;
 #pragma GCC target("avx512vnni")
 namespace vnni {
 
+// An f16 field as f32 (F16C).
+HWY_INLINE float half(const std::uint8_t* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return _cvtsh_ss(v);
+}
+
 // One super-group of one row, decoded: u[c] = the codes of values 64c..64c+63; a[c] lane l =
 // a_s of the 16 values holding that int32 lane's 4 values (s = 4c + l/4); b lane s = b_s.
 struct alignas(64) Decoded {
@@ -127,7 +134,7 @@ HWY_INLINE void decode_qk_k(const std::uint8_t* block, Decoded& out) {
       out.u[c] = _mm512_mask_add_epi8(out.u[c], high, out.u[c], _mm512_set1_epi8(16));
     }
   }
-  const __m512 d = _mm512_set1_ps(ggml::load_f16(b.d)), dmin = _mm512_set1_ps(-ggml::load_f16(b.dmin));
+  const __m512 d = _mm512_set1_ps(half(b.d)), dmin = _mm512_set1_ps(-half(b.dmin));
   spread_scales(_mm512_mul_ps(d, pairs_of(scales, false)), _mm512_mul_ps(dmin, pairs_of(mins, false)), out);
 }
 
@@ -146,8 +153,8 @@ HWY_INLINE void decode_q2_k(const std::uint8_t* block, Decoded& out) {
   const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
   const __m512 scale = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(sc, _mm_set1_epi8(0x0f))));
   const __m512 min = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0x0f))));
-  spread_scales(_mm512_mul_ps(_mm512_set1_ps(ggml::load_f16(b.d)), scale),
-                _mm512_mul_ps(_mm512_set1_ps(-ggml::load_f16(b.dmin)), min), out);
+  spread_scales(_mm512_mul_ps(_mm512_set1_ps(half(b.d)), scale),
+                _mm512_mul_ps(_mm512_set1_ps(-half(b.dmin)), min), out);
 }
 
 HWY_INLINE void decode_q3_k(const std::uint8_t* block, Decoded& out) {
@@ -164,7 +171,7 @@ HWY_INLINE void decode_q3_k(const std::uint8_t* block, Decoded& out) {
   ggml::unpack_q3_k_scales(b.scales, scales);
   const __m512i s = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales))),
                                      _mm512_set1_epi32(32));
-  const __m512 a = _mm512_mul_ps(_mm512_set1_ps(ggml::load_f16(b.d)), _mm512_cvtepi32_ps(s));
+  const __m512 a = _mm512_mul_ps(_mm512_set1_ps(half(b.d)), _mm512_cvtepi32_ps(s));
   spread_scales(a, _mm512_mul_ps(_mm512_set1_ps(-4.0f), a), out);
 }
 
@@ -184,7 +191,7 @@ HWY_INLINE void decode_q6_k(const std::uint8_t* block, Decoded& out) {
     }
   }
   const __m512i s = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
-  const __m512 a = _mm512_mul_ps(_mm512_set1_ps(ggml::load_f16(b.d)), _mm512_cvtepi32_ps(s));
+  const __m512 a = _mm512_mul_ps(_mm512_set1_ps(half(b.d)), _mm512_cvtepi32_ps(s));
   spread_scales(a, _mm512_mul_ps(_mm512_set1_ps(-32.0f), a), out);
 }
 
@@ -203,7 +210,7 @@ HWY_INLINE void decode_iq4_xs(const std::uint8_t* block, Decoded& out) {
     const std::uint64_t s = ((low >> (4 * j)) & 0xF) | ((high >> (2 * j)) & 3) << 4;
     scales |= (s - 32) << (8 * j) & (std::uint64_t{0xff} << (8 * j));
   }
-  const __m512 a = _mm512_mul_ps(_mm512_set1_ps(ggml::load_f16(b.d)), pairs_of(scales, true));
+  const __m512 a = _mm512_mul_ps(_mm512_set1_ps(half(b.d)), pairs_of(scales, true));
   spread_scales(a, _mm512_mul_ps(_mm512_set1_ps(-128.0f), a), out);
 }
 
@@ -214,8 +221,8 @@ HWY_INLINE void decode_iq4_nl(const std::uint8_t* group, Decoded& out) {
     const std::uint8_t* b1 = b0 + sizeof(ggml::BlockIq4Nl);
     out.u[c] = iq4_codes(nibbles_blockwise(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 2)),
                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + 2))));
-    d[4 * c] = d[4 * c + 1] = ggml::load_f16(b0);
-    d[4 * c + 2] = d[4 * c + 3] = ggml::load_f16(b1);
+    d[4 * c] = d[4 * c + 1] = half(b0);
+    d[4 * c + 2] = d[4 * c + 3] = half(b1);
   }
   const __m512 a = _mm512_load_ps(d);
   spread_scales(a, _mm512_mul_ps(_mm512_set1_ps(-128.0f), a), out);
@@ -281,18 +288,40 @@ HWY_INLINE void store(const Operands& op, __m512 (&acc)[RM][RN], std::int64_t ro
 }
 
 // Decode: one row at a time through all its super-groups (one sequential stream per thread),
-// every token (n_tokens <= 4) reusing each decoded group.
+// every token (n_tokens <= 3) reusing each decoded group. Each chunk of a group has its own
+// accumulator: one chain of five FMAs per group would bound the loop by their latency.
+constexpr std::size_t kPrefetchBytes = 2048;
+
 template <class D, int RN>
 void gemv_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
+  const GgmlActivations& x = *op.x;
   for (std::int64_t row = row_begin; row < row_end; ++row) {
-    __m512 acc[1][RN];
-    for (int n = 0; n < RN; ++n) acc[0][n] = _mm512_setzero_ps();
+    __m512 acc[RN][4];
+    for (int n = 0; n < RN; ++n) {
+      for (int c = 0; c < 4; ++c) acc[n][c] = _mm512_setzero_ps();
+    }
     for (std::int64_t g = 0; g < op.groups; ++g) {
+      _mm_prefetch(reinterpret_cast<const char*>(op.group(row, g)) + kPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(op.group(row, g)) + kPrefetchBytes + 64, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(op.group(row, g)) + kPrefetchBytes + 128, _MM_HINT_T0);
       Decoded d;
       decode<D>(op, row, g, d);
-      group_step<1, RN>(op, &d, g, 0, acc);
+#pragma GCC unroll 4
+      for (int n = 0; n < RN; ++n) {
+        const std::int8_t* q = x.q.data() + n * x.ld + g * kSuperGroup;
+        const float* dx = x.dx.data() + (n * x.ld / 64 + 4 * g) * 16;
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+          const __m512 dot = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), d.u[c], _mm512_loadu_si512(q + 64 * c)));
+          acc[n][c] = _mm512_fmadd_ps(dot, _mm512_mul_ps(d.a[c], _mm512_loadu_ps(dx + 16 * c)), acc[n][c]);
+        }
+        acc[n][0] = _mm512_fmadd_ps(d.b, _mm512_loadu_ps(x.sum16.data() + n * x.ld / 16 + 16 * g), acc[n][0]);
+      }
     }
-    store<1, RN>(op, acc, row, 0);
+    for (int n = 0; n < RN; ++n) {
+      const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[n][0], acc[n][1]), _mm512_add_ps(acc[n][2], acc[n][3]));
+      op.y[n * op.out + row] = _mm512_reduce_add_ps(sum);
+    }
   }
 }
 
