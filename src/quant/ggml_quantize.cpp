@@ -89,34 +89,21 @@ float asymmetric_legacy_codes(const float* x, int levels, float& min, std::uint8
   return d;
 }
 
-void encode_q4_0(const float* x, BlockQ4_0& b) {
+// Q4_0 / Q5_0 (d only) and Q4_1 / Q5_1 (d and min); a qh field means 5-bit codes.
+template <class Block>
+void encode_legacy(const float* x, Block& b) {
+  constexpr bool kHasMin = requires(Block& blk) { blk.m; };
+  constexpr bool kFiveBits = requires(Block& blk) { blk.qh; };
   std::uint8_t q[kQK];
-  store_f16(b.d, symmetric_legacy_codes(x, 8, q));
+  if constexpr (kHasMin) {
+    float min;
+    store_f16(b.d, asymmetric_legacy_codes(x, kFiveBits ? 31 : 15, min, q));
+    store_f16(b.m, min);
+  } else {
+    store_f16(b.d, symmetric_legacy_codes(x, kFiveBits ? 16 : 8, q));
+  }
   pack_nibbles(q, b.qs);
-}
-
-void encode_q5_0(const float* x, BlockQ5_0& b) {
-  std::uint8_t q[kQK];
-  store_f16(b.d, symmetric_legacy_codes(x, 16, q));
-  pack_nibbles(q, b.qs);
-  pack_fifth_bits(q, b.qh);
-}
-
-void encode_q4_1(const float* x, BlockQ4_1& b) {
-  std::uint8_t q[kQK];
-  float min;
-  store_f16(b.d, asymmetric_legacy_codes(x, 15, min, q));
-  store_f16(b.m, min);
-  pack_nibbles(q, b.qs);
-}
-
-void encode_q5_1(const float* x, BlockQ5_1& b) {
-  std::uint8_t q[kQK];
-  float min;
-  store_f16(b.d, asymmetric_legacy_codes(x, 31, min, q));
-  store_f16(b.m, min);
-  pack_nibbles(q, b.qs);
-  pack_fifth_bits(q, b.qh);
+  if constexpr (kFiveBits) pack_fifth_bits(q, b.qh);
 }
 
 // ---- IQ4_NL / IQ4_XS (quantize_row_iq4_nl_impl, weights x², ntry 7) -----------------------
@@ -220,6 +207,29 @@ void recode_asymmetric(const float* x, int n, float d, float dm, int nmax, std::
   for (int i = 0; i < n; ++i) L[i] = static_cast<std::uint8_t>(clamp(nearest_int((x[i] + dm) / d), 0, nmax));
 }
 
+// The symmetric twin: l = clamp(round(x / d), -nmax, nmax - 1) + nmax; a zero d keeps the codes.
+void recode_symmetric(const float* x, int n, float d, int nmax, std::int8_t* L) {
+  if (d == 0.0f) return;
+  for (int i = 0; i < n; ++i) L[i] = static_cast<std::int8_t>(clamp(nearest_int(x[i] / d), -nmax, nmax - 1) + nmax);
+}
+
+// Q3_K / Q6_K: a symmetric scale per sub-block of 16 from `search` (codes into L); returns the
+// scale of largest magnitude (signed, the first on ties).
+constexpr int kSymSub = 16;
+
+template <class Search>
+float symmetric_sub_block_scales(const float* x, float* scales, std::int8_t* L, Search search) {
+  float max_scale = 0.0f, amax = 0.0f;
+  for (int j = 0; j < kQK_K / kSymSub; ++j) {
+    scales[j] = search(std::span<const float>(x + kSymSub * j, kSymSub), L + kSymSub * j);
+    if (std::fabs(scales[j]) > amax) {
+      amax = std::fabs(scales[j]);
+      max_scale = scales[j];
+    }
+  }
+  return max_scale;
+}
+
 void encode_q2_k(const float* x, BlockQ2_K& b) {
   constexpr int kSub = 16;
   std::uint8_t L[kQK_K], Laux[kSub];
@@ -259,17 +269,11 @@ void encode_q2_k(const float* x, BlockQ2_K& b) {
 }
 
 void encode_q3_k(const float* x, BlockQ3_K& b) {
-  constexpr int kSub = 16;
+  constexpr int kSub = kSymSub;
   std::int8_t L[kQK_K];
   float scales[kQK_K / kSub];
-  float max_scale = 0.0f, amax = 0.0f;
-  for (int j = 0; j < kQK_K / kSub; ++j) {
-    scales[j] = search_q3_scale({x + kSub * j, kSub}, 4, L + kSub * j);
-    if (std::fabs(scales[j]) > amax) {
-      amax = std::fabs(scales[j]);
-      max_scale = scales[j];
-    }
-  }
+  const float max_scale = symmetric_sub_block_scales(
+      x, scales, L, [](std::span<const float> xs, std::int8_t* l) { return search_q3_scale(xs, 4, l); });
   std::memset(b.scales, 0, sizeof b.scales);
   if (max_scale != 0.0f) {
     const float iscale = -32.0f / max_scale;
@@ -285,11 +289,7 @@ void encode_q3_k(const float* x, BlockQ3_K& b) {
   std::uint8_t sc[kQK_K / kSub];
   unpack_q3_k_scales(b.scales, sc);
   const float d_all = load_f16(b.d);
-  for (int j = 0; j < kQK_K / kSub; ++j) {
-    const float d = d_all * static_cast<float>(sc[j] - 32);
-    if (d == 0.0f) continue;
-    for (int i = kSub * j; i < kSub * (j + 1); ++i) L[i] = static_cast<std::int8_t>(clamp(nearest_int(x[i] / d), -4, 3) + 4);
-  }
+  for (int j = 0; j < kQK_K / kSub; ++j) recode_symmetric(x + kSub * j, kSub, d_all * static_cast<float>(sc[j] - 32), 4, L + kSub * j);
   // Value j's third bit goes to bit j / 32 of hmask[j % 32]; the low two bits to qs.
   std::memset(b.hmask, 0, sizeof b.hmask);
   std::uint8_t low[kQK_K];
@@ -367,18 +367,12 @@ void encode_q5_k(const float* x, BlockQ5_K& b) {
 }
 
 void encode_q6_k(const float* x, BlockQ6_K& b) {
-  constexpr int kSub = 16;
+  constexpr int kSub = kSymSub;
   std::int8_t L[kQK_K];
   float scales[kQK_K / kSub];
-  float max_scale = 0.0f, max_abs_scale = 0.0f;
-  for (int j = 0; j < kQK_K / kSub; ++j) {
-    scales[j] = search_symmetric_scale({x + kSub * j, kSub}, 32, {}, L + kSub * j);
-    if (std::fabs(scales[j]) > max_abs_scale) {
-      max_abs_scale = std::fabs(scales[j]);
-      max_scale = scales[j];
-    }
-  }
-  if (max_abs_scale < kGroupMaxEps) {
+  const float max_scale = symmetric_sub_block_scales(
+      x, scales, L, [](std::span<const float> xs, std::int8_t* l) { return search_symmetric_scale(xs, 32, {}, l); });
+  if (std::fabs(max_scale) < kGroupMaxEps) {
     std::memset(&b, 0, sizeof b);
     return;
   }
@@ -386,11 +380,7 @@ void encode_q6_k(const float* x, BlockQ6_K& b) {
   store_f16(b.d, 1.0f / iscale);
   for (int j = 0; j < kQK_K / kSub; ++j) b.scales[j] = static_cast<std::int8_t>(std::min(127, nearest_int(iscale * scales[j])));
   const float d_all = load_f16(b.d);
-  for (int j = 0; j < kQK_K / kSub; ++j) {
-    const float d = d_all * static_cast<float>(b.scales[j]);
-    if (d == 0.0f) continue;
-    for (int i = kSub * j; i < kSub * (j + 1); ++i) L[i] = static_cast<std::int8_t>(clamp(nearest_int(x[i] / d), -32, 31) + 32);
-  }
+  for (int j = 0; j < kQK_K / kSub; ++j) recode_symmetric(x + kSub * j, kSub, d_all * static_cast<float>(b.scales[j]), 32, L + kSub * j);
   // Two halves of 128: ql[l] / ql[l + 32] hold the low nibbles of values l, l+32 (low) and
   // l+64, l+96 (high); qh[l] the high 2 bits of l, l+32, l+64, l+96 at shifts 0, 2, 4, 6.
   for (int h = 0; h < 2; ++h) {
@@ -419,10 +409,10 @@ void encode_blocks(std::span<const float> x, void* dst, int block_size, void (*e
 bool quantize_ggml_blocks(DType t, std::span<const float> x, void* dst) {
   switch (t) {
     case DType::kQ8_0: encode_blocks<BlockQ8_0>(x, dst, kQK, encode_q8_0); return true;
-    case DType::kQ4_0: encode_blocks<BlockQ4_0>(x, dst, kQK, encode_q4_0); return true;
-    case DType::kQ4_1: encode_blocks<BlockQ4_1>(x, dst, kQK, encode_q4_1); return true;
-    case DType::kQ5_0: encode_blocks<BlockQ5_0>(x, dst, kQK, encode_q5_0); return true;
-    case DType::kQ5_1: encode_blocks<BlockQ5_1>(x, dst, kQK, encode_q5_1); return true;
+    case DType::kQ4_0: encode_blocks<BlockQ4_0>(x, dst, kQK, encode_legacy<BlockQ4_0>); return true;
+    case DType::kQ4_1: encode_blocks<BlockQ4_1>(x, dst, kQK, encode_legacy<BlockQ4_1>); return true;
+    case DType::kQ5_0: encode_blocks<BlockQ5_0>(x, dst, kQK, encode_legacy<BlockQ5_0>); return true;
+    case DType::kQ5_1: encode_blocks<BlockQ5_1>(x, dst, kQK, encode_legacy<BlockQ5_1>); return true;
     case DType::kIQ4_NL: encode_blocks<BlockIq4Nl>(x, dst, kQK, encode_iq4_nl); return true;
     case DType::kQ2_K: encode_blocks<BlockQ2_K>(x, dst, kQK_K, encode_q2_k); return true;
     case DType::kQ3_K: encode_blocks<BlockQ3_K>(x, dst, kQK_K, encode_q3_k); return true;

@@ -276,15 +276,15 @@ struct Pipeline {
     const std::vector<std::string> names = fm.names();
     for (std::size_t i = 0; i < names.size(); ++i) {
       const std::string& name = names[i];
-      if (progress) progress(static_cast<std::int64_t>(i), static_cast<std::int64_t>(names.size()), "tensors");
       PEREGRINE_ASSIGN_OR_RETURN(const DType d, gguf_tensor_dtype(t, fm.config(), name, fm.shape(name)));
-      if (fm.shape(name).size() != 2) {
+      if (fm.shape(name).size() == 2) {
+        add(out, name, encode_rows(matrix(fm, name), d, &pool));
+        if (is_ggml_block_dtype(d)) ++report.tensors_quantized;
+      } else {
         add(out, name, f32_vector(name));
-        continue;
       }
-      add(out, name, encode_rows(matrix(fm, name), d, &pool));
-      if (is_ggml_block_dtype(d)) ++report.tensors_quantized;
       report.notes.push_back(name + ": " + std::string(dtype_name(d)));
+      if (progress) progress(static_cast<std::int64_t>(i + 1), static_cast<std::int64_t>(names.size()), "tensors");
     }
     return out;
   }
