@@ -13,7 +13,7 @@ namespace {
 
 using namespace ggml;
 
-// An f16 field, round-to-nearest-even (GGML_FP32_TO_FP16), and read back (GGML_FP16_TO_FP32).
+// Stores v in an f16 field, round-to-nearest-even (GGML_FP32_TO_FP16).
 void store_f16(std::uint8_t* field, float v) {
   const std::uint16_t h = f32_to_f16(v);
   std::memcpy(field, &h, sizeof h);
