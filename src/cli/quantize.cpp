@@ -1,6 +1,7 @@
 // peregrine quantize: re-encodes a model's linear layers with one of the quantization methods of
 // quant/quantize_model.h and writes the result as GGUF (Q8_0 / Q4_0) or a Hugging Face folder
-// (GPTQ / AWQ / compressed safetensors layouts, formats/model_writer.h).
+// (GPTQ / AWQ / compressed safetensors layouts, formats/model_writer.h); with --gguf-type TYPE,
+// the GGUF llama.cpp's `llama-quantize IN OUT TYPE` writes (quant/gguf_file_type.h).
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -20,6 +21,7 @@ struct QuantizeArgs {
   std::string rotate;
   std::string fp8_format = "e4m3";
   std::string layout;
+  std::string gguf_type;
   bool sym = false, asym = false;
   std::int32_t threads = 2;
   QuantizeOptions o;
@@ -46,7 +48,17 @@ Expected<QuantizeOptions> options_of(const QuantizeArgs& a) {
   o.rotate_hadamard = !a.rotate.empty();
   if (a.fp8_format != "e4m3" && a.fp8_format != "e5m2") return invalid_argument("--fp8-format must be e4m3 or e5m2");
   o.fp8 = a.fp8_format == "e4m3" ? DType::kF8E4M3 : DType::kF8E5M2;
-  o.gguf_formats = ends_with(a.output, ".gguf");
+  if (!a.gguf_type.empty()) {
+    o.gguf_type = gguf_file_type_from_name(a.gguf_type);
+    if (!o.gguf_type) return invalid_argument("--gguf-type '" + a.gguf_type + "' is not one of " + gguf_file_type_names());
+    if (!ends_with(a.output, ".gguf")) {
+      return invalid_argument("--gguf-type writes a GGUF file: -o must end in .gguf (got '" + a.output + "')");
+    }
+    if (a.bits->count() > 0 || a.group->count() > 0) {
+      return invalid_argument("--gguf-type " + a.gguf_type + " fixes every tensor's format: drop --bits / --group");
+    }
+  }
+  o.gguf_formats = ends_with(a.output, ".gguf") && !o.gguf_type;
   PEREGRINE_RETURN_IF_ERROR(o.validate());
   return o;
 }
@@ -63,6 +75,7 @@ Status write(const ModelFile& q, const QuantizeArgs& a, const QuantizeOptions& o
   if (tokenizer.empty() && !src.gguf) {
     PEREGRINE_ASSIGN_OR_RETURN(tokenizer, tokenizer_file_of(src));
   }
+  if (o.gguf_type) return save_gguf_model(q, a.output, tokenizer, llama_ftype_id(*o.gguf_type));
   if (o.gguf_formats) return save_gguf_model(q, a.output, tokenizer);
   PEREGRINE_ASSIGN_OR_RETURN(auto layout, layout_of(a, o));
   return save_hf_model(q, a.output, layout, tokenizer);
@@ -87,9 +100,11 @@ int run(const QuantizeArgs& a) {
   if (!q) return report(q.status());
   if (Status st = write(*q, a, *o, *src); !st) return report(st);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const std::string recipe = a.method + (o->smooth ? " + smoothing" : "") + (o->rotate_hadamard ? " + hadamard" : "");
-  std::printf("wrote %s: %s, %lld linears quantized, %.2f MB -> %.2f MB%s in %.1f s\n", a.output.c_str(), recipe.c_str(),
-              static_cast<long long>(rep.tensors_quantized), static_cast<double>(rep.bytes_before) / 1e6,
+  const std::string recipe = a.method + (o->gguf_type ? " " + std::string(gguf_file_type_name(*o->gguf_type)) : "") +
+                             (o->smooth ? " + smoothing" : "") + (o->rotate_hadamard ? " + hadamard" : "");
+  std::printf("wrote %s: %s, %lld %s quantized, %.2f MB -> %.2f MB%s in %.1f s\n", a.output.c_str(), recipe.c_str(),
+              static_cast<long long>(rep.tensors_quantized), o->gguf_type ? "tensors" : "linears",
+              static_cast<double>(rep.bytes_before) / 1e6,
               static_cast<double>(rep.bytes_after) / 1e6,
               rep.calib_tokens > 0 ? (", " + std::to_string(rep.calib_tokens) + " calibration tokens").c_str() : "", s);
   return 0;
@@ -103,6 +118,9 @@ Verb add_quantize(CLI::App& app) {
   add_model_options(*cmd, a->model);
   cmd->add_option("-o,--output", a->output, "Output: a .gguf file (rtn 8/4-bit group 32: Q8_0/Q4_0) or a folder (safetensors)")
       ->required();
+  cmd->add_option("--gguf-type", a->gguf_type,
+                  "rtn into a .gguf as llama-quantize TYPE writes it (no imatrix): F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
+                  "Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M, Q6_K, IQ4_NL, IQ4_XS");
   cmd->add_option("--method", a->method, "rtn, gptq, awq, smoothquant, llm-int8, fp8")->capture_default_str();
   a->bits = cmd->add_option("--bits", a->o.bits, "Weight bits: 2, 3, 4, 8 (smoothquant, llm-int8, fp8: 8)")->capture_default_str();
   a->group = cmd->add_option("--group", a->o.group, "Values per group: 32, 64, 128, ...; -1 per-channel; 0 per-tensor (rtn, fp8)")

@@ -10,18 +10,29 @@ std::uint32_t llama_file_type(DType t) {
     case DType::kF32: return 0;
     case DType::kF16: return 1;
     case DType::kQ4_0: return 2;
+    case DType::kQ4_1: return 3;
     case DType::kQ8_0: return 7;
+    case DType::kQ5_0: return 8;
+    case DType::kQ5_1: return 9;
+    case DType::kQ2_K: return 10;
+    case DType::kQ3_K: return 12;
+    case DType::kQ4_K: return 15;
+    case DType::kQ5_K: return 17;
+    case DType::kQ6_K: return 18;
+    case DType::kIQ4_NL: return 25;
+    case DType::kIQ4_XS: return 30;
     case DType::kBF16: return 32;
     default: return 0;  // no GGUF file type (the writer rejects these tensors)
   }
   return 0;
 }
 
-Status add_llama_metadata(GgufWriter& w, const std::string& name, const ModelConfig& c, DType matrix_dtype) {
+Status add_llama_metadata(GgufWriter& w, const std::string& name, const ModelConfig& c, DType matrix_dtype,
+                          std::optional<std::uint32_t> file_type) {
   auto u32 = [](std::int64_t v) { return gguf_u32(static_cast<std::uint32_t>(v)); };
   PEREGRINE_RETURN_IF_ERROR(w.add("general.architecture", gguf_string("llama")));
   PEREGRINE_RETURN_IF_ERROR(w.add("general.name", gguf_string(name)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("general.file_type", gguf_u32(llama_file_type(matrix_dtype))));
+  PEREGRINE_RETURN_IF_ERROR(w.add("general.file_type", gguf_u32(file_type.value_or(llama_file_type(matrix_dtype)))));
   if (dtype_block_size(matrix_dtype) > 1) PEREGRINE_RETURN_IF_ERROR(w.add("general.quantization_version", gguf_u32(2)));
   PEREGRINE_RETURN_IF_ERROR(w.add("llama.vocab_size", u32(c.vocab_size)));
   PEREGRINE_RETURN_IF_ERROR(w.add("llama.context_length", u32(c.max_seq_len)));

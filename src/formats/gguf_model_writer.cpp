@@ -52,9 +52,10 @@ Status add_tokenizer(GgufWriter& w, const ModelFile& m, const std::string& token
 
 }  // namespace
 
-Status save_gguf_model(const ModelFile& m, const std::string& path, const std::string& tokenizer_path) {
+Status save_gguf_model(const ModelFile& m, const std::string& path, const std::string& tokenizer_path,
+                       std::optional<std::uint32_t> file_type) {
   GgufWriter w;
-  PEREGRINE_RETURN_IF_ERROR(add_llama_metadata(w, model_name(m), m.config, main_matrix_dtype(m)));
+  PEREGRINE_RETURN_IF_ERROR(add_llama_metadata(w, model_name(m), m.config, main_matrix_dtype(m), file_type));
   PEREGRINE_RETURN_IF_ERROR(add_tokenizer(w, m, tokenizer_path));
   for (const auto& [name, t] : m.tensors) PEREGRINE_RETURN_IF_ERROR(w.add_tensor(name, t.dtype, t.shape));
   PEREGRINE_RETURN_IF_ERROR(w.begin(path));

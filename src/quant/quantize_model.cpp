@@ -59,13 +59,21 @@ QuantParams int_params(const QuantizeOptions& o, std::int64_t cols) {
   return p;
 }
 
-// Encodes each row with quantize_rtn's per-row formats (block formats, F16, F8 per-channel).
-Encoded encode_rows(const Matrix& m, DType t) {
+// Encodes each row with quantize_rtn's per-row formats (block formats, F16, F8 per-channel),
+// the rows split across `pool` when given (each row's bytes depend on that row only).
+Encoded encode_rows(const Matrix& m, DType t, ThreadPool* pool = nullptr) {
   const std::size_t rb = *dtype_row_bytes(t, static_cast<std::uint64_t>(m.cols));
   Encoded e{t, {}, std::vector<std::uint8_t>(rb * static_cast<std::size_t>(m.rows))};
-  for (std::int64_t r = 0; r < m.rows; ++r) {
-    quantize_rtn(t, std::span<const float>(m.w).subspan(static_cast<std::size_t>(r * m.cols), static_cast<std::size_t>(m.cols)),
-                 e.bytes.data() + rb * static_cast<std::size_t>(r));
+  auto rows = [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t r = first; r < last; ++r) {
+      quantize_rtn(t, std::span<const float>(m.w).subspan(static_cast<std::size_t>(r * m.cols), static_cast<std::size_t>(m.cols)),
+                   e.bytes.data() + rb * static_cast<std::size_t>(r));
+    }
+  };
+  if (pool != nullptr) {
+    pool->parallel_for(m.rows, rows);
+  } else {
+    rows(0, m.rows);
   }
   return e;
 }
@@ -221,29 +229,62 @@ struct Pipeline {
     return Status::ok();
   }
 
-  // The result: linears as encoded, token_embd/output F16, everything else (norms) F32.
-  ModelFile assemble(const ModelFile& src) {
+  // An empty result with the source's format, path, GGUF metadata and the working config.
+  ModelFile result(const ModelFile& src) const {
     ModelFile out;
     out.format = src.format;
     out.path = src.path;
     out.config = fm.config();
     out.gguf = src.gguf;
+    return out;
+  }
+
+  void add(ModelFile& out, const std::string& name, Encoded e) {
+    auto bytes = std::make_shared<std::vector<std::uint8_t>>(std::move(e.bytes));
+    TensorView v{name, e.dtype, fm.shape(name), bytes->data(), bytes->size(), e.quant};
+    report.bytes_after += v.nbytes;
+    out.tensors[name] = std::move(v);
+    out.storage.push_back(std::move(bytes));
+  }
+
+  // A 1-D tensor (norm) as F32.
+  Encoded f32_vector(const std::string& name) {
+    return encode_rows({fm.tensor(name), 1, static_cast<std::int64_t>(fm.tensor(name).size())}, DType::kF32);
+  }
+
+  // The result: linears as encoded, token_embd/output F16, everything else (norms) F32.
+  ModelFile assemble(const ModelFile& src) {
+    ModelFile out = result(src);
     for (const std::string& name : fm.names()) {
-      const auto& shape = fm.shape(name);
       Encoded e;
       if (auto it = linears.find(name); it != linears.end()) {
         e = std::move(it->second);
         ++report.tensors_quantized;
-      } else if (shape.size() == 2) {
+      } else if (fm.shape(name).size() == 2) {
         e = encode_rows(matrix(fm, name), DType::kF16);
       } else {
-        e = encode_rows({fm.tensor(name), 1, static_cast<std::int64_t>(fm.tensor(name).size())}, DType::kF32);
+        e = f32_vector(name);
       }
-      auto bytes = std::make_shared<std::vector<std::uint8_t>>(std::move(e.bytes));
-      TensorView v{name, e.dtype, shape, bytes->data(), bytes->size(), e.quant};
-      report.bytes_after += v.nbytes;
-      out.tensors[name] = std::move(v);
-      out.storage.push_back(std::move(bytes));
+      add(out, name, std::move(e));
+    }
+    return out;
+  }
+
+  // The result of a GGUF file type: every matrix in gguf_tensor_dtype's type, norms F32.
+  Expected<ModelFile> assemble_gguf(const ModelFile& src, GgufFileType t) {
+    ModelFile out = result(src);
+    const std::vector<std::string> names = fm.names();
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const std::string& name = names[i];
+      PEREGRINE_ASSIGN_OR_RETURN(const DType d, gguf_tensor_dtype(t, fm.config(), name, fm.shape(name)));
+      if (fm.shape(name).size() == 2) {
+        add(out, name, encode_rows(matrix(fm, name), d, &pool));
+        if (is_ggml_block_dtype(d)) ++report.tensors_quantized;
+      } else {
+        add(out, name, f32_vector(name));
+      }
+      report.notes.push_back(name + ": " + std::string(dtype_name(d)));
+      if (progress) progress(static_cast<std::int64_t>(i + 1), static_cast<std::int64_t>(names.size()), "tensors");
     }
     return out;
   }
@@ -266,6 +307,13 @@ std::optional<QuantMethod> quant_method_from_name(std::string_view name) {
 }
 
 Status QuantizeOptions::validate() const {
+  if (gguf_type && method != QuantMethod::kRtn) {
+    return invalid_argument("--gguf-type " + std::string(gguf_file_type_name(*gguf_type)) + " is llama-quantize's round-to-nearest: use --method rtn (got " +
+                            std::string(quant_method_name(method)) + ")");
+  }
+  if (gguf_type && (asymmetric || act_bits != 16)) {
+    return invalid_argument("--gguf-type fixes the formats: --asym and --act-bits do not apply");
+  }
   const bool int_method = method == QuantMethod::kRtn || method == QuantMethod::kGptq || method == QuantMethod::kAwq;
   if (int_method && bits != 2 && bits != 3 && bits != 4 && bits != 8) {
     return invalid_argument("--bits " + std::to_string(bits) + " is not one of 2, 3, 4, 8");
@@ -294,7 +342,7 @@ Status QuantizeOptions::validate() const {
   if (!(smooth_alpha >= 0.0f && smooth_alpha <= 1.0f)) return invalid_argument("--alpha must be in [0, 1]");
   if (!(outlier_threshold > 0.0f)) return invalid_argument("--outlier-threshold must be positive");
   if (!(damp_percent > 0.0 && damp_percent < 1.0)) return invalid_argument("--damp must be in (0, 1)");
-  if (gguf_formats && !gguf_dtype_for(*this)) {
+  if (gguf_formats && !gguf_type && !gguf_dtype_for(*this)) {
     return invalid_argument("a GGUF file holds rtn --bits 8 or 4 --group 32 --sym (Q8_0 / Q4_0); use a folder for other formats");
   }
   if (needs_calibration() && (calib_tokens < 2 || calib_chunk < 2)) {
@@ -337,6 +385,7 @@ Expected<ModelFile> quantize_model(const ModelFile& src, const Tokenizer* tok, c
                                                             std::min(o.calib_chunk, src.config.max_seq_len)));
     for (const auto& c : p.chunks) rep.calib_tokens += static_cast<std::int64_t>(c.size());
   }
+  if (o.gguf_type) return p.assemble_gguf(src, *o.gguf_type);
   PEREGRINE_RETURN_IF_ERROR(p.run(o.gguf_formats ? gguf_dtype_for(o) : std::nullopt));
   return p.assemble(src);
 }

@@ -1,12 +1,15 @@
 // `peregrine quantize` end to end on stories260K: a GPTQ folder and a Q4_0 GGUF that load, generate
 // and score close to the F32 model (eval kld), the progress line, and one clean error line for
-// each bad request.
+// each bad request; `--gguf-type` on the kquant-test model: the bytes llama-quantize wrote.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
+#include "peregrine/formats/gguf.h"
 #include "run_cli.h"
 #include "test_paths.h"
 
@@ -16,6 +19,7 @@ namespace {
 std::string stories() { return shared_dir() + "/models/stories260K/stories260K.bin"; }
 std::string calib() { return shared_dir() + "/data/tinystories/tinystories_sample.txt"; }
 std::string excerpt() { return shared_dir() + "/data/tinystories/tinystories_valid_excerpt.txt"; }
+std::string kquant(const std::string& type) { return shared_dir() + "/models/kquant-test/tiny-llama-256." + type + ".gguf"; }
 
 double kld_against_f32(const std::string& model) {
   const CliResult r = run_cli({"eval", "kld", "-m", model, "--ref", stories(), "-f", excerpt(), "--max-tokens", "2000", "--json"});
@@ -84,6 +88,42 @@ TEST(Quantize, BadRequestsGiveOneCleanError) {
   const std::string q = dir + "/q";
   ASSERT_EQ(run_cli({"quantize", "-m", stories(), "-o", q}).exit_code, 0);
   expect_clean_error(run_cli({"quantize", "-m", q, "-o", dir + "/again"}), "is already int4 g128");
+}
+
+TEST(Quantize, GgufTypeWritesWhatLlamaQuantizeWrites) {
+  for (const std::string type : {"Q4_K_M", "IQ4_XS"}) {
+    const std::string out = make_temp_dir() + "/t.gguf";
+    const CliResult q = run_cli({"quantize", "-m", kquant("f32"), "-o", out, "--gguf-type", type});
+    ASSERT_EQ(q.exit_code, 0) << q.err;
+    EXPECT_NE(q.out.find("rtn " + type + ", 16 tensors quantized"), std::string::npos) << q.out;
+    auto mine = GgufFile::open(out);
+    auto ref = GgufFile::open(kquant(type));
+    ASSERT_TRUE(mine.has_value() && ref.has_value());
+    EXPECT_EQ(*mine->get_int("general.file_type"), *ref->get_int("general.file_type"));
+    ASSERT_EQ(mine->tensors().size(), ref->tensors().size());
+    for (const TensorView& r : ref->tensors()) {
+      const auto t = std::find_if(mine->tensors().begin(), mine->tensors().end(), [&](const TensorView& v) { return v.name == r.name; });
+      ASSERT_NE(t, mine->tensors().end()) << r.name;
+      EXPECT_EQ(t->dtype, r.dtype) << type << " " << r.name;
+      ASSERT_EQ(t->nbytes, r.nbytes) << type << " " << r.name;
+      EXPECT_EQ(std::memcmp(t->data, r.data, r.nbytes), 0) << type << " " << r.name;
+    }
+  }
+}
+
+TEST(Quantize, BadGgufTypeRequestsGiveOneCleanError) {
+  const std::string dir = make_temp_dir();
+  const std::string f32 = kquant("f32");
+  expect_clean_error(run_cli({"quantize", "-m", f32, "-o", dir + "/x.gguf", "--gguf-type", "Q4_K_X"}),
+                     "--gguf-type 'Q4_K_X' is not one of F32, F16, BF16, Q4_0");
+  expect_clean_error(run_cli({"quantize", "-m", f32, "-o", dir + "/folder", "--gguf-type", "Q4_K_M"}),
+                     "--gguf-type writes a GGUF file: -o must end in .gguf");
+  expect_clean_error(run_cli({"quantize", "-m", kquant("Q4_0"), "-o", dir + "/x.gguf", "--gguf-type", "Q4_K_M"}),
+                     "is already q4_0");
+  expect_clean_error(run_cli({"quantize", "-m", f32, "-o", dir + "/x.gguf", "--gguf-type", "Q4_K_M", "--method", "fp8"}),
+                     "--gguf-type Q4_K_M is llama-quantize's round-to-nearest: use --method rtn (got fp8)");
+  expect_clean_error(run_cli({"quantize", "-m", f32, "-o", dir + "/x.gguf", "--gguf-type", "Q4_K_M", "--bits", "4"}),
+                     "drop --bits / --group");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "peregrine/core/dtype.h"
@@ -12,18 +13,22 @@
 
 namespace peregrine {
 
-/// llama_ftype (llama.h) of a file whose matrices are `t`: ALL_F32 0, MOSTLY_F16 1,
-/// MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_BF16 32.
+/// llama_ftype (llama.h) of a file whose matrices are mostly `t`, as llama.cpp's loader guesses
+/// it: ALL_F32 0, MOSTLY_F16 1, Q4_0 2, Q4_1 3, Q8_0 7, Q5_0 8, Q5_1 9, Q2_K 10, Q3_K 12
+/// (Q3_K_M), Q4_K 15 (Q4_K_M), Q5_K 17 (Q5_K_M), Q6_K 18, IQ4_NL 25, IQ4_XS 30, BF16 32; 0 for
+/// the types GGUF cannot hold. A quantization mix knows its own id (quant/gguf_file_type.h).
 std::uint32_t llama_file_type(DType t);
 
-/// Adds general.architecture = llama, general.name = `name`, general.file_type
-/// (llama_file_type(matrix_dtype)), general.quantization_version = 2 for Q8_0/Q4_0, and
+/// Adds general.architecture = llama, general.name = `name`, general.file_type (`file_type`
+/// when given, else llama_file_type(matrix_dtype)), general.quantization_version = 2 when
+/// matrix_dtype is a ggml block format, and
 /// llama.{vocab_size, context_length, embedding_length, block_count, feed_forward_length,
 /// rope.dimension_count, attention.head_count, attention.head_count_kv,
 /// attention.layer_norm_rms_epsilon, rope.freq_base} from `c`, and peregrine.ffn_down_hadamard
 /// = true when c.ffn_down_hadamard (a key llama.cpp ignores: such a file runs only in Peregrine).
 /// Errors: those of GgufWriter::add (a key already added).
-Status add_llama_metadata(GgufWriter& w, const std::string& name, const ModelConfig& c, DType matrix_dtype);
+Status add_llama_metadata(GgufWriter& w, const std::string& name, const ModelConfig& c, DType matrix_dtype,
+                          std::optional<std::uint32_t> file_type = std::nullopt);
 
 /// Copies every tokenizer.* key (types kept) of the GGUF at `vocab_path`, whose
 /// tokenizer.ggml.tokens must hold `vocab_size` tokens. Errors: those of GgufFile::open;

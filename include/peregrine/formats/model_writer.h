@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "peregrine/core/status.h"
@@ -34,8 +35,10 @@ enum class HfQuantLayout : std::uint8_t {
 /// load_tokenizer (tokenizer/tokenizer.h) opens the same file. Errors: kNotFound (none there).
 Expected<std::string> tokenizer_file_of(const ModelFile& m);
 
-/// Writes `m` (tensors F32/F16/BF16/Q8_0/Q4_0) as a GGUF v3 file with llama metadata
-/// (gguf_llama_metadata.h; general.file_type from the most common matrix dtype, general.name
+/// Writes `m` (tensors F32/F16/BF16 or any ggml block format) as a GGUF v3 file with llama
+/// metadata (gguf_llama_metadata.h; general.file_type `file_type` when given — a
+/// quantization mix's LLAMA_FTYPE id such as Q4_K_M 15 — else guessed from the most common
+/// matrix dtype, general.name
 /// from m's GGUF or file name). The tokenizer metadata comes from m.gguf when m was read from a
 /// GGUF with a tokenizer, else from `tokenizer_path`: a vocab GGUF (its tokenizer.* keys copied)
 /// or a llama2.c tokenizer.bin (converted: add_llama2c_tokenizer_metadata). Q/K rows of a
@@ -45,7 +48,8 @@ Expected<std::string> tokenizer_file_of(const ModelFile& m);
 /// Errors: kUnsupported (another dtype; a tokenizer.json / tokenizer.model, which only
 /// llama.cpp's converter turns into GGUF metadata), kNotFound (no tokenizer), kCorruptFile
 /// (tokenizer file), kInvalidArgument (a tokenizer of another vocabulary size), kIoError.
-Status save_gguf_model(const ModelFile& m, const std::string& path, const std::string& tokenizer_path);
+Status save_gguf_model(const ModelFile& m, const std::string& path, const std::string& tokenizer_path,
+                       std::optional<std::uint32_t> file_type = std::nullopt);
 
 /// Writes `m` as a Hugging Face folder `dir` (created): config.json (with
 /// "quantization_config" when a linear is quantized, peregrine_ffn_down_hadamard when set),

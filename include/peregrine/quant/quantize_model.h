@@ -16,6 +16,9 @@
 //                except the outlier features (|x| >= 6) computed in f32
 //   fp8          E4M3 (or E5M2) weights with per-channel (group -1) or per-tensor (group 0) scales
 // --rotate hadamard (QuaRot / SpinQuant, quant/rotate_model.h) can precede any method.
+// rtn with a GGUF file type (QuantizeOptions::gguf_type, quant/gguf_file_type.h) instead encodes
+// every matrix as llama-quantize does for that type without an importance matrix (same ggml type
+// and same bytes per tensor): the mix's choices, ggml's encoders (quant/quantize_rtn.h).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +31,7 @@
 #include "peregrine/core/status.h"
 #include "peregrine/core/thread_pool.h"
 #include "peregrine/formats/model_file.h"
+#include "peregrine/quant/gguf_file_type.h"
 #include "peregrine/tokenizer/tokenizer.h"
 
 namespace peregrine {
@@ -59,6 +63,9 @@ struct QuantizeOptions {
   std::int64_t calib_chunk = 256;   // tokens per calibration forward
   bool gguf_formats = false;        // rtn: encode the linears as gguf_dtype_for(*this) (Q8_0 /
                                     // Q4_0, F16 for rows that are not whole 32-value blocks)
+  std::optional<GgufFileType> gguf_type;  // rtn: every matrix (embedding and LM head included)
+                                    // as llama-quantize's TYPE (gguf_tensor_dtype); bits, group,
+                                    // asym and act-bits do not apply
   /// Validates the combination. Errors: kInvalidArgument naming the option.
   Status validate() const;
   /// Whether the method reads calibration data.
@@ -79,10 +86,14 @@ using QuantizeProgress = std::function<void(std::int64_t done, std::int64_t tota
 /// Quantizes `src` (any dtype; decoded to f32 first) with `o`. `tok` tokenizes the calibration
 /// text (needed when o.needs_calibration()). The result owns its tensors: the linears as kInt
 /// (rtn/gptq/awq/smoothquant/llm-int8, QuantParams from o) or F8 (fp8), token_embd/output F16,
-/// norms F32; with o.rotate_hadamard the config has ffn_down_hadamard set.
+/// norms F32; with o.rotate_hadamard the config has ffn_down_hadamard set. With o.gguf_type
+/// every matrix gets gguf_tensor_dtype's type, encoded by quantize_rtn row by row (the rows are
+/// split across `pool`), byte-identical with llama-quantize's tensors for an F32 source (an
+/// F16 / BF16 source is widened exactly first, as llama-quantize does).
 /// Errors: o.validate()'s, kUnsupported (a tensor of `src` is already quantized: not
 /// F32/F16/BF16), kInvalidArgument (calibration needed but no text/tokenizer),
-/// calibration and algorithm errors (e.g. GPTQ's kInvalidArgument for a Hessian that stays indefinite).
+/// calibration and algorithm errors (e.g. GPTQ's kInvalidArgument for a Hessian that stays indefinite),
+/// gguf_tensor_dtype's kUnsupported (rows that are not whole blocks of a 32-value type).
 Expected<ModelFile> quantize_model(const ModelFile& src, const Tokenizer* tok, const QuantizeOptions& o,
                                    ThreadPool& pool, QuantizeReport* report = nullptr,
                                    const QuantizeProgress& progress = {});

@@ -1,7 +1,9 @@
 // float32 → weight dtypes by round-to-nearest (RTN): the encoders matching quant/dequantize.h.
 //
-// Spec: ggml (ggml-quants.c quantize_row_q8_0_ref / quantize_row_q4_0_ref), block layouts of
-// core/dtype.h. This is the scalar reference; it is bit-exact with ggml's reference encoders.
+// Spec: ggml (ggml-quants.c quantize_row_q8_0_ref / quantize_row_q4_0_ref and the other block
+// formats' encoders, llama.cpp c392e50), block layouts of core/dtype.h and quant/ggml_blocks.h.
+// This is the scalar reference; it is bit-exact with the encoders llama-quantize runs without an
+// importance matrix (src/quant/ggml_quantize.h).
 #pragma once
 
 #include <span>
@@ -24,6 +26,8 @@ namespace peregrine {
 /// - I8 (one row): s = absmax / 127, q = roundf(x / s) ∈ [-127, 127] (per-token int8 of the KV
 ///   cache); F8_E4M3 / F8_E5M2 (one row): s = absmax / fp8_max, f = fp8(x / s) (quant/fp8.h).
 ///   s is stored as f32 at the start of the row; an all-zero row has s = 0.
+/// - Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS: ggml's encoders with their
+///   scale searches (src/quant/ggml_quantize.h lists each format's rule).
 /// kInt is not handled here (its parameters live in QuantParams): use quant/int_group.h.
 /// The quantized values use the f32 d; only the stored scale is rounded to f16 (as ggml does).
 void quantize_rtn(DType t, std::span<const float> x, void* dst);
