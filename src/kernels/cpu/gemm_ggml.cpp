@@ -62,6 +62,7 @@ struct alignas(64) Decoded {
   __m512i u[4];
   __m512 a[4];
   __m512 b;
+  __m512 a16;  // lane s = a_s (the prefill panels' scales)
 };
 
 // a[c] from the 16 per-16 scales.
@@ -73,6 +74,7 @@ HWY_INLINE void spread_scales(__m512 a16, __m512 b16, Decoded& out) {
     out.a[c] = _mm512_permutexvar_ps(index, a16);
   }
   out.b = b16;
+  out.a16 = a16;
 }
 
 // 16 floats, lane s = v[s / 2] for 8 bytes v (the scales of 8 sub-blocks of 32).
@@ -325,7 +327,114 @@ void gemv_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end)
   }
 }
 
-// Prefill: kPanel rows decoded once into a per-thread buffer, then tiles of kPanel rows × up to
+#include "kernels/cpu/rows_in_lanes-inl.h"
+
+// Prefill on 16-row panels in the rows-in-lanes layout (as gemm_quant's Q4_0 / Q8_0 panels):
+// per super-group, w[4s + m] lane e = codes 16s + 4m .. +3 of row panel_row(e), a[s] / b[s]
+// lane e = that row's a_s / b_s. One vpdpbusd multiplies 16 rows × 4 values by 4 activation
+// bytes broadcast from memory; per 16 values and token, 4 of them share one conversion and two
+// FMAs (a·dx, b·sum16), where the register tiles above spend three float ops per vpdpbusd.
+struct alignas(64) PanelGroup {
+  __m512i w[64];
+  __m512 a[16], b[16];
+};
+
+// Super-group g of the 16 rows at `row`, decoded and transposed into `out`.
+template <class D>
+void build_panel_group(const Operands& op, std::int64_t row, std::int64_t g, PanelGroup& out) {
+  Decoded d[kPanelRows];
+  for (int r = 0; r < kPanelRows; ++r) decode<D>(op, row + r, g, d[r]);
+  const auto* u = reinterpret_cast<const std::uint8_t*>(d);
+  for (int k = 0; k < 16; ++k) {  // values 16k .. 16k + 15
+    __m512i z[4];
+    for (int j = 0; j < 4; ++j) z[j] = four_rows(u + (4 * j) * sizeof(Decoded) + 16 * k, sizeof(Decoded));
+    transpose4(z[0], z[1], z[2], z[3]);
+    for (int m = 0; m < 4; ++m) out.w[4 * k + m] = z[m];
+  }
+  alignas(64) float a[kPanelRows][16], b[kPanelRows][16];
+  for (int r = 0; r < kPanelRows; ++r) {
+    _mm512_store_ps(a[r], d[r].a16);
+    _mm512_store_ps(b[r], d[r].b);
+  }
+  for (int s = 0; s < 16; ++s) {
+    alignas(64) float as[16], bs[16];
+    for (int e = 0; e < 16; ++e) {
+      as[e] = a[panel_row(e)][s];
+      bs[e] = b[panel_row(e)][s];
+    }
+    out.a[s] = _mm512_load_ps(as);
+    out.b[s] = _mm512_load_ps(bs);
+  }
+}
+
+// y[token .. token+RN, row .. row+16·P) from P panels ([groups][P] PanelGroups).
+template <int P, int RN>
+void ggml_panel_tile(const Operands& op, const PanelGroup* panels, std::int64_t row, std::int64_t token) {
+  const GgmlActivations& x = *op.x;
+  __m512 acc[P][RN];
+  for (int p = 0; p < P; ++p) {
+    for (int n = 0; n < RN; ++n) acc[p][n] = _mm512_setzero_ps();
+  }
+  for (std::int64_t g = 0; g < op.groups; ++g) {
+    const PanelGroup* pg = panels + g * P;
+    for (int s = 0; s < 16; ++s) {
+#pragma GCC unroll 4
+      for (int n = 0; n < RN; ++n) {
+        const std::int64_t v = (token + n) * x.ld + g * kSuperGroup + 16 * s;  // first value
+        const std::int8_t* q = x.q.data() + v;
+        const __m512 dx = _mm512_set1_ps(x.dx[static_cast<std::size_t>(v / 64 * 16 + 8 * (v % 64 / 32))]);
+        const __m512 s16 = _mm512_set1_ps(x.sum16[static_cast<std::size_t>(v / 16)]);
+#pragma GCC unroll 2
+        for (int p = 0; p < P; ++p) {
+          __m512i dot = _mm512_setzero_si512();
+#pragma GCC unroll 4
+          for (int m = 0; m < 4; ++m) {
+            std::int32_t x4;
+            std::memcpy(&x4, q + 4 * m, 4);
+            dot = _mm512_dpbusd_epi32(dot, pg[p].w[4 * s + m], _mm512_set1_epi32(x4));
+          }
+          acc[p][n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(pg[p].a[s], dx), acc[p][n]);
+          acc[p][n] = _mm512_fmadd_ps(pg[p].b[s], s16, acc[p][n]);
+        }
+      }
+    }
+  }
+  const __m512i natural = _mm512_set_epi32(panel_row(15), panel_row(14), panel_row(13), panel_row(12), panel_row(11),
+                                           panel_row(10), panel_row(9), panel_row(8), panel_row(7), panel_row(6),
+                                           panel_row(5), panel_row(4), panel_row(3), panel_row(2), panel_row(1),
+                                           panel_row(0));
+  for (int n = 0; n < RN; ++n) {
+    for (int p = 0; p < P; ++p) {
+      _mm512_storeu_ps(op.y + (token + n) * op.out + row + kPanelRows * p, _mm512_permutexvar_ps(natural, acc[p][n]));
+    }
+  }
+}
+
+template <int P, int RN = 4>
+void any_ggml_panel_tile(int rn, const Operands& op, const PanelGroup* panels, std::int64_t row, std::int64_t token) {
+  if constexpr (RN > 1) {
+    if (rn < RN) return any_ggml_panel_tile<P, RN - 1>(rn, op, panels, row, token);
+  }
+  ggml_panel_tile<P, RN>(op, panels, row, token);
+}
+
+// Rows [row, row + 16·P) for every token: the panels built once, then tiles of 4 tokens.
+template <class D, int P>
+void ggml_panel_rows(const Operands& op, std::int64_t row) {
+  thread_local hwy::AlignedFreeUniquePtr<PanelGroup[]> panels;
+  thread_local std::size_t capacity = 0;
+  const auto needed = static_cast<std::size_t>(op.groups * P);
+  if (capacity < needed) panels = hwy::AllocateAligned<PanelGroup>(capacity = needed);
+  for (std::int64_t g = 0; g < op.groups; ++g) {
+    for (int p = 0; p < P; ++p) build_panel_group<D>(op, row + kPanelRows * p, g, panels[static_cast<std::size_t>(g * P + p)]);
+  }
+  const std::int64_t n_tokens = op.x->n_tokens;
+  for (std::int64_t t = 0; t < n_tokens; t += 4) {
+    any_ggml_panel_tile<P>(static_cast<int>(std::min<std::int64_t>(4, n_tokens - t)), op, panels.get(), row, t);
+  }
+}
+
+// Rows past the 16-row panels: kPanel rows decoded once into a per-thread buffer, then tiles of kPanel rows × up to
 // 4 tokens over all tokens.
 constexpr int kPanel = 4, kTileTokens = 4;
 
@@ -355,6 +464,8 @@ void gemm_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end)
   const auto needed = static_cast<std::size_t>(op.groups * kPanel);
   if (capacity < needed) panel = hwy::AllocateAligned<Decoded>(capacity = needed);
   std::int64_t row = row_begin;
+  for (; row + 2 * kPanelRows <= row_end; row += 2 * kPanelRows) ggml_panel_rows<D, 2>(op, row);
+  for (; row + kPanelRows <= row_end; row += kPanelRows) ggml_panel_rows<D, 1>(op, row);
   for (; row + kPanel <= row_end; row += kPanel) {
     for (std::int64_t g = 0; g < op.groups; ++g) {
       for (int r = 0; r < kPanel; ++r) decode<D>(op, row + r, g, panel[static_cast<std::size_t>(g * kPanel + r)]);
@@ -511,7 +622,8 @@ void gemm_ggml(const TensorView& w, const GgmlActivations& xa, std::span<float> 
                std::int64_t min_parallel_macs) {
   const auto op = operands(w, xa, y);
   if (xa.n_tokens == 0 || op.out == 0) return;
-  split_rows(op.out, xa.in * xa.n_tokens, 4, pool, min_parallel_macs,
+  const std::int64_t tile = xa.n_tokens >= 4 ? 32 : 4;  // whole prefill panel pairs
+  split_rows(op.out, xa.in * xa.n_tokens, tile, pool, min_parallel_macs,
              [&](std::int64_t begin, std::int64_t end) { HWY_DYNAMIC_DISPATCH(GemmGgmlRows)(op, begin, end); });
 }
 

@@ -280,11 +280,7 @@ void any_tile(int rm, int rn, const Operands& op, const X& x, std::int64_t row, 
 // 512 multiply-adds and one scale FMA per 16 rows, where the register tiles above spend three
 // float ops per vpdpbusd (measured: bench/gemm_quant_bench). The repacking (≈60 vector ops per
 // 16 rows × 32 values) is paid once per pass of tokens and shared by all of them.
-constexpr int kPanelRows = 16;
-
-// Lane e of a panel holds row panel_row(e) (the order the 4×4 transposes produce); the map is
-// its own inverse.
-constexpr int panel_row(int e) { return 4 * (e % 4) + e / 4; }
+#include "kernels/cpu/rows_in_lanes-inl.h"
 
 // One block of one panel: w[m] lane e = values 4m..4m+3 of row panel_row(e) as unsigned bytes
 // (Q4_0: the nibbles 0..15; Q8_0: the values xor 0x80), d lane e = that row's block scale.
@@ -292,25 +288,6 @@ struct alignas(64) PanelBlock {
   __m512i w[8];
   __m512 d;
 };
-
-// The 4×4 transpose of the 32-bit elements within each 128-bit lane of a, b, c, d.
-HWY_INLINE void transpose4(__m512i& a, __m512i& b, __m512i& c, __m512i& d) {
-  const __m512i t0 = _mm512_unpacklo_epi32(a, b), t1 = _mm512_unpackhi_epi32(a, b);
-  const __m512i t2 = _mm512_unpacklo_epi32(c, d), t3 = _mm512_unpackhi_epi32(c, d);
-  a = _mm512_unpacklo_epi64(t0, t2);
-  b = _mm512_unpackhi_epi64(t0, t2);
-  c = _mm512_unpacklo_epi64(t1, t3);
-  d = _mm512_unpackhi_epi64(t1, t3);
-}
-
-// 16 bytes at `p` in each of 4 consecutive rows, one row per 128-bit lane.
-HWY_INLINE __m512i four_rows(const std::uint8_t* p, std::size_t row_bytes) {
-  const auto row = [&](std::size_t i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i * row_bytes)); };
-  __m512i z = _mm512_castsi128_si512(row(0));
-  z = _mm512_inserti32x4(z, row(1), 1);  // the lane index must be an immediate (even at -Og)
-  z = _mm512_inserti32x4(z, row(2), 2);
-  return _mm512_inserti32x4(z, row(3), 3);
-}
 
 // Repacks block b of the 16 rows starting at w into `out`.
 void repack_block(DType dtype, const std::uint8_t* w, std::size_t row_bytes, std::int64_t b, PanelBlock& out) {
