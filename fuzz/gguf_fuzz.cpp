@@ -1,12 +1,15 @@
 // libFuzzer target: GgufFile::parse on arbitrary bytes. On success every tensor view is read
-// end to end, every metadata value goes through the typed getters, and the file goes through
-// the llama config + tensor validation of gguf_to_model_file.
+// end to end and every row decoded (dequantize_row: the Q4_0..Q6_K / IQ4 block decoders on
+// hostile bytes), every metadata value goes through the typed getters, and the file goes
+// through the llama config + tensor validation of gguf_to_model_file.
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "fuzz_util.h"
 #include "peregrine/formats/gguf.h"
 #include "peregrine/formats/gguf_model.h"
+#include "peregrine/quant/dequantize.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace peregrine;
@@ -16,12 +19,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   volatile std::uint64_t sink = 0;
+  std::vector<float> values;
   for (const TensorView& t : g->tensors()) {
     const auto row = dtype_row_bytes(t.dtype, static_cast<std::uint64_t>(t.row_length()));
     if (!row || *row * static_cast<std::uint64_t>(t.n_rows()) != t.nbytes) {
       fuzz::fail("GGUF tensor nbytes does not match its shape and dtype");
     }
     sink = sink + fuzz::touch(t, data, size);
+    values.resize(static_cast<std::size_t>(t.row_length()));
+    for (std::int64_t r = 0; r < t.n_rows(); ++r) {  // the block decoders on hostile bytes
+      dequantize_row(t, r, values);
+      sink = sink + static_cast<std::uint64_t>(values[0] == values[0]);
+    }
   }
   for (const auto& [key, value] : g->metadata()) {
     (void)value;

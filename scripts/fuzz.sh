@@ -5,9 +5,11 @@
 #   scripts/fuzz.sh [SECONDS]
 #
 # Seeds (rebuilt every run into build-fuzz/seeds/): the real GGUF files in ../shared (the
-# stories260K model and the vocab-only GGUFs), shrunken copies of them that keep every metadata
-# key but cut arrays and tensors to a few elements (so mutations reach the tensor table), a GGUF
-# with F16/BF16/Q8_0/Q4_0 tensors, and small generated safetensors files. The corpus grown by
+# stories260K model, the vocab-only GGUFs and llama.cpp's files in every weight type from
+# models/kquant-test), shrunken copies of them that keep every metadata key and tensor type but
+# cut arrays and tensors to a few elements or one block per row (so mutations reach the tensor
+# table), a GGUF with a tensor of every ggml type Peregrine reads, and small generated
+# safetensors files. The corpus grown by
 # libFuzzer persists in build-fuzz/corpus/; crash/leak/timeout inputs land in
 # build-fuzz/artifacts/; logs in build-fuzz/logs/. Exit status is non-zero if a fuzzer failed.
 # Environment: PEREGRINE_SHARED_DIR (default ../shared next to the repository), FUZZ_MAX_LEN
@@ -29,7 +31,7 @@ mkdir -p "$build/seeds/gguf" "$build/seeds/safetensors" "$build/corpus/gguf" \
   "$build/corpus/safetensors" "$build/artifacts" "$build/logs"
 real_ggufs=()
 [ -f "$shared/models/stories260K/stories260K.gguf" ] && real_ggufs+=("$shared/models/stories260K/stories260K.gguf")
-for f in "$shared"/tokenizers/gguf-vocab/*.gguf; do [ -f "$f" ] && real_ggufs+=("$f"); done
+for f in "$shared"/tokenizers/gguf-vocab/*.gguf "$shared"/models/kquant-test/*.gguf; do [ -f "$f" ] && real_ggufs+=("$f"); done
 [ ${#real_ggufs[@]} -gt 0 ] && cp "${real_ggufs[@]}" "$build/seeds/gguf/"
 
 python3 - "$build/seeds" "${real_ggufs[@]}" <<'PY'
@@ -55,8 +57,13 @@ class Reader:
         elems = [self.value(et, keep) for _ in range(n)]
         return struct.pack("<IQ", et, min(n, keep)) + b"".join(elems[:keep])
 
+# ggml type id -> (values per block, bytes per block) of the types Peregrine reads.
+BLOCKS = {0: (1, 4), 1: (1, 2), 30: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34),
+          20: (32, 18), 10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 23: (256, 136)}
+
 def shrink_gguf(path, keep=8, max_dim=4):
-    """Same metadata keys and tensor names; arrays cut to `keep`, dims to `max_dim`."""
+    """Same metadata keys, tensor names and types; arrays cut to `keep`, dims to `max_dim`
+    (rows to one block of the tensor's type)."""
     r = Reader(open(path, "rb").read())
     magic, version, n_t, n_kv = r.take("<I"), r.take("<I"), r.take("<Q"), r.take("<Q")
     kvs = []
@@ -68,12 +75,14 @@ def shrink_gguf(path, keep=8, max_dim=4):
         name, nd = r.string(), r.take("<I")
         dims = [min(r.take("<Q"), max_dim) for _ in range(nd)]
         typ, _ = r.take("<I"), r.take("<Q")
+        block, block_bytes = BLOCKS.get(typ, (1, 4))
+        if block > 1: dims[0] = block  # one block per row
         data += b"\0" * (-len(data) % 32)
         infos.append(gguf_string(name) + struct.pack("<I", nd) + b"".join(struct.pack("<Q", d) for d in dims)
                      + struct.pack("<IQ", typ, len(data)))
         n = 1
         for d in dims: n *= d
-        data += bytes((i * 37) & 0xFF for i in range(4 * n))  # F32 (the real files are F32)
+        data += bytes((i * 37) & 0xFF for i in range(n // block * block_bytes))
     head = struct.pack("<IIQQ", magic, version, n_t, n_kv) + b"".join(kvs) + b"".join(infos)
     return head + b"\0" * (-len(head) % 32) + data
 
@@ -101,6 +110,7 @@ kvs = [("general.architecture", 8, gguf_string(b"llama")), ("general.alignment",
        ("scores", 9, struct.pack("<IQ", 6, 2) + struct.pack("<ff", 0.5, -1.0))]
 tensors = [("f32", [32, 2], 0, 256), ("f16", [32], 1, 64), ("q4_0", [64, 2], 2, 4 * 18),
            ("q8_0", [32, 1, 2], 8, 2 * 34), ("bf16", [32, 1, 1, 1], 30, 64)]
+tensors += [(f"type{t}", [block, 2], t, 2 * size) for t, (block, size) in BLOCKS.items() if block > 1 and t not in (2, 8)]
 with open(f"{out}/gguf/dtypes.gguf", "wb") as f: f.write(make_gguf(kvs, tensors))
 
 def tiny_llama(matrix_type):

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,7 +26,8 @@ void add_model_options(CLI::App& cmd, ModelOptions& o) {
 void add_dtype_option(CLI::App& cmd, ModelOptions& o) {
   cmd.add_option("--dtype", o.dtype,
                  "Convert the weight matrices on load (round-to-nearest): f32, f16, bf16, q8_0 "
-                 "or q4_0 (rows not a multiple of 32 stay f16 under q8_0/q4_0)");
+                 "or q4_0 (rows not a multiple of 32 stay f16 under q8_0/q4_0); an already "
+                 "quantized model takes only f32 (decoded exactly)");
 }
 
 std::string default_model_path() {
@@ -50,11 +52,19 @@ std::string shared_data_dir() {
   return (std::filesystem::path(PEREGRINE_DEFAULT_MODEL_DIR) / ".." / ".." / ".." / "shared").lexically_normal().string();
 }
 
+Expected<DType> parse_weight_dtype(const std::string& name) {
+  const auto dtype = dtype_from_name(name);
+  const auto targets = convert_target_dtypes();
+  if (dtype && std::find(targets.begin(), targets.end(), *dtype) != targets.end()) return *dtype;
+  std::string names;
+  for (DType t : targets) names += (names.empty() ? "" : ", ") + std::string(dtype_name(t));
+  return invalid_argument("--dtype '" + name + "' is not one of " + names);
+}
+
 Expected<ModelFile> open_model(const ModelOptions& o, ThreadPool* pool) {
   std::optional<DType> dtype;
   if (!o.dtype.empty()) {
-    dtype = dtype_from_name(o.dtype);
-    if (!dtype) return invalid_argument("--dtype '" + o.dtype + "' is not one of f32, f16, bf16, q8_0, q4_0");
+    PEREGRINE_ASSIGN_OR_RETURN(dtype, parse_weight_dtype(o.dtype));
   }
   PEREGRINE_ASSIGN_OR_RETURN(ModelFile m, load_model_file(o.model.empty() ? default_model_path() : o.model));
   if (!dtype) return m;

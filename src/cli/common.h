@@ -18,7 +18,7 @@ namespace peregrine::cli {
 struct ModelOptions {
   std::string model;      // empty = the bundled stories260K
   std::string tokenizer;  // override
-  std::string dtype;      // empty = as stored; else f32|f16|bf16|q8_0|q4_0, converted on load
+  std::string dtype;      // empty = as stored; else one of convert_target_dtypes(), converted on load
 };
 
 /// Adds -m/--model and --tokenizer to `cmd`.
@@ -39,10 +39,16 @@ std::string shared_data_dir();
 /// most every 0.2 s and after the last unit, which ends the line.
 std::function<void(std::int64_t done, std::int64_t total, const std::string& unit)> progress_line(std::string label);
 
+/// The weight dtype a --dtype value names, if weights can be encoded to it (one of
+/// convert_target_dtypes(): f32, f16, bf16, q8_0, q4_0; formats Peregrine only reads, such as
+/// q4_k, are not). Errors: kInvalidArgument "--dtype 'X' is not one of f32, f16, ...".
+Expected<DType> parse_weight_dtype(const std::string& name);
+
 /// Loads the model file (default path when o.model is empty) and, with --dtype, converts its
 /// weight matrices in memory (quant/convert_model.h, rows split over `pool` if given), noting
 /// on stderr the matrices that fell back to f16. Errors: those of load_model_file and
-/// convert_model_weights; kInvalidArgument for an unknown --dtype.
+/// convert_model_weights (an already quantized model takes only f32); kInvalidArgument for
+/// a --dtype that is not one of convert_target_dtypes().
 Expected<ModelFile> open_model(const ModelOptions& o, ThreadPool* pool = nullptr);
 
 /// Checks a -t/--threads value: [1, 512]. Errors: kInvalidArgument naming the value.

@@ -1,5 +1,6 @@
 // peregrine inspect: architecture, hyper-parameters, tokenizer and tensor table of a model.
 #include <cstdio>
+#include <map>
 #include <memory>
 
 #include "common.h"
@@ -25,6 +26,23 @@ void print_config(const ModelFile& m) {
               static_cast<double>(c.rms_eps), c.tied_embeddings ? "tied" : "untied");
 }
 
+/// One line "by dtype: f32 5 (5120 bytes), q4_k 13 (...), ..." in name order: what a mixed
+/// file (llama.cpp's Q4_K_M puts some matrices in q6_k) really holds.
+void print_dtype_counts(const ModelFile& m) {
+  std::map<std::string, std::pair<std::size_t, std::size_t>> by_dtype;  // count, bytes
+  for (const auto& [name, t] : m.tensors) {
+    auto& [count, bytes] = by_dtype[t.format_string()];
+    ++count;
+    bytes += t.nbytes;
+  }
+  std::string line;
+  for (const auto& [dtype, cb] : by_dtype) {
+    line += (line.empty() ? "" : ", ") + dtype + " " + std::to_string(cb.first) + " (" + std::to_string(cb.second) + " bytes)";
+  }
+  std::printf("by dtype: %s\n", line.c_str());
+}
+
+/// The table of every tensor (name, dtype, shape outermost first, bytes) and the totals.
 void print_tensors(const ModelFile& m) {
   std::printf("\n%-36s %-14s %-16s %12s\n", "tensor", "dtype", "shape", "bytes");
   for (const auto& [name, t] : m.tensors) {
@@ -32,6 +50,7 @@ void print_tensors(const ModelFile& m) {
                 t.shape_string().c_str(), t.nbytes);
   }
   std::printf("%zu tensors, %zu bytes\n", m.tensors.size(), m.weight_bytes());
+  print_dtype_counts(m);
 }
 
 int run(const ModelOptions& args) {
@@ -54,7 +73,7 @@ int run(const ModelOptions& args) {
 
 Verb add_inspect(CLI::App& app) {
   auto args = std::make_shared<ModelOptions>();
-  CLI::App* cmd = app.add_subcommand("inspect", "Show a model's config, tokenizer and tensors");
+  CLI::App* cmd = app.add_subcommand("inspect", "Show a model's config, tokenizer and tensors (name, dtype, shape, bytes)");
   add_model_options(*cmd, *args);
   add_dtype_option(*cmd, *args);
   return {cmd, [args] { return run(*args); }};

@@ -35,9 +35,7 @@ std::string shared_file(const std::string& rel) {
 
 Expected<SynthOptions> options_of(const SynthArgs& a, const ModelShape& shape) {
   SynthOptions o;
-  auto dtype = dtype_from_name(a.dtype);
-  if (!dtype) return invalid_argument("--dtype '" + a.dtype + "' is not one of f32, f16, bf16, q8_0, q4_0");
-  o.dtype = *dtype;
+  PEREGRINE_ASSIGN_OR_RETURN(o.dtype, parse_weight_dtype(a.dtype));
   o.seed = a.seed;
   o.vocab_gguf = a.vocab.empty() ? shared_file(shape.vocab) : a.vocab;
   o.hf_tokenizer = shared_file(shape.hf_tokenizer);

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "common.h"
+#include "peregrine/formats/gguf.h"
 #include "verbs.h"
 
 namespace peregrine::cli {
@@ -16,21 +17,22 @@ struct TokenizeArgs {
   bool ids_only = false;
 };
 
+/// The tokenizer to use: --tokenizer alone, or -m's GGUF metadata (a model or a vocab-only
+/// file, as llama-tokenize reads it: no weights loaded or checked), else the model's own
+/// tokenizer found beside it (checked against its vocabulary size when --tokenizer overrides it).
+Expected<std::unique_ptr<Tokenizer>> tokenizer_for(const ModelOptions& o) {
+  if (o.model.empty() && !o.tokenizer.empty()) return load_tokenizer_file(o.tokenizer);
+  if (o.tokenizer.empty() && !o.model.empty() && is_gguf_file(o.model)) return load_tokenizer_file(o.model);
+  PEREGRINE_ASSIGN_OR_RETURN(ModelFile file, open_model(o));
+  return load_tokenizer(file, o.tokenizer);
+}
+
 int run(const TokenizeArgs& args) {
   auto text = text_or_file(args.text, args.file);
   if (!text) return report(text.status());
-  std::unique_ptr<Tokenizer> tok;
-  if (!args.model.tokenizer.empty() && args.model.model.empty()) {
-    auto t = load_tokenizer_file(args.model.tokenizer);
-    if (!t) return report(t.status());
-    tok = std::move(*t);
-  } else {
-    auto file = open_model(args.model);
-    if (!file) return report(file.status());
-    auto t = load_tokenizer(*file, args.model.tokenizer);
-    if (!t) return report(t.status());
-    tok = std::move(*t);
-  }
+  auto loaded = tokenizer_for(args.model);
+  if (!loaded) return report(loaded.status());
+  const std::unique_ptr<Tokenizer>& tok = *loaded;
   const auto ids = tok->encode(*text, tok->add_bos_default() && !args.no_bos);
   if (args.ids_only) {
     std::string line = "[";
@@ -46,7 +48,7 @@ int run(const TokenizeArgs& args) {
 
 Verb add_tokenize(CLI::App& app) {
   auto args = std::make_shared<TokenizeArgs>();
-  CLI::App* cmd = app.add_subcommand("tokenize", "Print the token ids of a text");
+  CLI::App* cmd = app.add_subcommand("tokenize", "Print the token ids of a text (-m may be a vocab-only GGUF)");
   add_model_options(*cmd, args->model);
   auto* text = cmd->add_option("text", args->text, "Text to tokenize");
   auto* file = cmd->add_option("-f,--file", args->file, "Read the text from a file");

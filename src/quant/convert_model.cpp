@@ -1,5 +1,7 @@
 #include "peregrine/quant/convert_model.h"
 
+#include <algorithm>
+#include <iterator>
 #include <memory>
 
 #include "peregrine/quant/dequantize.h"
@@ -8,18 +10,18 @@
 namespace peregrine {
 namespace {
 
-bool is_block_quantized(DType t) { return dtype_block_size(t) > 1; }
+constexpr DType kTargets[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
 
-/// Rows [begin, end) of `t` decoded to f32 and encoded as `to` into `dst` (rows of `row_bytes`).
+bool is_float(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+
+/// Rows [begin, end) of `t` decoded to f32 (dequantize_row: any stored dtype) and encoded as
+/// `to` into `dst` (rows of `row_bytes`).
 void convert_rows(const TensorView& t, DType to, std::size_t row_bytes, std::uint8_t* dst,
                   std::int64_t begin, std::int64_t end) {
-  const auto n = static_cast<std::size_t>(t.row_length());
-  const std::size_t src_row_bytes = t.nbytes / static_cast<std::size_t>(t.n_rows());
-  const auto* src = static_cast<const std::uint8_t*>(t.data);
-  std::vector<float> row(n);
-  for (auto r = static_cast<std::size_t>(begin); r < static_cast<std::size_t>(end); ++r) {
-    dequantize(t.dtype, src + r * src_row_bytes, row);
-    quantize_rtn(to, row, dst + r * row_bytes);
+  std::vector<float> row(static_cast<std::size_t>(t.row_length()));
+  for (std::int64_t r = begin; r < end; ++r) {
+    dequantize_row(t, r, row);
+    quantize_rtn(to, row, dst + static_cast<std::size_t>(r) * row_bytes);
   }
 }
 
@@ -36,6 +38,7 @@ std::shared_ptr<const void> convert_tensor(TensorView& t, DType to, ThreadPool* 
     job(0, t.n_rows());
   }
   t.dtype = to;
+  t.quant = {};
   t.data = buf->data();
   t.nbytes = buf->size();
   return buf;
@@ -47,13 +50,17 @@ DType matrix_dtype_for(DType target, std::int64_t row_length) {
   return dtype_row_bytes(target, static_cast<std::uint64_t>(row_length)) ? target : DType::kF16;
 }
 
+std::span<const DType> convert_target_dtypes() { return kTargets; }
+
 Expected<std::vector<std::string>> convert_model_weights(ModelFile& m, DType target, ThreadPool* pool) {
+  if (std::find(std::begin(kTargets), std::end(kTargets), target) == std::end(kTargets)) {
+    return invalid_argument("converting weights to " + std::string(dtype_name(target)) + " is not supported");
+  }
   for (const auto& [name, t] : m.tensors) {
-    if (is_block_quantized(t.dtype)) {
-      return unsupported(m.path + " is already quantized (tensor '" + name + "' is " +
-                         std::string(dtype_name(t.dtype)) + "): converting to " +
-                         std::string(dtype_name(target)) +
-                         " needs an F32/F16/BF16 model (re-quantizing compounds rounding errors)");
+    if (!is_float(t.dtype) && target != DType::kF32) {
+      return unsupported(m.path + " is already quantized (tensor '" + name + "' is " + t.format_string() +
+                         "): converting to " + std::string(dtype_name(target)) +
+                         " needs an F32/F16/BF16 model (re-quantizing compounds rounding errors; f32 decodes it exactly)");
     }
   }
   std::vector<std::string> fell_back;

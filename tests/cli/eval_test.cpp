@@ -83,6 +83,20 @@ TEST(EvalKld, Q8_0WeightsAreCloseButNotEqual) {
   EXPECT_NEAR(j["delta_ppl"].get<double>(), j["ppl"].get<double>() - j["ref_ppl"].get<double>(), 1e-9);
 }
 
+TEST(EvalKld, KQuantModelDecodedToF32AgainstItsF32Source) {
+  // llama.cpp's Q4_K_M of a random-weight model (rows decoded exactly by --dtype f32) against
+  // the F32 file it was made from: the quantization error is measured, finite and positive.
+  const std::string dir = shared_dir() + "/models/kquant-test/";
+  const auto j = eval_json({"kld", "-m", dir + "tiny-llama-256.Q4_K_M.gguf", "--dtype", "f32", "--ref",
+                            dir + "tiny-llama-256.f32.gguf", "-f", excerpt(), "--max-tokens", "600"});
+  const double kld = j["kld"], top1 = j["top1"];
+  std::printf("[ eval kld ] Q4_K_M decoded to f32: kld %.3e top1 %.4f\n", kld, top1);
+  EXPECT_GT(kld, 0.0);
+  EXPECT_LT(kld, 1.0);
+  EXPECT_GT(top1, 0.3);
+  EXPECT_LT(top1, 1.0);
+}
+
 TEST(EvalKld, KvTypeOfTheComparedModelIsMeasured) {
   // The same weights with i8 K/V against the reference's f32 K/V.
   const auto j = eval_json({"kld", "--ref", stories(), "--kv-type", "i8", "-f", excerpt(), "--max-tokens", "3000"});

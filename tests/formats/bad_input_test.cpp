@@ -208,12 +208,63 @@ TEST_F(BadInput, GgufTensorInfoPastTheEnd) {
   test::poke(b, offset, std::uint64_t{4});  // misaligned
   expect_error(load_model_file(write("off3.gguf", b)), ErrorCode::kCorruptFile, "misaligned offset");
   b = full;
-  test::poke(b, type, std::uint32_t{12});  // GGML_TYPE_Q4_K: 64-value rows are not whole 256-value blocks
-  expect_error(load_model_file(write("q4k.gguf", b)), ErrorCode::kCorruptFile, "block size 256");
+  test::poke(b, type, std::uint32_t{12});  // GGML_TYPE_Q4_K: rows of 64 values are a quarter block
+  expect_error(load_model_file(write("q4k.gguf", b)), ErrorCode::kCorruptFile, "Q4_K");
+  expect_error(GgufFile::open(dir_.file("q4k.gguf")), ErrorCode::kCorruptFile, "Q4_K");
   b = full;
-  test::poke(b, type, std::uint32_t{16});  // GGML_TYPE_IQ2_XXS: not read
-  expect_error(load_model_file(write("iq2.gguf", b)), ErrorCode::kUnsupported, "IQ2_XXS (id 16)");
-  expect_error(GgufFile::open(dir_.file("iq2.gguf")), ErrorCode::kUnsupported, "IQ2_XXS");
+  test::poke(b, type, std::uint32_t{16});  // GGML_TYPE_IQ2_XXS
+  expect_error(load_model_file(write("iq2.gguf", b)), ErrorCode::kUnsupported, "IQ2_XXS");
+}
+
+/// A GGUF holding one F32 tensor and `name` of ggml type id `type` with rows of `row` values
+/// (`data` bytes whatever the shape needs).
+Bytes gguf_with_typed_tensor(const std::string& name, std::uint32_t type, std::int64_t row, const Bytes& data) {
+  test::GgufWriter w;
+  w.kv_string("general.architecture", "llama");
+  w.tensor_f32("output_norm.weight", {4}, {1, 2, 3, 4});
+  w.tensor_raw(name, {2, row}, type, data);
+  return w.bytes();
+}
+
+TEST_F(BadInput, GgufRowsThatAreNotWholeBlocksNameTheTensorAndTheBlockSize) {
+  struct Case {
+    std::uint32_t id;
+    const char* dtype;
+    std::int64_t block, block_bytes;
+  };
+  const Case cases[] = {{2, "q4_0", 32, 18},   {3, "q4_1", 32, 20},    {6, "q5_0", 32, 22},  {7, "q5_1", 32, 24},
+                        {8, "q8_0", 32, 34},   {20, "iq4_nl", 32, 18}, {10, "q2_k", 256, 84}, {11, "q3_k", 256, 110},
+                        {12, "q4_k", 256, 144}, {13, "q5_k", 256, 176}, {14, "q6_k", 256, 210}, {23, "iq4_xs", 256, 136}};
+  for (const Case& c : cases) {
+    // Two whole blocks per row load; a row of 1.5 blocks is an error naming tensor, type and block.
+    const Bytes whole(static_cast<std::size_t>(4 * c.block_bytes), 0);
+    auto ok = GgufFile::open(write("whole.gguf", gguf_with_typed_tensor("blk.0.ffn_down.weight", c.id, 2 * c.block, whole)));
+    ASSERT_TRUE(ok) << c.dtype << ": " << ok.status().message();
+    ASSERT_EQ(ok->tensors().size(), 2u);
+    EXPECT_EQ(ok->tensors()[1].dtype, *dtype_from_name(c.dtype));
+    const std::string p = write("partial.gguf", gguf_with_typed_tensor("blk.0.ffn_down.weight", c.id, c.block + c.block / 2, whole));
+    for (const Status& st : {GgufFile::open(p).status(), load_model_file(p).status()}) {
+      EXPECT_EQ(st.code(), ErrorCode::kCorruptFile) << c.dtype << ": " << st.message();
+      for (const std::string& part : {std::string("'blk.0.ffn_down.weight'"), std::to_string(c.block + c.block / 2),
+                                     std::string(c.dtype) + " block size " + std::to_string(c.block)}) {
+        EXPECT_NE(st.message().find(part), std::string::npos) << part << " not in: " << st.message();
+      }
+    }
+  }
+}
+
+TEST_F(BadInput, GgufTypesPeregrineDoesNotReadAreNamed) {
+  const std::pair<std::uint32_t, std::string> types[] = {
+      {16, "IQ2_XXS (id 16)"}, {9, "Q8_1 (id 9)"}, {15, "Q8_K (id 15)"}, {19, "IQ1_S (id 19)"},
+      {4, "Q4_2 (removed) (id 4)"}, {39, "MXFP4 (id 39)"}, {99, "id 99 (unknown)"}, {0xffffffffu, "id 4294967295 (unknown)"}};
+  for (const auto& [id, label] : types) {
+    const std::string p = write("type.gguf", gguf_with_typed_tensor("blk.0.attn_q.weight", id, 256, Bytes(1024, 0)));
+    for (const Status& st : {GgufFile::open(p).status(), load_model_file(p).status()}) {
+      EXPECT_EQ(st.code(), ErrorCode::kUnsupported) << label << ": " << st.message();
+      EXPECT_NE(st.message().find("'blk.0.attn_q.weight' has ggml type " + label), std::string::npos) << st.message();
+      EXPECT_NE(st.message().find("supported: F32, F16, Q4_0"), std::string::npos) << st.message();
+    }
+  }
 }
 
 TEST_F(BadInput, GgufArchitectureAndHyperParameters) {

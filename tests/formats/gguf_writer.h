@@ -1,5 +1,6 @@
-// Test-only GGUF v3 writer: string/u32/f32 metadata and F32 tensors (enough for tiny models
-// and for negative tests that need a well-formed file with one thing wrong).
+// Test-only GGUF v3 writer: string/u32/f32 metadata, F32 tensors and raw tensors of any ggml
+// type id (enough for tiny models and for negative tests that need a well-formed file with one
+// thing wrong).
 #pragma once
 
 #include <string>
@@ -32,14 +33,19 @@ class GgufWriter {
   /// `shape` outermost-first (PyTorch order); written innermost-first as GGUF wants.
   void tensor_f32(const std::string& name, const std::vector<std::int64_t>& shape,
                   const std::vector<float>& values) {
+    tensor_raw(name, shape, 0, f32_bytes(values));  // GGML_TYPE_F32
+  }
+  /// A tensor of ggml type id `ggml_type` (ggml.h enum ggml_type) holding `data` as given:
+  /// nothing checks that the bytes fit the shape, so negative tests can write any mismatch.
+  void tensor_raw(const std::string& name, const std::vector<std::int64_t>& shape, std::uint32_t ggml_type,
+                  const Bytes& data) {
     while (data_.size() % 32 != 0) data_.push_back(0);
     put_string(info_, name);
     append(info_, static_cast<std::uint32_t>(shape.size()));
     for (auto it = shape.rbegin(); it != shape.rend(); ++it) append(info_, static_cast<std::uint64_t>(*it));
-    append(info_, std::uint32_t{0});  // GGML_TYPE_F32
+    append(info_, ggml_type);
     append(info_, static_cast<std::uint64_t>(data_.size()));
-    const Bytes b = f32_bytes(values);
-    data_.insert(data_.end(), b.begin(), b.end());
+    data_.insert(data_.end(), data.begin(), data.end());
     ++n_tensors_;
   }
 

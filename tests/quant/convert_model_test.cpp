@@ -1,5 +1,6 @@
 // convert_model_weights on the real stories260K: which tensors change, the F16 fallback for
-// rows of 172 values, bytes equal to quantize_rtn of the original rows, refusal to re-quantize.
+// rows of 172 values, bytes equal to quantize_rtn of the original rows, refusal to re-quantize;
+// llama.cpp's quantized GGUFs (K-quants, IQ4, Q4_1..Q5_1) and int rows decoded exactly to f32.
 #include "peregrine/quant/convert_model.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 
 #include "peregrine/model/llama_model.h"
 #include "peregrine/quant/dequantize.h"
+#include "peregrine/quant/int_group.h"
 #include "peregrine/quant/quantize_rtn.h"
 #include "test_paths.h"
 
@@ -116,6 +118,77 @@ TEST(ConvertModel, RefusesAnAlreadyQuantizedModel) {
   EXPECT_EQ(again.status().code(), ErrorCode::kUnsupported);
   EXPECT_NE(again.status().message().find("already quantized"), std::string::npos) << again.status().message();
   EXPECT_NE(again.status().message().find("q4_0"), std::string::npos) << again.status().message();
+}
+
+/// Every 2-D tensor of `converted` is F32 and equals dequantize_row of `original`'s, bit for bit.
+void expect_decoded_exactly(const ModelFile& original, const ModelFile& converted) {
+  for (const auto& [name, o] : original.tensors) {
+    const TensorView& t = *converted.find(name);
+    if (o.shape.size() != 2) {
+      ASSERT_EQ(t.dtype, o.dtype) << name;  // norms untouched
+      EXPECT_EQ(std::memcmp(t.data, o.data, o.nbytes), 0) << name;
+      continue;
+    }
+    ASSERT_EQ(t.dtype, DType::kF32) << name;
+    const auto n = static_cast<std::size_t>(o.row_length());
+    ASSERT_EQ(t.nbytes, n * sizeof(float) * static_cast<std::size_t>(o.n_rows())) << name;
+    std::vector<float> want(n);
+    for (std::int64_t r = 0; r < o.n_rows(); ++r) {
+      dequantize_row(o, r, want);
+      ASSERT_EQ(std::memcmp(static_cast<const float*>(t.data) + static_cast<std::size_t>(r) * n, want.data(), n * sizeof(float)), 0)
+          << name << " row " << r;
+    }
+  }
+}
+
+TEST(ConvertModel, GgufBlockQuantsDecodeExactlyToF32) {
+  // llama.cpp's files, mixes included (Q4_K_M holds q4_k and q6_k matrices).
+  ThreadPool pool(2);
+  for (const std::string type : {"Q4_K_M", "IQ4_XS", "Q2_K", "Q3_K_L", "Q5_K_S", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "Q8_0"}) {
+    SCOPED_TRACE(type);
+    const std::string path = test::shared_dir() + "/models/kquant-test/tiny-llama-256." + type + ".gguf";
+    auto original = load_model_file(path);
+    ASSERT_TRUE(original) << original.status().message();
+    auto converted = load_model_file(path);
+    ASSERT_TRUE(converted);
+    auto fell_back = convert_model_weights(*converted, DType::kF32, &pool);
+    ASSERT_TRUE(fell_back) << fell_back.status().message();
+    EXPECT_TRUE(fell_back->empty());
+    expect_decoded_exactly(*original, *converted);
+    EXPECT_TRUE(LlamaModel::create(std::move(*converted)));
+  }
+}
+
+TEST(ConvertModel, GroupWiseIntDecodesExactlyToF32) {
+  ModelFile original = stories();
+  TensorView& q = original.tensors.at("blk.0.attn_q.weight");  // one F32 matrix made int4 g32
+  QuantParams p;
+  p.bits = 4;
+  p.group_size = 32;
+  auto buf = std::make_shared<std::vector<std::uint8_t>>(quantize_int_rtn(
+      {static_cast<const float*>(q.data), static_cast<std::size_t>(q.numel())}, q.n_rows(), q.row_length(), p));
+  q.dtype = DType::kInt;
+  q.quant = p;
+  q.data = buf->data();
+  q.nbytes = buf->size();
+  original.storage.push_back(buf);
+  ModelFile converted = original;
+  auto refused = convert_model_weights(converted, DType::kQ8_0);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.status().message().find("'blk.0.attn_q.weight' is int4 g32"), std::string::npos) << refused.status().message();
+  ASSERT_TRUE(convert_model_weights(converted, DType::kF32));
+  expect_decoded_exactly(original, converted);
+  EXPECT_EQ(converted.find("blk.0.attn_q.weight")->quant, QuantParams{});
+}
+
+TEST(ConvertModel, OnlyTheRtnFormatsAreTargets) {
+  ModelFile m = stories();
+  for (DType t : {DType::kQ4_K, DType::kIQ4_XS, DType::kInt, DType::kI8, DType::kF8E4M3}) {
+    auto r = convert_model_weights(m, t);
+    ASSERT_FALSE(r) << dtype_name(t);
+    EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
+  }
+  EXPECT_EQ(convert_target_dtypes().size(), 5u);
 }
 
 }  // namespace
