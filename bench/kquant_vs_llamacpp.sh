@@ -26,7 +26,7 @@ src="$dir/tinyllama-f16.gguf"
 # llama-bench's mean tokens/s for one test ("pp128" / "tg128") from its JSON.
 llama() {
   "$llama_bench" -m "$1" -p 128 -n 128 -t "$threads" -r "$reps" -o json 2>/dev/null |
-    /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin); print(" ".join(f"{x[\"avg_ts\"]:.3f}" for x in r))'
+    /usr/bin/python3 -c 'import json,sys; print(" ".join("%.3f" % x["avg_ts"] for x in json.load(sys.stdin)))'
 }
 
 printf '| type | Peregrine tg128 | llama.cpp tg128 | ratio | Peregrine pp128 | llama.cpp pp128 | ratio | tg GB/s (%% of read bw) |\n'

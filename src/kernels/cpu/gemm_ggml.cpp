@@ -77,11 +77,13 @@ HWY_INLINE void spread_scales(__m512 a16, __m512 b16, Decoded& out) {
   out.a16 = a16;
 }
 
-// 16 floats, lane s = v[s / 2] for 8 bytes v (the scales of 8 sub-blocks of 32).
-HWY_INLINE __m512 pairs_of(std::uint64_t v8, bool is_signed) {
-  const __m128i bytes = _mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<long long>(v8)),
-                                         _mm_set_epi8(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0));
+// 16 floats, lane s = v[s / 2] for the 8 low bytes v (the scales of 8 sub-blocks of 32).
+HWY_INLINE __m512 pairs_of(__m128i v8, bool is_signed) {
+  const __m128i bytes = _mm_shuffle_epi8(v8, _mm_set_epi8(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0));
   return _mm512_cvtepi32_ps(is_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes));
+}
+HWY_INLINE __m512 pairs_of(std::uint64_t v8, bool is_signed) {
+  return pairs_of(_mm_cvtsi64_si128(static_cast<long long>(v8)), is_signed);
 }
 
 // Low and high nibbles of 32 bytes: [q & 15 (values 0..31), q >> 4 (values 32..63)].
@@ -169,10 +171,20 @@ HWY_INLINE void decode_q3_k(const std::uint8_t* block, Decoded& out) {
     const __m512i low = two_bit_fields(b.qs + 32 * (c / 2), 2 * (c % 2));
     out.u[c] = _mm512_mask_add_epi8(low, high, low, _mm512_set1_epi8(4));
   }
-  std::uint8_t scales[16];
-  ggml::unpack_q3_k_scales(b.scales, scales);
-  const __m512i s = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales))),
-                                     _mm512_set1_epi32(32));
+  // The 16 6-bit scales (ggml::unpack_q3_k_scales, vectorized): low 4 bits from the nibbles of
+  // bytes 0..7 (low nibbles: scales 0..7, high: 8..15), high 2 bits from byte 8 + i % 4, bits
+  // 2·(i / 4).
+  std::uint64_t packed_low;
+  std::uint32_t packed_high;
+  std::memcpy(&packed_low, b.scales, 8);
+  std::memcpy(&packed_high, b.scales + 8, 4);
+  const __m128i nib = _mm_set1_epi8(0x0f);
+  const __m128i lo8 = _mm_cvtsi64_si128(static_cast<long long>(packed_low));
+  const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(lo8, nib), _mm_and_si128(_mm_srli_epi16(lo8, 4), nib));
+  const __m128i high = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(packed_high)), _mm_set_epi32(6, 4, 2, 0)),
+                                     _mm_set1_epi8(3));
+  const __m128i scales = _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
+  const __m512i s = _mm512_cvtepi8_epi32(scales);
   const __m512 a = _mm512_mul_ps(_mm512_set1_ps(half(b.d)), _mm512_cvtepi32_ps(s));
   spread_scales(a, _mm512_mul_ps(_mm512_set1_ps(-4.0f), a), out);
 }
@@ -203,15 +215,18 @@ HWY_INLINE void decode_iq4_xs(const std::uint8_t* block, Decoded& out) {
     const auto* q = reinterpret_cast<const __m128i*>(b.qs + 32 * c);
     out.u[c] = iq4_codes(nibbles_blockwise(_mm_loadu_si128(q), _mm_loadu_si128(q + 1)));
   }
-  std::uint64_t low;
-  std::memcpy(&low, b.scales_l, 4);
-  low &= 0xffffffffu;
-  const std::uint32_t high = b.scales_h[0] | b.scales_h[1] << 8;
-  std::uint64_t scales = 0;
-  for (int j = 0; j < 8; ++j) {
-    const std::uint64_t s = ((low >> (4 * j)) & 0xF) | ((high >> (2 * j)) & 3) << 4;
-    scales |= (s - 32) << (8 * j) & (std::uint64_t{0xff} << (8 * j));
-  }
+  // The 8 6-bit scales minus 32 (ggml::iq4_xs_scale, vectorized): low 4 bits from the nibbles
+  // of scales_l (scale 2i: low nibble of byte i, 2i + 1: high), high 2 bits from scales_h,
+  // bits 2j.
+  std::uint32_t packed_low;
+  std::memcpy(&packed_low, b.scales_l, 4);
+  const __m128i bytes = _mm_cvtsi32_si128(static_cast<int>(packed_low)), nib = _mm_set1_epi8(0x0f);
+  const __m128i low = _mm_unpacklo_epi8(_mm_and_si128(bytes, nib), _mm_and_si128(_mm_srli_epi16(bytes, 4), nib));
+  const __m128i high16 = _mm_and_si128(_mm_srlv_epi16(_mm_set1_epi16(static_cast<short>(b.scales_h[0] | b.scales_h[1] << 8)),
+                                                      _mm_set_epi16(14, 12, 10, 8, 6, 4, 2, 0)),
+                                       _mm_set1_epi16(3));
+  const __m128i high = _mm_packus_epi16(high16, high16);
+  const __m128i scales = _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
   const __m512 a = _mm512_mul_ps(_mm512_set1_ps(half(b.d)), pairs_of(scales, true));
   spread_scales(a, _mm512_mul_ps(_mm512_set1_ps(-128.0f), a), out);
 }
