@@ -254,9 +254,11 @@ HWY_INLINE void decode_scalar(const Operands& op, std::int64_t row, std::int64_t
 }
 
 // A format's SIMD decoding of whole super-groups (kScalar: none).
-template <void (*kDecode)(const std::uint8_t*, Decoded&)>
+// kWhole: every super-group is whole (the K-quants and IQ4_XS: one block each).
+template <void (*kDecode)(const std::uint8_t*, Decoded&), bool kWhole = true>
 struct SimdDecoder {
   static constexpr bool kScalar = false;
+  static constexpr bool kAlwaysWhole = kWhole;
   static HWY_INLINE void decode(const std::uint8_t* p, Decoded& out) { kDecode(p, out); }
 };
 struct ScalarDecoder {
@@ -267,7 +269,7 @@ struct ScalarDecoder {
 template <class D>
 HWY_INLINE void decode(const Operands& op, std::int64_t row, std::int64_t g, Decoded& out) {
   if constexpr (!D::kScalar) {
-    if (op.whole(g)) return D::decode(op.group(row, g), out);
+    if (D::kAlwaysWhole || op.whole(g)) return D::decode(op.group(row, g), out);
   }
   decode_scalar(op, row, g, out);
 }
@@ -539,7 +541,7 @@ void GemmGgmlRows(const Operands& op, std::int64_t row_begin, std::int64_t row_e
     case DType::kQ3_K: return rows_with<SimdDecoder<decode_q3_k>>(op, row_begin, row_end);
     case DType::kQ2_K: return rows_with<SimdDecoder<decode_q2_k>>(op, row_begin, row_end);
     case DType::kIQ4_XS: return rows_with<SimdDecoder<decode_iq4_xs>>(op, row_begin, row_end);
-    case DType::kIQ4_NL: return rows_with<SimdDecoder<decode_iq4_nl>>(op, row_begin, row_end);
+    case DType::kIQ4_NL: return rows_with<SimdDecoder<decode_iq4_nl, false>>(op, row_begin, row_end);
     default: return rows_with<ScalarDecoder>(op, row_begin, row_end);
   }
 }
