@@ -67,10 +67,12 @@ void print_roofline(const Roofline& roof, int threads) {
               roof.simd_target, roof.read_gbps, roof.fma_gflops);
 }
 
-/// Whether the matmuls of `dtype` (dominant_dtype) run as int8 dot products (Q8_0/Q4_0 against
-/// 8-bit activation blocks, kInt with int8 activations), which the fp32 FMA peak does not bound.
+/// Whether the matmuls of `dtype` (dominant_dtype) run as int8 dot products (every ggml block
+/// format against 8-bit activation blocks, kInt with int8 activations), which the fp32 FMA peak
+/// does not bound.
 bool int8_dot_products(const std::string& dtype) {
-  return dtype == "q8_0" || dtype == "q4_0" || dtype.ends_with(" a8");
+  const auto t = dtype_from_name(dtype);
+  return (t && is_ggml_block_dtype(*t)) || dtype.ends_with(" a8");
 }
 
 void print_table(const std::string& name, const std::string& dtype, const BenchArgs& a,
