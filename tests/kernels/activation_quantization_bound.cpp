@@ -5,11 +5,11 @@
 
 namespace peregrine::test {
 
-double activation_quantization_bound(std::span<const float> w, std::span<const float> x) {
+double activation_quantization_bound(std::span<const float> w, std::span<const float> x, std::size_t block) {
   double bound = 0.0;
-  for (std::size_t b = 0; b < x.size(); b += 32) {
+  for (std::size_t b = 0; b < x.size(); b += block) {
     double amax = 0.0, wsum = 0.0;
-    for (std::size_t i = b; i < b + 32; ++i) {
+    for (std::size_t i = b; i < b + block; ++i) {
       amax = std::max(amax, std::fabs(static_cast<double>(x[i])));
       wsum += std::fabs(static_cast<double>(w[i]));
     }

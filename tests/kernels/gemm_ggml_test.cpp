@@ -109,7 +109,7 @@ double term_magnitude(const TensorView& w, const GgmlActivations& xa, std::int64
     unpack_super_group(w.dtype, base + g * group_bytes, blocks, s);
     for (int i = 0; i < kSuperGroup; ++i) {
       const std::size_t at = static_cast<std::size_t>(token * xa.ld + g * kSuperGroup + i);
-      const float dx = xa.dx[at / 4 / 16 * 16 + 8 * (at % 64 / 32)];
+      const float dx = xa.dx[at / 4];
       m += std::fabs(s.a[i / 16] * dx) * std::abs(s.u[i] * xa.q[at]);
     }
     for (int i = 0; i < 16; ++i) m += std::fabs(s.b[i] * xa.sum16[static_cast<std::size_t>(token * xa.ld / 16 + 16 * g + i)]);
@@ -117,39 +117,57 @@ double term_magnitude(const TensorView& w, const GgmlActivations& xa, std::int64
   return m;
 }
 
+// Activation blocks to test a format with: Q8_0's 32 always, Q8_K's 256 where rows are whole
+// super-groups (the blocks matmul gives the K-quants and IQ4_XS, where decode sums each
+// super-group in int32 with integer sub-block scales).
+std::vector<std::int64_t> activation_blocks(std::int64_t in) {
+  if (in % kActivationBlockQ8_K == 0) return {kActivationBlockQ8_0, kActivationBlockQ8_K};
+  return {kActivationBlockQ8_0};
+}
+
+TEST(GemmGgml, ActivationBlocksAreGgmlsVecDotTypes) {
+  for (DType t : kTypes) {
+    const bool k_quant = dtype_block_size(t) == 256;
+    EXPECT_EQ(ggml_activation_block(t), k_quant ? kActivationBlockQ8_K : kActivationBlockQ8_0) << dtype_name(t);
+  }
+}
+
 // gemm_ggml (SIMD decoding, tiles, threads) against its scalar twin on the same activations:
 // the same exact int32 dots, f32 sums in other orders. The twin's chain has in/16 + 3 roundings
 // per term, the SIMD lanes fewer plus a 16-lane tree, so |simd − twin| <= 2·(in/16 + 8)·u·M.
+// (The integer-scaled decode path sums Σ sc_s·dot_s exactly and rounds d·d256 once: fewer.)
 TEST(GemmGgml, MatchesScalarTwinUpToSummationOrder) {
   std::mt19937 rng(22);
   for (DType t : kTypes) {
     for (std::int64_t in : row_lengths(t)) {
-      for (std::int64_t out : {1, 5, 9, 50}) {  // 50 rows: a 32-row panel pair, a 16-row panel, 2 more rows
-        const Weights w = random_weights(t, out, in, /*offset=*/1 + out % 3, rng);
-        const double u = std::ldexp(1.0, -24), k = 2.0 * (static_cast<double>(in) / 16 + 8);
-        for (std::int64_t n_tokens : {1, 2, 3, 4, 6, 9}) {
-          const auto x = random_activations(n_tokens, in, rng);
-          QuantizedActivations xq;
-          quantize_activations_reference(x, n_tokens, in, xq);
-          GgmlActivations xa;
-          prepare_ggml_activations(xq, xa);
-          std::vector<float> ref(static_cast<std::size_t>(n_tokens * out));
-          gemm_ggml_reference(w.view, xa, ref);
-          test::for_each_simd_target([&] {
-            for (int threads : {1, 3}) {
-              ThreadPool pool(threads);
-              std::vector<float> y(ref.size(), NAN);
-              gemm_ggml(w.view, xa, y, pool, /*min_parallel_macs=*/0);
-              for (std::int64_t tok = 0; tok < n_tokens; ++tok) {
-                for (std::int64_t o = 0; o < out; ++o) {
-                  const auto i = static_cast<std::size_t>(tok * out + o);
-                  ASSERT_NEAR(y[i], ref[i], k * u * term_magnitude(w.view, xa, o, tok))
-                      << dtype_name(t) << " " << out << "x" << in << " n_tokens=" << n_tokens
-                      << " threads=" << threads << " token " << tok << " row " << o;
+      for (std::int64_t block : activation_blocks(in)) {
+        for (std::int64_t out : {1, 5, 9, 50}) {  // 50 rows: a 32-row panel pair, a 16-row panel, 2 more rows
+          const Weights w = random_weights(t, out, in, /*offset=*/1 + out % 3, rng);
+          const double u = std::ldexp(1.0, -24), k = 2.0 * (static_cast<double>(in) / 16 + 8);
+          for (std::int64_t n_tokens : {1, 2, 3, 4, 6, 9}) {
+            const auto x = random_activations(n_tokens, in, rng);
+            QuantizedActivations xq;
+            quantize_activations_reference(x, n_tokens, in, xq, block);
+            GgmlActivations xa;
+            prepare_ggml_activations(xq, xa);
+            std::vector<float> ref(static_cast<std::size_t>(n_tokens * out));
+            gemm_ggml_reference(w.view, xa, ref);
+            test::for_each_simd_target([&] {
+              for (int threads : {1, 3}) {
+                ThreadPool pool(threads);
+                std::vector<float> y(ref.size(), NAN);
+                gemm_ggml(w.view, xa, y, pool, /*min_parallel_macs=*/0);
+                for (std::int64_t tok = 0; tok < n_tokens; ++tok) {
+                  for (std::int64_t o = 0; o < out; ++o) {
+                    const auto i = static_cast<std::size_t>(tok * out + o);
+                    ASSERT_NEAR(y[i], ref[i], k * u * term_magnitude(w.view, xa, o, tok))
+                        << dtype_name(t) << " " << out << "x" << in << " block=" << block << " n_tokens=" << n_tokens
+                        << " threads=" << threads << " token " << tok << " row " << o;
+                  }
                 }
               }
-            }
-          });
+            });
+          }
         }
       }
     }
@@ -157,7 +175,8 @@ TEST(GemmGgml, MatchesScalarTwinUpToSummationOrder) {
 }
 
 // matmul on these formats (activations quantized inside) against matmul_reference (exactly
-// decoded weights, f32 activations, f64 sums): the activation rounding plus f32 summation.
+// decoded weights, f32 activations, f64 sums): the activation rounding over the blocks
+// ggml_activation_block gives, plus f32 summation.
 TEST(GemmGgml, MatmulIsWithinActivationQuantizationErrorOfFloatReference) {
   std::mt19937 rng(23);
   for (DType t : kTypes) {
@@ -177,7 +196,8 @@ TEST(GemmGgml, MatmulIsWithinActivationQuantizationErrorOfFloatReference) {
           const std::span<const float> wr(&wf[static_cast<std::size_t>(o * in)], static_cast<std::size_t>(in));
           double m = 0.0;
           for (std::size_t i = 0; i < xr.size(); ++i) m += std::fabs(wr[i]) * (std::fabs(xr[i]) + 0.1);
-          const double bound = test::activation_quantization_bound(wr, xr) + 4.0 * (in / 16 + 8) * std::ldexp(1.0, -24) * m;
+          const auto block = static_cast<std::size_t>(ggml_activation_block(t));
+          const double bound = test::activation_quantization_bound(wr, xr, block) + 4.0 * (in / 16 + 8) * std::ldexp(1.0, -24) * m;
           const auto i = static_cast<std::size_t>(tok * out + o);
           ASSERT_NEAR(y[i], ref[i], bound) << dtype_name(t) << " token " << tok << " row " << o;
         }

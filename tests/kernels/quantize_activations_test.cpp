@@ -31,21 +31,31 @@ std::vector<float> random_activations(std::int64_t n_tokens, std::int64_t in, st
   return x;
 }
 
+// Q8_0's blocks of 32 and Q8_K's of 256.
+struct Shape {
+  std::int64_t block, in;
+};
+constexpr Shape kShapes[] = {{32, 32}, {32, 64}, {32, 96}, {32, 2048 + 32}, {256, 256}, {256, 2048 + 256}};
+
 TEST(QuantizeActivations, SimdMatchesScalarTwinExactly) {
   std::mt19937 rng(7);
-  for (std::int64_t in : {32, 64, 96, 2048 + 32}) {
+  for (const Shape s : kShapes) {
+    const std::int64_t in = s.in;
     for (std::int64_t n_tokens : {1, 2, 5, 17, 40}) {
       const auto x = random_activations(n_tokens, in, rng);
       QuantizedActivations ref;
-      quantize_activations_reference(x, n_tokens, in, ref);
+      quantize_activations_reference(x, n_tokens, in, ref, s.block);
+      ASSERT_EQ(ref.block, s.block);
+      ASSERT_EQ(ref.d.size(), static_cast<std::size_t>(n_tokens * in / s.block));
       test::for_each_simd_target([&] {
         for (int threads : {1, 3}) {
           for (std::int64_t min_parallel : {std::int64_t{0}, kMinParallelQuantize}) {
             ThreadPool pool(threads);
             QuantizedActivations got;
-            quantize_activations(x, n_tokens, in, got, pool, min_parallel);
+            quantize_activations(x, n_tokens, in, got, pool, min_parallel, s.block);
             ASSERT_EQ(got.n_tokens, n_tokens);
             ASSERT_EQ(got.in, in);
+            ASSERT_EQ(got.block, s.block);
             EXPECT_EQ(got.q, ref.q) << " in=" << in << " n_tokens=" << n_tokens << " threads=" << threads;
             EXPECT_EQ(got.d, ref.d) << " in=" << in << " n_tokens=" << n_tokens << " threads=" << threads;
           }
@@ -57,20 +67,23 @@ TEST(QuantizeActivations, SimdMatchesScalarTwinExactly) {
 
 TEST(QuantizeActivations, RoundTripErrorIsAtMostHalfAStep) {
   std::mt19937 rng(8);
-  const std::int64_t n_tokens = 9, in = 256;
+  const std::int64_t n_tokens = 9, in = 512;
   const auto x = random_activations(n_tokens, in, rng);
   ThreadPool pool(2);
-  QuantizedActivations xq;
-  quantize_activations(x, n_tokens, in, xq, pool, 0);
-  for (std::size_t b = 0; b < xq.d.size(); ++b) {
-    float amax = 0.0f;
-    for (std::size_t i = b * 32; i < b * 32 + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-    ASSERT_EQ(xq.d[b], amax / 127.0f);
-    for (std::size_t i = b * 32; i < b * 32 + 32; ++i) {
-      ASSERT_LE(std::abs(xq.q[i]), 127);
-      // d/2 plus the f32 rounding of 1/d and x·(1/d) (a few ulps of |x/d| <= 127, times d).
-      ASSERT_LE(std::fabs(x[i] - xq.d[b] * xq.q[i]), xq.d[b] * (0.5f + 1e-4f)) << "value " << i;
-    }
+  for (const std::int64_t block : {kActivationBlockQ8_0, kActivationBlockQ8_K}) {
+    QuantizedActivations xq;
+    quantize_activations(x, n_tokens, in, xq, pool, 0, block);
+    const auto values = static_cast<std::size_t>(block);
+    for (std::size_t b = 0; b < xq.d.size(); ++b) {
+      float amax = 0.0f;
+      for (std::size_t i = b * values; i < (b + 1) * values; ++i) amax = std::max(amax, std::fabs(x[i]));
+      ASSERT_EQ(xq.d[b], amax / 127.0f);
+      for (std::size_t i = b * values; i < (b + 1) * values; ++i) {
+        ASSERT_LE(std::abs(xq.q[i]), 127);
+        // d/2 plus the f32 rounding of 1/d and x·(1/d) (a few ulps of |x/d| <= 127, times d).
+        ASSERT_LE(std::fabs(x[i] - xq.d[b] * xq.q[i]), xq.d[b] * (0.5f + 1e-4f)) << "block " << block << " value " << i;
+      }
+  }
   }
 }
 

@@ -77,22 +77,14 @@ HWY_INLINE void spread_scales(__m512 a16, __m512 b16, Decoded& out) {
   out.a16 = a16;
 }
 
-// 16 floats, lane s = v[s / 2] for the 8 low bytes v (the scales of 8 sub-blocks of 32).
-HWY_INLINE __m512 pairs_of(__m128i v8, bool is_signed) {
-  const __m128i bytes = _mm_shuffle_epi8(v8, _mm_set_epi8(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0));
-  return _mm512_cvtepi32_ps(is_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes));
+// The 8 low bytes v (the scales of 8 sub-blocks of 32) as 16 per-16 scales: byte s = v[s / 2].
+HWY_INLINE __m128i pairs_of(__m128i v8) {
+  return _mm_shuffle_epi8(v8, _mm_set_epi8(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0));
 }
-HWY_INLINE __m512 pairs_of(std::uint64_t v8, bool is_signed) {
-  return pairs_of(_mm_cvtsi64_si128(static_cast<long long>(v8)), is_signed);
-}
+HWY_INLINE __m128i pairs_of(std::uint64_t v8) { return pairs_of(_mm_cvtsi64_si128(static_cast<long long>(v8))); }
 
-// Low and high nibbles of 32 bytes: [q & 15 (values 0..31), q >> 4 (values 32..63)].
-HWY_INLINE __m512i nibbles_lo_hi(const std::uint8_t* p) {
-  const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  const __m256i mask = _mm256_set1_epi8(0x0f);
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q, mask)),
-                            _mm256_and_si256(_mm256_srli_epi16(q, 4), mask), 1);
-}
+// 16 signed bytes as 16 floats.
+HWY_INLINE __m512 to_float(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
 
 // Two legacy-ordered 16-byte nibble groups q0, q1 (values j: low nibble of byte j, j+16: high)
 // as 64 codes: [lo(q0), hi(q0), lo(q1), hi(q1)].
@@ -104,12 +96,26 @@ HWY_INLINE __m512i nibbles_blockwise(__m128i q0, __m128i q1) {
   return _mm512_and_si512(_mm512_mask_srli_epi16(z, 0xFF00FF00u, z, 4), _mm512_set1_epi8(0x0f));
 }
 
+// A table of 16 bytes in every 128-bit lane, looked up by the nibble codes.
+HWY_INLINE __m512i lookup16(const std::int8_t* table16, __m512i nibbles) {
+  return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table16))), nibbles);
+}
+
 // IQ4's grid value + 128 of each nibble code.
 HWY_INLINE __m512i iq4_codes(__m512i nibbles) {
-  const __m128i grid = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ggml::kIq4nlValues));
-  const __m512i table = _mm512_xor_si512(_mm512_broadcast_i32x4(grid), _mm512_set1_epi8(static_cast<char>(0x80)));
-  return _mm512_shuffle_epi8(table, nibbles);
+  return _mm512_xor_si512(lookup16(ggml::kIq4nlValues, nibbles), _mm512_set1_epi8(static_cast<char>(0x80)));
 }
+
+// One K-quant / IQ4_XS super-block in integer-scaled form: w_i = d·sc_s·v_i + b_s for the 16
+// values s, v_i = u_i, or −u_i where neg has bit i (kSigned formats: IQ4_XS's grid). u <= 127
+// (so vpmaddubsw against |q| <= 127 activations cannot saturate: 2·127·127 < 2^15).
+struct alignas(64) IntScaled {
+  __m512i u[4];        // codes (magnitudes) of values 64c .. 64c+63
+  __mmask64 neg[4];    // kSigned: the values whose code is negative
+  __m128i sc;          // byte s: the signed integer scale sc_s of values 16s .. 16s+15
+  float d;             // super-block scale
+  __m512 b;            // lane s = b_s
+};
 
 // Q4_K / Q5_K: the 8 6-bit scales and mins from the 12 packed bytes (scale_min_k4).
 HWY_INLINE void k4_scales(const std::uint8_t* packed, std::uint64_t& scales, std::uint64_t& mins) {
@@ -123,23 +129,38 @@ HWY_INLINE void k4_scales(const std::uint8_t* packed, std::uint64_t& scales, std
   mins = (mid & 0x3f3f3f3fu) | std::uint64_t{m_hi} << 32;
 }
 
+// The low and high nibbles of 128 bytes in K-quant order (32 bytes per 64 values: low nibbles
+// values 0..31, high 32..63), as the codes of 4 chunks of 64.
+HWY_INLINE void k_nibbles(const std::uint8_t* qs, __m512i (&u)[4]) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  for (int h = 0; h < 2; ++h) {  // bytes 64h.. : chunks 2h, 2h + 1
+    const __m512i q = _mm512_loadu_si512(qs + 64 * h);
+    const __m512i lo = _mm512_and_si512(q, low4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+    u[2 * h] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
+    u[2 * h + 1] = _mm512_shuffle_i64x2(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
+  }
+}
+
+// The mask of the 64 values of chunk c whose bit (2c for values 0..31, 2c + 1 for 32..63) is
+// set in the 32 bytes `bits` (Q3_K's hmask, Q5_K's qh).
+HWY_INLINE __mmask64 chunk_bits(__m256i bits, int c) {
+  return _mm256_test_epi8_mask(bits, _mm256_set1_epi8(static_cast<char>(1 << (2 * c)))) |
+         static_cast<__mmask64>(_mm256_test_epi8_mask(bits, _mm256_set1_epi8(static_cast<char>(2 << (2 * c))))) << 32;
+}
+
 template <int kBits>
-HWY_INLINE void decode_qk_k(const std::uint8_t* block, Decoded& out) {
+HWY_INLINE void int_qk_k(const std::uint8_t* block, IntScaled& out) {
   const auto& b = *reinterpret_cast<const ggml::BlockQ4_K*>(block);  // Q5_K shares the head
   std::uint64_t scales, mins;
   k4_scales(b.scales, scales, mins);
-  const std::uint8_t* qs = block + (kBits == 5 ? sizeof(ggml::BlockQ5_K) - 128 : sizeof(ggml::BlockQ4_K) - 128);
-  for (int c = 0; c < 4; ++c) {
-    out.u[c] = nibbles_lo_hi(qs + 32 * c);
-    if constexpr (kBits == 5) {
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16));
-      const __mmask64 high = _mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(1 << (2 * c)))) |
-                             static_cast<__mmask64>(_mm256_test_epi8_mask(qh, _mm256_set1_epi8(static_cast<char>(2 << (2 * c))))) << 32;
-      out.u[c] = _mm512_mask_add_epi8(out.u[c], high, out.u[c], _mm512_set1_epi8(16));
-    }
+  k_nibbles(block + (kBits == 5 ? sizeof(ggml::BlockQ5_K) - 128 : sizeof(ggml::BlockQ4_K) - 128), out.u);
+  if constexpr (kBits == 5) {
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16));
+    for (int c = 0; c < 4; ++c) out.u[c] = _mm512_mask_add_epi8(out.u[c], chunk_bits(qh, c), out.u[c], _mm512_set1_epi8(16));
   }
-  const __m512 d = _mm512_set1_ps(half(b.d)), dmin = _mm512_set1_ps(-half(b.dmin));
-  spread_scales(_mm512_mul_ps(d, pairs_of(scales, false)), _mm512_mul_ps(dmin, pairs_of(mins, false)), out);
+  out.sc = pairs_of(scales);
+  out.d = half(b.d);
+  out.b = _mm512_mul_ps(_mm512_set1_ps(-half(b.dmin)), to_float(pairs_of(mins)));
 }
 
 // 2-bit fields f0 and f0+1 of 32 bytes (Q2_K / Q3_K order): [(q >> 2f0) & 3, (q >> 2f0+2) & 3].
@@ -151,25 +172,21 @@ HWY_INLINE __m512i two_bit_fields(const std::uint8_t* qs, int f0) {
   return _mm512_and_si512(_mm512_srlv_epi16(z, shifts), _mm512_set1_epi8(3));
 }
 
-HWY_INLINE void decode_q2_k(const std::uint8_t* block, Decoded& out) {
+HWY_INLINE void int_q2_k(const std::uint8_t* block, IntScaled& out) {
   const auto& b = *reinterpret_cast<const ggml::BlockQ2_K*>(block);
   for (int c = 0; c < 4; ++c) out.u[c] = two_bit_fields(b.qs + 32 * (c / 2), 2 * (c % 2));
-  const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
-  const __m512 scale = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(sc, _mm_set1_epi8(0x0f))));
-  const __m512 min = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0x0f))));
-  spread_scales(_mm512_mul_ps(_mm512_set1_ps(half(b.d)), scale),
-                _mm512_mul_ps(_mm512_set1_ps(-half(b.dmin)), min), out);
+  const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), low4 = _mm_set1_epi8(0x0f);
+  out.sc = _mm_and_si128(sc, low4);
+  out.d = half(b.d);
+  out.b = _mm512_mul_ps(_mm512_set1_ps(-half(b.dmin)), to_float(_mm_and_si128(_mm_srli_epi16(sc, 4), low4)));
 }
 
-HWY_INLINE void decode_q3_k(const std::uint8_t* block, Decoded& out) {
+HWY_INLINE void int_q3_k(const std::uint8_t* block, IntScaled& out) {
   const auto& b = *reinterpret_cast<const ggml::BlockQ3_K*>(block);
   const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
   for (int c = 0; c < 4; ++c) {
-    const int bit = 2 * c;  // hmask bit of value 64c + l: 2c for l < 32, 2c + 1 above
-    const __mmask64 high = _mm256_test_epi8_mask(hm, _mm256_set1_epi8(static_cast<char>(1 << bit))) |
-                           static_cast<__mmask64>(_mm256_test_epi8_mask(hm, _mm256_set1_epi8(static_cast<char>(2 << bit)))) << 32;
     const __m512i low = two_bit_fields(b.qs + 32 * (c / 2), 2 * (c % 2));
-    out.u[c] = _mm512_mask_add_epi8(low, high, low, _mm512_set1_epi8(4));
+    out.u[c] = _mm512_mask_add_epi8(low, chunk_bits(hm, c), low, _mm512_set1_epi8(4));
   }
   // The 16 6-bit scales (ggml::unpack_q3_k_scales, vectorized): low 4 bits from the nibbles of
   // bytes 0..7 (low nibbles: scales 0..7, high: 8..15), high 2 bits from byte 8 + i % 4, bits
@@ -183,13 +200,12 @@ HWY_INLINE void decode_q3_k(const std::uint8_t* block, Decoded& out) {
   const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(lo8, nib), _mm_and_si128(_mm_srli_epi16(lo8, 4), nib));
   const __m128i high = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(packed_high)), _mm_set_epi32(6, 4, 2, 0)),
                                      _mm_set1_epi8(3));
-  const __m128i scales = _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
-  const __m512i s = _mm512_cvtepi8_epi32(scales);
-  const __m512 a = _mm512_mul_ps(_mm512_set1_ps(half(b.d)), _mm512_cvtepi32_ps(s));
-  spread_scales(a, _mm512_mul_ps(_mm512_set1_ps(-4.0f), a), out);
+  out.sc = _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
+  out.d = half(b.d);
+  out.b = _mm512_mul_ps(_mm512_set1_ps(-4.0f * out.d), to_float(out.sc));
 }
 
-HWY_INLINE void decode_q6_k(const std::uint8_t* block, Decoded& out) {
+HWY_INLINE void int_q6_k(const std::uint8_t* block, IntScaled& out) {
   const auto& b = *reinterpret_cast<const ggml::BlockQ6_K*>(block);
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   for (int half = 0; half < 2; ++half) {
@@ -204,20 +220,15 @@ HWY_INLINE void decode_q6_k(const std::uint8_t* block, Decoded& out) {
       out.u[2 * half + part] = _mm512_or_si512(low, _mm512_slli_epi16(high, 4));
     }
   }
-  const __m512i s = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
-  const __m512 a = _mm512_mul_ps(_mm512_set1_ps(half(b.d)), _mm512_cvtepi32_ps(s));
-  spread_scales(a, _mm512_mul_ps(_mm512_set1_ps(-32.0f), a), out);
+  out.sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+  out.d = half(b.d);
+  out.b = _mm512_mul_ps(_mm512_set1_ps(-32.0f * out.d), to_float(out.sc));
 }
 
-HWY_INLINE void decode_iq4_xs(const std::uint8_t* block, Decoded& out) {
-  const auto& b = *reinterpret_cast<const ggml::BlockIq4Xs*>(block);
-  for (int c = 0; c < 4; ++c) {
-    const auto* q = reinterpret_cast<const __m128i*>(b.qs + 32 * c);
-    out.u[c] = iq4_codes(nibbles_blockwise(_mm_loadu_si128(q), _mm_loadu_si128(q + 1)));
-  }
-  // The 8 6-bit scales minus 32 (ggml::iq4_xs_scale, vectorized): low 4 bits from the nibbles
-  // of scales_l (scale 2i: low nibble of byte i, 2i + 1: high), high 2 bits from scales_h,
-  // bits 2j.
+// IQ4_XS: the 8 6-bit scales minus 32 (ggml::iq4_xs_scale, vectorized) as 16 per-16 scales: low
+// 4 bits from the nibbles of scales_l (scale 2i: low nibble of byte i, 2i + 1: high), high 2
+// bits from scales_h, bits 2j.
+HWY_INLINE __m128i iq4_xs_scales(const ggml::BlockIq4Xs& b) {
   std::uint32_t packed_low;
   std::memcpy(&packed_low, b.scales_l, 4);
   const __m128i bytes = _mm_cvtsi32_si128(static_cast<int>(packed_low)), nib = _mm_set1_epi8(0x0f);
@@ -226,8 +237,51 @@ HWY_INLINE void decode_iq4_xs(const std::uint8_t* block, Decoded& out) {
                                                       _mm_set_epi16(14, 12, 10, 8, 6, 4, 2, 0)),
                                        _mm_set1_epi16(3));
   const __m128i high = _mm_packus_epi16(high16, high16);
-  const __m128i scales = _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
-  const __m512 a = _mm512_mul_ps(_mm512_set1_ps(half(b.d)), pairs_of(scales, true));
+  return pairs_of(_mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32)));
+}
+
+// |IQ4 grid value| per nibble code; the grid is negative exactly for codes 0..7.
+struct alignas(16) Iq4Magnitudes {
+  std::int8_t v[16];
+};
+constexpr Iq4Magnitudes kIq4Magnitudes = [] {
+  Iq4Magnitudes m{};
+  for (int i = 0; i < 16; ++i) m.v[i] = static_cast<std::int8_t>(ggml::kIq4nlValues[i] < 0 ? -ggml::kIq4nlValues[i] : ggml::kIq4nlValues[i]);
+  return m;
+}();
+static_assert(ggml::kIq4nlValues[7] < 0 && ggml::kIq4nlValues[8] > 0, "IQ4 grid sign changes at code 8");
+
+// IQ4_XS as |grid value| and sign, b = 0.
+HWY_INLINE void int_iq4_xs(const std::uint8_t* block, IntScaled& out) {
+  const auto& b = *reinterpret_cast<const ggml::BlockIq4Xs*>(block);
+  for (int c = 0; c < 4; ++c) {
+    const auto* q = reinterpret_cast<const __m128i*>(b.qs + 32 * c);
+    const __m512i nibbles = nibbles_blockwise(_mm_loadu_si128(q), _mm_loadu_si128(q + 1));
+    out.u[c] = lookup16(kIq4Magnitudes.v, nibbles);
+    out.neg[c] = _mm512_testn_epi8_mask(nibbles, _mm512_set1_epi8(8));
+  }
+  out.sc = iq4_xs_scales(b);
+  out.d = half(b.d);
+  out.b = _mm512_setzero_ps();
+}
+
+// The f32 form of an integer-scaled super-block: a_s = d·sc_s.
+template <void (*kInt)(const std::uint8_t*, IntScaled&)>
+HWY_INLINE void from_int(const std::uint8_t* block, Decoded& out) {
+  IntScaled k;
+  kInt(block, k);
+  for (int c = 0; c < 4; ++c) out.u[c] = k.u[c];
+  spread_scales(_mm512_mul_ps(_mm512_set1_ps(k.d), to_float(k.sc)), k.b, out);
+}
+
+// IQ4_XS's f32 form: u = grid value + 128, b = −128·a.
+HWY_INLINE void decode_iq4_xs(const std::uint8_t* block, Decoded& out) {
+  const auto& b = *reinterpret_cast<const ggml::BlockIq4Xs*>(block);
+  for (int c = 0; c < 4; ++c) {
+    const auto* q = reinterpret_cast<const __m128i*>(b.qs + 32 * c);
+    out.u[c] = iq4_codes(nibbles_blockwise(_mm_loadu_si128(q), _mm_loadu_si128(q + 1)));
+  }
+  const __m512 a = _mm512_mul_ps(_mm512_set1_ps(half(b.d)), to_float(iq4_xs_scales(b)));
   spread_scales(a, _mm512_mul_ps(_mm512_set1_ps(-128.0f), a), out);
 }
 
@@ -258,11 +312,22 @@ HWY_INLINE void decode_scalar(const Operands& op, std::int64_t row, std::int64_t
 template <void (*kDecode)(const std::uint8_t*, Decoded&), bool kWhole = true>
 struct SimdDecoder {
   static constexpr bool kScalar = false;
+  static constexpr bool kInteger = false;
   static constexpr bool kAlwaysWhole = kWhole;
   static HWY_INLINE void decode(const std::uint8_t* p, Decoded& out) { kDecode(p, out); }
 };
 struct ScalarDecoder {
   static constexpr bool kScalar = true;
+  static constexpr bool kInteger = false;
+};
+// An integer-scaled format (the K-quants, IQ4_XS): decode_int for the integer GEMV, decode
+// (by default from_int) for the f32 paths. kSigned: codes carry signs (IQ4_XS, whose b = 0).
+template <void (*kInt)(const std::uint8_t*, IntScaled&), bool kSign = false,
+          void (*kDecode)(const std::uint8_t*, Decoded&) = from_int<kInt>>
+struct IntDecoder : SimdDecoder<kDecode> {
+  static constexpr bool kInteger = true;
+  static constexpr bool kSigned = kSign;
+  static HWY_INLINE void decode_int(const std::uint8_t* p, IntScaled& out) { kInt(p, out); }
 };
 
 // Super-group g of `row` decoded by D where it can, else by the scalar unpacking.
@@ -282,7 +347,7 @@ HWY_INLINE void group_step(const Operands& op, const Decoded* rows, std::int64_t
 #pragma GCC unroll 4
   for (int n = 0; n < RN; ++n) {
     const std::int8_t* q = x.q.data() + (token + n) * x.ld + g * kSuperGroup;
-    const float* dx = x.dx.data() + ((token + n) * x.ld / 64 + 4 * g) * 16;
+    const float* dx = x.dx.data() + (token + n) * x.ld / 4 + 64 * g;
     const __m512 s16 = _mm512_loadu_ps(x.sum16.data() + (token + n) * x.ld / 16 + 16 * g);
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
@@ -328,7 +393,7 @@ void gemv_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end)
 #pragma GCC unroll 4
       for (int n = 0; n < RN; ++n) {
         const std::int8_t* q = x.q.data() + n * x.ld + g * kSuperGroup;
-        const float* dx = x.dx.data() + (n * x.ld / 64 + 4 * g) * 16;
+        const float* dx = x.dx.data() + n * x.ld / 4 + 64 * g;
 #pragma GCC unroll 4
         for (int c = 0; c < 4; ++c) {
           const __m512 dot = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), d.u[c], _mm512_loadu_si512(q + 64 * c)));
@@ -341,6 +406,58 @@ void gemv_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end)
       const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[n][0], acc[n][1]), _mm512_add_ps(acc[n][2], acc[n][3]));
       op.y[n * op.out + row] = _mm512_reduce_add_ps(sum);
     }
+  }
+}
+
+// Int16 lane i of chunk c's vpmaddubsw products (values 64c + 2i, 2i + 1) takes the scale of
+// the 16 values 4c + i / 8.
+struct alignas(64) ScaleLanes {
+  std::int16_t v[4][32];
+};
+constexpr ScaleLanes kScaleLanes = [] {
+  ScaleLanes s{};
+  for (int c = 0; c < 4; ++c) {
+    for (int i = 0; i < 32; ++i) s.v[c][i] = static_cast<std::int16_t>(4 * c + i / 8);
+  }
+  return s;
+}();
+
+// Decode with Q8_K-style activations (one scale per super-group): per chunk of 64 values and
+// token, vpmaddubsw (u·q pairs, int16, cannot saturate: u <= 127, |q| <= 127) and vpdpwssd by
+// the integer sub-block scales into one int32 sum per super-group; then one conversion and one
+// FMA by d·d256, and the offsets b·sum16 in f32 (ggml_vec_dot_q4_K_q8_K's arithmetic).
+template <class D, int RN>
+void gemv_int_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
+  const GgmlActivations& x = *op.x;
+  for (std::int64_t row = row_begin; row < row_end; ++row) {
+    __m512 acc[RN], offsets[RN];
+    for (int n = 0; n < RN; ++n) acc[n] = offsets[n] = _mm512_setzero_ps();
+    for (std::int64_t g = 0; g < op.groups; ++g) {
+      _mm_prefetch(reinterpret_cast<const char*>(op.group(row, g)) + kPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(op.group(row, g)) + kPrefetchBytes + 64, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(op.group(row, g)) + kPrefetchBytes + 128, _MM_HINT_T0);
+      IntScaled k;
+      D::decode_int(op.group(row, g), k);
+      const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(k.sc));
+      __m512i sc[4];
+      for (int c = 0; c < 4; ++c) sc[c] = _mm512_permutexvar_epi16(_mm512_load_si512(kScaleLanes.v[c]), sc16);
+#pragma GCC unroll 4
+      for (int n = 0; n < RN; ++n) {
+        const std::int8_t* q = x.q.data() + n * x.ld + g * kSuperGroup;
+        __m512i sum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+          __m512i xq = _mm512_loadu_si512(q + 64 * c);
+          if constexpr (D::kSigned) xq = _mm512_mask_sub_epi8(xq, k.neg[c], _mm512_setzero_si512(), xq);
+          sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(k.u[c], xq), sc[c]);
+        }
+        acc[n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(k.d * x.d256[static_cast<std::size_t>(n * x.ld / kSuperGroup + g)]), acc[n]);
+        if constexpr (!D::kSigned) {
+          offsets[n] = _mm512_fmadd_ps(k.b, _mm512_loadu_ps(x.sum16.data() + n * x.ld / 16 + 16 * g), offsets[n]);
+        }
+      }
+    }
+    for (int n = 0; n < RN; ++n) op.y[n * op.out + row] = _mm512_reduce_add_ps(_mm512_add_ps(acc[n], offsets[n]));
   }
 }
 
@@ -405,7 +522,7 @@ void ggml_panel_tile(const Operands& op, const PanelGroup* panels, std::int64_t 
     for (int s = 0; s < 16; ++s) {
 #pragma GCC unroll 4
       for (int n = 0; n < RN; ++n) {
-        const __m512 xd = _mm512_set1_ps(dx[n][16 * (s / 4) + 8 * (s % 4 / 2)]);
+        const __m512 xd = _mm512_set1_ps(dx[n][4 * s]);
         const __m512 xs = _mm512_set1_ps(s16[n][s]);
         std::int32_t x4[4];
         std::memcpy(x4, q[n] + 16 * s, sizeof x4);
@@ -520,6 +637,15 @@ void gemm_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end)
 
 template <class D>
 void rows_with(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
+  if constexpr (D::kInteger) {
+    if (op.x->block == kSuperGroup && op.x->n_tokens <= 3) {
+      switch (op.x->n_tokens) {
+        case 1: return gemv_int_rows<D, 1>(op, row_begin, row_end);
+        case 2: return gemv_int_rows<D, 2>(op, row_begin, row_end);
+        default: return gemv_int_rows<D, 3>(op, row_begin, row_end);
+      }
+    }
+  }
   switch (op.x->n_tokens) {
     case 1: return gemv_rows<D, 1>(op, row_begin, row_end);
     case 2: return gemv_rows<D, 2>(op, row_begin, row_end);
@@ -535,12 +661,12 @@ void rows_with(const Operands& op, std::int64_t row_begin, std::int64_t row_end)
 void GemmGgmlRows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
   using namespace vnni;
   switch (op.dtype) {
-    case DType::kQ4_K: return rows_with<SimdDecoder<decode_qk_k<4>>>(op, row_begin, row_end);
-    case DType::kQ5_K: return rows_with<SimdDecoder<decode_qk_k<5>>>(op, row_begin, row_end);
-    case DType::kQ6_K: return rows_with<SimdDecoder<decode_q6_k>>(op, row_begin, row_end);
-    case DType::kQ3_K: return rows_with<SimdDecoder<decode_q3_k>>(op, row_begin, row_end);
-    case DType::kQ2_K: return rows_with<SimdDecoder<decode_q2_k>>(op, row_begin, row_end);
-    case DType::kIQ4_XS: return rows_with<SimdDecoder<decode_iq4_xs>>(op, row_begin, row_end);
+    case DType::kQ4_K: return rows_with<IntDecoder<int_qk_k<4>>>(op, row_begin, row_end);
+    case DType::kQ5_K: return rows_with<IntDecoder<int_qk_k<5>>>(op, row_begin, row_end);
+    case DType::kQ6_K: return rows_with<IntDecoder<int_q6_k>>(op, row_begin, row_end);
+    case DType::kQ3_K: return rows_with<IntDecoder<int_q3_k>>(op, row_begin, row_end);
+    case DType::kQ2_K: return rows_with<IntDecoder<int_q2_k>>(op, row_begin, row_end);
+    case DType::kIQ4_XS: return rows_with<IntDecoder<int_iq4_xs, true, decode_iq4_xs>>(op, row_begin, row_end);
     case DType::kIQ4_NL: return rows_with<SimdDecoder<decode_iq4_nl, false>>(op, row_begin, row_end);
     default: return rows_with<ScalarDecoder>(op, row_begin, row_end);
   }
@@ -572,11 +698,11 @@ void GemmGgmlRows(const Operands& op, std::int64_t row_begin, std::int64_t row_e
       float acc = 0.0f;
       for (std::int64_t g = 0; g < op.groups; ++g) {
         const std::int8_t* q = x.q.data() + t * x.ld + g * kSuperGroup;
-        const float* dx = x.dx.data() + (t * x.ld / 64 + 4 * g) * 16;
+        const float* dx = x.dx.data() + t * x.ld / 4 + 64 * g;
         const float* s16 = x.sum16.data() + t * x.ld / 16 + 16 * g;
         for (int s = 0; s < 16; ++s) {
           const float dot = static_cast<float>(Dot16(groups[g].u + 16 * s, q + 16 * s));
-          acc += groups[g].a[s] * dx[16 * (s / 4) + 8 * (s % 4 / 2)] * dot + groups[g].b[s] * s16[s];
+          acc += groups[g].a[s] * dx[4 * s] * dot + groups[g].b[s] * s16[s];
         }
       }
       op.y[t * op.out + row] = acc;
@@ -622,26 +748,43 @@ bool is_ggml_gemm_dtype(DType t) {
   }
 }
 
+std::int64_t ggml_activation_block(DType t) {
+  switch (t) {
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ4_XS: return kActivationBlockQ8_K;
+    default: return kActivationBlockQ8_0;
+  }
+}
+
 void prepare_ggml_activations(const QuantizedActivations& xq, GgmlActivations& out) {
   out.n_tokens = xq.n_tokens;
   out.in = xq.in;
   out.ld = (xq.in + kSuperGroup - 1) / kSuperGroup * kSuperGroup;
+  out.block = xq.block;
   const auto n = static_cast<std::size_t>(out.n_tokens * out.ld);
   out.q.assign(n, 0);
   out.dx.assign(n / 4, 0.0f);
   out.sum16.assign(n / 16, 0.0f);
-  const std::int64_t blocks = xq.in / 32;
+  out.d256.assign(xq.block == kSuperGroup ? n / kSuperGroup : 0, 0.0f);
+  const std::int64_t blocks = xq.in / xq.block, per16 = xq.block / 16;
   for (std::int64_t t = 0; t < xq.n_tokens; ++t) {
     const std::int8_t* q = xq.q.data() + t * xq.in;
     std::memcpy(out.q.data() + t * out.ld, q, static_cast<std::size_t>(xq.in));
     for (std::int64_t k = 0; k < blocks; ++k) {
       const float d = xq.d[static_cast<std::size_t>(t * blocks + k)];
-      float* dx = out.dx.data() + (t * out.ld / 64 + k / 2) * 16 + 8 * (k % 2);
-      std::fill(dx, dx + 8, d);
-      for (int h = 0; h < 2; ++h) {
+      if (!out.d256.empty()) out.d256[static_cast<std::size_t>(t * out.ld / kSuperGroup + k)] = d;
+      // dx lanes: 4 values each, so the block's values [block·k, block·(k+1)) are lanes
+      // [block·k / 4, ...) of the token's row of dx.
+      float* dx = out.dx.data() + t * out.ld / 4 + k * xq.block / 4;
+      std::fill(dx, dx + xq.block / 4, d);
+      for (std::int64_t h = 0; h < per16; ++h) {
         std::int32_t s = 0;
-        for (int j = 0; j < 16; ++j) s += q[32 * k + 16 * h + j];
-        out.sum16[static_cast<std::size_t>(t * out.ld / 16 + 2 * k + h)] = d * static_cast<float>(s);
+        for (int j = 0; j < 16; ++j) s += q[xq.block * k + 16 * h + j];
+        out.sum16[static_cast<std::size_t>(t * out.ld / 16 + per16 * k + h)] = d * static_cast<float>(s);
       }
     }
   }
@@ -665,11 +808,11 @@ void gemm_ggml_reference(const TensorView& w, const GgmlActivations& xa, std::sp
       for (std::int64_t g = 0; g < op.groups; ++g) {
         unpack_super_group(w.dtype, op.group(row, g), op.blocks_in(g), s);
         const std::int8_t* q = xa.q.data() + t * xa.ld + g * kSuperGroup;
-        const float* dx = xa.dx.data() + (t * xa.ld / 64 + 4 * g) * 16;
+        const float* dx = xa.dx.data() + t * xa.ld / 4 + 64 * g;
         for (int i16 = 0; i16 < 16; ++i16) {
           std::int32_t dot = 0;
           for (int j = 0; j < 16; ++j) dot += std::int32_t{s.u[16 * i16 + j]} * q[16 * i16 + j];
-          acc += s.a[i16] * dx[16 * (i16 / 4) + 8 * (i16 % 4 / 2)] * static_cast<float>(dot) +
+          acc += s.a[i16] * dx[4 * i16] * static_cast<float>(dot) +
                  s.b[i16] * xa.sum16[static_cast<std::size_t>(t * xa.ld / 16 + 16 * g + i16)];
         }
       }

@@ -50,8 +50,10 @@ void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens
   }
   // ggml block formats: integer dot products against 8-bit activation blocks.
   thread_local QuantizedActivations xq;  // reused: no allocation per call
-  quantize_activations(x, n_tokens, w.row_length(), xq, pool);
-  if (is_ggml_gemm_dtype(w.dtype)) {
+  const bool ggml_format = is_ggml_gemm_dtype(w.dtype);
+  quantize_activations(x, n_tokens, w.row_length(), xq, pool, kMinParallelQuantize,
+                       ggml_format ? ggml_activation_block(w.dtype) : kActivationBlockQ8_0);
+  if (ggml_format) {
     thread_local GgmlActivations xa;
     prepare_ggml_activations(xq, xa);
     gemm_ggml(w, xa, y, pool, min_parallel_macs);

@@ -12,7 +12,8 @@
 namespace peregrine {
 
 /// w: [out, in] in dtype kQ8_0 or kQ4_0 (GGUF block layout, core/dtype.h; may be unaligned).
-/// xq: the activations [n_tokens, in] quantized by quantize_activations. y: [n_tokens, out] f32,
+/// xq: the activations [n_tokens, in] quantized by quantize_activations in blocks of 32
+/// (kActivationBlockQ8_0). y: [n_tokens, out] f32,
 /// overwritten with
 ///   y[t, o] = Σ_b (d_w[o, b] · d_x[t, b]) · Σ_{j<32} q_w[o, 32b+j] · q_x[t, 32b+j],
 /// the block dot products exact in int32, the sum over blocks in f32 (any order).

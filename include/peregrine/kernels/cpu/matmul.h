@@ -18,7 +18,9 @@ namespace peregrine {
 /// as integer block dot products (quantize_activations.h, gemm_quant.h), like llama.cpp; y then
 /// differs from the f32-activation product by the activation rounding, at most
 /// Σ_blocks (amax_b(x)/254)·Σ_{i∈b}|w_i| (plus f32 summation error). The other ggml block
-/// formats take the same activation blocks through gemm_ggml.h (the same bound).
+/// formats run through gemm_ggml.h on the activation blocks ggml pairs them with
+/// (ggml_activation_block: blocks of 32 for Q4_1 / Q5_0 / Q5_1 / IQ4_NL, of 256 — Q8_K — for
+/// the K-quants and IQ4_XS; the same bound over those blocks).
 /// kInt with act_bits 16 and FP8: the weights decoded exactly as dequantize_row does, times the
 /// f32 activations (gemm_int.h, gemm_fp8.h). kInt with act_bits 8: per-token int8 activations
 /// and int32 group dot products, LLM.int8() outlier columns in f32 (gemm_int8_act.h).

@@ -11,30 +11,41 @@
 
 namespace peregrine {
 
-/// A batch of quantized activation rows: value i of token t ≈ d[t*(in/32) + i/32] * q[t*in + i].
+/// A batch of quantized activation rows: value i of token t ≈ d[t*(in/block) + i/block] * q[t*in + i].
 struct QuantizedActivations {
   std::int64_t n_tokens = 0;
-  std::int64_t in = 0;          // row length, a multiple of 32
+  std::int64_t in = 0;          // row length, a multiple of block
+  std::int64_t block = 32;      // values per scale: 32 (ggml's Q8_0) or 256 (ggml's Q8_K)
   std::vector<std::int8_t> q;   // [n_tokens, in]
-  std::vector<float> d;         // [n_tokens, in / 32] block scales
+  std::vector<float> d;         // [n_tokens, in / block] block scales
 };
+
+/// The block sizes quantize_activations makes: Q8_0's 32 (the Q8_0 / Q4_0 / legacy kernels)
+/// and Q8_K's 256 (one scale per K-quant super-block, so gemm_ggml sums a whole super-block's
+/// integer products before any float operation, as ggml_vec_dot_q4_K_q8_K does).
+inline constexpr std::int64_t kActivationBlockQ8_0 = 32;
+inline constexpr std::int64_t kActivationBlockQ8_K = 256;
 
 /// Token counts × row length below this quantize on the calling thread (the work is ~1 ns a
 /// value; waking the workers costs tens of microseconds).
 inline constexpr std::int64_t kMinParallelQuantize = std::int64_t{1} << 16;
 
 /// Quantizes x: [n_tokens, in] f32 into `out` (resized; its buffers are reused across calls).
-/// Per block of 32 values (symmetric absmax RTN, ggml quantize_row_q8_0): d = amax / 127,
-/// q = nearest-even(x * (1/d)) ∈ [-127, 127] (q = 0 when amax = 0), so |x - d*q| <= d/2 up to
-/// f32 rounding of 1/d and of the product. SIMD (Highway); rows are split over `pool` when
-/// n_tokens*in >= min_parallel_values (0 forces it). Preconditions: in % 32 == 0,
-/// x.size() == n_tokens*in, x finite; not called from inside a pool.parallel_for.
+/// Per block of `block` values (symmetric absmax RTN, ggml quantize_row_q8_0; Q8_K's blocks
+/// of 256 with the same rounding): d = amax / 127, q = nearest-even(x * (1/d)) ∈ [-127, 127]
+/// (q = 0 when amax = 0), so |x - d*q| <= d/2 up to f32 rounding of 1/d and of the product.
+/// SIMD (Highway); rows are split over `pool` when n_tokens*in >= min_parallel_values (0
+/// forces it). Preconditions: block is kActivationBlockQ8_0 or kActivationBlockQ8_K,
+/// in % block == 0, x.size() == n_tokens*in, x finite; not called from inside a
+/// pool.parallel_for.
 void quantize_activations(std::span<const float> x, std::int64_t n_tokens, std::int64_t in,
                           QuantizedActivations& out, ThreadPool& pool,
-                          std::int64_t min_parallel_values = kMinParallelQuantize);
+                          std::int64_t min_parallel_values = kMinParallelQuantize,
+                          std::int64_t block = kActivationBlockQ8_0);
 
 /// Scalar twin of quantize_activations (same arithmetic, so the results are identical).
 void quantize_activations_reference(std::span<const float> x, std::int64_t n_tokens,
-                                    std::int64_t in, QuantizedActivations& out);
+                                    std::int64_t in, QuantizedActivations& out,
+                                    std::int64_t block = kActivationBlockQ8_0);
 
 }  // namespace peregrine
