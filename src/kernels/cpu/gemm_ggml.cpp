@@ -141,12 +141,15 @@ HWY_INLINE void k_nibbles(const std::uint8_t* qs, __m512i (&u)[4]) {
   }
 }
 
-// The mask of the 64 values of chunk c whose bit (2c for values 0..31, 2c + 1 for 32..63) is
-// set in the 32 bytes `bits` (Q3_K's hmask, Q5_K's qh).
-HWY_INLINE __mmask64 chunk_bits(__m256i bits, int c) {
-  return _mm256_test_epi8_mask(bits, _mm256_set1_epi8(static_cast<char>(1 << (2 * c)))) |
-         static_cast<__mmask64>(_mm256_test_epi8_mask(bits, _mm256_set1_epi8(static_cast<char>(2 << (2 * c))))) << 32;
+// 32 bytes in both halves, each 32-bit lane rotated left by r_low (low half) / r_high (high
+// half): a bit moved by less than 8 positions toward `to` lands in the same byte, so masking
+// afterwards takes bit (to - r) of every byte to position `to`.
+HWY_INLINE __m512i rotate_halves(__m512i both, int r_low, int r_high) {
+  return _mm512_rolv_epi32(both, _mm512_inserti64x4(_mm512_set1_epi32(r_low & 31), _mm256_set1_epi32(r_high & 31), 1));
 }
+
+// a | (b & mask), one vpternlogd.
+HWY_INLINE __m512i or_masked(__m512i a, __m512i b, __m512i mask) { return _mm512_ternarylogic_epi32(a, b, mask, 0xF8); }
 
 template <int kBits>
 HWY_INLINE void int_qk_k(const std::uint8_t* block, IntScaled& out) {
@@ -155,8 +158,10 @@ HWY_INLINE void int_qk_k(const std::uint8_t* block, IntScaled& out) {
   k4_scales(b.scales, scales, mins);
   k_nibbles(block + (kBits == 5 ? sizeof(ggml::BlockQ5_K) - 128 : sizeof(ggml::BlockQ4_K) - 128), out.u);
   if constexpr (kBits == 5) {
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16));
-    for (int c = 0; c < 4; ++c) out.u[c] = _mm512_mask_add_epi8(out.u[c], chunk_bits(qh, c), out.u[c], _mm512_set1_epi8(16));
+    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16)));
+    for (int c = 0; c < 4; ++c) {  // qh bit 2c (values 64c .. +31), 2c + 1 (+32 .. +63) → bit 4
+      out.u[c] = or_masked(out.u[c], rotate_halves(qh, 4 - 2 * c, 3 - 2 * c), _mm512_set1_epi8(16));
+    }
   }
   out.sc = pairs_of(scales);
   out.d = half(b.d);
@@ -165,8 +170,7 @@ HWY_INLINE void int_qk_k(const std::uint8_t* block, IntScaled& out) {
 
 // 2-bit fields f0 and f0+1 of 32 bytes (Q2_K / Q3_K order): [(q >> 2f0) & 3, (q >> 2f0+2) & 3].
 HWY_INLINE __m512i two_bit_fields(const std::uint8_t* qs, int f0) {
-  const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs));
-  const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(q), q, 1);
+  const __m512i z = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)));
   const __m512i shifts = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * f0)),
                                             _mm256_set1_epi16(static_cast<short>(2 * f0 + 2)), 1);
   return _mm512_and_si512(_mm512_srlv_epi16(z, shifts), _mm512_set1_epi8(3));
@@ -183,10 +187,10 @@ HWY_INLINE void int_q2_k(const std::uint8_t* block, IntScaled& out) {
 
 HWY_INLINE void int_q3_k(const std::uint8_t* block, IntScaled& out) {
   const auto& b = *reinterpret_cast<const ggml::BlockQ3_K*>(block);
-  const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
-  for (int c = 0; c < 4; ++c) {
+  const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask)));
+  for (int c = 0; c < 4; ++c) {  // hmask bit 2c (values 64c .. +31), 2c + 1 (+32 .. +63) → bit 2
     const __m512i low = two_bit_fields(b.qs + 32 * (c / 2), 2 * (c % 2));
-    out.u[c] = _mm512_mask_add_epi8(low, chunk_bits(hm, c), low, _mm512_set1_epi8(4));
+    out.u[c] = or_masked(low, rotate_halves(hm, 2 - 2 * c, 1 - 2 * c), _mm512_set1_epi8(4));
   }
   // The 16 6-bit scales (ggml::unpack_q3_k_scales, vectorized): low 4 bits from the nibbles of
   // bytes 0..7 (low nibbles: scales 0..7, high: 8..15), high 2 bits from byte 8 + i % 4, bits
@@ -210,14 +214,12 @@ HWY_INLINE void int_q6_k(const std::uint8_t* block, IntScaled& out) {
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   for (int half = 0; half < 2; ++half) {
     const __m512i ql = _mm512_loadu_si512(b.ql + 64 * half);  // values 0..63 (low nibbles), 64..127 (high)
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * half));
-    const __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), qh, 1);
+    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * half)));
     for (int part = 0; part < 2; ++part) {  // chunk 2·half + part: quarters 2·part, 2·part + 1
-      const __m512i shifts = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(4 * part)),
-                                                _mm256_set1_epi16(static_cast<short>(4 * part + 2)), 1);
-      const __m512i high = _mm512_and_si512(_mm512_srlv_epi16(qh2, shifts), _mm512_set1_epi8(3));
+      // The quarters' high bits, qh bits 4·part (+1) and 4·part + 2 (+1), → bits 4 and 5.
+      const __m512i high = rotate_halves(qh, 4 - 4 * part, 2 - 4 * part);
       const __m512i low = part == 0 ? _mm512_and_si512(ql, low4) : _mm512_and_si512(_mm512_srli_epi16(ql, 4), low4);
-      out.u[2 * half + part] = _mm512_or_si512(low, _mm512_slli_epi16(high, 4));
+      out.u[2 * half + part] = or_masked(low, high, _mm512_set1_epi8(0x30));
     }
   }
   out.sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
