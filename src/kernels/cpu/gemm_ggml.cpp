@@ -796,9 +796,9 @@ void gemm_ggml(const TensorView& w, const GgmlActivations& xa, std::span<float> 
                std::int64_t min_parallel_macs) {
   const auto op = operands(w, xa, y);
   if (xa.n_tokens == 0 || op.out == 0) return;
-  const std::int64_t tile = xa.n_tokens >= 4 ? 32 : 4;  // whole prefill panel pairs
-  split_rows(op.out, xa.in * xa.n_tokens, tile, pool, min_parallel_macs,
-             [&](std::int64_t begin, std::int64_t end) { HWY_DYNAMIC_DISPATCH(GemmGgmlRows)(op, begin, end); });
+  const auto rows = [&](std::int64_t begin, std::int64_t end) { HWY_DYNAMIC_DISPATCH(GemmGgmlRows)(op, begin, end); };
+  if (op.out * xa.in * xa.n_tokens < min_parallel_macs) return rows(0, op.out);
+  split_rows_guided(op.out, op.row_bytes, xa.n_tokens >= 4 ? 32 : 4, pool, rows);  // prefill: whole panel pairs
 }
 
 void gemm_ggml_reference(const TensorView& w, const GgmlActivations& xa, std::span<float> y) {

@@ -1,10 +1,10 @@
 #include "peregrine/kernels/cpu/gemm_quant.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/row_split.h"
 #include "peregrine/quant/unpack_int8.h"
 
 #ifndef PEREGRINE_KERNELS_CPU_GEMM_QUANT_OPERANDS
@@ -518,17 +518,7 @@ namespace {
 
 HWY_EXPORT(GemmQuantRows);
 
-// Threads take row ranges from a shared counter, guided (as OpenMP's schedule(guided)): each
-// takes 1/(2·threads) of the rows still left, at least ~64 KiB of weights, in whole tiles (a
-// multiple of 16 rows). Long ranges keep the hardware prefetcher's streams going (64 KiB ranges
-// throughout ran ~20% slower on the tinyllama GEMVs); taking ranges rather than being assigned
-// halves lets the others absorb the share of a late-waking or preempted thread.
 constexpr std::int64_t kTileRowMultiple = 16;  // whole row panels of the prefill GEMM
-constexpr std::size_t kMinRangeBytes = std::size_t{1} << 16;
-
-std::int64_t round_to_tiles(std::int64_t rows) {
-  return std::max(kTileRowMultiple, rows / kTileRowMultiple * kTileRowMultiple);
-}
 
 gemm_quant_detail::Operands operands(const TensorView& w, const QuantizedActivations& xq,
                                      std::span<float> y) {
@@ -548,19 +538,8 @@ void gemm_quant(const TensorView& w, const QuantizedActivations& xq, std::span<f
     HWY_DYNAMIC_DISPATCH(GemmQuantRows)(op, 0, op.out);
     return;
   }
-  const std::int64_t min_rows = round_to_tiles(static_cast<std::int64_t>(kMinRangeBytes / op.row_bytes));
-  const std::int64_t parts = 2 * pool.n_threads();
-  std::atomic<std::int64_t> next{0};
-  pool.parallel_for(pool.n_threads(), [&](std::int64_t, std::int64_t) {
-    std::int64_t begin = next.load(std::memory_order_relaxed);
-    while (begin < op.out) {
-      const std::int64_t end = std::min(op.out, begin + std::max(min_rows, round_to_tiles((op.out - begin) / parts)));
-      if (next.compare_exchange_weak(begin, end, std::memory_order_relaxed)) {
-        HWY_DYNAMIC_DISPATCH(GemmQuantRows)(op, begin, end);
-        begin = next.load(std::memory_order_relaxed);
-      }
-    }
-  });
+  split_rows_guided(op.out, op.row_bytes, kTileRowMultiple, pool,
+                    [&](std::int64_t begin, std::int64_t end) { HWY_DYNAMIC_DISPATCH(GemmQuantRows)(op, begin, end); });
 }
 
 void gemm_quant_reference(const TensorView& w, const QuantizedActivations& xq, std::span<float> y) {

@@ -1,6 +1,7 @@
 #include "kernels/cpu/row_split.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace peregrine {
 
@@ -12,6 +13,25 @@ void split_rows(std::int64_t out, std::int64_t macs_per_row, std::int64_t tile, 
   }
   pool.parallel_for((out + tile - 1) / tile, [&](std::int64_t begin, std::int64_t end) {
     rows(begin * tile, std::min(out, end * tile));
+  });
+}
+
+void split_rows_guided(std::int64_t out, std::size_t row_bytes, std::int64_t tile, ThreadPool& pool,
+                       const std::function<void(std::int64_t, std::int64_t)>& rows) {
+  constexpr std::size_t kMinRangeBytes = std::size_t{1} << 16;
+  const auto round_to_tiles = [tile](std::int64_t n) { return std::max(tile, n / tile * tile); };
+  const std::int64_t min_rows = round_to_tiles(static_cast<std::int64_t>(kMinRangeBytes / std::max<std::size_t>(row_bytes, 1)));
+  const std::int64_t parts = 2 * pool.n_threads();
+  std::atomic<std::int64_t> next{0};
+  pool.parallel_for(pool.n_threads(), [&](std::int64_t, std::int64_t) {
+    std::int64_t begin = next.load(std::memory_order_relaxed);
+    while (begin < out) {
+      const std::int64_t end = std::min(out, begin + std::max(min_rows, round_to_tiles((out - begin) / parts)));
+      if (next.compare_exchange_weak(begin, end, std::memory_order_relaxed)) {
+        rows(begin, end);
+        begin = next.load(std::memory_order_relaxed);
+      }
+    }
   });
 }
 
