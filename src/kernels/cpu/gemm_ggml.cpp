@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "peregrine/kernels/cpu/ggml_unpack.h"
 #include "kernels/cpu/row_split.h"
@@ -287,18 +288,40 @@ HWY_INLINE void decode_iq4_xs(const std::uint8_t* block, Decoded& out) {
   spread_scales(a, _mm512_mul_ps(_mm512_set1_ps(-128.0f), a), out);
 }
 
-HWY_INLINE void decode_iq4_nl(const std::uint8_t* group, Decoded& out) {
-  alignas(64) float d[16];
+// Legacy blocks of 32 (ggml-common.h block_q4_1 / block_q5_0 / block_q5_1 / block_iq4_nl),
+// two per 64-value chunk: u = the nibble (+ 16 for Q5's qh bit; IQ4_NL: grid value + 128),
+// a = d, b = m (Q4_1, Q5_1), −16·d (Q5_0), −128·d (IQ4_NL).
+template <class Block>
+HWY_INLINE void decode_legacy(const std::uint8_t* group, Decoded& out) {
+  constexpr bool kHigh = requires(const Block& x) { x.qh; };
+  constexpr bool kMin = requires(const Block& x) { x.m; };
+  constexpr bool kIq4 = std::is_same_v<Block, ggml::BlockIq4Nl>;
+  alignas(64) float a[16], b[16];
   for (int c = 0; c < 4; ++c) {
-    const std::uint8_t* b0 = group + 2 * c * sizeof(ggml::BlockIq4Nl);
-    const std::uint8_t* b1 = b0 + sizeof(ggml::BlockIq4Nl);
-    out.u[c] = iq4_codes(nibbles_blockwise(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + 2)),
-                                           _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + 2))));
-    d[4 * c] = d[4 * c + 1] = half(b0);
-    d[4 * c + 2] = d[4 * c + 3] = half(b1);
+    const auto* blk = reinterpret_cast<const Block*>(group) + 2 * c;
+    __m512i u = nibbles_blockwise(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[0].qs)),
+                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[1].qs)));
+    if constexpr (kHigh) {  // qh bit j: value j of the block
+      std::uint32_t h0, h1;
+      std::memcpy(&h0, blk[0].qh, 4);
+      std::memcpy(&h1, blk[1].qh, 4);
+      u = _mm512_mask_add_epi8(u, h0 | static_cast<__mmask64>(h1) << 32, u, _mm512_set1_epi8(16));
+    }
+    if constexpr (kIq4) u = iq4_codes(u);
+    out.u[c] = u;
+    for (int k = 0; k < 2; ++k) {
+      const float d = half(blk[k].d);
+      float offset;
+      if constexpr (kMin) {
+        offset = half(blk[k].m);
+      } else {
+        offset = (kIq4 ? -128.0f : -16.0f) * d;
+      }
+      a[4 * c + 2 * k] = a[4 * c + 2 * k + 1] = d;
+      b[4 * c + 2 * k] = b[4 * c + 2 * k + 1] = offset;
+    }
   }
-  const __m512 a = _mm512_load_ps(d);
-  spread_scales(a, _mm512_mul_ps(_mm512_set1_ps(-128.0f), a), out);
+  spread_scales(_mm512_load_ps(a), _mm512_load_ps(b), out);
 }
 
 // The scalar unpacking as a Decoded group (formats without SIMD decoding, partial groups).
@@ -309,18 +332,13 @@ HWY_INLINE void decode_scalar(const Operands& op, std::int64_t row, std::int64_t
   spread_scales(_mm512_load_ps(s.a), _mm512_load_ps(s.b), out);
 }
 
-// A format's SIMD decoding of whole super-groups (kScalar: none).
+// A format's SIMD decoding of whole super-groups.
 // kWhole: every super-group is whole (the K-quants and IQ4_XS: one block each).
 template <void (*kDecode)(const std::uint8_t*, Decoded&), bool kWhole = true>
 struct SimdDecoder {
-  static constexpr bool kScalar = false;
   static constexpr bool kInteger = false;
   static constexpr bool kAlwaysWhole = kWhole;
   static HWY_INLINE void decode(const std::uint8_t* p, Decoded& out) { kDecode(p, out); }
-};
-struct ScalarDecoder {
-  static constexpr bool kScalar = true;
-  static constexpr bool kInteger = false;
 };
 // An integer-scaled format (the K-quants, IQ4_XS): decode_int for the integer GEMV, decode
 // (by default from_int) for the f32 paths. kSigned: codes carry signs (IQ4_XS, whose b = 0).
@@ -332,12 +350,11 @@ struct IntDecoder : SimdDecoder<kDecode> {
   static HWY_INLINE void decode_int(const std::uint8_t* p, IntScaled& out) { kInt(p, out); }
 };
 
-// Super-group g of `row` decoded by D where it can, else by the scalar unpacking.
+// Super-group g of `row` decoded by D, or by the scalar unpacking when it is partial (a legacy
+// row's last 1..7 blocks).
 template <class D>
 HWY_INLINE void decode(const Operands& op, std::int64_t row, std::int64_t g, Decoded& out) {
-  if constexpr (!D::kScalar) {
-    if (D::kAlwaysWhole || op.whole(g)) return D::decode(op.group(row, g), out);
-  }
+  if (D::kAlwaysWhole || op.whole(g)) return D::decode(op.group(row, g), out);
   decode_scalar(op, row, g, out);
 }
 
@@ -669,8 +686,11 @@ void GemmGgmlRows(const Operands& op, std::int64_t row_begin, std::int64_t row_e
     case DType::kQ3_K: return rows_with<IntDecoder<int_q3_k>>(op, row_begin, row_end);
     case DType::kQ2_K: return rows_with<IntDecoder<int_q2_k>>(op, row_begin, row_end);
     case DType::kIQ4_XS: return rows_with<IntDecoder<int_iq4_xs, true, decode_iq4_xs>>(op, row_begin, row_end);
-    case DType::kIQ4_NL: return rows_with<SimdDecoder<decode_iq4_nl, false>>(op, row_begin, row_end);
-    default: return rows_with<ScalarDecoder>(op, row_begin, row_end);
+    case DType::kIQ4_NL: return rows_with<SimdDecoder<decode_legacy<ggml::BlockIq4Nl>, false>>(op, row_begin, row_end);
+    case DType::kQ4_1: return rows_with<SimdDecoder<decode_legacy<ggml::BlockQ4_1>, false>>(op, row_begin, row_end);
+    case DType::kQ5_0: return rows_with<SimdDecoder<decode_legacy<ggml::BlockQ5_0>, false>>(op, row_begin, row_end);
+    case DType::kQ5_1: return rows_with<SimdDecoder<decode_legacy<ggml::BlockQ5_1>, false>>(op, row_begin, row_end);
+    default: HWY_ABORT("gemm_ggml: %s is not a ggml block format", dtype_name(op.dtype));
   }
 }
 

@@ -60,8 +60,8 @@ bool is_ggml_gemm_dtype(DType t);
 /// K-quants, IQ4_XS): per 64 values and token one vpmaddubsw and one vpdpwssd by the integer
 /// sub-block scales, per super-group one conversion and FMA; otherwise one vpdpbusd per 64
 /// values and token and f32 scaling (tiles of 4 rows × 1..4 tokens share the decoded weights,
-/// prefill on 16-row panels). Other targets (and, on AVX3_DL, partial legacy super-groups and Q4_1 / Q5_0 /
-/// Q5_1) decode with the scalar unpack_super_group and multiply with Highway int16
+/// prefill on 16-row panels). Other targets (and, on AVX3_DL, a legacy row's partial last
+/// super-group) decode with the scalar unpack_super_group and multiply with Highway int16
 /// multiply-adds. Threaded over output rows (split_rows_guided: ranges of 4-row tiles, 32 for
 /// prefill, taken from a shared counter); products under
 /// `min_parallel_macs` run on the calling thread. Preconditions: is_ggml_gemm_dtype(w.dtype),
