@@ -135,7 +135,7 @@ TEST(GemmGgml, ActivationBlocksAreGgmlsVecDotTypes) {
 // gemm_ggml (SIMD decoding, tiles, threads) against its scalar twin on the same activations:
 // the same exact int32 dots, f32 sums in other orders. The twin's chain has in/16 + 3 roundings
 // per term, the SIMD lanes fewer plus a 16-lane tree, so |simd − twin| <= 2·(in/16 + 8)·u·M.
-// (The integer-scaled decode path sums Σ sc_s·dot_s exactly and rounds d·d256 once: fewer.)
+// (The integer-scaled decode path sums Σ sc_s·dot_s exactly and rounds d·dx once: fewer.)
 TEST(GemmGgml, MatchesScalarTwinUpToSummationOrder) {
   std::mt19937 rng(22);
   for (DType t : kTypes) {

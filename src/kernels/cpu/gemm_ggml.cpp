@@ -444,7 +444,7 @@ constexpr ScaleLanes kScaleLanes = [] {
 // Decode with Q8_K-style activations (one scale per super-group): per chunk of 64 values and
 // token, vpmaddubsw (u·q pairs, int16, cannot saturate: u <= 127, |q| <= 127) and vpdpwssd by
 // the integer sub-block scales into one int32 sum per super-group; then one conversion and one
-// FMA by d·d256, and the offsets b·sum16 in f32 (ggml_vec_dot_q4_K_q8_K's arithmetic).
+// FMA by d·dx (the super-group's one activation scale, every dx lane of it), and the offsets b·sum16 in f32 (ggml_vec_dot_q4_K_q8_K's arithmetic).
 template <class D, int RN>
 void gemv_int_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
   const GgmlActivations& x = *op.x;
@@ -470,7 +470,7 @@ void gemv_int_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_
           if constexpr (D::kSigned) xq = _mm512_mask_sub_epi8(xq, k.neg[c], _mm512_setzero_si512(), xq);
           sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(k.u[c], xq), sc[c]);
         }
-        acc[n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(k.d * x.d256[static_cast<std::size_t>(n * x.ld / kSuperGroup + g)]), acc[n]);
+        acc[n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(k.d * x.dx[static_cast<std::size_t>(n * x.ld / 4 + 64 * g)]), acc[n]);
         if constexpr (!D::kSigned) {
           offsets[n] = _mm512_fmadd_ps(k.b, _mm512_loadu_ps(x.sum16.data() + n * x.ld / 16 + 16 * g), offsets[n]);
         }
@@ -791,14 +791,12 @@ void prepare_ggml_activations(const QuantizedActivations& xq, GgmlActivations& o
   out.q.assign(n, 0);
   out.dx.assign(n / 4, 0.0f);
   out.sum16.assign(n / 16, 0.0f);
-  out.d256.assign(xq.block == kSuperGroup ? n / kSuperGroup : 0, 0.0f);
   const std::int64_t blocks = xq.in / xq.block, per16 = xq.block / 16;
   for (std::int64_t t = 0; t < xq.n_tokens; ++t) {
     const std::int8_t* q = xq.q.data() + t * xq.in;
     std::memcpy(out.q.data() + t * out.ld, q, static_cast<std::size_t>(xq.in));
     for (std::int64_t k = 0; k < blocks; ++k) {
       const float d = xq.d[static_cast<std::size_t>(t * blocks + k)];
-      if (!out.d256.empty()) out.d256[static_cast<std::size_t>(t * out.ld / kSuperGroup + k)] = d;
       // dx lanes: 4 values each, so the block's values [block·k, block·(k+1)) are lanes
       // [block·k / 4, ...) of the token's row of dx.
       float* dx = out.dx.data() + t * out.ld / 4 + k * xq.block / 4;

@@ -36,8 +36,6 @@ struct GgmlActivations {
                                 // scale of the block holding values 4l .. 4l+3 of that chunk
                                 // (the int32 lanes of a 64-byte dot product over it)
   std::vector<float> sum16;     // [n_tokens, ld / 16]: dx_k · Σ q_i over each 16 values
-  std::vector<float> d256;      // [n_tokens, ld / 256] when block == 256: the one scale of each
-                                // super-group (empty otherwise)
 };
 
 /// Lays out `xq` ([n_tokens, in] 8-bit blocks of 32 or 256) for gemm_ggml (out's buffers are
