@@ -1,6 +1,7 @@
 #include "peregrine/kernels/cpu/gemm_ggml.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <type_traits>
 
@@ -492,41 +493,98 @@ struct alignas(64) PanelGroup {
   __m512 a[16], b[16];
 };
 
+// The integer-scaled panel of a K-quant / IQ4_XS super-group, for activation blocks of 256 (one
+// dx per super-group and token): sc[s] lane e = the integer sub-block scale sc_s of row
+// panel_row(e), d lane e = its super-block scale. Per 16 values and token the 4 vpdpbusd share
+// one vpmulld by sc_s into an int32 sum over the super-group (exact), converted and scaled by
+// d·dx once per super-group; the offsets b·sum16 stay f32. kSigned formats (IQ4_XS) store
+// u = v + 128 and b_s = −128·d·sc_s.
+struct alignas(64) IntPanelGroup {
+  __m512i w[64];
+  __m512i sc[16];
+  __m512 b[16];
+  __m512 d;
+};
+
+// w[4k + m] lane e = bytes 16k + 4m .. +3 of the 256 codes at rows[panel_row(e)] (16 code
+// arrays, `stride` bytes apart).
+HWY_INLINE void panel_codes(const std::uint8_t* rows, std::size_t stride, __m512i (&w)[64]) {
+  for (int k = 0; k < 16; ++k) {  // values 16k .. 16k + 15
+    __m512i z[4];
+    for (int j = 0; j < 4; ++j) z[j] = four_rows(rows + (4 * j) * stride + 16 * k, stride);
+    transpose4(z[0], z[1], z[2], z[3]);
+    for (int m = 0; m < 4; ++m) w[4 * k + m] = z[m];
+  }
+}
+
+// out[s] lane e = v[panel_row(e)][s] (16 values of each of 16 rows, 32-bit).
+template <class T, class V>
+HWY_INLINE void panel_lanes(const T (&v)[kPanelRows][16], V (&out)[16]) {
+  static_assert(sizeof(T) == 4 && sizeof(V) == 64);
+  for (int s = 0; s < 16; ++s) {
+    alignas(64) T lanes[16];
+    for (int e = 0; e < 16; ++e) lanes[e] = v[panel_row(e)][s];
+    std::memcpy(&out[s], lanes, sizeof lanes);
+  }
+}
+
 // Super-group g of the 16 rows at `row`, decoded and transposed into `out`.
 template <class D>
 void build_panel_group(const Operands& op, std::int64_t row, std::int64_t g, PanelGroup& out) {
   Decoded d[kPanelRows];
   for (int r = 0; r < kPanelRows; ++r) decode<D>(op, row + r, g, d[r]);
-  const auto* u = reinterpret_cast<const std::uint8_t*>(d);
-  for (int k = 0; k < 16; ++k) {  // values 16k .. 16k + 15
-    __m512i z[4];
-    for (int j = 0; j < 4; ++j) z[j] = four_rows(u + (4 * j) * sizeof(Decoded) + 16 * k, sizeof(Decoded));
-    transpose4(z[0], z[1], z[2], z[3]);
-    for (int m = 0; m < 4; ++m) out.w[4 * k + m] = z[m];
-  }
+  static_assert(offsetof(Decoded, u) == 0);
+  panel_codes(reinterpret_cast<const std::uint8_t*>(d), sizeof(Decoded), out.w);
   alignas(64) float a[kPanelRows][16], b[kPanelRows][16];
   for (int r = 0; r < kPanelRows; ++r) {
     _mm512_store_ps(a[r], d[r].a16);
     _mm512_store_ps(b[r], d[r].b);
   }
-  for (int s = 0; s < 16; ++s) {
-    alignas(64) float as[16], bs[16];
-    for (int e = 0; e < 16; ++e) {
-      as[e] = a[panel_row(e)][s];
-      bs[e] = b[panel_row(e)][s];
-    }
-    out.a[s] = _mm512_load_ps(as);
-    out.b[s] = _mm512_load_ps(bs);
-  }
+  panel_lanes(a, out.a);
+  panel_lanes(b, out.b);
 }
 
-// y[token .. token+RN, row .. row+16·P) from P panels ([groups][P] PanelGroups).
-template <int P, int RN>
-void ggml_panel_tile(const Operands& op, const PanelGroup* panels, std::int64_t row, std::int64_t token) {
+template <class D>
+void build_panel_group(const Operands& op, std::int64_t row, std::int64_t g, IntPanelGroup& out) {
+  IntScaled k[kPanelRows];
+  for (int r = 0; r < kPanelRows; ++r) D::decode_int(op.group(row + r, g), k[r]);
+  alignas(64) std::int32_t sc[kPanelRows][16];
+  alignas(64) float b[kPanelRows][16], d[16];
+  for (int r = 0; r < kPanelRows; ++r) {
+    _mm512_store_si512(sc[r], _mm512_cvtepi8_epi32(k[r].sc));
+    d[r] = k[r].d;
+    if constexpr (D::kSigned) {
+      for (int c = 0; c < 4; ++c) {  // ±u + 128 as an unsigned byte
+        k[r].u[c] = _mm512_xor_si512(_mm512_mask_sub_epi8(k[r].u[c], k[r].neg[c], _mm512_setzero_si512(), k[r].u[c]),
+                                     _mm512_set1_epi8(static_cast<char>(0x80)));
+      }
+      _mm512_store_ps(b[r], _mm512_mul_ps(_mm512_set1_ps(-128.0f * k[r].d), _mm512_cvtepi32_ps(_mm512_load_si512(sc[r]))));
+    } else {
+      _mm512_store_ps(b[r], k[r].b);
+    }
+  }
+  static_assert(offsetof(IntScaled, u) == 0);
+  panel_codes(reinterpret_cast<const std::uint8_t*>(k), sizeof(IntScaled), out.w);
+  panel_lanes(sc, out.sc);
+  panel_lanes(b, out.b);
+  alignas(64) float lanes[16];
+  for (int e = 0; e < 16; ++e) lanes[e] = d[panel_row(e)];
+  out.d = _mm512_load_ps(lanes);
+}
+
+// y[token .. token+RN, row .. row+16·P) from P panels ([groups][P] PanelGroups or
+// IntPanelGroups).
+template <class Panel, int P, int RN>
+void ggml_panel_tile(const Operands& op, const Panel* panels, std::int64_t row, std::int64_t token) {
+  constexpr bool kInt = std::is_same_v<Panel, IntPanelGroup>;
   const GgmlActivations& x = *op.x;
   __m512 acc[P][RN];
+  __m512i isum[P][RN];  // kInt: Σ_s sc_s·dot_s over the current super-group
   for (int p = 0; p < P; ++p) {
-    for (int n = 0; n < RN; ++n) acc[p][n] = _mm512_setzero_ps();
+    for (int n = 0; n < RN; ++n) {
+      acc[p][n] = _mm512_setzero_ps();
+      isum[p][n] = _mm512_setzero_si512();
+    }
   }
   const std::int8_t* q[RN];
   const float *dx[RN], *s16[RN];
@@ -536,12 +594,11 @@ void ggml_panel_tile(const Operands& op, const PanelGroup* panels, std::int64_t 
     s16[n] = x.sum16.data() + (token + n) * x.ld / 16;
   }
   for (std::int64_t g = 0; g < op.groups; ++g) {
-    const PanelGroup* pg = panels + g * P;
+    const Panel* pg = panels + g * P;
 #pragma GCC unroll 16
     for (int s = 0; s < 16; ++s) {
 #pragma GCC unroll 4
       for (int n = 0; n < RN; ++n) {
-        const __m512 xd = _mm512_set1_ps(dx[n][4 * s]);
         const __m512 xs = _mm512_set1_ps(s16[n][s]);
         std::int32_t x4[4];
         std::memcpy(x4, q[n] + 16 * s, sizeof x4);
@@ -552,9 +609,25 @@ void ggml_panel_tile(const Operands& op, const PanelGroup* panels, std::int64_t 
           __m512i dot1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), pg[p].w[4 * s + 2], _mm512_set1_epi32(x4[2]));
           dot0 = _mm512_dpbusd_epi32(dot0, pg[p].w[4 * s + 1], _mm512_set1_epi32(x4[1]));
           dot1 = _mm512_dpbusd_epi32(dot1, pg[p].w[4 * s + 3], _mm512_set1_epi32(x4[3]));
-          const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(dot0, dot1));
-          acc[p][n] = _mm512_fmadd_ps(dot, _mm512_mul_ps(pg[p].a[s], xd), acc[p][n]);
+          if constexpr (kInt) {
+            isum[p][n] = _mm512_add_epi32(isum[p][n], _mm512_mullo_epi32(_mm512_add_epi32(dot0, dot1), pg[p].sc[s]));
+            // Sum in this order: left free, GCC reassociates the int32 sums and keeps every
+            // dot of the super-group alive at once (spilled to the stack).
+            asm("" : "+v"(isum[p][n]));
+          } else {
+            const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(dot0, dot1));
+            acc[p][n] = _mm512_fmadd_ps(dot, _mm512_mul_ps(pg[p].a[s], _mm512_set1_ps(dx[n][4 * s])), acc[p][n]);
+          }
           acc[p][n] = _mm512_fmadd_ps(pg[p].b[s], xs, acc[p][n]);
+        }
+      }
+    }
+    if constexpr (kInt) {  // one activation scale per super-group and token
+      for (int n = 0; n < RN; ++n) {
+        const __m512 xd = _mm512_set1_ps(dx[n][0]);
+        for (int p = 0; p < P; ++p) {
+          acc[p][n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[p][n]), _mm512_mul_ps(pg[p].d, xd), acc[p][n]);
+          isum[p][n] = _mm512_setzero_si512();
         }
       }
     }
@@ -575,28 +648,39 @@ void ggml_panel_tile(const Operands& op, const PanelGroup* panels, std::int64_t 
   }
 }
 
-template <int P, int RN = 4>
-void any_ggml_panel_tile(int rn, const Operands& op, const PanelGroup* panels, std::int64_t row, std::int64_t token) {
+template <class Panel, int P, int RN = 4>
+void any_ggml_panel_tile(int rn, const Operands& op, const Panel* panels, std::int64_t row, std::int64_t token) {
   if constexpr (RN > 1) {
-    if (rn < RN) return any_ggml_panel_tile<P, RN - 1>(rn, op, panels, row, token);
+    if (rn < RN) return any_ggml_panel_tile<Panel, P, RN - 1>(rn, op, panels, row, token);
   }
-  ggml_panel_tile<P, RN>(op, panels, row, token);
+  ggml_panel_tile<Panel, P, RN>(op, panels, row, token);
 }
 
 // Rows [row, row + 16·P) for every token: the panels built once, then tiles of 4 tokens.
-template <class D, int P>
+template <class D, class Panel, int P>
 void ggml_panel_rows(const Operands& op, std::int64_t row) {
-  thread_local hwy::AlignedFreeUniquePtr<PanelGroup[]> panels;
+  thread_local hwy::AlignedFreeUniquePtr<Panel[]> panels;
   thread_local std::size_t capacity = 0;
   const auto needed = static_cast<std::size_t>(op.groups * P);
-  if (capacity < needed) panels = hwy::AllocateAligned<PanelGroup>(capacity = needed);
+  if (capacity < needed) panels = hwy::AllocateAligned<Panel>(capacity = needed);
   for (std::int64_t g = 0; g < op.groups; ++g) {
     for (int p = 0; p < P; ++p) build_panel_group<D>(op, row + kPanelRows * p, g, panels[static_cast<std::size_t>(g * P + p)]);
   }
   const std::int64_t n_tokens = op.x->n_tokens;
   for (std::int64_t t = 0; t < n_tokens; t += 4) {
-    any_ggml_panel_tile<P>(static_cast<int>(std::min<std::int64_t>(4, n_tokens - t)), op, panels.get(), row, t);
+    any_ggml_panel_tile<Panel, P>(static_cast<int>(std::min<std::int64_t>(4, n_tokens - t)), op, panels.get(), row, t);
   }
+}
+
+// The panel form for D's rows: integer-scaled with one activation scale per super-group.
+template <class D>
+void panel_rows(const Operands& op, std::int64_t row, int p) {
+  if constexpr (D::kInteger) {
+    if (op.x->block == kSuperGroup) {
+      return p == 2 ? ggml_panel_rows<D, IntPanelGroup, 2>(op, row) : ggml_panel_rows<D, IntPanelGroup, 1>(op, row);
+    }
+  }
+  return p == 2 ? ggml_panel_rows<D, PanelGroup, 2>(op, row) : ggml_panel_rows<D, PanelGroup, 1>(op, row);
 }
 
 // Rows past the 16-row panels: kPanel rows decoded once into a per-thread buffer, then tiles of kPanel rows × up to
@@ -629,8 +713,8 @@ void gemm_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end)
   const auto needed = static_cast<std::size_t>(op.groups * kPanel);
   if (capacity < needed) panel = hwy::AllocateAligned<Decoded>(capacity = needed);
   std::int64_t row = row_begin;
-  for (; row + 2 * kPanelRows <= row_end; row += 2 * kPanelRows) ggml_panel_rows<D, 2>(op, row);
-  for (; row + kPanelRows <= row_end; row += kPanelRows) ggml_panel_rows<D, 1>(op, row);
+  for (; row + 2 * kPanelRows <= row_end; row += 2 * kPanelRows) panel_rows<D>(op, row, 2);
+  for (; row + kPanelRows <= row_end; row += kPanelRows) panel_rows<D>(op, row, 1);
   for (; row + kPanel <= row_end; row += kPanel) {
     for (std::int64_t g = 0; g < op.groups; ++g) {
       for (int r = 0; r < kPanel; ++r) decode<D>(op, row + r, g, panel[static_cast<std::size_t>(g * kPanel + r)]);

@@ -58,7 +58,9 @@ bool is_ggml_gemm_dtype(DType t);
 /// K-quants, IQ4_XS): per 64 values and token one vpmaddubsw and one vpdpwssd by the integer
 /// sub-block scales, per super-group one conversion and FMA; otherwise one vpdpbusd per 64
 /// values and token and f32 scaling (tiles of 4 rows × 1..4 tokens share the decoded weights,
-/// prefill on 16-row panels). Other targets (and, on AVX3_DL, a legacy row's partial last
+/// prefill on 16-row panels; with 256-value activation blocks the integer-scaled formats' panels
+/// keep sc_s as int32 lanes: per 16 values and token the 4 vpdpbusd share one vpmulld into an
+/// exact int32 sum over the super-group, converted and scaled by d·dx once). Other targets (and, on AVX3_DL, a legacy row's partial last
 /// super-group) decode with the scalar unpack_super_group and multiply with Highway int16
 /// multiply-adds. Threaded over output rows (split_rows_guided: ranges of 4-row tiles, 32 for
 /// prefill, taken from a shared counter); products under
