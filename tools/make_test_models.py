@@ -58,6 +58,15 @@ class Variant:
     seed: int
     gguf_version: int = 3
     shards: int = 1
+    rope_scaling: tuple = ()  # config.json rope_scaling as (key, value) pairs; () = none
+
+
+# RoPE scaling of the test shape (head_dim 16, theta 1e4: pair wavelengths 6.3, 20, 63, 199, ...
+# positions) with a pre-training context of 64, so the llama3 rule keeps pair 0, blends pairs 1
+# and 2 and divides the rest by the factor.
+LLAMA3_ROPE = (("rope_type", "llama3"), ("factor", 8.0), ("low_freq_factor", 1.0),
+               ("high_freq_factor", 4.0), ("original_max_position_embeddings", 64))
+LINEAR_ROPE = (("rope_type", "linear"), ("factor", 4.0))
 
 
 VARIANTS = [
@@ -72,6 +81,10 @@ VARIANTS = [
     Variant("hf-f32-gqa", "hf", "f32", 2, 2, 172, False, 1e4, 1e-5, 301),
     Variant("hf-bf16-gqa", "hf", "bf16", 2, 2, 160, True, 5e5, 1e-6, 302),
     Variant("hf-f16-sharded", "hf", "f16", 3, 2, 172, False, 1e6, 1e-5, 303, shards=2),
+    Variant("gguf-f32-llama3-rope", "gguf", "f32", 2, 2, 172, True, 1e4, 1e-5, 207, rope_scaling=LLAMA3_ROPE),
+    Variant("gguf-f16-linear-rope", "gguf", "f16", 2, 2, 160, False, 1e4, 1e-5, 208, rope_scaling=LINEAR_ROPE),
+    Variant("hf-f32-llama3-rope", "hf", "f32", 2, 2, 172, True, 1e4, 1e-5, 304, rope_scaling=LLAMA3_ROPE),
+    Variant("hf-bf16-linear-rope", "hf", "bf16", 2, 2, 160, False, 1e4, 1e-5, 305, rope_scaling=LINEAR_ROPE),
 ]
 
 
@@ -240,9 +253,15 @@ def write_gguf(path, version, metadata, tensors, align=32):
 
 
 def gguf_metadata(v, cfg, tokenizer_kv):
-    """llama.* / general.* metadata of a variant followed by the copied tokenizer.* entries."""
+    """llama.* / general.* metadata of a variant followed by the copied tokenizer.* entries;
+    linear RoPE scaling as llama.cpp's rope.scaling keys (llama3's is the rope_freqs tensor)."""
     u32, f32, s = 4, 6, reference.GGUF_STRING
-    return [
+    scaling = dict(v.rope_scaling)
+    rope_keys = []
+    if scaling.get("rope_type") == "linear":
+        rope_keys = [("llama.rope.scaling.type", s, "linear"),
+                     ("llama.rope.scaling.factor", f32, scaling["factor"])]
+    return rope_keys + [
         ("general.architecture", s, "llama"), ("general.name", s, v.name),
         ("general.alignment", u32, 32), ("general.file_type", u32, GGUF_FILE_TYPES[v.dtype]),
         ("llama.vocab_size", u32, cfg.vocab_size),
@@ -275,7 +294,30 @@ def gguf_tensors(v, cfg, w):
         elif hf.endswith("k_proj.weight"):
             array = permute_qk(array, cfg.n_kv_heads)
         out.append((name, array, gguf_tensor_type(name, array.shape, v.dtype)))
+    scaling = dict(v.rope_scaling)
+    if scaling.get("rope_type") == "llama3":
+        out.append(("rope_freqs.weight", llama3_rope_freqs(cfg, scaling), GGML_F32))
     return out
+
+
+def llama3_rope_freqs(cfg, scaling):
+    """The rope_freqs.weight tensor llama.cpp's convert_hf_to_gguf.py writes for Llama 3.1+
+    (LlamaModel.generate_extra_tensors): per RoPE pair the divisor of its frequency, 1 for
+    wavelengths under original context / high_freq_factor, factor past original context /
+    low_freq_factor, 1 / ((1 - smooth) / factor + smooth) in between."""
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old_context = scaling["original_max_position_embeddings"]
+    out = []
+    for i in range(0, cfg.head_dim, 2):
+        wavelen = 2 * math.pi * cfg.rope_theta ** (i / cfg.head_dim)
+        if wavelen < old_context / high:
+            out.append(1.0)
+        elif wavelen > old_context / low:
+            out.append(factor)
+        else:
+            smooth = (old_context / wavelen - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
 
 
 def stories_tokenizer_kv():
@@ -320,7 +362,8 @@ def hf_config_json(v, cfg):
             "num_key_value_heads": cfg.n_kv_heads, "rms_norm_eps": cfg.rms_eps,
             "rope_theta": cfg.rope_theta, "vocab_size": cfg.vocab_size,
             "max_position_embeddings": cfg.max_seq_len, "tie_word_embeddings": v.tied,
-            "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": TORCH_DTYPES[v.dtype]}
+            "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": TORCH_DTYPES[v.dtype]} | (
+                {"rope_scaling": dict(v.rope_scaling)} if v.rope_scaling else {})
 
 
 def write_hf(folder, v, cfg, w):

@@ -22,6 +22,7 @@ import math
 import os
 import struct
 import sys
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +46,8 @@ class LlamaConfig:
     rope_theta: float
     rms_eps: float
     max_seq_len: int  # 0 = unknown / unlimited
+    rope_scaling: dict = None  # HF config.json rope_scaling (linear / llama3), or None
+    rope_freqs: tuple = None   # GGUF rope_freqs.weight: per-pair frequency divisors, or None
 
 
 # --------------------------------------------------------------------------------------------
@@ -374,8 +377,12 @@ def gguf_config(gguf, path):
     rope_dims = gguf_value(gguf, "llama.rope.dimension_count", head_dim)
     if rope_dims != head_dim:
         raise ModelError(f"{path}: partial RoPE ({rope_dims} of {head_dim} dims) unsupported")
-    if "llama.rope.scaling.type" in gguf.metadata:
-        raise ModelError(f"{path}: RoPE scaling unsupported")
+    scaling = None
+    kind = gguf_value(gguf, "llama.rope.scaling.type", "none")
+    if kind == "linear":
+        scaling = {"rope_type": "linear", "factor": gguf_value(gguf, "llama.rope.scaling.factor")}
+    elif kind != "none":
+        raise ModelError(f"{path}: RoPE scaling type {kind!r} unsupported")
     return LlamaConfig(
         dim=gguf_value(gguf, "llama.embedding_length"),
         hidden_dim=gguf_value(gguf, "llama.feed_forward_length"),
@@ -383,7 +390,7 @@ def gguf_config(gguf, path):
         n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim, vocab_size=vocab,
         rope_theta=float(gguf_value(gguf, "llama.rope.freq_base", 10000.0)),
         rms_eps=float(gguf_value(gguf, "llama.attention.layer_norm_rms_epsilon")),
-        max_seq_len=gguf_value(gguf, "llama.context_length", 0))
+        max_seq_len=gguf_value(gguf, "llama.context_length", 0), rope_scaling=scaling)
 
 
 def gguf_block_quantized(path):
@@ -425,6 +432,9 @@ def load_gguf(path):
         hf = gguf_hf_name(info.name)
         if hf is not None:
             weights[hf] = gguf_tensor_f32(buf, info, path)
+    if "rope_freqs.weight" in gguf.tensors:  # Llama 3.1+ RoPE scaling, per-pair divisors
+        freqs = gguf_tensor_f32(buf, gguf.tensors["rope_freqs.weight"], path)
+        cfg = dataclasses.replace(cfg, rope_freqs=tuple(float(f) for f in freqs.reshape(-1)))
     weights.setdefault("lm_head.weight", weights.get("model.embed_tokens.weight"))
     validate_weights(cfg, weights)
     unpermute_all_qk(cfg, weights)
@@ -481,8 +491,9 @@ def hf_config(folder):
         raise ModelError(f"{folder}: cannot read config.json: {e}") from e
     if c.get("model_type", "llama") != "llama" or c.get("hidden_act", "silu") != "silu":
         raise ModelError(f"{folder}: only model_type llama with hidden_act silu is supported")
-    if c.get("rope_scaling"):
-        raise ModelError(f"{folder}: rope_scaling unsupported")
+    scaling = c.get("rope_scaling")
+    if scaling and scaling.get("rope_type", scaling.get("type")) not in ("default", "linear", "llama3"):
+        raise ModelError(f"{folder}: rope_scaling {scaling} unsupported")
     try:
         dim, n_heads = c["hidden_size"], c["num_attention_heads"]
         n_kv = c.get("num_key_value_heads") or n_heads
@@ -491,7 +502,8 @@ def hf_config(folder):
             dim=dim, hidden_dim=c["intermediate_size"], n_layers=c["num_hidden_layers"],
             n_heads=n_heads, n_kv_heads=n_kv, head_dim=c.get("head_dim") or dim // n_heads,
             vocab_size=c["vocab_size"], rope_theta=float(c.get("rope_theta", 10000.0)),
-            rms_eps=float(c["rms_norm_eps"]), max_seq_len=c.get("max_position_embeddings", 0))
+            rms_eps=float(c["rms_norm_eps"]), max_seq_len=c.get("max_position_embeddings", 0),
+            rope_scaling=scaling)
     except KeyError as e:
         raise ModelError(f"{folder}: config.json lacks {e}") from e
     return cfg, bool(c.get("tie_word_embeddings", False))
@@ -546,9 +558,39 @@ def rms_norm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
-def rope_tables(n, head_dim, theta):
-    """cos, sin: float32 [n, head_dim] for positions 0..n-1, HF layout (freqs repeated twice)."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+def scaled_inv_freq(inv_freq, scaling):
+    """RoPE inverse frequencies under a config.json rope_scaling, as transformers'
+    modeling_rope_utils.py computes them (_compute_linear_scaling_rope_parameters: inv_freq /
+    factor; _compute_llama3_parameters: wavelengths past original_max_position_embeddings /
+    low_freq_factor divided by factor, below it / high_freq_factor kept, a smooth blend in
+    between)."""
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if kind == "default":
+        return inv_freq
+    factor = scaling["factor"]
+    if kind == "linear":
+        return inv_freq / factor
+    low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old_context = scaling["original_max_position_embeddings"]
+    low_freq_wavelen, high_freq_wavelen = old_context / low, old_context / high
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old_context / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * inv_freq_llama / factor + smooth * inv_freq_llama
+    medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
+    return torch.where(medium, smoothed, inv_freq_llama)
+
+
+def rope_tables(n, cfg):
+    """cos, sin: float32 [n, head_dim] for positions 0..n-1, HF layout (freqs repeated twice);
+    frequencies scaled by cfg.rope_scaling (HF) or divided by cfg.rope_freqs (GGUF's tensor,
+    as llama.cpp's rope kernels do)."""
+    head_dim = cfg.head_dim
+    inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    if cfg.rope_scaling:
+        inv_freq = scaled_inv_freq(inv_freq, cfg.rope_scaling)
+    if cfg.rope_freqs is not None:
+        inv_freq = inv_freq / torch.tensor(cfg.rope_freqs, dtype=torch.float32)
     freqs = torch.outer(torch.arange(n, dtype=torch.float32), inv_freq)
     emb = torch.cat([freqs, freqs], dim=-1)
     return emb.cos(), emb.sin()
@@ -618,7 +660,7 @@ def forward(cfg, weights, tokens, act_quant=frozenset()):
     check_tokens(cfg, tokens)
     w = {k: torch.tensor(v) for k, v in weights.items()}
     x = w["model.embed_tokens.weight"][torch.tensor(tokens)]
-    cos, sin = rope_tables(len(tokens), cfg.head_dim, cfg.rope_theta)
+    cos, sin = rope_tables(len(tokens), cfg)
     for i in range(cfg.n_layers):
         p = f"model.layers.{i}."
         x = x + attention(cfg, w, p, rms_norm(x, w[p + "input_layernorm.weight"], cfg.rms_eps),

@@ -44,6 +44,10 @@ Status add_llama_metadata(GgufWriter& w, const std::string& name, const ModelCon
   PEREGRINE_RETURN_IF_ERROR(w.add("llama.attention.head_count_kv", u32(c.n_kv_heads)));
   PEREGRINE_RETURN_IF_ERROR(w.add("llama.attention.layer_norm_rms_epsilon", gguf_f32(c.rms_eps)));
   PEREGRINE_RETURN_IF_ERROR(w.add("llama.rope.freq_base", gguf_f32(c.rope_theta)));
+  if (c.rope_scaling.kind == RopeScaling::Kind::kLinear) {
+    PEREGRINE_RETURN_IF_ERROR(w.add("llama.rope.scaling.type", gguf_string("linear")));
+    PEREGRINE_RETURN_IF_ERROR(w.add("llama.rope.scaling.factor", gguf_f32(c.rope_scaling.factor)));
+  }
   if (c.ffn_down_hadamard) PEREGRINE_RETURN_IF_ERROR(w.add("peregrine.ffn_down_hadamard", gguf_bool(true)));
   return Status::ok();
 }

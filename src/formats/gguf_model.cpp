@@ -45,6 +45,25 @@ Expected<bool> optional_bool(const GgufFile& g, const std::string& key, const st
   return *b;
 }
 
+/// llama.rope.scaling.type / .factor (llama.cpp's llm_kv ROPE_SCALING_*): none or linear; the
+/// other types are refused by name. Llama 3.1's factors come as the rope_freqs.weight tensor.
+Expected<RopeScaling> read_rope_scaling(const GgufFile& g, const std::string& path) {
+  RopeScaling s;
+  if (!g.find("llama.rope.scaling.type")) return s;
+  auto type = g.get_string("llama.rope.scaling.type");
+  if (!type) return corrupt_file(path + ": " + type.status().message());
+  if (*type == "none") return s;
+  if (*type != "linear") {
+    return unsupported(path + ": GGUF llama.rope.scaling.type '" + json_util::printable(*type) +
+                       "' is not supported (none and linear are; Llama 3.1's factors come as rope_freqs.weight)");
+  }
+  PEREGRINE_ASSIGN_OR_RETURN(auto factor, optional_float(g, "llama.rope.scaling.factor", path));
+  if (!factor) return corrupt_file(path + ": GGUF llama.rope.scaling.type is linear but llama.rope.scaling.factor is missing");
+  s.kind = RopeScaling::Kind::kLinear;
+  s.factor = *factor;
+  return s;
+}
+
 Expected<ModelConfig> read_llama_config(const GgufFile& g, const std::string& path) {
   ModelConfig c;
   PEREGRINE_ASSIGN_OR_RETURN(c.dim, required_int(g, "llama.embedding_length", path));
@@ -68,6 +87,7 @@ Expected<ModelConfig> read_llama_config(const GgufFile& g, const std::string& pa
   if (eps) c.rms_eps = *eps;
   PEREGRINE_ASSIGN_OR_RETURN(auto theta, optional_float(g, "llama.rope.freq_base", path));
   if (theta) c.rope_theta = *theta;
+  PEREGRINE_ASSIGN_OR_RETURN(c.rope_scaling, read_rope_scaling(g, path));
   PEREGRINE_ASSIGN_OR_RETURN(c.ffn_down_hadamard, optional_bool(g, "peregrine.ffn_down_hadamard", path));
   c.rope_style = RopeStyle::kInterleaved;
   return c;

@@ -50,6 +50,13 @@ Status add_tokenizer(GgufWriter& w, const ModelFile& m, const std::string& token
   return add_llama2c_tokenizer_metadata(w, tokenizer_path, m.config.vocab_size);
 }
 
+/// Llama 3.1-style RoPE scaling as llama.cpp stores it: the rope_freqs.weight tensor (f32
+/// [head_dim / 2], convert_hf_to_gguf.py), empty for other scalings (metadata keys instead).
+std::vector<float> rope_freqs_tensor(const ModelConfig& c) {
+  if (c.rope_scaling.kind != RopeScaling::Kind::kLlama3) return {};
+  return rope_freq_factors(c.rope_scaling, c.head_dim, c.rope_theta);
+}
+
 }  // namespace
 
 Status save_gguf_model(const ModelFile& m, const std::string& path, const std::string& tokenizer_path,
@@ -57,8 +64,15 @@ Status save_gguf_model(const ModelFile& m, const std::string& path, const std::s
   GgufWriter w;
   PEREGRINE_RETURN_IF_ERROR(add_llama_metadata(w, model_name(m), m.config, main_matrix_dtype(m), file_type));
   PEREGRINE_RETURN_IF_ERROR(add_tokenizer(w, m, tokenizer_path));
+  const std::vector<float> rope_freqs = rope_freqs_tensor(m.config);
+  if (!rope_freqs.empty()) {
+    PEREGRINE_RETURN_IF_ERROR(w.add_tensor("rope_freqs.weight", DType::kF32, {static_cast<std::int64_t>(rope_freqs.size())}));
+  }
   for (const auto& [name, t] : m.tensors) PEREGRINE_RETURN_IF_ERROR(w.add_tensor(name, t.dtype, t.shape));
   PEREGRINE_RETURN_IF_ERROR(w.begin(path));
+  if (!rope_freqs.empty()) {
+    PEREGRINE_RETURN_IF_ERROR(w.write_tensor_data({reinterpret_cast<const std::uint8_t*>(rope_freqs.data()), rope_freqs.size() * sizeof(float)}));
+  }
   for (const auto& [name, t] : m.tensors) {  // GGUF pairs RoPE dims interleaved
     PEREGRINE_ASSIGN_OR_RETURN(OwnedTensor rows, in_rope_order(t, m.config.head_dim, m.config.rope_style, RopeStyle::kInterleaved));
     PEREGRINE_RETURN_IF_ERROR(w.write_tensor_data({static_cast<const std::uint8_t*>(rows.view.data), rows.view.nbytes}));

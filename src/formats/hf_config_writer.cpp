@@ -48,6 +48,16 @@ nlohmann::ordered_json hf_config(const ModelConfig& c, DType dtype) {
       {"torch_dtype", torch_dtype(dtype)},
   };
   if (c.ffn_down_hadamard) j["peregrine_ffn_down_hadamard"] = true;
+  const RopeScaling& r = c.rope_scaling;
+  if (r.kind != RopeScaling::Kind::kNone) {
+    nlohmann::ordered_json s = {{"rope_type", rope_scaling_name(r.kind)}, {"factor", as_decimal(r.factor)}};
+    if (r.kind == RopeScaling::Kind::kLlama3) {
+      s["low_freq_factor"] = as_decimal(r.low_freq_factor);
+      s["high_freq_factor"] = as_decimal(r.high_freq_factor);
+      s["original_max_position_embeddings"] = r.original_context;
+    }
+    j["rope_scaling"] = s;
+  }
   return j;
 }
 

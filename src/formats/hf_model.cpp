@@ -52,13 +52,48 @@ Status check_architecture(const ConfigFields& f) {
                      " is not supported (only LlamaForCausalLM / MistralForCausalLM, model_type llama / mistral)");
 }
 
+/// config.json's rope_scaling (transformers/modeling_rope_utils.py): absent, null or rope_type
+/// "default" → none; "linear" (factor); "llama3" (factor, low_freq_factor, high_freq_factor,
+/// original_max_position_embeddings, all required as in HF's validation). The legacy key
+/// "type" is read when rope_type is absent. Other types are refused by name.
+Expected<RopeScaling> read_rope_scaling(const ConfigFields& config) {
+  RopeScaling s;
+  const json* j = config.get("rope_scaling");
+  if (!j) return s;
+  const std::string what = config.what() + " rope_scaling";
+  if (!j->is_object()) return corrupt_file(what + " is a " + json_util::type_name(*j) + ", expected an object");
+  ConfigFields f(*j, what);
+  PEREGRINE_ASSIGN_OR_RETURN(auto type, f.optional_string("rope_type"));
+  if (!type) {
+    PEREGRINE_ASSIGN_OR_RETURN(type, f.optional_string("type"));
+  }
+  if (!type) return corrupt_file(what + " names no rope_type");
+  if (*type == "default") return s;
+  if (*type != "linear" && *type != "llama3") {
+    return unsupported(what + ": rope_type '" + json_util::printable(*type) +
+                       "' is not supported (default, linear and llama3 are)");
+  }
+  const auto required = [&](const char* key) -> Expected<float> {
+    PEREGRINE_ASSIGN_OR_RETURN(auto v, f.optional_float(key));
+    if (!v) return corrupt_file(what + ": rope_type " + *type + " needs '" + key + "'");
+    return *v;
+  };
+  PEREGRINE_ASSIGN_OR_RETURN(s.factor, required("factor"));
+  s.kind = RopeScaling::Kind::kLinear;
+  if (*type == "llama3") {
+    s.kind = RopeScaling::Kind::kLlama3;
+    PEREGRINE_ASSIGN_OR_RETURN(s.low_freq_factor, required("low_freq_factor"));
+    PEREGRINE_ASSIGN_OR_RETURN(s.high_freq_factor, required("high_freq_factor"));
+    PEREGRINE_ASSIGN_OR_RETURN(s.original_context, f.required_int("original_max_position_embeddings"));
+  }
+  if (const std::string e = rope_scaling_error(s); !e.empty()) return corrupt_file(what + ": " + e);
+  return s;
+}
+
 Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   if (!j.is_object()) return corrupt_file(what + ": is not a JSON object");
   ConfigFields f(j, what);
   PEREGRINE_RETURN_IF_ERROR(check_architecture(f));
-  if (f.get("rope_scaling")) {
-    return unsupported(what + ": rope_scaling is set (scaled RoPE is not supported)");
-  }
   PEREGRINE_ASSIGN_OR_RETURN(auto act, f.optional_string("hidden_act"));
   if (act && *act != "silu") {
     return unsupported(what + ": hidden_act '" + json_util::printable(*act) +
@@ -100,6 +135,7 @@ Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   c.rms_eps = eps.value_or(1e-6f);
   PEREGRINE_ASSIGN_OR_RETURN(auto theta, f.optional_float("rope_theta"));
   c.rope_theta = theta.value_or(10000.0f);
+  PEREGRINE_ASSIGN_OR_RETURN(c.rope_scaling, read_rope_scaling(f));
   PEREGRINE_ASSIGN_OR_RETURN(auto tied, f.optional_bool("tie_word_embeddings"));
   c.tied_embeddings = tied.value_or(false);
   PEREGRINE_ASSIGN_OR_RETURN(auto hadamard, f.optional_bool("peregrine_ffn_down_hadamard"));

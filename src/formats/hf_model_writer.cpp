@@ -138,6 +138,10 @@ Status write_gguf_tokenizer(const ModelFile& m, const fs::path& dir) {
 }  // namespace
 
 Status save_hf_model(const ModelFile& m, const std::string& dir, HfQuantLayout layout, const std::string& tokenizer_path) {
+  if (m.find("rope_freqs.weight")) {
+    return unsupported(m.path + ": its rope_freqs.weight tensor (per-pair RoPE factors, as llama.cpp stores Llama 3.1+ scaling) "
+                       "has no config.json form; convert from the original Hugging Face folder instead");
+  }
   PEREGRINE_ASSIGN_OR_RETURN(const HfQuantConfig q, plan_hf_quant(m, layout));
   PEREGRINE_RETURN_IF_ERROR(check_tokenizer(m, tokenizer_path));
   std::error_code ec;

@@ -96,6 +96,7 @@ Status ModelConfig::validate() const {
   if (!(rope_theta > 0.0f) || !(rms_eps > 0.0f)) {
     return corrupt_file("model config: rope_theta and rms_eps must be positive");
   }
+  if (const std::string e = rope_scaling_error(rope_scaling); !e.empty()) return corrupt_file("model config: " + e);
   return Status::ok();
 }
 
@@ -115,6 +116,7 @@ std::optional<std::vector<std::int64_t>> llama_tensor_shape(const ModelConfig& c
   const std::int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
   if (name == "token_embd.weight" || name == "output.weight") return Shape{c.vocab_size, c.dim};
   if (name == "output_norm.weight") return Shape{c.dim};
+  if (name == "rope_freqs.weight") return Shape{c.head_dim / 2};
   std::string_view rest;
   const auto layer = layer_of(name, &rest);
   if (!layer || *layer >= c.n_layers) return std::nullopt;
@@ -140,6 +142,13 @@ Status validate_llama_tensors(const ModelFile& m) {
   PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, "token_embd.weight"));
   PEREGRINE_RETURN_IF_ERROR(expect_norm(m, "output_norm.weight"));
   if (!c.tied_embeddings) PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, "output.weight"));
+  if (m.find("rope_freqs.weight")) {
+    PEREGRINE_RETURN_IF_ERROR(expect_norm(m, "rope_freqs.weight"));
+    if (c.rope_scaling.kind != RopeScaling::Kind::kNone) {
+      return corrupt_file(m.path + ": both a rope_freqs.weight tensor and rope scaling '" +
+                          rope_scaling_name(c.rope_scaling.kind) + "' in the metadata (one set of RoPE factors expected)");
+    }
+  }
   for (std::int64_t l = 0; l < c.n_layers; ++l) {
     PEREGRINE_RETURN_IF_ERROR(expect_norm(m, layer_tensor_name(l, "attn_norm")));
     PEREGRINE_RETURN_IF_ERROR(expect_norm(m, layer_tensor_name(l, "ffn_norm")));

@@ -1,6 +1,7 @@
 #include "peregrine/model/llama_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "peregrine/kernels/cpu/attention.h"
@@ -57,6 +58,14 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file) {
                               &get(f, l, "ffn_up"), &get(f, l, "ffn_down")});
   }
   m.output_norm_ = to_f32(*f.find("output_norm.weight"));
+  const TensorView* rope_freqs = f.find("rope_freqs.weight");
+  m.rope_freq_factors_ = rope_freqs ? to_f32(*rope_freqs) : rope_freq_factors(f.config.rope_scaling, f.config.head_dim, f.config.rope_theta);
+  for (float factor : m.rope_freq_factors_) {
+    if (!std::isfinite(factor) || !(factor > 0.0f)) {
+      return corrupt_file(f.path + ": rope_freqs.weight holds the RoPE frequency divisor " + std::to_string(factor) +
+                          " (each must be positive and finite)");
+    }
+  }
   m.token_embd_ = f.find("token_embd.weight");
   m.output_ = f.config.tied_embeddings ? m.token_embd_ : f.find("output.weight");
   return m;
@@ -251,7 +260,8 @@ void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch
   matmul(*layer.wv, s.xb, n, s.v, pool);
   std::vector<float> rope_cos(static_cast<std::size_t>(hd)), rope_sin(rope_cos.size());
   for (std::int64_t i = 0; i < n; ++i) {
-    rope_table(batch.positions[i], hd, c.rope_theta, c.rope_style, rope_cos.data(), rope_sin.data());
+    rope_table(batch.positions[i], hd, c.rope_theta, c.rope_style, rope_cos.data(), rope_sin.data(),
+               rope_freq_factors_.empty() ? nullptr : rope_freq_factors_.data());
     rope_rotate(&s.q[i * q_dim], c.n_heads, hd, rope_cos.data(), rope_sin.data(), c.rope_style);
     rope_rotate(&s.k[i * kv_dim], c.n_kv_heads, hd, rope_cos.data(), rope_sin.data(), c.rope_style);
     cache.write(batch.seq_ids[i], l, layout.slots[i], &s.k[i * kv_dim], &s.v[i * kv_dim]);

@@ -16,6 +16,7 @@
 #include "peregrine/formats/llama2c.h"
 #include "peregrine/formats/model_file.h"
 #include "peregrine/formats/safetensors.h"
+#include "peregrine/model/llama_model.h"
 #include "safetensors_writer.h"
 #include "test_paths.h"
 
@@ -299,6 +300,51 @@ TEST_F(BadInput, GgufArchitectureAndHyperParameters) {
   expect_error(load_model_file(write("v1.gguf", tiny_gguf("llama", 1))), ErrorCode::kUnsupported, "v1");
   expect_error(load_model_file(write("v4.gguf", tiny_gguf("llama", 4))), ErrorCode::kUnsupported, "v4");
   EXPECT_TRUE(load_model_file(write("v2.gguf", tiny_gguf("llama", 2))));
+}
+
+// GGUF RoPE scaling (llama.cpp's rope.scaling keys, Llama 3.1's rope_freqs.weight tensor): the
+// supported forms load, the rest is one error naming what is wrong.
+TEST_F(BadInput, GgufRopeScaling) {
+  const auto load_with = [&](const std::function<void(test::GgufWriter&)>& extra) {
+    return load_model_file(write("rope.gguf", tiny_gguf("llama", 3, [&](test::GgufWriter& g) {
+      g.kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+      extra(g);
+    })));
+  };
+  auto linear = load_with([](test::GgufWriter& g) {
+    g.kv_string("llama.rope.scaling.type", "linear");
+    g.kv_f32("llama.rope.scaling.factor", 4.0f);
+  });
+  ASSERT_TRUE(linear) << linear.status().message();
+  EXPECT_EQ(linear->config.rope_scaling.kind, RopeScaling::Kind::kLinear);
+  EXPECT_EQ(linear->config.rope_scaling.factor, 4.0f);
+  auto freqs = load_with([](test::GgufWriter& g) { g.tensor_f32("rope_freqs.weight", {2}, {1.0f, 8.0f}); });
+  ASSERT_TRUE(freqs) << freqs.status().message();
+  EXPECT_TRUE(LlamaModel::create(std::move(*freqs)));
+  const std::pair<const char*, std::function<void(test::GgufWriter&)>> bad[] = {
+      {"yarn", [](test::GgufWriter& g) { g.kv_string("llama.rope.scaling.type", "yarn"); }},
+      {"llama.rope.scaling.factor", [](test::GgufWriter& g) { g.kv_string("llama.rope.scaling.type", "linear"); }},
+      {"factor must be >= 1", [](test::GgufWriter& g) {
+         g.kv_string("llama.rope.scaling.type", "linear");
+         g.kv_f32("llama.rope.scaling.factor", 0.5f);
+       }},
+      {"rope_freqs.weight", [](test::GgufWriter& g) { g.tensor_f32("rope_freqs.weight", {3}, {1.0f, 2.0f, 4.0f}); }},
+      {"both", [](test::GgufWriter& g) {
+         g.kv_string("llama.rope.scaling.type", "linear");
+         g.kv_f32("llama.rope.scaling.factor", 2.0f);
+         g.tensor_f32("rope_freqs.weight", {2}, {1.0f, 2.0f});
+       }},
+  };
+  for (const auto& [part, extra] : bad) {
+    auto r = load_with(extra);
+    expect_error(r, part == std::string("yarn") ? ErrorCode::kUnsupported : ErrorCode::kCorruptFile, part);
+    if (!r) {
+      EXPECT_NE(r.status().message().find(part), std::string::npos) << r.status().message();
+    }
+  }
+  auto zero = load_with([](test::GgufWriter& g) { g.tensor_f32("rope_freqs.weight", {2}, {1.0f, 0.0f}); });
+  ASSERT_TRUE(zero) << zero.status().message();
+  expect_error(LlamaModel::create(std::move(*zero)), ErrorCode::kCorruptFile, "zero rope_freqs divisor");
 }
 
 TEST_F(BadInput, TruncatedSafetensors) {

@@ -1,7 +1,8 @@
 // save_gguf_model: stories260K converted in memory to Q8_0 written as GGUF and read back (same
 // tensor bytes, config and logits; the tokenizer converted from tok512.bin encodes and decodes
 // like tok512.bin and carries llama.cpp's own keys and values); a GGUF source keeps its
-// tokenizer metadata; an HF source's Q/K rows return to interleaved order; refusals.
+// tokenizer metadata; an HF source's Q/K rows return to interleaved order; RoPE scaling as
+// llama.cpp stores it; refusals.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -157,6 +158,43 @@ TEST(SaveGgufModel, HuggingFaceSourceReturnsToInterleavedRowsAndItsTokenizerBin)
   test::expect_same_config(bin.config, g.config);
   test::expect_same_tensors(bin, g);  // llama2.c → HF → GGUF: the original bytes, row for row
   EXPECT_EQ(test::prefill_logits(bin, false), test::prefill_logits(g, false));
+}
+
+// Scaled RoPE through the writers as llama.cpp stores it: an HF llama3 model becomes a GGUF with
+// the rope_freqs.weight tensor (no scaling keys) and the same logits; linear scaling becomes the
+// rope.scaling keys and returns to config.json; a rope_freqs tensor has no config.json form.
+TEST(SaveGgufModel, RopeScalingAsLlamaCppStoresIt) {
+  const std::string tok = test::testdata_dir() + "/tok512.bin";
+  const ModelFile hf = load(test::testdata_dir() + "/hf-f32-llama3-rope");
+  ASSERT_EQ(hf.config.rope_scaling.kind, RopeScaling::Kind::kLlama3);
+  test::TempDir dir;
+  ASSERT_TRUE(save_gguf_model(hf, dir.file("llama3.gguf"), tok).is_ok());
+  const ModelFile g = load(dir.file("llama3.gguf"));
+  EXPECT_EQ(g.config.rope_scaling.kind, RopeScaling::Kind::kNone);
+  EXPECT_FALSE(g.gguf->find("llama.rope.scaling.type"));
+  const TensorView* freqs = g.find("rope_freqs.weight");
+  ASSERT_NE(freqs, nullptr);
+  ASSERT_EQ(freqs->dtype, DType::kF32);
+  const auto want = rope_freq_factors(hf.config.rope_scaling, hf.config.head_dim, hf.config.rope_theta);
+  ASSERT_EQ(static_cast<std::size_t>(freqs->numel()), want.size());
+  const auto* got = static_cast<const float*>(freqs->data);
+  EXPECT_EQ(std::vector<float>(got, got + want.size()), want);
+  EXPECT_GT(want.back(), 1.0f);
+  const auto a = test::prefill_logits(hf, false), b = test::prefill_logits(g, false);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f) << i;  // RoPE pairs reordered: sums in another order
+  const Status st = save_hf_model(g, dir.file("back"), HfQuantLayout::kGptq, tok);
+  EXPECT_EQ(st.code(), ErrorCode::kUnsupported) << st.message();
+  EXPECT_NE(st.message().find("rope_freqs"), std::string::npos) << st.message();
+
+  const ModelFile linear = load(test::testdata_dir() + "/hf-bf16-linear-rope");
+  ASSERT_EQ(linear.config.rope_scaling.kind, RopeScaling::Kind::kLinear);
+  ASSERT_TRUE(save_gguf_model(linear, dir.file("linear.gguf"), tok).is_ok());
+  const ModelFile lg = load(dir.file("linear.gguf"));
+  test::expect_same_config(linear.config, lg.config);
+  EXPECT_EQ(lg.find("rope_freqs.weight"), nullptr);
+  ASSERT_TRUE(save_hf_model(lg, dir.file("linear-hf"), HfQuantLayout::kGptq, tok).is_ok());
+  test::expect_same_config(linear.config, load(dir.file("linear-hf")).config);
 }
 
 TEST(SaveGgufModel, RefusesWhatItCannotWriteAndLeavesNoFile) {

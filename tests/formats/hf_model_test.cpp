@@ -297,8 +297,19 @@ TEST(HfModel, ConfigErrors) {
   cfg["tie_word_embeddings"] = 1;
   expect_error(cfg, tensors, ErrorCode::kCorruptFile, "tie_word_embeddings");
   cfg = tiny.config();
-  cfg["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
-  expect_error(cfg, tensors, ErrorCode::kUnsupported, "rope_scaling");
+  cfg["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};  // HF requires all four llama3 fields
+  expect_error(cfg, tensors, ErrorCode::kCorruptFile, "low_freq_factor");
+  cfg["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  expect_error(cfg, tensors, ErrorCode::kUnsupported, "yarn");
+  cfg["rope_scaling"] = {{"type", "linear"}, {"factor", 0.5}};  // the legacy key; a factor below 1
+  expect_error(cfg, tensors, ErrorCode::kCorruptFile, "factor must be >= 1");
+  cfg["rope_scaling"] = {{"factor", 2.0}};
+  expect_error(cfg, tensors, ErrorCode::kCorruptFile, "names no rope_type");
+  cfg["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 4.0}, {"high_freq_factor", 1.0},
+                         {"original_max_position_embeddings", 8192}};
+  expect_error(cfg, tensors, ErrorCode::kCorruptFile, "low_freq_factor < high_freq_factor");
+  cfg["rope_scaling"] = "linear";
+  expect_error(cfg, tensors, ErrorCode::kCorruptFile, "expected an object");
   cfg = tiny.config();
   cfg["architectures"] = {"GPT2LMHeadModel"};
   cfg["model_type"] = "gpt2";

@@ -27,6 +27,7 @@ void expect_same_config(const ModelConfig& want, const ModelConfig& got) {
   EXPECT_EQ(got.rms_eps, want.rms_eps);
   EXPECT_EQ(got.tied_embeddings, want.tied_embeddings);
   EXPECT_EQ(got.ffn_down_hadamard, want.ffn_down_hadamard);
+  EXPECT_EQ(got.rope_scaling, want.rope_scaling);
 }
 
 std::int64_t interleaved_row_of_neox_row(std::int64_t j, std::int64_t head_dim) {

@@ -252,6 +252,35 @@ TEST(Rope, TableOnceEqualsRopeCall) {
   }
 }
 
+TEST(Rope, FrequencyDivisorsScaleThePositions) {
+  // Divisor 2 on every pair (linear scaling by 2) at position 2k is the plain table at k
+  // (pos·freq / 2 is exact in f64); divisor 1 leaves the table unchanged; mixed divisors act per pair.
+  for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kNeox}) {
+    const std::int64_t hd = 16;
+    std::vector<float> c(hd), s(hd), c2(hd), s2(hd);
+    const std::vector<float> twos(hd / 2, 2.0f), ones(hd / 2, 1.0f);
+    for (std::int32_t k : {0, 1, 7, 1000}) {
+      rope_table(2 * k, hd, 10000.0f, style, c.data(), s.data(), twos.data());
+      rope_table(k, hd, 10000.0f, style, c2.data(), s2.data());
+      EXPECT_EQ(c, c2);
+      EXPECT_EQ(s, s2);
+      rope_table(k, hd, 10000.0f, style, c.data(), s.data(), ones.data());
+      EXPECT_EQ(c, c2);
+      EXPECT_EQ(s, s2);
+    }
+    std::vector<float> mixed(hd / 2, 1.0f);
+    mixed[3] = 4.0f;
+    rope_table(40, hd, 10000.0f, style, c.data(), s.data(), mixed.data());
+    rope_table(10, hd, 10000.0f, style, c2.data(), s2.data());
+    const std::int64_t j = style == RopeStyle::kInterleaved ? 6 : 3;  // first entry of pair 3
+    EXPECT_EQ(c[j], c2[j]);
+    EXPECT_EQ(s[j], s2[j]);
+    rope_table(40, hd, 10000.0f, style, c2.data(), s2.data());
+    const std::int64_t j0 = 0;  // pair 0 is not divided
+    EXPECT_EQ(c[j0], c2[j0]);
+  }
+}
+
 TEST(SwiGlu, MatchesReferenceOnOddLengths) {
   std::mt19937 rng(24);
   for (std::int64_t n : kOddLengths) {

@@ -24,7 +24,9 @@ std::uint32_t llama_file_type(DType t);
 /// matrix_dtype is a ggml block format, and
 /// llama.{vocab_size, context_length, embedding_length, block_count, feed_forward_length,
 /// rope.dimension_count, attention.head_count, attention.head_count_kv,
-/// attention.layer_norm_rms_epsilon, rope.freq_base} from `c`, and peregrine.ffn_down_hadamard
+/// attention.layer_norm_rms_epsilon, rope.freq_base} from `c` (plus rope.scaling.type = linear
+/// and rope.scaling.factor for linear RoPE scaling; llama3 scaling is not metadata but the
+/// rope_freqs.weight tensor, which the caller writes), and peregrine.ffn_down_hadamard
 /// = true when c.ffn_down_hadamard (a key llama.cpp ignores: such a file runs only in Peregrine).
 /// Errors: those of GgufWriter::add (a key already added).
 Status add_llama_metadata(GgufWriter& w, const std::string& name, const ModelConfig& c, DType matrix_dtype,

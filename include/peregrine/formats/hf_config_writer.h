@@ -14,7 +14,9 @@ namespace peregrine {
 /// silu, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
 /// num_key_value_heads, head_dim, vocab_size, max_position_embeddings, rms_norm_eps,
 /// rope_theta, tie_word_embeddings, bos/eos ids 1/2 as in Llama 2, and
-/// peregrine_ffn_down_hadamard = true when c.ffn_down_hadamard), with torch_dtype naming
+/// peregrine_ffn_down_hadamard = true when c.ffn_down_hadamard, rope_scaling {rope_type, factor,
+/// and for llama3 low_freq_factor, high_freq_factor, original_max_position_embeddings} when
+/// c.rope_scaling is set), with torch_dtype naming
 /// `dtype` (float32, float16 or bfloat16). RoPE pairs are HF's halves regardless of
 /// c.rope_style: the Q/K rows must be in HF order.
 nlohmann::ordered_json hf_config(const ModelConfig& c, DType dtype);

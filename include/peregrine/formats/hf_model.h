@@ -45,7 +45,8 @@ namespace peregrine {
 /// or ill-typed (named), a bad safetensors header, a tensor missing from its shard, a layer
 /// index past num_hidden_layers, missing tensors / wrong shapes, a quantized linear whose
 /// tensors are missing, of the wrong dtype or shape, or hold bad scales / zero points, each
-/// error naming the tensor); kUnsupported (another architecture, rope_scaling set, hidden_act
+/// error naming the tensor; a rope_scaling field missing or out of range); kUnsupported (another
+/// architecture, a rope_scaling type other than default / linear / llama3, hidden_act
 /// other than silu, attention/MLP biases, a safetensors dtype outside F32/F16/BF16/I32/I8/F8,
 /// raw int / FP8 tensors no quantization_config describes, another quant_method, bits outside
 /// {2,3,4,8}, act-order g_idx, a tensor name outside the Llama layout).

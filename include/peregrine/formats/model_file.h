@@ -15,6 +15,7 @@
 //   blk.L.attn_k.weight [n_kv_heads*hd, dim] blk.L.attn_v.weight [n_kv_heads*hd, dim]
 //   blk.L.ffn_gate.weight [ffn, dim]        blk.L.ffn_up.weight [ffn, dim]
 //   blk.L.ffn_down.weight [dim, ffn]
+//   rope_freqs.weight [hd / 2] f32 (optional: RoPE pair i's frequency divisor, formats/rope_scaling.h)
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,7 @@
 #include "peregrine/core/status.h"
 #include "peregrine/core/tensor.h"
 #include "peregrine/formats/gguf.h"
+#include "peregrine/formats/rope_scaling.h"
 
 namespace peregrine {
 
@@ -57,6 +59,8 @@ struct ModelConfig {
   float rope_theta = 10000.0f;
   float rms_eps = 1e-5f;
   RopeStyle rope_style = RopeStyle::kInterleaved;
+  RopeScaling rope_scaling;      // HF rope_scaling / GGUF {arch}.rope.scaling.*; a GGUF
+                                 // rope_freqs.weight tensor (Llama 3.1+) is kept as a tensor
   bool tied_embeddings = true;   // LM head reuses token_embd.weight
   bool ffn_down_hadamard = false; // the SwiGLU output is rotated by the orthonormal Hadamard
                                   // transform (kernels/cpu/hadamard.h) before ffn_down, whose

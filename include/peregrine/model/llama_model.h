@@ -20,7 +20,10 @@ class LlamaModel {
  public:
   /// Takes ownership of a validated ModelFile. Weights stay in their stored dtype in the
   /// mapping (matmul decodes rows on the fly); norm weights are converted to f32.
-  /// Errors: those of validate_llama_tensors.
+  /// RoPE: scaled by the file's rope_freqs.weight divisors when it has one (llama.cpp's Llama
+  /// 3.1+ GGUFs), else by config().rope_scaling (formats/rope_scaling.h).
+  /// Errors: those of validate_llama_tensors; kCorruptFile (a rope_freqs.weight divisor that is
+  /// not positive and finite).
   static Expected<LlamaModel> create(ModelFile file);
 
   // Layers hold pointers into file_.tensors: movable (std::map nodes keep their addresses),
@@ -84,6 +87,7 @@ class LlamaModel {
   ModelFile file_;
   std::vector<Layer> layers_;
   std::vector<float> output_norm_;
+  std::vector<float> rope_freq_factors_;  // [head_dim / 2] or empty: rope_table's divisors
   const TensorView* token_embd_ = nullptr;
   const TensorView* output_ = nullptr;  // token_embd_ when tied
 };

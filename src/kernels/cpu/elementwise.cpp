@@ -120,10 +120,11 @@ void rmsnorm(const float* x, const float* w, float* out, std::int64_t n, float e
 }
 
 void rope_table(std::int32_t pos, std::int64_t head_dim, float theta, RopeStyle style,
-                float* cos, float* sin) {
+                float* cos, float* sin, const float* freq_factors) {
   const std::int64_t half = head_dim / 2;
   for (std::int64_t i = 0; i < half; ++i) {
-    const double freq = std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    double freq = std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    if (freq_factors != nullptr) freq /= static_cast<double>(freq_factors[i]);
     const double angle = static_cast<double>(pos) * freq;
     const float c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
     const std::int64_t ia = style == RopeStyle::kInterleaved ? 2 * i : i;

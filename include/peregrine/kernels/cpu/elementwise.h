@@ -21,9 +21,11 @@ void rmsnorm_reference(const float* x, const float* w, float* out, std::int64_t 
 /// pos · theta^(-2i/head_dim), computed in f64) is (2i, 2i+1) for kInterleaved and
 /// (i, i + head_dim/2) for kNeox; the first entry of a pair carries -sin, the second +sin.
 /// cos, sin: [head_dim] f32 (written); head_dim even. Compute once per position and reuse it
-/// for q and k (and every layer).
+/// for q and k (and every layer). freq_factors: nullptr, or [head_dim / 2] f32 divisors of the
+/// pairs' frequencies (scaled RoPE: angle pos · theta^(-2i/head_dim) / freq_factors[i],
+/// formats/rope_scaling.h, llama.cpp's rope_freqs).
 void rope_table(std::int32_t pos, std::int64_t head_dim, float theta, RopeStyle style,
-                float* cos, float* sin);
+                float* cos, float* sin, const float* freq_factors = nullptr);
 
 /// Applies a rope_table rotation in place to `n_heads` heads of `head_dim` f32 values (SIMD).
 void rope_rotate(float* x, std::int64_t n_heads, std::int64_t head_dim, const float* cos,
