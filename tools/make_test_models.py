@@ -59,6 +59,8 @@ class Variant:
     gguf_version: int = 3
     shards: int = 1
     rope_scaling: tuple = ()  # config.json rope_scaling as (key, value) pairs; () = none
+    arch: str = "llama"       # llama, qwen2 (Q/K/V biases), qwen3 (Q/K norms)
+    head_dim: int = 0         # 0 = DIM // N_HEADS (Qwen3 sets it apart: q_dim != dim)
 
 
 # RoPE scaling of the test shape (head_dim 16, theta 1e4: pair wavelengths 6.3, 20, 63, 199, ...
@@ -85,13 +87,19 @@ VARIANTS = [
     Variant("gguf-f16-linear-rope", "gguf", "f16", 2, 2, 160, False, 1e4, 1e-5, 208, rope_scaling=LINEAR_ROPE),
     Variant("hf-f32-llama3-rope", "hf", "f32", 2, 2, 172, True, 1e4, 1e-5, 304, rope_scaling=LLAMA3_ROPE),
     Variant("hf-bf16-linear-rope", "hf", "bf16", 2, 2, 160, False, 1e4, 1e-5, 305, rope_scaling=LINEAR_ROPE),
+    Variant("gguf-f32-qwen2", "gguf", "f32", 2, 2, 172, True, 1e6, 1e-6, 209, arch="qwen2"),
+    Variant("gguf-q8_0-qwen2", "gguf", "q8_0", 2, 1, 160, False, 1e6, 1e-6, 210, arch="qwen2"),
+    Variant("gguf-f32-qwen3", "gguf", "f32", 2, 2, 172, True, 1e6, 1e-6, 211, arch="qwen3", head_dim=32),
+    Variant("hf-f32-qwen2", "hf", "f32", 2, 2, 172, False, 1e6, 1e-6, 306, arch="qwen2"),
+    Variant("hf-bf16-qwen3", "hf", "bf16", 2, 1, 160, True, 1e6, 1e-6, 307, arch="qwen3", head_dim=32),
 ]
 
 
 def variant_config(v):
     """reference.LlamaConfig of a Variant (dim 64, 4 heads of 16, vocab 512, context 128)."""
     return reference.LlamaConfig(DIM, v.hidden_dim, v.n_layers, N_HEADS, v.n_kv_heads,
-                                 DIM // N_HEADS, VOCAB, v.rope_theta, v.rms_eps, SEQ_LEN)
+                                 v.head_dim or DIM // N_HEADS, VOCAB, v.rope_theta, v.rms_eps, SEQ_LEN,
+                                 arch=v.arch)
 
 
 def random_weights(cfg, tied, seed):
@@ -104,7 +112,9 @@ def random_weights(cfg, tied, seed):
     for name, shape in reference.expected_shapes(cfg).items():
         if name == "lm_head.weight" and tied:
             continue
-        if len(shape) == 1:
+        if name.endswith(".bias"):
+            std, mean = 0.3, 0.0
+        elif len(shape) == 1:
             std, mean = 0.1, 1.0
         elif name in ("model.embed_tokens.weight", "lm_head.weight"):
             std, mean = 0.3, 0.0
@@ -256,23 +266,26 @@ def gguf_metadata(v, cfg, tokenizer_kv):
     """llama.* / general.* metadata of a variant followed by the copied tokenizer.* entries;
     linear RoPE scaling as llama.cpp's rope.scaling keys (llama3's is the rope_freqs tensor)."""
     u32, f32, s = 4, 6, reference.GGUF_STRING
+    a = v.arch  # every key under the architecture's prefix, as llama.cpp's gguf writer does
     scaling = dict(v.rope_scaling)
-    rope_keys = []
+    extra = []
     if scaling.get("rope_type") == "linear":
-        rope_keys = [("llama.rope.scaling.type", s, "linear"),
-                     ("llama.rope.scaling.factor", f32, scaling["factor"])]
-    return rope_keys + [
-        ("general.architecture", s, "llama"), ("general.name", s, v.name),
+        extra = [(f"{a}.rope.scaling.type", s, "linear"), (f"{a}.rope.scaling.factor", f32, scaling["factor"])]
+    if cfg.head_dim * cfg.n_heads != cfg.dim:
+        extra += [(f"{a}.attention.key_length", u32, cfg.head_dim),
+                  (f"{a}.attention.value_length", u32, cfg.head_dim)]
+    return extra + [
+        ("general.architecture", s, a), ("general.name", s, v.name),
         ("general.alignment", u32, 32), ("general.file_type", u32, GGUF_FILE_TYPES[v.dtype]),
-        ("llama.vocab_size", u32, cfg.vocab_size),
-        ("llama.context_length", u32, cfg.max_seq_len),
-        ("llama.embedding_length", u32, cfg.dim), ("llama.block_count", u32, cfg.n_layers),
-        ("llama.feed_forward_length", u32, cfg.hidden_dim),
-        ("llama.attention.head_count", u32, cfg.n_heads),
-        ("llama.attention.head_count_kv", u32, cfg.n_kv_heads),
-        ("llama.rope.dimension_count", u32, cfg.head_dim),
-        ("llama.rope.freq_base", f32, cfg.rope_theta),
-        ("llama.attention.layer_norm_rms_epsilon", f32, cfg.rms_eps),
+        (f"{a}.vocab_size", u32, cfg.vocab_size),
+        (f"{a}.context_length", u32, cfg.max_seq_len),
+        (f"{a}.embedding_length", u32, cfg.dim), (f"{a}.block_count", u32, cfg.n_layers),
+        (f"{a}.feed_forward_length", u32, cfg.hidden_dim),
+        (f"{a}.attention.head_count", u32, cfg.n_heads),
+        (f"{a}.attention.head_count_kv", u32, cfg.n_kv_heads),
+        (f"{a}.rope.dimension_count", u32, cfg.head_dim),
+        (f"{a}.rope.freq_base", f32, cfg.rope_theta),
+        (f"{a}.attention.layer_norm_rms_epsilon", f32, cfg.rms_eps),
     ] + tokenizer_kv
 
 
@@ -286,10 +299,15 @@ def gguf_tensors(v, cfg, w):
     for i in range(cfg.n_layers):
         for g, hf in reference.GGUF_TO_HF.items():
             names[f"model.layers.{i}.{hf}.weight"] = f"blk.{i}.{g}.weight"
+        for g, hf in reference.GGUF_TO_HF_EXTRA.items():
+            if f"model.layers.{i}.{hf}" in w:
+                names[f"model.layers.{i}.{hf}"] = f"blk.{i}.{g}"
     out = []
     for hf, name in names.items():
         array = w[hf]
-        if hf.endswith("q_proj.weight"):
+        if v.arch != "llama":  # Qwen2 / Qwen3 are NEOX rope types: rows stay in HF order
+            pass
+        elif hf.endswith("q_proj.weight"):
             array = permute_qk(array, cfg.n_heads)
         elif hf.endswith("k_proj.weight"):
             array = permute_qk(array, cfg.n_kv_heads)
@@ -356,10 +374,11 @@ def write_safetensors(path, tensors, dtype):
 
 def hf_config_json(v, cfg):
     """config.json contents of a LlamaForCausalLM variant."""
-    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    hf_class = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[v.arch]
+    return {"architectures": [hf_class], "model_type": v.arch,
             "hidden_act": "silu", "hidden_size": cfg.dim, "intermediate_size": cfg.hidden_dim,
             "num_hidden_layers": cfg.n_layers, "num_attention_heads": cfg.n_heads,
-            "num_key_value_heads": cfg.n_kv_heads, "rms_norm_eps": cfg.rms_eps,
+            "num_key_value_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim, "rms_norm_eps": cfg.rms_eps,
             "rope_theta": cfg.rope_theta, "vocab_size": cfg.vocab_size,
             "max_position_embeddings": cfg.max_seq_len, "tie_word_embeddings": v.tied,
             "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": TORCH_DTYPES[v.dtype]} | (
@@ -372,7 +391,7 @@ def write_hf(folder, v, cfg, w):
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(hf_config_json(v, cfg), f, indent=2)
-    names = [n for n in reference.hf_names(cfg.n_layers) if not (v.tied and n == "lm_head.weight")]
+    names = [n for n in reference.expected_shapes(cfg) if not (v.tied and n == "lm_head.weight")]
     if v.shards == 1:
         write_safetensors(os.path.join(folder, "model.safetensors"),
                           {n: w[n] for n in names}, v.dtype)

@@ -48,22 +48,11 @@ class LlamaConfig:
     max_seq_len: int  # 0 = unknown / unlimited
     rope_scaling: dict = None  # HF config.json rope_scaling (linear / llama3), or None
     rope_freqs: tuple = None   # GGUF rope_freqs.weight: per-pair frequency divisors, or None
+    arch: str = "llama"        # llama (Llama, Mistral), qwen2 (Q/K/V biases), qwen3 (Q/K norms)
 
 
 # --------------------------------------------------------------------------------------------
 # Layout helpers
-
-
-def hf_names(n_layers):
-    """Names of all tensors a Llama model needs, in Hugging Face naming."""
-    names = ["model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"]
-    for i in range(n_layers):
-        p = f"model.layers.{i}."
-        names += [p + s + ".weight" for s in (
-            "input_layernorm", "post_attention_layernorm",
-            "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-            "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")]
-    return names
 
 
 def expected_shapes(cfg):
@@ -79,9 +68,17 @@ def expected_shapes(cfg):
     shapes = {"model.embed_tokens.weight": (cfg.vocab_size, cfg.dim),
               "model.norm.weight": (cfg.dim,),
               "lm_head.weight": (cfg.vocab_size, cfg.dim)}
+    extra = {}  # the families' additions, full suffixes
+    if cfg.arch == "qwen2":  # modeling_qwen2.py: q/k/v_proj with bias=True
+        extra = {"self_attn.q_proj.bias": (q,), "self_attn.k_proj.bias": (kv,),
+                 "self_attn.v_proj.bias": (kv,)}
+    elif cfg.arch == "qwen3":  # modeling_qwen3.py: Qwen3RMSNorm(head_dim) of q and k
+        extra = {"self_attn.q_norm.weight": (cfg.head_dim,), "self_attn.k_norm.weight": (cfg.head_dim,)}
     for i in range(cfg.n_layers):
         for s, shape in per_layer.items():
             shapes[f"model.layers.{i}.{s}.weight"] = shape
+        for s, shape in extra.items():
+            shapes[f"model.layers.{i}.{s}"] = shape
     return shapes
 
 
@@ -97,9 +94,9 @@ def validate_weights(cfg, weights):
             raise ModelError(f"tensor {name} is {w.dtype} after loading, expected float32")
 
 
-def check_heads(dim, n_heads, n_kv_heads):
+def check_heads(dim, n_heads, n_kv_heads, head_dim_given=False):
     """Raise ModelError for head counts that do not form a valid (GQA) attention."""
-    if n_heads <= 0 or n_kv_heads <= 0 or dim % n_heads:
+    if n_heads <= 0 or n_kv_heads <= 0 or (dim % n_heads and not head_dim_given):
         raise ModelError(f"bad head config: dim {dim}, heads {n_heads}, kv heads {n_kv_heads}")
     if n_heads % n_kv_heads:
         raise ModelError(f"n_heads {n_heads} is not a multiple of n_kv_heads {n_kv_heads}")
@@ -362,35 +359,45 @@ GGUF_TO_HF = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layern
               "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
 
 
+GGUF_ARCHS = ("llama", "qwen2", "qwen3")
+# GGUF tensor suffix -> HF suffix for the families' additions (Qwen2 biases, Qwen3 norms).
+GGUF_TO_HF_EXTRA = {"attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias",
+                    "attn_v.bias": "self_attn.v_proj.bias",
+                    "attn_q_norm.weight": "self_attn.q_norm.weight",
+                    "attn_k_norm.weight": "self_attn.k_norm.weight"}
+
+
 def gguf_config(gguf, path):
-    """LlamaConfig from a GGUF file's llama.* metadata and token_embd shape."""
+    """LlamaConfig from a GGUF file's {arch}.* metadata (llama, qwen2, qwen3) and token_embd
+    shape; head_dim is {arch}.attention.key_length when given."""
     arch = gguf_value(gguf, "general.architecture")
-    if arch != "llama":
-        raise ModelError(f"{path}: architecture {arch!r} unsupported (need 'llama')")
+    if arch not in GGUF_ARCHS:
+        raise ModelError(f"{path}: architecture {arch!r} unsupported (need one of {GGUF_ARCHS})")
     if "token_embd.weight" not in gguf.tensors:
         raise ModelError(f"{path}: tensor token_embd.weight missing")
     dim, vocab = gguf.tensors["token_embd.weight"].dims
-    n_heads = gguf_value(gguf, "llama.attention.head_count")
-    n_kv = gguf_value(gguf, "llama.attention.head_count_kv", n_heads)
-    check_heads(dim, n_heads, n_kv)
-    head_dim = dim // n_heads
-    rope_dims = gguf_value(gguf, "llama.rope.dimension_count", head_dim)
+    n_heads = gguf_value(gguf, f"{arch}.attention.head_count")
+    n_kv = gguf_value(gguf, f"{arch}.attention.head_count_kv", n_heads)
+    key_length = gguf_value(gguf, f"{arch}.attention.key_length", 0)  # 0: absent
+    check_heads(dim, n_heads, n_kv, key_length > 0)
+    head_dim = key_length or dim // n_heads
+    rope_dims = gguf_value(gguf, f"{arch}.rope.dimension_count", head_dim)
     if rope_dims != head_dim:
         raise ModelError(f"{path}: partial RoPE ({rope_dims} of {head_dim} dims) unsupported")
     scaling = None
-    kind = gguf_value(gguf, "llama.rope.scaling.type", "none")
+    kind = gguf_value(gguf, f"{arch}.rope.scaling.type", "none")
     if kind == "linear":
-        scaling = {"rope_type": "linear", "factor": gguf_value(gguf, "llama.rope.scaling.factor")}
+        scaling = {"rope_type": "linear", "factor": gguf_value(gguf, f"{arch}.rope.scaling.factor")}
     elif kind != "none":
         raise ModelError(f"{path}: RoPE scaling type {kind!r} unsupported")
     return LlamaConfig(
-        dim=gguf_value(gguf, "llama.embedding_length"),
-        hidden_dim=gguf_value(gguf, "llama.feed_forward_length"),
-        n_layers=gguf_value(gguf, "llama.block_count"),
+        dim=gguf_value(gguf, f"{arch}.embedding_length"),
+        hidden_dim=gguf_value(gguf, f"{arch}.feed_forward_length"),
+        n_layers=gguf_value(gguf, f"{arch}.block_count"),
         n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim, vocab_size=vocab,
-        rope_theta=float(gguf_value(gguf, "llama.rope.freq_base", 10000.0)),
-        rms_eps=float(gguf_value(gguf, "llama.attention.layer_norm_rms_epsilon")),
-        max_seq_len=gguf_value(gguf, "llama.context_length", 0), rope_scaling=scaling)
+        rope_theta=float(gguf_value(gguf, f"{arch}.rope.freq_base", 10000.0)),
+        rms_eps=float(gguf_value(gguf, f"{arch}.attention.layer_norm_rms_epsilon")),
+        max_seq_len=gguf_value(gguf, f"{arch}.context_length", 0), rope_scaling=scaling, arch=arch)
 
 
 def gguf_block_quantized(path):
@@ -418,6 +425,9 @@ def gguf_hf_name(name):
     parts = name.split(".")
     if len(parts) == 4 and parts[0] == "blk" and parts[3] == "weight" and parts[2] in GGUF_TO_HF:
         return f"model.layers.{parts[1]}.{GGUF_TO_HF[parts[2]]}.weight"
+    suffix = ".".join(parts[2:])
+    if len(parts) == 4 and parts[0] == "blk" and suffix in GGUF_TO_HF_EXTRA:
+        return f"model.layers.{parts[1]}.{GGUF_TO_HF_EXTRA[suffix]}"
     return None
 
 
@@ -437,7 +447,8 @@ def load_gguf(path):
         cfg = dataclasses.replace(cfg, rope_freqs=tuple(float(f) for f in freqs.reshape(-1)))
     weights.setdefault("lm_head.weight", weights.get("model.embed_tokens.weight"))
     validate_weights(cfg, weights)
-    unpermute_all_qk(cfg, weights)
+    if cfg.arch == "llama":  # llama.cpp's rope type NORM: the converter permuted Q/K; Qwen's NEOX did not
+        unpermute_all_qk(cfg, weights)
     return cfg, weights
 
 
@@ -489,21 +500,23 @@ def hf_config(folder):
             c = json.load(f)
     except (OSError, ValueError) as e:
         raise ModelError(f"{folder}: cannot read config.json: {e}") from e
-    if c.get("model_type", "llama") != "llama" or c.get("hidden_act", "silu") != "silu":
-        raise ModelError(f"{folder}: only model_type llama with hidden_act silu is supported")
+    arch = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}.get(
+        c.get("model_type", "llama"))
+    if arch is None or c.get("hidden_act", "silu") != "silu":
+        raise ModelError(f"{folder}: only model_type llama / mistral / qwen2 / qwen3 with hidden_act silu is supported")
     scaling = c.get("rope_scaling")
     if scaling and scaling.get("rope_type", scaling.get("type")) not in ("default", "linear", "llama3"):
         raise ModelError(f"{folder}: rope_scaling {scaling} unsupported")
     try:
         dim, n_heads = c["hidden_size"], c["num_attention_heads"]
         n_kv = c.get("num_key_value_heads") or n_heads
-        check_heads(dim, n_heads, n_kv)
+        check_heads(dim, n_heads, n_kv, bool(c.get("head_dim")))
         cfg = LlamaConfig(
             dim=dim, hidden_dim=c["intermediate_size"], n_layers=c["num_hidden_layers"],
             n_heads=n_heads, n_kv_heads=n_kv, head_dim=c.get("head_dim") or dim // n_heads,
             vocab_size=c["vocab_size"], rope_theta=float(c.get("rope_theta", 10000.0)),
             rms_eps=float(c["rms_norm_eps"]), max_seq_len=c.get("max_position_embeddings", 0),
-            rope_scaling=scaling)
+            rope_scaling=scaling, arch=arch)
     except KeyError as e:
         raise ModelError(f"{folder}: config.json lacks {e}") from e
     return cfg, bool(c.get("tie_word_embeddings", False))
@@ -621,10 +634,16 @@ def linear(w, name, h, act_quant):
 def attention(cfg, w, p, h, cos, sin, act_quant):
     """Causal GQA self-attention of layer prefix p. h: float32 [n, dim] -> [n, dim]."""
     n = h.shape[0]
-    def proj(name, heads):
-        return linear(w, p + f"self_attn.{name}.weight", h, act_quant).view(n, heads, cfg.head_dim)
-    q = proj("q_proj", cfg.n_heads)
-    k, v = proj("k_proj", cfg.n_kv_heads), proj("v_proj", cfg.n_kv_heads)
+    def proj(name, heads):  # + bias (Qwen2), then per-head RMSNorm (Qwen3's q_norm / k_norm)
+        y = linear(w, p + f"self_attn.{name}_proj.weight", h, act_quant)
+        if p + f"self_attn.{name}_proj.bias" in w:
+            y = y + w[p + f"self_attn.{name}_proj.bias"]
+        y = y.view(n, heads, cfg.head_dim)
+        if p + f"self_attn.{name}_norm.weight" in w:
+            y = rms_norm(y, w[p + f"self_attn.{name}_norm.weight"], cfg.rms_eps)
+        return y
+    q = proj("q", cfg.n_heads)
+    k, v = proj("k", cfg.n_kv_heads), proj("v", cfg.n_kv_heads)
     q, k, v = (t.transpose(0, 1) for t in (q, k, v))
     q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
     rep = cfg.n_heads // cfg.n_kv_heads

@@ -30,23 +30,28 @@ std::uint32_t llama_file_type(DType t) {
 Status add_llama_metadata(GgufWriter& w, const std::string& name, const ModelConfig& c, DType matrix_dtype,
                           std::optional<std::uint32_t> file_type) {
   auto u32 = [](std::int64_t v) { return gguf_u32(static_cast<std::uint32_t>(v)); };
-  PEREGRINE_RETURN_IF_ERROR(w.add("general.architecture", gguf_string("llama")));
+  const auto key = [&](const char* k) { return c.arch + "." + k; };
+  PEREGRINE_RETURN_IF_ERROR(w.add("general.architecture", gguf_string(c.arch)));
   PEREGRINE_RETURN_IF_ERROR(w.add("general.name", gguf_string(name)));
   PEREGRINE_RETURN_IF_ERROR(w.add("general.file_type", gguf_u32(file_type.value_or(llama_file_type(matrix_dtype)))));
   if (dtype_block_size(matrix_dtype) > 1) PEREGRINE_RETURN_IF_ERROR(w.add("general.quantization_version", gguf_u32(2)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("llama.vocab_size", u32(c.vocab_size)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("llama.context_length", u32(c.max_seq_len)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("llama.embedding_length", u32(c.dim)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("llama.block_count", u32(c.n_layers)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("llama.feed_forward_length", u32(c.ffn_dim)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("llama.rope.dimension_count", u32(c.head_dim)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("llama.attention.head_count", u32(c.n_heads)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("llama.attention.head_count_kv", u32(c.n_kv_heads)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("llama.attention.layer_norm_rms_epsilon", gguf_f32(c.rms_eps)));
-  PEREGRINE_RETURN_IF_ERROR(w.add("llama.rope.freq_base", gguf_f32(c.rope_theta)));
+  PEREGRINE_RETURN_IF_ERROR(w.add(key("vocab_size"), u32(c.vocab_size)));
+  PEREGRINE_RETURN_IF_ERROR(w.add(key("context_length"), u32(c.max_seq_len)));
+  PEREGRINE_RETURN_IF_ERROR(w.add(key("embedding_length"), u32(c.dim)));
+  PEREGRINE_RETURN_IF_ERROR(w.add(key("block_count"), u32(c.n_layers)));
+  PEREGRINE_RETURN_IF_ERROR(w.add(key("feed_forward_length"), u32(c.ffn_dim)));
+  PEREGRINE_RETURN_IF_ERROR(w.add(key("rope.dimension_count"), u32(c.head_dim)));
+  PEREGRINE_RETURN_IF_ERROR(w.add(key("attention.head_count"), u32(c.n_heads)));
+  PEREGRINE_RETURN_IF_ERROR(w.add(key("attention.head_count_kv"), u32(c.n_kv_heads)));
+  if (c.head_dim * c.n_heads != c.dim) {  // as llama.cpp writes Qwen3's
+    PEREGRINE_RETURN_IF_ERROR(w.add(key("attention.key_length"), u32(c.head_dim)));
+    PEREGRINE_RETURN_IF_ERROR(w.add(key("attention.value_length"), u32(c.head_dim)));
+  }
+  PEREGRINE_RETURN_IF_ERROR(w.add(key("attention.layer_norm_rms_epsilon"), gguf_f32(c.rms_eps)));
+  PEREGRINE_RETURN_IF_ERROR(w.add(key("rope.freq_base"), gguf_f32(c.rope_theta)));
   if (c.rope_scaling.kind == RopeScaling::Kind::kLinear) {
-    PEREGRINE_RETURN_IF_ERROR(w.add("llama.rope.scaling.type", gguf_string("linear")));
-    PEREGRINE_RETURN_IF_ERROR(w.add("llama.rope.scaling.factor", gguf_f32(c.rope_scaling.factor)));
+    PEREGRINE_RETURN_IF_ERROR(w.add(key("rope.scaling.type"), gguf_string("linear")));
+    PEREGRINE_RETURN_IF_ERROR(w.add(key("rope.scaling.factor"), gguf_f32(c.rope_scaling.factor)));
   }
   if (c.ffn_down_hadamard) PEREGRINE_RETURN_IF_ERROR(w.add("peregrine.ffn_down_hadamard", gguf_bool(true)));
   return Status::ok();

@@ -45,51 +45,68 @@ Expected<bool> optional_bool(const GgufFile& g, const std::string& key, const st
   return *b;
 }
 
-/// llama.rope.scaling.type / .factor (llama.cpp's llm_kv ROPE_SCALING_*): none or linear; the
+/// {arch}.rope.scaling.type / .factor (llama.cpp's llm_kv ROPE_SCALING_*): none or linear; the
 /// other types are refused by name. Llama 3.1's factors come as the rope_freqs.weight tensor.
-Expected<RopeScaling> read_rope_scaling(const GgufFile& g, const std::string& path) {
+Expected<RopeScaling> read_rope_scaling(const GgufFile& g, const std::string& arch, const std::string& path) {
   RopeScaling s;
-  if (!g.find("llama.rope.scaling.type")) return s;
-  auto type = g.get_string("llama.rope.scaling.type");
+  const std::string type_key = arch + ".rope.scaling.type", factor_key = arch + ".rope.scaling.factor";
+  if (!g.find(type_key)) return s;
+  auto type = g.get_string(type_key);
   if (!type) return corrupt_file(path + ": " + type.status().message());
   if (*type == "none") return s;
   if (*type != "linear") {
-    return unsupported(path + ": GGUF llama.rope.scaling.type '" + json_util::printable(*type) +
+    return unsupported(path + ": GGUF " + type_key + " '" + json_util::printable(*type) +
                        "' is not supported (none and linear are; Llama 3.1's factors come as rope_freqs.weight)");
   }
-  PEREGRINE_ASSIGN_OR_RETURN(auto factor, optional_float(g, "llama.rope.scaling.factor", path));
-  if (!factor) return corrupt_file(path + ": GGUF llama.rope.scaling.type is linear but llama.rope.scaling.factor is missing");
+  PEREGRINE_ASSIGN_OR_RETURN(auto factor, optional_float(g, factor_key, path));
+  if (!factor) return corrupt_file(path + ": GGUF " + type_key + " is linear but " + factor_key + " is missing");
   s.kind = RopeScaling::Kind::kLinear;
   s.factor = *factor;
   return s;
 }
 
-Expected<ModelConfig> read_llama_config(const GgufFile& g, const std::string& path) {
+/// The config from the `{arch}.*` keys llama.cpp writes for every family (llama-arch.cpp
+/// LLM_KV_*): head_dim is {arch}.attention.key_length when given (Qwen3: not dim / n_heads),
+/// the Q/K row order the family's GGUF rope type.
+Expected<ModelConfig> read_config(const GgufFile& g, const Architecture& arch, const std::string& path) {
+  const std::string a(arch.name);
+  const auto key = [&](const char* k) { return a + "." + k; };
   ModelConfig c;
-  PEREGRINE_ASSIGN_OR_RETURN(c.dim, required_int(g, "llama.embedding_length", path));
-  PEREGRINE_ASSIGN_OR_RETURN(c.n_layers, required_int(g, "llama.block_count", path));
-  PEREGRINE_ASSIGN_OR_RETURN(c.ffn_dim, required_int(g, "llama.feed_forward_length", path));
-  PEREGRINE_ASSIGN_OR_RETURN(c.n_heads, required_int(g, "llama.attention.head_count", path));
-  PEREGRINE_ASSIGN_OR_RETURN(c.max_seq_len, required_int(g, "llama.context_length", path));
-  PEREGRINE_ASSIGN_OR_RETURN(auto kv, optional_int(g, "llama.attention.head_count_kv", path));
+  c.arch = a;
+  PEREGRINE_ASSIGN_OR_RETURN(c.dim, required_int(g, key("embedding_length"), path));
+  PEREGRINE_ASSIGN_OR_RETURN(c.n_layers, required_int(g, key("block_count"), path));
+  PEREGRINE_ASSIGN_OR_RETURN(c.ffn_dim, required_int(g, key("feed_forward_length"), path));
+  PEREGRINE_ASSIGN_OR_RETURN(c.n_heads, required_int(g, key("attention.head_count"), path));
+  PEREGRINE_ASSIGN_OR_RETURN(c.max_seq_len, required_int(g, key("context_length"), path));
+  PEREGRINE_ASSIGN_OR_RETURN(auto kv, optional_int(g, key("attention.head_count_kv"), path));
   c.n_kv_heads = kv.value_or(c.n_heads);
-  if (c.n_heads <= 0 || c.dim % c.n_heads != 0) {
-    return corrupt_file("GGUF llama.embedding_length " + std::to_string(c.dim) +
-                        " is not a positive multiple of llama.attention.head_count " + std::to_string(c.n_heads));
+  PEREGRINE_ASSIGN_OR_RETURN(auto key_length, optional_int(g, key("attention.key_length"), path));
+  PEREGRINE_ASSIGN_OR_RETURN(auto value_length, optional_int(g, key("attention.value_length"), path));
+  if (key_length) {
+    if (value_length && *value_length != *key_length) {
+      return unsupported(path + ": GGUF " + key("attention.value_length") + " " + std::to_string(*value_length) + " != " +
+                         key("attention.key_length") + " " + std::to_string(*key_length) + " (V heads wider than K heads)");
+    }
+    c.head_dim = *key_length;
+  } else {
+    if (c.n_heads <= 0 || c.dim % c.n_heads != 0) {
+      return corrupt_file("GGUF " + key("embedding_length") + " " + std::to_string(c.dim) +
+                          " is not a positive multiple of " + key("attention.head_count") + " " + std::to_string(c.n_heads));
+    }
+    c.head_dim = c.dim / c.n_heads;
   }
-  c.head_dim = c.dim / c.n_heads;
-  PEREGRINE_ASSIGN_OR_RETURN(auto rot, optional_int(g, "llama.rope.dimension_count", path));
+  PEREGRINE_ASSIGN_OR_RETURN(auto rot, optional_int(g, key("rope.dimension_count"), path));
   if (rot && *rot != c.head_dim) {
-    return unsupported(path + ": GGUF llama.rope.dimension_count " + std::to_string(*rot) +
+    return unsupported(path + ": GGUF " + key("rope.dimension_count") + " " + std::to_string(*rot) +
                        " != head_dim " + std::to_string(c.head_dim) + " (partial RoPE)");
   }
-  PEREGRINE_ASSIGN_OR_RETURN(auto eps, optional_float(g, "llama.attention.layer_norm_rms_epsilon", path));
+  PEREGRINE_ASSIGN_OR_RETURN(auto eps, optional_float(g, key("attention.layer_norm_rms_epsilon"), path));
   if (eps) c.rms_eps = *eps;
-  PEREGRINE_ASSIGN_OR_RETURN(auto theta, optional_float(g, "llama.rope.freq_base", path));
+  PEREGRINE_ASSIGN_OR_RETURN(auto theta, optional_float(g, key("rope.freq_base"), path));
   if (theta) c.rope_theta = *theta;
-  PEREGRINE_ASSIGN_OR_RETURN(c.rope_scaling, read_rope_scaling(g, path));
+  PEREGRINE_ASSIGN_OR_RETURN(c.rope_scaling, read_rope_scaling(g, a, path));
   PEREGRINE_ASSIGN_OR_RETURN(c.ffn_down_hadamard, optional_bool(g, "peregrine.ffn_down_hadamard", path));
-  c.rope_style = RopeStyle::kInterleaved;
+  c.rope_style = arch.gguf_rope_style;
   return c;
 }
 
@@ -98,14 +115,15 @@ Expected<ModelConfig> read_llama_config(const GgufFile& g, const std::string& pa
 Expected<ModelFile> gguf_to_model_file(GgufFile g, const std::string& path) {
   auto arch = g.get_string("general.architecture");
   if (!arch) return corrupt_file(path + ": " + arch.status().message());
-  if (*arch != "llama") {
-    return unsupported(path + ": architecture '" + json_util::printable(*arch) +
-                       "' is not supported (only llama)");
+  const Architecture* family = find_architecture(*arch);
+  if (!family) {
+    return unsupported(path + ": architecture '" + json_util::printable(*arch) + "' is not supported (" +
+                       supported_architecture_names() + " are)");
   }
   ModelFile m;
   m.format = ModelFormat::kGguf;
   m.path = path;
-  PEREGRINE_ASSIGN_OR_RETURN(m.config, read_llama_config(g, path));
+  PEREGRINE_ASSIGN_OR_RETURN(m.config, read_config(g, *family, path));
   for (const auto& t : g.tensors()) m.tensors.emplace(t.name, t);
   if (const TensorView* emb = m.find("token_embd.weight"); emb && emb->shape.size() == 2) {
     m.config.vocab_size = emb->shape[0];

@@ -73,8 +73,10 @@ Status save_gguf_model(const ModelFile& m, const std::string& path, const std::s
   if (!rope_freqs.empty()) {
     PEREGRINE_RETURN_IF_ERROR(w.write_tensor_data({reinterpret_cast<const std::uint8_t*>(rope_freqs.data()), rope_freqs.size() * sizeof(float)}));
   }
-  for (const auto& [name, t] : m.tensors) {  // GGUF pairs RoPE dims interleaved
-    PEREGRINE_ASSIGN_OR_RETURN(OwnedTensor rows, in_rope_order(t, m.config.head_dim, m.config.rope_style, RopeStyle::kInterleaved));
+  const Architecture* arch = find_architecture(m.config.arch);
+  if (!arch) return unsupported(m.path + ": architecture '" + m.config.arch + "' has no GGUF form");
+  for (const auto& [name, t] : m.tensors) {  // Q/K rows in the family's GGUF pairing
+    PEREGRINE_ASSIGN_OR_RETURN(OwnedTensor rows, in_rope_order(t, m.config.head_dim, m.config.rope_style, arch->gguf_rope_style));
     PEREGRINE_RETURN_IF_ERROR(w.write_tensor_data({static_cast<const std::uint8_t*>(rows.view.data), rows.view.nbytes}));
   }
   return w.finish();

@@ -28,9 +28,11 @@ double as_decimal(float f) {
 }  // namespace
 
 nlohmann::ordered_json hf_config(const ModelConfig& c, DType dtype) {
+  const Architecture* arch = find_architecture(c.arch);
+  const Architecture& family = arch ? *arch : architectures()[0];  // a validated config names a known family
   nlohmann::ordered_json j = {
-      {"architectures", nlohmann::ordered_json::array({"LlamaForCausalLM"})},
-      {"model_type", "llama"},
+      {"architectures", nlohmann::ordered_json::array({std::string(family.hf_class)})},
+      {"model_type", std::string(family.hf_model_type)},
       {"hidden_act", "silu"},
       {"hidden_size", c.dim},
       {"intermediate_size", c.ffn_dim},

@@ -18,11 +18,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr const char* kSupportedArchs[] = {"LlamaForCausalLM", "MistralForCausalLM"};
-constexpr const char* kSupportedModelTypes[] = {"llama", "mistral"};
-
-/// Accepts LlamaForCausalLM / MistralForCausalLM (architectures) or model_type llama/mistral.
-Status check_architecture(const ConfigFields& f) {
+/// The family config.json names: the first "architectures" class formats/architecture.h knows,
+/// else model_type (Mistral is the llama family).
+Expected<const Architecture*> read_architecture(const ConfigFields& f) {
   std::string named;  // what the config names instead, for the message
   if (const json* archs = f.get("architectures")) {
     if (!archs->is_array()) {
@@ -32,24 +30,21 @@ Status check_architecture(const ConfigFields& f) {
     for (const auto& a : *archs) {
       if (!a.is_string()) continue;
       const auto& s = a.get_ref<const std::string&>();
-      for (const char* ok : kSupportedArchs) {
-        if (s == ok) return Status::ok();
-      }
+      if (const Architecture* arch = find_hf_architecture(s)) return arch;
       if (named.empty()) named = "architecture '" + json_util::printable(s) + "'";
     }
   }
   PEREGRINE_ASSIGN_OR_RETURN(auto model_type, f.optional_string("model_type"));
   if (model_type) {
-    for (const char* ok : kSupportedModelTypes) {
-      if (*model_type == ok) return Status::ok();
-    }
+    if (const Architecture* arch = find_hf_architecture(*model_type)) return arch;
     if (named.empty()) named = "model_type '" + json_util::printable(*model_type) + "'";
   }
   if (named.empty()) {
     return corrupt_file(f.what() + ": names no architecture (no 'architectures' or 'model_type')");
   }
-  return unsupported(f.what() + ": " + named +
-                     " is not supported (only LlamaForCausalLM / MistralForCausalLM, model_type llama / mistral)");
+  std::string supported;
+  for (const Architecture& a : architectures()) supported += (supported.empty() ? "" : ", ") + std::string(a.hf_class);
+  return unsupported(f.what() + ": " + named + " is not supported (" + supported + ", MistralForCausalLM are)");
 }
 
 /// config.json's rope_scaling (transformers/modeling_rope_utils.py): absent, null or rope_type
@@ -93,7 +88,7 @@ Expected<RopeScaling> read_rope_scaling(const ConfigFields& config) {
 Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   if (!j.is_object()) return corrupt_file(what + ": is not a JSON object");
   ConfigFields f(j, what);
-  PEREGRINE_RETURN_IF_ERROR(check_architecture(f));
+  PEREGRINE_ASSIGN_OR_RETURN(const Architecture* arch, read_architecture(f));
   PEREGRINE_ASSIGN_OR_RETURN(auto act, f.optional_string("hidden_act"));
   if (act && *act != "silu") {
     return unsupported(what + ": hidden_act '" + json_util::printable(*act) +
@@ -105,7 +100,7 @@ Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   }
 
   ModelConfig c;
-  c.arch = "llama";  // Mistral is the llama architecture (+ sliding window, handled below)
+  c.arch = std::string(arch->name);  // Mistral is the llama architecture (+ sliding window, handled below)
   PEREGRINE_ASSIGN_OR_RETURN(c.dim, f.required_int("hidden_size"));
   PEREGRINE_ASSIGN_OR_RETURN(c.ffn_dim, f.required_int("intermediate_size"));
   PEREGRINE_ASSIGN_OR_RETURN(c.n_layers, f.required_int("num_hidden_layers"));
@@ -129,8 +124,10 @@ Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   c.max_seq_len = max_pos.value_or(2048);
   // Sliding-window attention equals full attention for contexts no longer than the window, so
   // a Mistral model is exact when the context is capped at the window.
+  // Qwen2 configs carry a window with use_sliding_window false (full attention).
   PEREGRINE_ASSIGN_OR_RETURN(auto window, f.optional_int("sliding_window"));
-  if (window && *window > 0 && *window < c.max_seq_len) c.max_seq_len = *window;
+  PEREGRINE_ASSIGN_OR_RETURN(auto use_window, f.optional_bool("use_sliding_window"));
+  if (window && *window > 0 && *window < c.max_seq_len && use_window.value_or(true)) c.max_seq_len = *window;
   PEREGRINE_ASSIGN_OR_RETURN(auto eps, f.optional_float("rms_norm_eps"));
   c.rms_eps = eps.value_or(1e-6f);
   PEREGRINE_ASSIGN_OR_RETURN(auto theta, f.optional_float("rope_theta"));
@@ -178,7 +175,7 @@ Expected<std::optional<std::string>> canonical_name(const std::string& hf, std::
     }
   }
   return unsupported(what + ": unexpected tensor '" + json_util::printable(hf) +
-                     "' (not part of a Llama/Mistral checkpoint)");
+                     "' (not part of a Llama / Mistral / Qwen2 / Qwen3 checkpoint)");
 }
 
 /// A file name from the index must name a file inside the folder.

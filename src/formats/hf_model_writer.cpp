@@ -22,9 +22,10 @@ using Bytes = std::vector<std::uint8_t>;
 
 bool is_float(DType t) { return safetensors_dtype_of(t).has_value(); }
 
-/// The safetensors tensors `t` is written as under `q`.
-std::vector<HfPart> parts_of(const TensorView& t, const HfQuantConfig& q) {
-  if (is_float(t.dtype)) return {{"weight", *safetensors_dtype_of(t.dtype), t.shape}};
+/// The safetensors tensors `t` is written as under `q` (a float tensor: one, named by its own
+/// suffix, "weight" or "bias").
+std::vector<HfPart> parts_of(const TensorView& t, const HfQuantConfig& q, const std::string& float_suffix) {
+  if (is_float(t.dtype)) return {{float_suffix, *safetensors_dtype_of(t.dtype), t.shape}};
   const std::int64_t out = t.shape[0], in = t.shape[1];
   switch (q.method) {
     case HfQuantMethod::kGptq: return gptq_parts(out, in, q);
@@ -55,8 +56,11 @@ Status write_weights(const ModelFile& m, const HfQuantConfig& q, const std::stri
   for (const auto& [name, t] : m.tensors) {
     const auto hf = hf_tensor_name(name);
     if (!hf) return invalid_argument("tensor '" + name + "' has no Hugging Face name");
-    const std::string module = hf->substr(0, hf->size() - std::string_view(".weight").size());
-    for (HfPart& p : parts_of(t, q)) PEREGRINE_RETURN_IF_ERROR(w.add_tensor(module + "." + p.suffix, p.dtype, std::move(p.shape)));
+    const std::size_t dot = hf->rfind('.');  // "<module>.weight" / "<module>.bias"
+    const std::string module = hf->substr(0, dot);
+    for (HfPart& p : parts_of(t, q, hf->substr(dot + 1))) {
+      PEREGRINE_RETURN_IF_ERROR(w.add_tensor(module + "." + p.suffix, p.dtype, std::move(p.shape)));
+    }
   }
   PEREGRINE_RETURN_IF_ERROR(w.begin(path));
   for (const auto& [name, t] : m.tensors) {

@@ -37,11 +37,11 @@ Status expect_tensor(const ModelFile& m, const std::string& name) {
   return expect_layout(m.path, *t);
 }
 
-Status expect_norm(const ModelFile& m, const std::string& name) {
+Status expect_vector(const ModelFile& m, const std::string& name) {
   PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, name));
   const DType t = m.find(name)->dtype;
   if (t != DType::kF32 && t != DType::kF16 && t != DType::kBF16) {
-    return unsupported(m.path + ": norm weight '" + name + "' is " + std::string(dtype_name(t)) + ", not f32/f16/bf16");
+    return unsupported(m.path + ": 1-D tensor '" + name + "' is " + std::string(dtype_name(t)) + ", not f32/f16/bf16");
   }
   return Status::ok();
 }
@@ -76,6 +76,9 @@ const char* model_format_name(ModelFormat f) {
 }
 
 Status ModelConfig::validate() const {
+  if (!find_architecture(arch)) {
+    return unsupported("model config: architecture '" + arch + "' is not supported (" + supported_architecture_names() + " are)");
+  }
   PEREGRINE_RETURN_IF_ERROR(field_positive("dim", dim));
   PEREGRINE_RETURN_IF_ERROR(field_positive("n_layers", n_layers));
   PEREGRINE_RETURN_IF_ERROR(field_positive("n_heads", n_heads));
@@ -125,7 +128,9 @@ std::optional<std::vector<std::int64_t>> llama_tensor_shape(const ModelConfig& c
       {"attn_q.weight", {q_dim, c.dim}},       {"attn_k.weight", {kv_dim, c.dim}},
       {"attn_v.weight", {kv_dim, c.dim}},      {"attn_output.weight", {c.dim, q_dim}},
       {"ffn_gate.weight", {c.ffn_dim, c.dim}}, {"ffn_up.weight", {c.ffn_dim, c.dim}},
-      {"ffn_down.weight", {c.dim, c.ffn_dim}}};
+      {"ffn_down.weight", {c.dim, c.ffn_dim}}, {"attn_q.bias", {q_dim}},
+      {"attn_k.bias", {kv_dim}},               {"attn_v.bias", {kv_dim}},
+      {"attn_q_norm.weight", {c.head_dim}},    {"attn_k_norm.weight", {c.head_dim}}};
   for (const auto& [suffix, shape] : per_layer) {
     if (rest == suffix) return shape;
   }
@@ -139,21 +144,35 @@ std::string layer_tensor_name(std::int64_t layer, std::string_view name) {
 Status validate_llama_tensors(const ModelFile& m) {
   const ModelConfig& c = m.config;
   if (Status st = c.validate(); !st) return {st.code(), m.path + ": " + st.message()};
+  const Architecture* arch = find_architecture(c.arch);  // known: validate() checked
   PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, "token_embd.weight"));
-  PEREGRINE_RETURN_IF_ERROR(expect_norm(m, "output_norm.weight"));
+  PEREGRINE_RETURN_IF_ERROR(expect_vector(m, "output_norm.weight"));
   if (!c.tied_embeddings) PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, "output.weight"));
   if (m.find("rope_freqs.weight")) {
-    PEREGRINE_RETURN_IF_ERROR(expect_norm(m, "rope_freqs.weight"));
+    PEREGRINE_RETURN_IF_ERROR(expect_vector(m, "rope_freqs.weight"));
     if (c.rope_scaling.kind != RopeScaling::Kind::kNone) {
       return corrupt_file(m.path + ": both a rope_freqs.weight tensor and rope scaling '" +
                           rope_scaling_name(c.rope_scaling.kind) + "' in the metadata (one set of RoPE factors expected)");
     }
   }
   for (std::int64_t l = 0; l < c.n_layers; ++l) {
-    PEREGRINE_RETURN_IF_ERROR(expect_norm(m, layer_tensor_name(l, "attn_norm")));
-    PEREGRINE_RETURN_IF_ERROR(expect_norm(m, layer_tensor_name(l, "ffn_norm")));
+    PEREGRINE_RETURN_IF_ERROR(expect_vector(m, layer_tensor_name(l, "attn_norm")));
+    PEREGRINE_RETURN_IF_ERROR(expect_vector(m, layer_tensor_name(l, "ffn_norm")));
     for (const char* name : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}) {
       PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, layer_tensor_name(l, name)));
+    }
+    // The families' extra tensors: required by theirs, refused in the others (the forward
+    // applies whatever a layer has).
+    for (const auto& [name, own] : {std::pair{"attn_q.bias", arch->qkv_bias}, std::pair{"attn_k.bias", arch->qkv_bias},
+                                    std::pair{"attn_v.bias", arch->qkv_bias},
+                                    std::pair{"attn_q_norm.weight", arch->qk_norm},
+                                    std::pair{"attn_k_norm.weight", arch->qk_norm}}) {
+      const std::string full = "blk." + std::to_string(l) + "." + name;
+      if (own) {
+        PEREGRINE_RETURN_IF_ERROR(expect_vector(m, full));
+      } else if (m.find(full)) {
+        return unsupported(m.path + ": tensor '" + full + "' is not part of a " + c.arch + " model");
+      }
     }
   }
   return Status::ok();

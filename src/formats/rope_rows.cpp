@@ -31,6 +31,11 @@ Expected<OwnedTensor> in_rope_order(const TensorView& t, std::int64_t head_dim, 
     return invalid_argument("tensor '" + t.name + "' " + t.shape_string() + " of " + std::string(dtype_name(t.dtype)) +
                             " does not match its " + std::to_string(t.nbytes) + " bytes");
   }
+  const bool head_dim_entries = t.name.ends_with(".attn_q.bias") || t.name.ends_with(".attn_k.bias") ||
+                                t.name.ends_with(".attn_q_norm.weight") || t.name.ends_with(".attn_k_norm.weight");
+  if (from != to && head_dim_entries) {
+    return unsupported("tensor '" + t.name + "' is indexed by head dim: converting it to the other RoPE pairing is not supported");
+  }
   if (from == to || !is_rope_tensor(t.name)) return OwnedTensor{t, nullptr};
   if (head_dim < 2 || t.n_rows() % head_dim != 0) {
     return invalid_argument("tensor '" + t.name + "' has " + std::to_string(t.n_rows()) + " rows, not whole heads of " +

@@ -16,7 +16,8 @@ namespace peregrine {
 /// (`head_dim` rows each; interleaved dim 2i + h is NeoX dim i + h·head_dim/2); otherwise the
 /// view itself (bytes null). Rows move whole, so any dtype with a row size works (block
 /// formats, kInt, F8). Errors: kInvalidArgument when t's bytes do not match its shape and
-/// dtype, or its rows are not whole heads.
+/// dtype, or its rows are not whole heads; kUnsupported for Q/K biases and Q/K norm weights
+/// (entries, not rows, indexed by head dim) when from != to.
 Expected<OwnedTensor> in_rope_order(const TensorView& t, std::int64_t head_dim, RopeStyle from, RopeStyle to);
 
 }  // namespace peregrine

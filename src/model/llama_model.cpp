@@ -23,6 +23,27 @@ const TensorView& get(const ModelFile& f, std::int64_t layer, const char* name) 
   return *f.find(layer_tensor_name(layer, name));
 }
 
+// Layer tensor "blk.L.<name>" (name with its suffix) as f32, or empty when the file has none.
+std::vector<float> optional_f32(const ModelFile& f, std::int64_t layer, const char* name) {
+  const TensorView* t = f.find("blk." + std::to_string(layer) + "." + name);
+  return t ? to_f32(*t) : std::vector<float>{};
+}
+
+// x[row, :] += bias for the n rows of x ([n, bias.size()]); nothing when bias is empty.
+void add_bias(std::span<float> x, std::int64_t n, const std::vector<float>& bias) {
+  const auto width = static_cast<std::int64_t>(bias.size());
+  for (std::int64_t i = 0; i < n && width > 0; ++i) {
+    for (std::int64_t j = 0; j < width; ++j) x[static_cast<std::size_t>(i * width + j)] += bias[static_cast<std::size_t>(j)];
+  }
+}
+
+// RMSNorm of every head_dim-wide head of x ([n_heads_total, head_dim]) in place; nothing when w
+// is empty.
+void head_rmsnorm(std::span<float> x, std::int64_t head_dim, const std::vector<float>& w, float eps) {
+  if (w.empty()) return;
+  for (std::size_t h = 0; h < x.size(); h += static_cast<std::size_t>(head_dim)) rmsnorm(&x[h], w.data(), &x[h], head_dim, eps);
+}
+
 }  // namespace
 
 /// Activations of one forward, [n_rows, width] row-major f32 each.
@@ -55,7 +76,10 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file) {
     m.layers_.push_back(Layer{to_f32(get(f, l, "attn_norm")), to_f32(get(f, l, "ffn_norm")),
                               &get(f, l, "attn_q"), &get(f, l, "attn_k"), &get(f, l, "attn_v"),
                               &get(f, l, "attn_output"), &get(f, l, "ffn_gate"),
-                              &get(f, l, "ffn_up"), &get(f, l, "ffn_down")});
+                              &get(f, l, "ffn_up"), &get(f, l, "ffn_down"),
+                              optional_f32(f, l, "attn_q.bias"), optional_f32(f, l, "attn_k.bias"),
+                              optional_f32(f, l, "attn_v.bias"), optional_f32(f, l, "attn_q_norm.weight"),
+                              optional_f32(f, l, "attn_k_norm.weight")});
   }
   m.output_norm_ = to_f32(*f.find("output_norm.weight"));
   const TensorView* rope_freqs = f.find("rope_freqs.weight");
@@ -258,6 +282,11 @@ void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch
   matmul(*layer.wq, s.xb, n, s.q, pool);
   matmul(*layer.wk, s.xb, n, s.k, pool);
   matmul(*layer.wv, s.xb, n, s.v, pool);
+  add_bias(s.q, n, layer.bq);
+  add_bias(s.k, n, layer.bk);
+  add_bias(s.v, n, layer.bv);
+  head_rmsnorm(s.q, hd, layer.q_norm, c.rms_eps);
+  head_rmsnorm(s.k, hd, layer.k_norm, c.rms_eps);
   std::vector<float> rope_cos(static_cast<std::size_t>(hd)), rope_sin(rope_cos.size());
   for (std::int64_t i = 0; i < n; ++i) {
     rope_table(batch.positions[i], hd, c.rope_theta, c.rope_style, rope_cos.data(), rope_sin.data(),

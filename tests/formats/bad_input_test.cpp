@@ -347,6 +347,45 @@ TEST_F(BadInput, GgufRopeScaling) {
   expect_error(LlamaModel::create(std::move(*zero)), ErrorCode::kCorruptFile, "zero rope_freqs divisor");
 }
 
+// A family's own tensors are required: a qwen2 GGUF without a Q/K/V bias, a qwen3 one without a
+// Q/K norm, or with one of the wrong shape, is one error naming the tensor; an unknown family is
+// named with the supported ones.
+TEST_F(BadInput, GgufFamilyTensors) {
+  const auto family = [&](const std::string& arch, const std::function<void(test::GgufWriter&)>& tensors) {
+    test::GgufWriter w;
+    Bytes b = tiny_gguf(arch, 3, [&](test::GgufWriter& g) {
+      g.kv_f32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
+      tensors(g);
+    });
+    return load_model_file(write(arch + ".gguf", b));
+  };
+  const auto biases = [](test::GgufWriter& g) {
+    g.tensor_f32("blk.0.attn_q.bias", {8}, std::vector<float>(8, 0.5f));
+    g.tensor_f32("blk.0.attn_k.bias", {4}, std::vector<float>(4, 0.5f));
+    g.tensor_f32("blk.0.attn_v.bias", {4}, std::vector<float>(4, 0.5f));
+  };
+  auto qwen2 = family("qwen2", biases);
+  ASSERT_TRUE(qwen2) << qwen2.status().message();
+  EXPECT_EQ(qwen2->config.arch, "qwen2");
+  EXPECT_EQ(qwen2->config.rope_style, RopeStyle::kNeox);
+  EXPECT_TRUE(LlamaModel::create(std::move(*qwen2)));
+  auto no_bias = family("qwen2", [](test::GgufWriter& g) { g.tensor_f32("blk.0.attn_q.bias", {8}, std::vector<float>(8, 0.5f)); });
+  expect_error(no_bias, ErrorCode::kCorruptFile, "qwen2 without attn_k.bias");
+  EXPECT_NE(no_bias.status().message().find("blk.0.attn_k.bias"), std::string::npos) << no_bias.status().message();
+  auto no_norm = family("qwen3", [](test::GgufWriter& g) { g.tensor_f32("blk.0.attn_q_norm.weight", {4}, std::vector<float>(4, 1.0f)); });
+  expect_error(no_norm, ErrorCode::kCorruptFile, "qwen3 without attn_k_norm");
+  EXPECT_NE(no_norm.status().message().find("blk.0.attn_k_norm.weight"), std::string::npos) << no_norm.status().message();
+  auto wide_norm = family("qwen3", [](test::GgufWriter& g) {
+    g.tensor_f32("blk.0.attn_q_norm.weight", {8}, std::vector<float>(8, 1.0f));
+    g.tensor_f32("blk.0.attn_k_norm.weight", {4}, std::vector<float>(4, 1.0f));
+  });
+  expect_error(wide_norm, ErrorCode::kCorruptFile, "qwen3 norm of the wrong width");
+  EXPECT_NE(wide_norm.status().message().find("attn_q_norm"), std::string::npos) << wide_norm.status().message();
+  auto gemma = family("gemma2", [](test::GgufWriter&) {});
+  expect_error(gemma, ErrorCode::kUnsupported, "gemma2");
+  EXPECT_NE(gemma.status().message().find("qwen3"), std::string::npos) << gemma.status().message();
+}
+
 TEST_F(BadInput, TruncatedSafetensors) {
   std::vector<float> v(64);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);

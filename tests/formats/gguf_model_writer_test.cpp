@@ -197,6 +197,33 @@ TEST(SaveGgufModel, RopeScalingAsLlamaCppStoresIt) {
   test::expect_same_config(linear.config, load(dir.file("linear-hf")).config);
 }
 
+// The Qwen families through both writers: GGUF under the family's key prefix (qwen3's
+// attention.key_length for heads wider than dim / n_heads) with HF's Q/K row order (NEOX rope
+// type), back to config.json's Qwen2ForCausalLM / Qwen3ForCausalLM: config, tensors and logits kept.
+TEST(SaveGgufModel, QwenFamiliesRoundTripThroughGgufAndHf) {
+  const std::string tok = test::testdata_dir() + "/tok512.bin";
+  for (const char* name : {"hf-f32-qwen2", "hf-bf16-qwen3"}) {
+    SCOPED_TRACE(name);
+    const ModelFile hf = load(test::testdata_dir() + "/" + name);
+    test::TempDir dir;
+    ASSERT_TRUE(save_gguf_model(hf, dir.file("m.gguf"), tok).is_ok());
+    const ModelFile g = load(dir.file("m.gguf"));
+    auto arch = g.gguf->get_string("general.architecture");
+    ASSERT_TRUE(arch);
+    EXPECT_EQ(*arch, hf.config.arch);
+    EXPECT_EQ(g.config.rope_style, RopeStyle::kNeox);
+    EXPECT_TRUE(g.gguf->find(hf.config.arch + ".embedding_length"));
+    EXPECT_EQ(g.gguf->find(hf.config.arch + ".attention.key_length") != nullptr, hf.config.head_dim * hf.config.n_heads != hf.config.dim);
+    test::expect_same_config(hf.config, g.config);
+    test::expect_same_tensors(hf, g);  // NEOX in both formats: the same rows
+    EXPECT_EQ(test::prefill_logits(hf, false), test::prefill_logits(g, false));
+    ASSERT_TRUE(save_hf_model(g, dir.file("back"), HfQuantLayout::kGptq, tok).is_ok());
+    const ModelFile back = load(dir.file("back"));
+    test::expect_same_config(hf.config, back.config);
+    test::expect_same_tensors(hf, back);
+  }
+}
+
 TEST(SaveGgufModel, RefusesWhatItCannotWriteAndLeavesNoFile) {
   test::TempDir dir;
   const std::string path = dir.file("x.gguf");

@@ -345,10 +345,10 @@ TEST(HfModel, TensorErrors) {
                                [](const StTensor& t) { return t.name == "model.layers.0.mlp.up_proj.weight"; }),
                 missing.end());
   expect_error(tiny.config(), missing, ErrorCode::kCorruptFile, "blk.0.ffn_up.weight");
-  // A bias (a different architecture), a layer past num_hidden_layers, an I64 tensor.
+  // A bias (Qwen2's, not Llama's), a layer past num_hidden_layers, an I64 tensor.
   auto extra = tensors;
   extra.push_back({"model.layers.0.self_attn.q_proj.bias", "F32", {16}, Bytes(64)});
-  expect_error(tiny.config(), extra, ErrorCode::kUnsupported, "q_proj.bias");
+  expect_error(tiny.config(), extra, ErrorCode::kUnsupported, "tensor 'blk.0.attn_q.bias' is not part of a llama model");
   extra = tensors;
   extra.push_back({"model.layers.2.input_layernorm.weight", "F32", {16}, Bytes(64)});
   expect_error(tiny.config(), extra, ErrorCode::kCorruptFile, "layer 2");

@@ -15,7 +15,7 @@ namespace {
 
 using Shape = std::vector<std::int64_t>;
 
-TEST(ModelFile, LlamaTensorShapesFollowTheConfig) {
+TEST(ModelFile, CanonicalTensorShapesFollowTheConfig) {
   auto m = load_model_file(test::stories260k_path());
   ASSERT_TRUE(m) << m.status().message();
   const ModelConfig& c = m->config;  // dim 64, 8 heads, 4 KV heads of 8, ffn 172, vocab 512, 5 layers
@@ -27,8 +27,12 @@ TEST(ModelFile, LlamaTensorShapesFollowTheConfig) {
   EXPECT_EQ(llama_tensor_shape(c, "blk.2.ffn_down.weight"), (Shape{64, 172}));
   EXPECT_EQ(llama_tensor_shape(c, "blk.2.ffn_up.weight"), (Shape{172, 64}));
   EXPECT_EQ(llama_tensor_shape(c, "blk.3.ffn_norm.weight"), (Shape{64}));
+  EXPECT_EQ(llama_tensor_shape(c, "blk.0.attn_q.bias"), (Shape{64}));  // the families' additions
+  EXPECT_EQ(llama_tensor_shape(c, "blk.0.attn_v.bias"), (Shape{32}));
+  EXPECT_EQ(llama_tensor_shape(c, "blk.1.attn_k_norm.weight"), (Shape{8}));
+  EXPECT_EQ(llama_tensor_shape(c, "rope_freqs.weight"), (Shape{4}));
   for (const auto& [name, t] : m->tensors) EXPECT_EQ(llama_tensor_shape(c, name), t.shape) << name;
-  for (const char* bad : {"blk.5.attn_q.weight", "blk.01.attn_q.weight", "blk..attn_q.weight", "blk.0.attn_q.bias",
+  for (const char* bad : {"blk.5.attn_q.weight", "blk.01.attn_q.weight", "blk..attn_q.weight", "blk.0.attn_output.bias",
                           "blk.0.attn_q", "model.norm.weight", ""}) {
     EXPECT_FALSE(llama_tensor_shape(c, bad)) << bad;
   }

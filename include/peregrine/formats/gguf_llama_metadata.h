@@ -19,14 +19,15 @@ namespace peregrine {
 /// the types GGUF cannot hold. A quantization mix knows its own id (quant/gguf_file_type.h).
 std::uint32_t llama_file_type(DType t);
 
-/// Adds general.architecture = llama, general.name = `name`, general.file_type (`file_type`
+/// Adds general.architecture = c.arch, general.name = `name`, general.file_type (`file_type`
 /// when given, else llama_file_type(matrix_dtype)), general.quantization_version = 2 when
 /// matrix_dtype is a ggml block format, and
-/// llama.{vocab_size, context_length, embedding_length, block_count, feed_forward_length,
+/// {arch}.{vocab_size, context_length, embedding_length, block_count, feed_forward_length,
 /// rope.dimension_count, attention.head_count, attention.head_count_kv,
-/// attention.layer_norm_rms_epsilon, rope.freq_base} from `c` (plus rope.scaling.type = linear
-/// and rope.scaling.factor for linear RoPE scaling; llama3 scaling is not metadata but the
-/// rope_freqs.weight tensor, which the caller writes), and peregrine.ffn_down_hadamard
+/// attention.layer_norm_rms_epsilon, rope.freq_base} from `c` (plus attention.key_length /
+/// value_length when head_dim · n_heads != dim, as llama.cpp writes Qwen3's; rope.scaling.type
+/// = linear and rope.scaling.factor for linear RoPE scaling; llama3 scaling is not metadata
+/// but the rope_freqs.weight tensor, which the caller writes), and peregrine.ffn_down_hadamard
 /// = true when c.ffn_down_hadamard (a key llama.cpp ignores: such a file runs only in Peregrine).
 /// Errors: those of GgufWriter::add (a key already added).
 Status add_llama_metadata(GgufWriter& w, const std::string& name, const ModelConfig& c, DType matrix_dtype,

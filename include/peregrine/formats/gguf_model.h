@@ -1,4 +1,4 @@
-// GGUF (llama architecture) → ModelFile.
+// GGUF (the families of formats/architecture.h: llama, qwen2, qwen3) → ModelFile.
 #pragma once
 
 #include <string>
@@ -7,14 +7,17 @@
 
 namespace peregrine {
 
-/// Reads hyper-parameters from the `llama.*` metadata keys (embedding_length, block_count,
-/// feed_forward_length, attention.head_count[_kv], attention.layer_norm_rms_epsilon,
-/// rope.freq_base, context_length) and Peregrine's optional peregrine.ffn_down_hadamard (bool,
-/// ModelConfig::ffn_down_hadamard), and maps the tensors (already canonical names; dims are
-/// reversed to outermost-first by GgufFile). RoPE: interleaved pairs (llama-arch GGUF files
-/// carry Q/K rows permuted by the converter for exactly that).
-/// Errors: those of GgufFile::open; kUnsupported (architecture other than llama);
-/// kCorruptFile (missing/invalid hyper-parameters or tensors).
+/// Reads general.architecture (a family of formats/architecture.h), the hyper-parameters from
+/// its `{arch}.*` metadata keys (embedding_length, block_count, feed_forward_length,
+/// attention.head_count[_kv], attention.key_length (head_dim when given),
+/// attention.layer_norm_rms_epsilon, rope.freq_base, rope.scaling.*, context_length) and
+/// Peregrine's optional peregrine.ffn_down_hadamard (bool, ModelConfig::ffn_down_hadamard), and
+/// maps the tensors (already canonical names; dims are reversed to outermost-first by
+/// GgufFile). RoPE: the family's GGUF pairing (llama: interleaved, its converter permuted the
+/// Q/K rows for exactly that; qwen2 / qwen3: NeoX halves).
+/// Errors: those of GgufFile::open; kUnsupported (another architecture, V heads wider than K
+/// heads, a RoPE scaling type other than linear); kCorruptFile (missing/invalid
+/// hyper-parameters or tensors, a family's tensor missing).
 Expected<ModelFile> load_gguf_model(const std::string& path);
 
 /// The second half of load_gguf_model, on an already parsed file (e.g. GgufFile::parse of an

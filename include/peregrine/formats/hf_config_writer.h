@@ -10,7 +10,8 @@
 
 namespace peregrine {
 
-/// config.json object for `c` (architectures LlamaForCausalLM, model_type llama, hidden_act
+/// config.json object for `c` (architectures and model_type of c.arch's family, e.g.
+/// LlamaForCausalLM / llama, Qwen2ForCausalLM / qwen2 (whose Q/K/V biases are implied), hidden_act
 /// silu, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
 /// num_key_value_heads, head_dim, vocab_size, max_position_embeddings, rms_norm_eps,
 /// rope_theta, tie_word_embeddings, bos/eos ids 1/2 as in Llama 2, and

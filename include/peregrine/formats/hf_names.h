@@ -1,4 +1,5 @@
-// Hugging Face Llama tensor names ↔ the canonical (GGUF llama) names of model_file.h.
+// Hugging Face tensor names (modeling_llama.py / modeling_qwen2.py / modeling_qwen3.py) ↔ the
+// canonical (GGUF) names of model_file.h.
 #pragma once
 
 #include <optional>
@@ -19,6 +20,11 @@ inline constexpr std::pair<std::string_view, std::string_view> kHfLayerNames[] =
     {"mlp.down_proj.weight", "ffn_down.weight"},
     {"input_layernorm.weight", "attn_norm.weight"},
     {"post_attention_layernorm.weight", "ffn_norm.weight"},
+    {"self_attn.q_proj.bias", "attn_q.bias"},             // Qwen2
+    {"self_attn.k_proj.bias", "attn_k.bias"},
+    {"self_attn.v_proj.bias", "attn_v.bias"},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight"},    // Qwen3
+    {"self_attn.k_norm.weight", "attn_k_norm.weight"},
 };
 
 /// Whole-model tensors: HF name ↔ canonical name.

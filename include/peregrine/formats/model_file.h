@@ -16,6 +16,10 @@
 //   blk.L.ffn_gate.weight [ffn, dim]        blk.L.ffn_up.weight [ffn, dim]
 //   blk.L.ffn_down.weight [dim, ffn]
 //   rope_freqs.weight [hd / 2] f32 (optional: RoPE pair i's frequency divisor, formats/rope_scaling.h)
+// and the families' additions (formats/architecture.h), required by theirs and used by the
+// forward wherever present:
+//   blk.L.attn_q.bias [n_heads*hd]          blk.L.attn_k.bias, attn_v.bias [n_kv_heads*hd]
+//   blk.L.attn_q_norm.weight [hd]           blk.L.attn_k_norm.weight [hd]
 #pragma once
 
 #include <cstdint>
@@ -29,16 +33,11 @@
 #include "peregrine/core/mapped_file.h"
 #include "peregrine/core/status.h"
 #include "peregrine/core/tensor.h"
+#include "peregrine/formats/architecture.h"
 #include "peregrine/formats/gguf.h"
 #include "peregrine/formats/rope_scaling.h"
 
 namespace peregrine {
-
-/// How RoPE pairs the dims of a head.
-enum class RopeStyle : std::uint8_t {
-  kInterleaved,  // pairs (2i, 2i+1): Meta/llama2.c/llama-arch GGUF
-  kNeox,         // pairs (i, i + hd/2): Hugging Face rotate_half
-};
 
 enum class ModelFormat : std::uint8_t { kLlama2c, kGguf, kHuggingFace };
 
@@ -47,7 +46,7 @@ const char* model_format_name(ModelFormat f);
 
 /// Hyper-parameters of a Llama-family decoder.
 struct ModelConfig {
-  std::string arch = "llama";
+  std::string arch = "llama";    // a name of formats/architecture.h
   std::int64_t dim = 0;          // residual width (hidden_size)
   std::int64_t n_layers = 0;
   std::int64_t n_heads = 0;      // query heads

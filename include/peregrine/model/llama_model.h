@@ -1,6 +1,9 @@
 // The Llama-family decoder (Touvron et al. 2023): token embedding, n_layers × [RMSNorm →
 // attention with RoPE and GQA → residual, RMSNorm → SwiGLU FFN → residual], final RMSNorm,
-// LM head (tied to the embedding or separate). One forward over a ragged Batch.
+// LM head (tied to the embedding or separate). One forward over a ragged Batch for every family
+// of formats/architecture.h: what a family adds is tensors the forward applies where present —
+// Q/K/V biases after the projections (Qwen2, modeling_qwen2.py), a per-head RMSNorm of q and k
+// before RoPE (Qwen3, modeling_qwen3.py).
 #pragma once
 
 #include <cstdint>
@@ -70,6 +73,8 @@ class LlamaModel {
   struct Layer {
     std::vector<float> attn_norm, ffn_norm;
     const TensorView *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
+    std::vector<float> bq, bk, bv;          // Q/K/V biases (Qwen2), empty when the file has none
+    std::vector<float> q_norm, k_norm;      // per-head RMSNorm weights [head_dim] (Qwen3), or empty
   };
   struct Scratch;
   struct BatchLayout;

@@ -1,0 +1,40 @@
+#include "peregrine/formats/architecture.h"
+
+#include <string>
+
+namespace peregrine {
+namespace {
+
+constexpr Architecture kArchitectures[] = {
+    // name    HF class             model_type GGUF Q/K rows          bias   qk_norm
+    {"llama", "LlamaForCausalLM", "llama", RopeStyle::kInterleaved, false, false},
+    {"qwen2", "Qwen2ForCausalLM", "qwen2", RopeStyle::kNeox, true, false},
+    {"qwen3", "Qwen3ForCausalLM", "qwen3", RopeStyle::kNeox, false, true},
+};
+
+}  // namespace
+
+std::span<const Architecture> architectures() { return kArchitectures; }
+
+const Architecture* find_architecture(std::string_view name) {
+  for (const Architecture& a : kArchitectures) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+const Architecture* find_hf_architecture(std::string_view class_or_model_type) {
+  if (class_or_model_type == "MistralForCausalLM" || class_or_model_type == "mistral") return find_architecture("llama");
+  for (const Architecture& a : kArchitectures) {
+    if (a.hf_class == class_or_model_type || a.hf_model_type == class_or_model_type) return &a;
+  }
+  return nullptr;
+}
+
+std::string supported_architecture_names() {
+  std::string out;
+  for (const Architecture& a : kArchitectures) out += (out.empty() ? "" : ", ") + std::string(a.name);
+  return out;
+}
+
+}  // namespace peregrine
