@@ -87,7 +87,7 @@ VARIANTS = [
     Variant("gguf-f16-linear-rope", "gguf", "f16", 2, 2, 160, False, 1e4, 1e-5, 208, rope_scaling=LINEAR_ROPE),
     Variant("hf-f32-llama3-rope", "hf", "f32", 2, 2, 172, True, 1e4, 1e-5, 304, rope_scaling=LLAMA3_ROPE),
     Variant("hf-bf16-linear-rope", "hf", "bf16", 2, 2, 160, False, 1e4, 1e-5, 305, rope_scaling=LINEAR_ROPE),
-    Variant("gguf-f32-qwen2", "gguf", "f32", 2, 2, 172, True, 1e6, 1e-6, 209, arch="qwen2"),
+    Variant("gguf-f32-qwen2", "gguf", "f32", 2, 4, 172, True, 1e6, 1e-6, 209, arch="qwen2"),  # MHA: scale folding
     Variant("gguf-q8_0-qwen2", "gguf", "q8_0", 2, 1, 160, False, 1e6, 1e-6, 210, arch="qwen2"),
     Variant("gguf-f32-qwen3", "gguf", "f32", 2, 2, 172, True, 1e6, 1e-6, 211, arch="qwen3", head_dim=32),
     Variant("hf-f32-qwen2", "hf", "f32", 2, 2, 172, False, 1e6, 1e-6, 306, arch="qwen2"),

@@ -89,6 +89,9 @@ Status fold_input_scales(FloatModel& m, std::int64_t layer, LinearInput input, s
   PEREGRINE_RETURN_IF_ERROR(check_scales(m, layer, input, s));
   for (const char* reader : linear_names(input)) scale_columns(m.tensor(layer_tensor_name(layer, reader)), s);
   divide_rows(m.tensor(layer_tensor_name(layer, producer_name(input))), s);
+  // A producing Linear's bias (Qwen2's attn_v) is part of its output rows: divided alike.
+  const std::string bias = "blk." + std::to_string(layer) + "." + producer_name(input) + ".bias";
+  if (m.has(bias)) divide_rows(m.tensor(bias), s);
   return Status::ok();
 }
 

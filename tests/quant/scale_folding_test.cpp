@@ -1,4 +1,5 @@
-// fold_input_scales on the real stories260K (GQA) and aidreams260K (MHA): random positive
+// fold_input_scales on the real stories260K (GQA) and aidreams260K (MHA), and a random-weight
+// Qwen2 (MHA, Q/K/V biases): random positive
 // per-channel scales folded into a layer leave the model's teacher-forced logits unchanged up to
 // f32 rounding for every input the model supports, the tensors change as documented, and the
 // unsupported inputs and bad scales are refused without touching the model.
@@ -13,6 +14,7 @@
 #include "peregrine/core/prng.h"
 #include "peregrine/quant/rotate_model.h"
 #include "smoothing_test_util.h"
+#include "test_paths.h"
 
 namespace peregrine {
 namespace {
@@ -81,6 +83,11 @@ TEST(ScaleFolding, RandomScalesKeepStoriesLogits) {
 TEST(ScaleFolding, RandomScalesKeepAidreamsLogits) {
   // MHA: all four inputs.
   expect_every_supported_input_keeps_logits(test::aidreams260k_bin(), 4);
+}
+
+TEST(ScaleFolding, RandomScalesKeepQwen2Logits) {
+  // MHA with Q/K/V biases: the attention output's scales divide attn_v's bias with its rows.
+  expect_every_supported_input_keeps_logits(test::testdata_dir() + "/gguf-f32-qwen2.gguf", 4);
 }
 
 // The documented edits: readers' columns × s, the producer (norm weight or rows of ffn_up /

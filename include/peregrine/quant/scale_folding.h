@@ -16,8 +16,8 @@ namespace peregrine {
 /// Applies s [width of `input`] to layer `layer` of `m`: columns of linear_names(input) are
 /// multiplied by s; the producer is divided: kAttention → attn_norm weight, kFfn → ffn_norm
 /// weight, kFfnDown → rows of ffn_up (silu(g)·u is linear in u), kAttentionOutput → rows of
-/// attn_v (only without GQA, n_heads == n_kv_heads; attention output channel j is a convex
-/// combination of V channel j).
+/// attn_v and its bias when it has one (only without GQA, n_heads == n_kv_heads; attention
+/// output channel j is a convex combination of V channel j).
 /// Errors: kInvalidArgument (s of the wrong size or with values <= 0 / non-finite, layer out of
 /// range); kUnsupported (kAttentionOutput with GQA; kFfnDown when config().ffn_down_hadamard).
 Status fold_input_scales(FloatModel& m, std::int64_t layer, LinearInput input, std::span<const float> s);
