@@ -92,6 +92,9 @@ VARIANTS = [
     Variant("gguf-f32-qwen3", "gguf", "f32", 2, 2, 172, True, 1e6, 1e-6, 211, arch="qwen3", head_dim=32),
     Variant("hf-f32-qwen2", "hf", "f32", 2, 2, 172, False, 1e6, 1e-6, 306, arch="qwen2"),
     Variant("hf-bf16-qwen3", "hf", "bf16", 2, 1, 160, True, 1e6, 1e-6, 307, arch="qwen3", head_dim=32),
+    Variant("gguf-f32-phi3", "gguf", "f32", 2, 4, 172, False, 1e4, 1e-5, 212, arch="phi3"),
+    Variant("gguf-q8_0-phi3", "gguf", "q8_0", 2, 2, 160, True, 1e4, 1e-5, 213, arch="phi3"),
+    Variant("hf-f32-phi3", "hf", "f32", 2, 4, 172, False, 1e4, 1e-5, 308, arch="phi3"),
 ]
 
 
@@ -299,11 +302,15 @@ def gguf_tensors(v, cfg, w):
     for i in range(cfg.n_layers):
         for g, hf in reference.GGUF_TO_HF.items():
             names[f"model.layers.{i}.{hf}.weight"] = f"blk.{i}.{g}.weight"
+        # Phi-3: llama.cpp's fused ffn_up (gate rows, then up rows)
+        names[f"model.layers.{i}.mlp.gate_up_proj.weight"] = f"blk.{i}.ffn_up.weight"
         for g, hf in reference.GGUF_TO_HF_EXTRA.items():
             if f"model.layers.{i}.{hf}" in w:
                 names[f"model.layers.{i}.{hf}"] = f"blk.{i}.{g}"
     out = []
     for hf, name in names.items():
+        if hf not in w:  # the other family's form (fused or split projections)
+            continue
         array = w[hf]
         if v.arch != "llama":  # Qwen2 / Qwen3 are NEOX rope types: rows stay in HF order
             pass
@@ -374,7 +381,8 @@ def write_safetensors(path, tensors, dtype):
 
 def hf_config_json(v, cfg):
     """config.json contents of a LlamaForCausalLM variant."""
-    hf_class = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}[v.arch]
+    hf_class = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+                "phi3": "Phi3ForCausalLM"}[v.arch]
     return {"architectures": [hf_class], "model_type": v.arch,
             "hidden_act": "silu", "hidden_size": cfg.dim, "intermediate_size": cfg.hidden_dim,
             "num_hidden_layers": cfg.n_layers, "num_attention_heads": cfg.n_heads,

@@ -69,7 +69,12 @@ def expected_shapes(cfg):
               "model.norm.weight": (cfg.dim,),
               "lm_head.weight": (cfg.vocab_size, cfg.dim)}
     extra = {}  # the families' additions, full suffixes
-    if cfg.arch == "qwen2":  # modeling_qwen2.py: q/k/v_proj with bias=True
+    if cfg.arch == "phi3":  # modeling_phi3.py: fused qkv_proj and gate_up_proj
+        for s in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"):
+            del per_layer[s]
+        extra = {"self_attn.qkv_proj.weight": (q + 2 * kv, cfg.dim),
+                 "mlp.gate_up_proj.weight": (2 * cfg.hidden_dim, cfg.dim)}
+    elif cfg.arch == "qwen2":  # modeling_qwen2.py: q/k/v_proj with bias=True
         extra = {"self_attn.q_proj.bias": (q,), "self_attn.k_proj.bias": (kv,),
                  "self_attn.v_proj.bias": (kv,)}
     elif cfg.arch == "qwen3":  # modeling_qwen3.py: Qwen3RMSNorm(head_dim) of q and k
@@ -359,12 +364,13 @@ GGUF_TO_HF = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layern
               "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
 
 
-GGUF_ARCHS = ("llama", "qwen2", "qwen3")
+GGUF_ARCHS = ("llama", "qwen2", "qwen3", "phi3")
 # GGUF tensor suffix -> HF suffix for the families' additions (Qwen2 biases, Qwen3 norms).
 GGUF_TO_HF_EXTRA = {"attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias",
                     "attn_v.bias": "self_attn.v_proj.bias",
                     "attn_q_norm.weight": "self_attn.q_norm.weight",
-                    "attn_k_norm.weight": "self_attn.k_norm.weight"}
+                    "attn_k_norm.weight": "self_attn.k_norm.weight",
+                    "attn_qkv.weight": "self_attn.qkv_proj.weight"}
 
 
 def gguf_config(gguf, path):
@@ -409,15 +415,19 @@ def gguf_block_quantized(path):
         if f.read(4) != b"GGUF":
             return frozenset()
     gguf = read_gguf(path)
-    names = {gguf_hf_name(i.name) for i in gguf.tensors.values()
+    arch = gguf_value(gguf, "general.architecture")
+    names = {gguf_hf_name(i.name, arch) for i in gguf.tensors.values()
              if i.ggml_type in (GGML_Q8_0, GGML_Q4_0)} - {None}
     if "model.embed_tokens.weight" in names and "output.weight" not in gguf.tensors:
         names.add("lm_head.weight")
     return frozenset(names)
 
 
-def gguf_hf_name(name):
-    """GGUF tensor name -> HF name (None for tensors a Llama forward does not use)."""
+def gguf_hf_name(name, arch="llama"):
+    """GGUF tensor name -> HF name (None for tensors a Llama forward does not use); Phi-3's
+    ffn_up is its fused gate_up_proj."""
+    if arch == "phi3" and name.endswith(".ffn_up.weight"):
+        return f"model.layers.{name.split('.')[1]}.mlp.gate_up_proj.weight"
     top = {"token_embd.weight": "model.embed_tokens.weight",
            "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
     if name in top:
@@ -432,14 +442,14 @@ def gguf_hf_name(name):
 
 
 def load_gguf(path):
-    """Load a llama-architecture GGUF v2/v3 into (LlamaConfig, HF-layout float32 weights)."""
+    """Load a GGUF v2/v3 (llama, qwen2, qwen3, phi3) into (LlamaConfig, HF-layout float32 weights)."""
     with open(path, "rb") as f:
         buf = f.read()
     gguf = parse_gguf(buf, path)
     cfg = gguf_config(gguf, path)
     weights = {}
     for info in gguf.tensors.values():
-        hf = gguf_hf_name(info.name)
+        hf = gguf_hf_name(info.name, cfg.arch)
         if hf is not None:
             weights[hf] = gguf_tensor_f32(buf, info, path)
     if "rope_freqs.weight" in gguf.tensors:  # Llama 3.1+ RoPE scaling, per-pair divisors
@@ -500,10 +510,10 @@ def hf_config(folder):
             c = json.load(f)
     except (OSError, ValueError) as e:
         raise ModelError(f"{folder}: cannot read config.json: {e}") from e
-    arch = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}.get(
+    arch = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3"}.get(
         c.get("model_type", "llama"))
     if arch is None or c.get("hidden_act", "silu") != "silu":
-        raise ModelError(f"{folder}: only model_type llama / mistral / qwen2 / qwen3 with hidden_act silu is supported")
+        raise ModelError(f"{folder}: only model_type llama / mistral / qwen2 / qwen3 / phi3 with hidden_act silu is supported")
     scaling = c.get("rope_scaling")
     if scaling and scaling.get("rope_type", scaling.get("type")) not in ("default", "linear", "llama3"):
         raise ModelError(f"{folder}: rope_scaling {scaling} unsupported")
@@ -634,7 +644,13 @@ def linear(w, name, h, act_quant):
 def attention(cfg, w, p, h, cos, sin, act_quant):
     """Causal GQA self-attention of layer prefix p. h: float32 [n, dim] -> [n, dim]."""
     n = h.shape[0]
+    q_dim, kv_dim = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    if p + "self_attn.qkv_proj.weight" in w:  # Phi3Attention: one projection, sliced
+        qkv = linear(w, p + "self_attn.qkv_proj.weight", h, act_quant)
+        fused = {"q": qkv[..., :q_dim], "k": qkv[..., q_dim:q_dim + kv_dim], "v": qkv[..., q_dim + kv_dim:]}
     def proj(name, heads):  # + bias (Qwen2), then per-head RMSNorm (Qwen3's q_norm / k_norm)
+        if p + "self_attn.qkv_proj.weight" in w:
+            return fused[name].reshape(n, heads, cfg.head_dim)
         y = linear(w, p + f"self_attn.{name}_proj.weight", h, act_quant)
         if p + f"self_attn.{name}_proj.bias" in w:
             y = y + w[p + f"self_attn.{name}_proj.bias"]
@@ -655,10 +671,14 @@ def attention(cfg, w, p, h, cos, sin, act_quant):
 
 
 def swiglu(w, p, h, act_quant):
-    """SwiGLU MLP of layer prefix p: down(silu(gate(h)) * up(h)); h: float32 [n, dim]."""
-    gate = torch.nn.functional.silu(linear(w, p + "mlp.gate_proj.weight", h, act_quant))
-    return linear(w, p + "mlp.down_proj.weight",
-                  gate * linear(w, p + "mlp.up_proj.weight", h, act_quant), act_quant)
+    """SwiGLU MLP of layer prefix p: down(silu(gate(h)) * up(h)); h: float32 [n, dim]. Phi3MLP:
+    gate_up_proj(h).chunk(2) gives gate then up."""
+    if p + "mlp.gate_up_proj.weight" in w:
+        gate, up = linear(w, p + "mlp.gate_up_proj.weight", h, act_quant).chunk(2, dim=-1)
+    else:
+        gate = linear(w, p + "mlp.gate_proj.weight", h, act_quant)
+        up = linear(w, p + "mlp.up_proj.weight", h, act_quant)
+    return linear(w, p + "mlp.down_proj.weight", torch.nn.functional.silu(gate) * up, act_quant)
 
 
 def check_tokens(cfg, tokens):

@@ -6,10 +6,11 @@ namespace peregrine {
 namespace {
 
 constexpr Architecture kArchitectures[] = {
-    // name    HF class             model_type GGUF Q/K rows          bias   qk_norm
-    {"llama", "LlamaForCausalLM", "llama", RopeStyle::kInterleaved, false, false},
-    {"qwen2", "Qwen2ForCausalLM", "qwen2", RopeStyle::kNeox, true, false},
-    {"qwen3", "Qwen3ForCausalLM", "qwen3", RopeStyle::kNeox, false, true},
+    // name    HF class             model_type GGUF Q/K rows          bias   qk_norm fused gate/up
+    {"llama", "LlamaForCausalLM", "llama", RopeStyle::kInterleaved, false, false, false},
+    {"qwen2", "Qwen2ForCausalLM", "qwen2", RopeStyle::kNeox, true, false, false},
+    {"qwen3", "Qwen3ForCausalLM", "qwen3", RopeStyle::kNeox, false, true, false},
+    {"phi3", "Phi3ForCausalLM", "phi3", RopeStyle::kNeox, false, false, true},
 };
 
 }  // namespace

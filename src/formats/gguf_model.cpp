@@ -4,6 +4,7 @@
 #include <limits>
 #include <optional>
 
+#include "formats/fused_projections.h"
 #include "peregrine/core/json_util.h"
 
 namespace peregrine {
@@ -100,6 +101,10 @@ Expected<ModelConfig> read_config(const GgufFile& g, const Architecture& arch, c
     return unsupported(path + ": GGUF " + key("rope.dimension_count") + " " + std::to_string(*rot) +
                        " != head_dim " + std::to_string(c.head_dim) + " (partial RoPE)");
   }
+  // Sliding-window attention equals full attention up to the window: capped there, as for HF
+  // configs (llama.cpp itself runs Phi-3's window as full attention).
+  PEREGRINE_ASSIGN_OR_RETURN(auto window, optional_int(g, key("attention.sliding_window"), path));
+  if (window && *window > 0 && *window < c.max_seq_len) c.max_seq_len = *window;
   PEREGRINE_ASSIGN_OR_RETURN(auto eps, optional_float(g, key("attention.layer_norm_rms_epsilon"), path));
   if (eps) c.rms_eps = *eps;
   PEREGRINE_ASSIGN_OR_RETURN(auto theta, optional_float(g, key("rope.freq_base"), path));
@@ -125,6 +130,18 @@ Expected<ModelFile> gguf_to_model_file(GgufFile g, const std::string& path) {
   m.path = path;
   PEREGRINE_ASSIGN_OR_RETURN(m.config, read_config(g, *family, path));
   for (const auto& t : g.tensors()) m.tensors.emplace(t.name, t);
+  if (m.find("rope_factors_long.weight") || m.find("rope_factors_short.weight")) {
+    return unsupported(path + ": LongRoPE (rope_factors_long / rope_factors_short) is not supported yet");
+  }
+  if (family->fused_gate_up) {  // llama.cpp's Phi-3 ffn_up holds gate and up rows
+    for (std::int64_t l = 0; l < m.config.n_layers; ++l) {
+      auto node = m.tensors.extract(layer_tensor_name(l, "ffn_up"));
+      if (node.empty()) continue;
+      node.key() = node.mapped().name = layer_tensor_name(l, "ffn_gate_up");
+      m.tensors.insert(std::move(node));
+    }
+  }
+  PEREGRINE_RETURN_IF_ERROR(split_fused_projections(m));
   if (const TensorView* emb = m.find("token_embd.weight"); emb && emb->shape.size() == 2) {
     m.config.vocab_size = emb->shape[0];
   }

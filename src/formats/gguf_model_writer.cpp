@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <map>
 
+#include "formats/fused_projections.h"
 #include "formats/rope_rows.h"
 #include "peregrine/formats/gguf_llama_metadata.h"
 #include "peregrine/formats/gguf_writer.h"
@@ -57,10 +58,40 @@ std::vector<float> rope_freqs_tensor(const ModelConfig& c) {
   return rope_freq_factors(c.rope_scaling, c.head_dim, c.rope_theta);
 }
 
+/// Whether `name` is blk.L.<ffn>.weight.
+bool is_ffn(std::string_view name, std::string_view ffn) {
+  if (!name.starts_with("blk.") || !name.ends_with(".weight")) return false;
+  name.remove_suffix(std::string_view(".weight").size());
+  return name.ends_with(ffn) && name.size() > ffn.size() && name[name.size() - ffn.size() - 1] == '.';
+}
+
+/// The ffn_gate beside ffn_up tensor `up_name`.
+std::string gate_of(std::string up_name) {
+  return up_name.replace(up_name.rfind("ffn_up"), std::string_view("ffn_up").size(), "ffn_gate");
+}
+
+/// Phi-3's GGUF ffn_up: the layer's gate rows then its up rows (llama.cpp LLM_FFN_SWIGLU on a
+/// fused tensor), one dtype. Errors: kInvalidArgument (gate and up stored differently).
+Status check_fusable(const ModelFile& m, const std::string& up_name) {
+  const TensorView *up = m.find(up_name), *gate = m.find(gate_of(up_name));
+  if (!gate || gate->dtype != up->dtype || gate->quant != up->quant || gate->shape != up->shape) {
+    return invalid_argument(m.path + ": '" + up_name + "' and its ffn_gate are stored differently; " + m.config.arch +
+                            " GGUF holds them as one tensor of one dtype");
+  }
+  return Status::ok();
+}
+
+Expected<OwnedTensor> fused_gate_up(const ModelFile& m, const std::string& up_name) {
+  const TensorView* parts[] = {m.find(gate_of(up_name)), m.find(up_name)};
+  return concat_rows(up_name, parts);
+}
+
 }  // namespace
 
 Status save_gguf_model(const ModelFile& m, const std::string& path, const std::string& tokenizer_path,
                        std::optional<std::uint32_t> file_type) {
+  const Architecture* arch = find_architecture(m.config.arch);
+  if (!arch) return unsupported(m.path + ": architecture '" + m.config.arch + "' has no GGUF form");
   GgufWriter w;
   PEREGRINE_RETURN_IF_ERROR(add_llama_metadata(w, model_name(m), m.config, main_matrix_dtype(m), file_type));
   PEREGRINE_RETURN_IF_ERROR(add_tokenizer(w, m, tokenizer_path));
@@ -68,15 +99,27 @@ Status save_gguf_model(const ModelFile& m, const std::string& path, const std::s
   if (!rope_freqs.empty()) {
     PEREGRINE_RETURN_IF_ERROR(w.add_tensor("rope_freqs.weight", DType::kF32, {static_cast<std::int64_t>(rope_freqs.size())}));
   }
-  for (const auto& [name, t] : m.tensors) PEREGRINE_RETURN_IF_ERROR(w.add_tensor(name, t.dtype, t.shape));
+  for (const auto& [name, t] : m.tensors) {
+    if (arch->fused_gate_up && is_ffn(name, "ffn_gate")) continue;  // inside the fused ffn_up
+    std::vector<std::int64_t> shape = t.shape;
+    if (arch->fused_gate_up && is_ffn(name, "ffn_up")) {
+      PEREGRINE_RETURN_IF_ERROR(check_fusable(m, name));
+      shape[0] *= 2;
+    }
+    PEREGRINE_RETURN_IF_ERROR(w.add_tensor(name, t.dtype, shape));
+  }
   PEREGRINE_RETURN_IF_ERROR(w.begin(path));
   if (!rope_freqs.empty()) {
     PEREGRINE_RETURN_IF_ERROR(w.write_tensor_data({reinterpret_cast<const std::uint8_t*>(rope_freqs.data()), rope_freqs.size() * sizeof(float)}));
   }
-  const Architecture* arch = find_architecture(m.config.arch);
-  if (!arch) return unsupported(m.path + ": architecture '" + m.config.arch + "' has no GGUF form");
-  for (const auto& [name, t] : m.tensors) {  // Q/K rows in the family's GGUF pairing
-    PEREGRINE_ASSIGN_OR_RETURN(OwnedTensor rows, in_rope_order(t, m.config.head_dim, m.config.rope_style, arch->gguf_rope_style));
+  for (const auto& [name, t] : m.tensors) {
+    if (arch->fused_gate_up && is_ffn(name, "ffn_gate")) continue;
+    OwnedTensor rows;
+    if (arch->fused_gate_up && is_ffn(name, "ffn_up")) {
+      PEREGRINE_ASSIGN_OR_RETURN(rows, fused_gate_up(m, name));
+    } else {  // Q/K rows in the family's GGUF pairing
+      PEREGRINE_ASSIGN_OR_RETURN(rows, in_rope_order(t, m.config.head_dim, m.config.rope_style, arch->gguf_rope_style));
+    }
     PEREGRINE_RETURN_IF_ERROR(w.write_tensor_data({static_cast<const std::uint8_t*>(rows.view.data), rows.view.nbytes}));
   }
   return w.finish();

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "formats/config_fields.h"
+#include "formats/fused_projections.h"
 #include "formats/hf_quant_config.h"
 #include "formats/hf_tensor_decoder.h"
 #include "peregrine/core/json_util.h"
@@ -320,6 +321,7 @@ Expected<ModelFile> load_hf_model(const std::string& dir) {
     m.tensors.emplace(name, std::move(t->view));
   }
   for (const auto& [file, shard] : w.shards) m.storage.push_back(shard.file());
+  PEREGRINE_RETURN_IF_ERROR(split_fused_projections(m));
   PEREGRINE_RETURN_IF_ERROR(validate_llama_tensors(m));
   return m;
 }

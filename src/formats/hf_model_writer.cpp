@@ -3,6 +3,7 @@
 
 #include "formats/awq_layout.h"
 #include "formats/compressed_layout.h"
+#include "formats/fused_projections.h"
 #include "formats/gptq_layout.h"
 #include "formats/hf_quant_plan.h"
 #include "formats/rope_rows.h"
@@ -49,13 +50,55 @@ Status write_tensor(SafetensorsWriter& w, const TensorView& t, const HfQuantConf
   return Status::ok();
 }
 
+/// One safetensors entry: the canonical tensors it holds, row after row (several only for
+/// Phi-3's fused qkv_proj / gate_up_proj), under the HF name of `name`.
+struct HfEntry {
+  std::string name;                       // canonical name whose HF name is used
+  std::vector<const TensorView*> parts;
+};
+
+/// m's tensors as HF entries: for a fused-projection family (Phi-3) attn_q/k/v become
+/// attn_qkv and ffn_gate/up become ffn_gate_up, as its checkpoints hold them.
+std::vector<HfEntry> hf_entries(const ModelFile& m) {
+  const Architecture* arch = find_architecture(m.config.arch);
+  std::vector<HfEntry> out;
+  for (const auto& [name, t] : m.tensors) {
+    if (!arch || !arch->fused_gate_up || !name.starts_with("blk.")) {
+      out.push_back({name, {&t}});
+      continue;
+    }
+    const std::string prefix = name.substr(0, name.find('.', 4) + 1);  // "blk.L."
+    if (name == prefix + "attn_q.weight") {
+      out.push_back({prefix + "attn_qkv.weight", {&t, m.find(prefix + "attn_k.weight"), m.find(prefix + "attn_v.weight")}});
+    } else if (name == prefix + "ffn_up.weight") {
+      out.push_back({prefix + "ffn_gate_up.weight", {m.find(prefix + "ffn_gate.weight"), &t}});
+    } else if (name != prefix + "attn_k.weight" && name != prefix + "attn_v.weight" && name != prefix + "ffn_gate.weight") {
+      out.push_back({name, {&t}});
+    }
+  }
+  return out;
+}
+
+/// The entry's tensor as written: Q/K rows in HF's RoPE order, fused parts concatenated.
+Expected<OwnedTensor> entry_tensor(const ModelFile& m, const HfEntry& e) {
+  if (e.parts.size() == 1) return in_rope_order(*e.parts[0], m.config.head_dim, m.config.rope_style, RopeStyle::kNeox);
+  return concat_rows(e.name, e.parts);  // fused families pair RoPE dims as NeoX in every format
+}
+
 /// model.safetensors: every tensor under its HF name, Q/K rows in HF's RoPE order.
 Status write_weights(const ModelFile& m, const HfQuantConfig& q, const std::string& path) {
   SafetensorsWriter w;
   w.add_metadata("format", "pt");
-  for (const auto& [name, t] : m.tensors) {
-    const auto hf = hf_tensor_name(name);
-    if (!hf) return invalid_argument("tensor '" + name + "' has no Hugging Face name");
+  const std::vector<HfEntry> entries = hf_entries(m);
+  for (const HfEntry& e : entries) {
+    const auto hf = hf_tensor_name(e.name);
+    if (!hf) return invalid_argument("tensor '" + e.name + "' has no Hugging Face name");
+    if (e.parts.size() > 1 && !is_float(e.parts[0]->dtype)) {
+      return unsupported(m.path + ": '" + e.name + "' would fuse quantized tensors; " + m.config.arch +
+                         " Hugging Face folders are written in F32 / F16 / BF16 only");
+    }
+    TensorView t = *e.parts[0];
+    for (std::size_t i = 1; i < e.parts.size(); ++i) t.shape[0] += e.parts[i]->shape[0];
     const std::size_t dot = hf->rfind('.');  // "<module>.weight" / "<module>.bias"
     const std::string module = hf->substr(0, dot);
     for (HfPart& p : parts_of(t, q, hf->substr(dot + 1))) {
@@ -63,8 +106,8 @@ Status write_weights(const ModelFile& m, const HfQuantConfig& q, const std::stri
     }
   }
   PEREGRINE_RETURN_IF_ERROR(w.begin(path));
-  for (const auto& [name, t] : m.tensors) {
-    PEREGRINE_ASSIGN_OR_RETURN(OwnedTensor rows, in_rope_order(t, m.config.head_dim, m.config.rope_style, RopeStyle::kNeox));
+  for (const HfEntry& e : entries) {
+    PEREGRINE_ASSIGN_OR_RETURN(OwnedTensor rows, entry_tensor(m, e));
     PEREGRINE_RETURN_IF_ERROR(write_tensor(w, rows.view, q));
   }
   return w.finish();

@@ -130,7 +130,8 @@ std::optional<std::vector<std::int64_t>> llama_tensor_shape(const ModelConfig& c
       {"ffn_gate.weight", {c.ffn_dim, c.dim}}, {"ffn_up.weight", {c.ffn_dim, c.dim}},
       {"ffn_down.weight", {c.dim, c.ffn_dim}}, {"attn_q.bias", {q_dim}},
       {"attn_k.bias", {kv_dim}},               {"attn_v.bias", {kv_dim}},
-      {"attn_q_norm.weight", {c.head_dim}},    {"attn_k_norm.weight", {c.head_dim}}};
+      {"attn_q_norm.weight", {c.head_dim}},    {"attn_k_norm.weight", {c.head_dim}},
+      {"attn_qkv.weight", {q_dim + 2 * kv_dim, c.dim}}, {"ffn_gate_up.weight", {2 * c.ffn_dim, c.dim}}};
   for (const auto& [suffix, shape] : per_layer) {
     if (rest == suffix) return shape;
   }

@@ -381,6 +381,12 @@ TEST_F(BadInput, GgufFamilyTensors) {
   });
   expect_error(wide_norm, ErrorCode::kCorruptFile, "qwen3 norm of the wrong width");
   EXPECT_NE(wide_norm.status().message().find("attn_q_norm"), std::string::npos) << wide_norm.status().message();
+  // Phi-3's ffn_up holds gate and up: the Llama-shaped one of tiny_gguf is half of it.
+  auto phi3 = family("phi3", [](test::GgufWriter&) {});
+  expect_error(phi3, ErrorCode::kCorruptFile, "phi3 ffn_up of ffn rows");
+  EXPECT_NE(phi3.status().message().find("blk.0.ffn_gate_up.weight"), std::string::npos) << phi3.status().message();
+  auto longrope = family("phi3", [](test::GgufWriter& g) { g.tensor_f32("rope_factors_long.weight", {2}, {1.0f, 2.0f}); });
+  expect_error(longrope, ErrorCode::kUnsupported, "LongRoPE");
   auto gemma = family("gemma2", [](test::GgufWriter&) {});
   expect_error(gemma, ErrorCode::kUnsupported, "gemma2");
   EXPECT_NE(gemma.status().message().find("qwen3"), std::string::npos) << gemma.status().message();

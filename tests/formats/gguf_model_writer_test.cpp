@@ -197,12 +197,13 @@ TEST(SaveGgufModel, RopeScalingAsLlamaCppStoresIt) {
   test::expect_same_config(linear.config, load(dir.file("linear-hf")).config);
 }
 
-// The Qwen families through both writers: GGUF under the family's key prefix (qwen3's
+// The Qwen and Phi-3 families through both writers: GGUF under the family's key prefix (qwen3's
 // attention.key_length for heads wider than dim / n_heads) with HF's Q/K row order (NEOX rope
-// type), back to config.json's Qwen2ForCausalLM / Qwen3ForCausalLM: config, tensors and logits kept.
-TEST(SaveGgufModel, QwenFamiliesRoundTripThroughGgufAndHf) {
+// type), Phi-3's gate and up fused into its GGUF ffn_up, back to config.json's family class
+// (Phi-3's qkv_proj / gate_up_proj fused again): config, tensors and logits kept.
+TEST(SaveGgufModel, FamiliesRoundTripThroughGgufAndHf) {
   const std::string tok = test::testdata_dir() + "/tok512.bin";
-  for (const char* name : {"hf-f32-qwen2", "hf-bf16-qwen3"}) {
+  for (const char* name : {"hf-f32-qwen2", "hf-bf16-qwen3", "hf-f32-phi3"}) {
     SCOPED_TRACE(name);
     const ModelFile hf = load(test::testdata_dir() + "/" + name);
     test::TempDir dir;
@@ -214,6 +215,15 @@ TEST(SaveGgufModel, QwenFamiliesRoundTripThroughGgufAndHf) {
     EXPECT_EQ(g.config.rope_style, RopeStyle::kNeox);
     EXPECT_TRUE(g.gguf->find(hf.config.arch + ".embedding_length"));
     EXPECT_EQ(g.gguf->find(hf.config.arch + ".attention.key_length") != nullptr, hf.config.head_dim * hf.config.n_heads != hf.config.dim);
+    const bool fused = hf.config.arch == "phi3";
+    for (const TensorView& t : g.gguf->tensors()) {  // as llama.cpp's phi3 loader wants them
+      if (t.name == "blk.0.ffn_up.weight") {
+        EXPECT_EQ(t.shape[0], (fused ? 2 : 1) * hf.config.ffn_dim);
+      }
+      if (fused) {
+        EXPECT_NE(t.name, "blk.0.ffn_gate.weight");
+      }
+    }
     test::expect_same_config(hf.config, g.config);
     test::expect_same_tensors(hf, g);  // NEOX in both formats: the same rows
     EXPECT_EQ(test::prefill_logits(hf, false), test::prefill_logits(g, false));

@@ -6,7 +6,8 @@
 // Sources: llama.cpp's llama-arch.cpp (architecture names, tensor names, metadata keys) and
 // rope types (llama-model.cpp llama_model_rope_type: LLAMA_ROPE_TYPE_NORM pairs (2i, 2i+1), so
 // convert_hf_to_gguf.py permutes LlamaModel's Q/K rows; NEOX keeps HF's halves, as for Qwen2 /
-// Qwen3); Hugging Face transformers' modeling_llama.py, modeling_qwen2.py, modeling_qwen3.py.
+// Qwen3, Phi-3); Hugging Face transformers' modeling_llama.py, modeling_qwen2.py,
+// modeling_qwen3.py, modeling_phi3.py; llama.cpp src/models/phi3.cpp (fused ffn_up).
 #pragma once
 
 #include <cstdint>
@@ -30,9 +31,12 @@ struct Architecture {
   bool qkv_bias;                   // blk.L.attn_{q,k,v}.bias [q_dim / kv_dim] (Qwen2)
   bool qk_norm;                    // blk.L.attn_{q,k}_norm.weight [head_dim]: RMSNorm of each
                                    // head of q and k before RoPE (Qwen3)
+  bool fused_gate_up;              // the FFN's gate and up stored as one tensor (Phi-3: GGUF
+                                   // ffn_up [2·ffn, dim], HF mlp.gate_up_proj; Q/K/V as one
+                                   // attn_qkv / qkv_proj), split on load (formats/fused_projections.h)
 };
 
-/// Every family: llama (Llama 1/2/3, Mistral), qwen2 (Qwen2, Qwen2.5), qwen3.
+/// Every family: llama (Llama 1/2/3, Mistral), qwen2 (Qwen2, Qwen2.5), qwen3, phi3 (Phi-3, Phi-3.5).
 std::span<const Architecture> architectures();
 
 /// The family whose GGUF name is `name`, or nullptr.

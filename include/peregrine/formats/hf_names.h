@@ -25,6 +25,8 @@ inline constexpr std::pair<std::string_view, std::string_view> kHfLayerNames[] =
     {"self_attn.v_proj.bias", "attn_v.bias"},
     {"self_attn.q_norm.weight", "attn_q_norm.weight"},    // Qwen3
     {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+    {"self_attn.qkv_proj.weight", "attn_qkv.weight"},     // Phi-3's fused forms (split on load)
+    {"mlp.gate_up_proj.weight", "ffn_gate_up.weight"},
 };
 
 /// Whole-model tensors: HF name ↔ canonical name.

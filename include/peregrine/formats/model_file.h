@@ -20,6 +20,9 @@
 // forward wherever present:
 //   blk.L.attn_q.bias [n_heads*hd]          blk.L.attn_k.bias, attn_v.bias [n_kv_heads*hd]
 //   blk.L.attn_q_norm.weight [hd]           blk.L.attn_k_norm.weight [hd]
+// Phi-3's fused blk.L.attn_qkv.weight [(n_heads + 2·n_kv_heads)·hd, dim] and
+// blk.L.ffn_gate_up.weight [2·ffn, dim] exist only inside the readers and writers: a loaded
+// ModelFile holds their row views under the names above (formats/fused_projections.h).
 #pragma once
 
 #include <cstdint>

@@ -41,13 +41,16 @@ Expected<std::string> tokenizer_file_of(const ModelFile& m);
 /// matrix dtype, general.name
 /// from m's GGUF or file name). The tokenizer metadata comes from m.gguf when m was read from a
 /// GGUF with a tokenizer, else from `tokenizer_path`: a vocab GGUF (its tokenizer.* keys copied)
-/// or a llama2.c tokenizer.bin (converted: add_llama2c_tokenizer_metadata). Q/K rows of a
-/// model in NeoX order (HF) are reordered to GGUF's interleaved pairs. config.ffn_down_hadamard
+/// or a llama2.c tokenizer.bin (converted: add_llama2c_tokenizer_metadata). Q/K rows go to the
+/// family's GGUF pairing (llama: interleaved, so an HF model's NeoX rows are reordered; qwen2 /
+/// qwen3 / phi3 keep NeoX); Phi-3's gate and up rows are written fused as its ffn_up, as
+/// llama.cpp requires (Q/K/V stay split, which it accepts). config.ffn_down_hadamard
 /// is written as peregrine.ffn_down_hadamard (llama.cpp does not know it: such a file runs only
 /// in Peregrine). Spec: ggml/docs/gguf.md, llama.cpp's llama keys.
 /// Errors: kUnsupported (another dtype; a tokenizer.json / tokenizer.model, which only
 /// llama.cpp's converter turns into GGUF metadata), kNotFound (no tokenizer), kCorruptFile
-/// (tokenizer file), kInvalidArgument (a tokenizer of another vocabulary size), kIoError.
+/// (tokenizer file), kInvalidArgument (a tokenizer of another vocabulary size; Phi-3 gate and
+/// up of different dtypes), kIoError.
 Status save_gguf_model(const ModelFile& m, const std::string& path, const std::string& tokenizer_path,
                        std::optional<std::uint32_t> file_type = std::nullopt);
 

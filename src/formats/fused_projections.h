@@ -1,0 +1,26 @@
+// Phi-3's fused projections (formats/architecture.h fused_projections): Q/K/V stored as one
+// attn_qkv [q_dim + 2·kv_dim, dim] (HF self_attn.qkv_proj) and the FFN's gate and up as one
+// ffn_gate_up [2·ffn, dim] (HF mlp.gate_up_proj; gate rows first, as Phi3MLP's chunk(2) and
+// llama.cpp's fused ffn_up under LLM_FFN_SWIGLU read them). The readers split them into
+// zero-copy row views, so the rest of the engine sees the Llama layout; the writers fuse them back.
+#pragma once
+
+#include <span>
+#include <string>
+
+#include "formats/owned_tensor.h"
+#include "peregrine/formats/model_file.h"
+
+namespace peregrine {
+
+/// Replaces every blk.L.attn_qkv.weight by row views blk.L.attn_{q,k,v}.weight and every
+/// blk.L.ffn_gate_up.weight by blk.L.ffn_gate.weight + blk.L.ffn_up.weight (same dtype, bytes
+/// in place). Errors: kCorruptFile naming the tensor (wrong shape for m.config, bytes that are
+/// not whole rows of its dtype, or the fused and split forms both present).
+Status split_fused_projections(ModelFile& m);
+
+/// The rows of `parts` (same dtype and row length, whole rows) one after the other, as one owned
+/// tensor called `name`. Errors: kInvalidArgument naming the part that differs.
+Expected<OwnedTensor> concat_rows(const std::string& name, std::span<const TensorView* const> parts);
+
+}  // namespace peregrine
