@@ -8,7 +8,8 @@
 # stories260K model, the vocab-only GGUFs and llama.cpp's files in every weight type from
 # models/kquant-test), shrunken copies of them that keep every metadata key and tensor type but
 # cut arrays and tensors to a few elements or one block per row (so mutations reach the tensor
-# table), a GGUF with a tensor of every ggml type Peregrine reads, and small generated
+# table), the random-weight family models of build/testdata when present, a GGUF with a tensor
+# of every ggml type Peregrine reads, and small generated
 # safetensors files. The corpus grown by
 # libFuzzer persists in build-fuzz/corpus/; crash/leak/timeout inputs land in
 # build-fuzz/artifacts/; logs in build-fuzz/logs/. Exit status is non-zero if a fuzzer failed.
@@ -31,7 +32,11 @@ mkdir -p "$build/seeds/gguf" "$build/seeds/safetensors" "$build/corpus/gguf" \
   "$build/corpus/safetensors" "$build/artifacts" "$build/logs"
 real_ggufs=()
 [ -f "$shared/models/stories260K/stories260K.gguf" ] && real_ggufs+=("$shared/models/stories260K/stories260K.gguf")
-for f in "$shared"/tokenizers/gguf-vocab/*.gguf "$shared"/models/kquant-test/*.gguf; do [ -f "$f" ] && real_ggufs+=("$f"); done
+# The model families' test files (qwen2 biases, qwen3 norms, phi3 fused projections, RoPE
+# scaling) when tools/make_test_models.py has written them into build/testdata.
+for f in "$shared"/tokenizers/gguf-vocab/*.gguf "$shared"/models/kquant-test/*.gguf "$root"/build/testdata/*.gguf; do
+  [ -f "$f" ] && real_ggufs+=("$f")
+done
 [ ${#real_ggufs[@]} -gt 0 ] && cp "${real_ggufs[@]}" "$build/seeds/gguf/"
 
 python3 - "$build/seeds" "${real_ggufs[@]}" <<'PY'

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "common.h"
+#include "peregrine/formats/architecture.h"
 #include "peregrine/formats/model_writer.h"
 #include "peregrine/quant/quantize_model.h"
 #include "verbs.h"
@@ -81,6 +82,16 @@ Status write(const ModelFile& q, const QuantizeArgs& a, const QuantizeOptions& o
   return save_hf_model(q, a.output, layout, tokenizer);
 }
 
+// A quantized Hugging Face folder of a family whose checkpoints fuse projections (Phi-3): the
+// writer fuses float tensors only, so refuse before the work rather than after it.
+Status check_output_family(const ModelFile& src, const QuantizeOptions& o) {
+  const Architecture* arch = find_architecture(src.config.arch);
+  if (o.gguf_type || o.gguf_formats || !arch || !arch->fused_gate_up) return Status::ok();
+  return unsupported(src.path + ": a " + src.config.arch +
+                     " Hugging Face folder holds fused Q/K/V and gate/up projections, which are written in F32 / F16 / BF16 "
+                     "only; quantize into a .gguf instead");
+}
+
 int run(const QuantizeArgs& a) {
   if (Status st = validate_threads(a.threads); !st) return report(st);
   auto o = options_of(a);
@@ -88,6 +99,7 @@ int run(const QuantizeArgs& a) {
   ThreadPool pool(a.threads);
   auto src = open_model(a.model, &pool);
   if (!src) return report(src.status());
+  if (Status st = check_output_family(*src, *o); !st) return report(st);
   std::unique_ptr<Tokenizer> tok;
   if (o->needs_calibration()) {
     auto t = load_tokenizer(*src, a.model.tokenizer);

@@ -88,6 +88,10 @@ TEST(Quantize, BadRequestsGiveOneCleanError) {
   const std::string q = dir + "/q";
   ASSERT_EQ(run_cli({"quantize", "-m", stories(), "-o", q}).exit_code, 0);
   expect_clean_error(run_cli({"quantize", "-m", q, "-o", dir + "/again"}), "is already int4 g128");
+  // Phi-3's HF folders fuse projections: a quantized one is refused before any work, no folder left.
+  expect_clean_error(run_cli({"quantize", "-m", testdata_dir() + "/gguf-f32-phi3.gguf", "-o", dir + "/phi3", "--method", "rtn"}),
+                     "quantize into a .gguf instead");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/phi3"));
 }
 
 TEST(Quantize, GgufTypeWritesWhatLlamaQuantizeWrites) {
