@@ -16,17 +16,17 @@ TensorView row_view(const TensorView& t, std::string name, std::int64_t begin, s
   return v;
 }
 
-// Splits tensor `fused` of layer l into `parts` (suffix, rows) in order, if the model has it.
-Status split(ModelFile& m, std::int64_t l, const char* fused, std::span<const std::pair<const char*, std::int64_t>> parts) {
-  const std::string name = layer_tensor_name(l, fused);
+// Splits the fused tensor `name` ("blk.L.<fused>.weight") into `parts` (suffix, rows) in order.
+Status split(ModelFile& m, const std::string& name, std::string_view fused,
+             std::span<const std::pair<const char*, std::int64_t>> parts) {
+  const std::string prefix = name.substr(0, name.size() - fused.size());  // "blk.L."
   const auto it = m.tensors.find(name);
-  if (it == m.tensors.end()) return Status::ok();
   const TensorView t = it->second;
   std::int64_t rows = 0;
   for (const auto& [part, n] : parts) {
     rows += n;
-    if (m.find(layer_tensor_name(l, part))) {
-      return corrupt_file(m.path + ": both '" + name + "' and '" + layer_tensor_name(l, part) + "' (fused and split forms)");
+    if (m.find(prefix + part + ".weight")) {
+      return corrupt_file(m.path + ": both '" + name + "' and '" + prefix + part + ".weight' (fused and split forms)");
     }
   }
   const auto rb = t.row_bytes();
@@ -37,11 +37,11 @@ Status split(ModelFile& m, std::int64_t l, const char* fused, std::span<const st
   }
   std::int64_t begin = 0;
   for (const auto& [part, n] : parts) {
-    const std::string part_name = layer_tensor_name(l, part);
+    const std::string part_name = prefix + part + ".weight";
     m.tensors.emplace(part_name, row_view(t, part_name, begin, n, *rb));
     begin += n;
   }
-  m.tensors.erase(it);
+  m.tensors.erase(name);
   return Status::ok();
 }
 
@@ -52,9 +52,17 @@ Status split_fused_projections(ModelFile& m) {
   const std::int64_t q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
   const std::pair<const char*, std::int64_t> qkv[] = {{"attn_q", q_dim}, {"attn_k", kv_dim}, {"attn_v", kv_dim}};
   const std::pair<const char*, std::int64_t> gate_up[] = {{"ffn_gate", c.ffn_dim}, {"ffn_up", c.ffn_dim}};
-  for (std::int64_t l = 0; l < c.n_layers; ++l) {
-    PEREGRINE_RETURN_IF_ERROR(split(m, l, "attn_qkv", qkv));
-    PEREGRINE_RETURN_IF_ERROR(split(m, l, "ffn_gate_up", gate_up));
+  constexpr std::string_view kQkv = "attn_qkv.weight", kGateUp = "ffn_gate_up.weight";
+  std::vector<std::string> fused;  // by the tensors present, not by n_layers (a damaged file's count)
+  for (const auto& [name, t] : m.tensors) {
+    if (name.starts_with("blk.") && (name.ends_with("." + std::string(kQkv)) || name.ends_with("." + std::string(kGateUp)))) {
+      fused.push_back(name);
+    }
+  }
+  for (const std::string& name : fused) {
+    const bool is_qkv = name.ends_with(kQkv);
+    using Parts = std::span<const std::pair<const char*, std::int64_t>>;
+    PEREGRINE_RETURN_IF_ERROR(split(m, name, is_qkv ? kQkv : kGateUp, is_qkv ? Parts(qkv) : Parts(gate_up)));
   }
   return Status::ok();
 }

@@ -134,10 +134,13 @@ Expected<ModelFile> gguf_to_model_file(GgufFile g, const std::string& path) {
     return unsupported(path + ": LongRoPE (rope_factors_long / rope_factors_short) is not supported yet");
   }
   if (family->fused_gate_up) {  // llama.cpp's Phi-3 ffn_up holds gate and up rows
-    for (std::int64_t l = 0; l < m.config.n_layers; ++l) {
-      auto node = m.tensors.extract(layer_tensor_name(l, "ffn_up"));
-      if (node.empty()) continue;
-      node.key() = node.mapped().name = layer_tensor_name(l, "ffn_gate_up");
+    std::vector<std::string> ups;  // by the tensors present, not by n_layers (a damaged file's count)
+    for (const auto& [name, t] : m.tensors) {
+      if (name.starts_with("blk.") && name.ends_with(".ffn_up.weight")) ups.push_back(name);
+    }
+    for (const std::string& up : ups) {
+      auto node = m.tensors.extract(up);
+      node.key() = node.mapped().name = up.substr(0, up.size() - std::string_view("ffn_up.weight").size()) + "ffn_gate_up.weight";
       m.tensors.insert(std::move(node));
     }
   }
