@@ -45,7 +45,29 @@ Status split(ModelFile& m, const std::string& name, std::string_view fused,
   return Status::ok();
 }
 
+// Names of the per-layer tensors "blk.L.<suffix>" m holds (by the tensors present, not by
+// n_layers: a damaged file's count).
+std::vector<std::string> layer_tensors_ending(const ModelFile& m, std::string_view suffix) {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : m.tensors) {
+    if (name.starts_with("blk.") && name.size() > suffix.size() && name.ends_with(suffix) &&
+        name[name.size() - suffix.size() - 1] == '.') {
+      out.push_back(name);
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+void name_gguf_fused_gate_up(ModelFile& m) {
+  constexpr std::string_view kUp = "ffn_up.weight";
+  for (const std::string& up : layer_tensors_ending(m, kUp)) {
+    auto node = m.tensors.extract(up);
+    node.key() = node.mapped().name = up.substr(0, up.size() - kUp.size()) + "ffn_gate_up.weight";
+    m.tensors.insert(std::move(node));
+  }
+}
 
 Status split_fused_projections(ModelFile& m) {
   const ModelConfig& c = m.config;
@@ -53,33 +75,33 @@ Status split_fused_projections(ModelFile& m) {
   const std::pair<const char*, std::int64_t> qkv[] = {{"attn_q", q_dim}, {"attn_k", kv_dim}, {"attn_v", kv_dim}};
   const std::pair<const char*, std::int64_t> gate_up[] = {{"ffn_gate", c.ffn_dim}, {"ffn_up", c.ffn_dim}};
   constexpr std::string_view kQkv = "attn_qkv.weight", kGateUp = "ffn_gate_up.weight";
-  std::vector<std::string> fused;  // by the tensors present, not by n_layers (a damaged file's count)
-  for (const auto& [name, t] : m.tensors) {
-    if (name.starts_with("blk.") && (name.ends_with("." + std::string(kQkv)) || name.ends_with("." + std::string(kGateUp)))) {
-      fused.push_back(name);
+  for (const std::string& name : layer_tensors_ending(m, kQkv)) PEREGRINE_RETURN_IF_ERROR(split(m, name, kQkv, qkv));
+  for (const std::string& name : layer_tensors_ending(m, kGateUp)) PEREGRINE_RETURN_IF_ERROR(split(m, name, kGateUp, gate_up));
+  return Status::ok();
+}
+
+Status check_concat_rows(const std::string& name, std::span<const TensorView* const> parts) {
+  for (const TensorView* p : parts) {
+    if (!p) return invalid_argument("cannot write '" + name + "': one of the tensors it fuses is missing");
+    const TensorView& first = *parts[0];
+    const auto rb = p->row_bytes();
+    if (p->dtype != first.dtype || p->shape.size() != 2 || first.shape.size() != 2 || p->shape[1] != first.shape[1] ||
+        p->quant != first.quant || !rb || *rb * static_cast<std::size_t>(p->shape[0]) != p->nbytes) {
+      return invalid_argument("cannot fuse '" + p->name + "' (" + p->format_string() + " " + p->shape_string() + ") into '" + name +
+                              "' with '" + first.name + "' (" + first.format_string() + " " + first.shape_string() +
+                              "): one tensor holds one dtype");
     }
-  }
-  for (const std::string& name : fused) {
-    const bool is_qkv = name.ends_with(kQkv);
-    using Parts = std::span<const std::pair<const char*, std::int64_t>>;
-    PEREGRINE_RETURN_IF_ERROR(split(m, name, is_qkv ? kQkv : kGateUp, is_qkv ? Parts(qkv) : Parts(gate_up)));
   }
   return Status::ok();
 }
 
 Expected<OwnedTensor> concat_rows(const std::string& name, std::span<const TensorView* const> parts) {
+  PEREGRINE_RETURN_IF_ERROR(check_concat_rows(name, parts));
   TensorView meta = *parts[0];
   meta.name = name;
   meta.shape[0] = 0;
   std::vector<std::uint8_t> bytes;
   for (const TensorView* p : parts) {
-    const auto rb = p->row_bytes();
-    if (p->dtype != meta.dtype || p->shape.size() != 2 || p->shape[1] != meta.shape[1] || !(p->quant == meta.quant) || !rb ||
-        *rb * static_cast<std::size_t>(p->shape[0]) != p->nbytes) {
-      return invalid_argument("cannot fuse '" + p->name + "' (" + p->format_string() + " " + p->shape_string() + ") into '" + name +
-                              "' with '" + parts[0]->name + "' (" + parts[0]->format_string() + " " + parts[0]->shape_string() +
-                              "): one tensor holds one dtype");
-    }
     meta.shape[0] += p->shape[0];
     const auto* data = static_cast<const std::uint8_t*>(p->data);
     bytes.insert(bytes.end(), data, data + p->nbytes);

@@ -19,8 +19,16 @@ namespace peregrine {
 /// not whole rows of its dtype, or the fused and split forms both present).
 Status split_fused_projections(ModelFile& m);
 
-/// The rows of `parts` (same dtype and row length, whole rows) one after the other, as one owned
-/// tensor called `name`. Errors: kInvalidArgument naming the part that differs.
+/// llama.cpp's Phi-3 GGUF calls its fused gate/up tensor blk.L.ffn_up.weight: renames every
+/// one to blk.L.ffn_gate_up.weight, for split_fused_projections (walks the tensors present).
+void name_gguf_fused_gate_up(ModelFile& m);
+
+/// Whether `parts` can be written as one tensor called `name`: same dtype, quant params and row
+/// length, whole rows. Errors: kInvalidArgument naming the part that differs (or is missing).
+Status check_concat_rows(const std::string& name, std::span<const TensorView* const> parts);
+
+/// The rows of `parts` one after the other, as one owned tensor called `name`.
+/// Errors: those of check_concat_rows.
 Expected<OwnedTensor> concat_rows(const std::string& name, std::span<const TensorView* const> parts);
 
 }  // namespace peregrine

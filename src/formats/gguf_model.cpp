@@ -133,17 +133,7 @@ Expected<ModelFile> gguf_to_model_file(GgufFile g, const std::string& path) {
   if (m.find("rope_factors_long.weight") || m.find("rope_factors_short.weight")) {
     return unsupported(path + ": LongRoPE (rope_factors_long / rope_factors_short) is not supported yet");
   }
-  if (family->fused_gate_up) {  // llama.cpp's Phi-3 ffn_up holds gate and up rows
-    std::vector<std::string> ups;  // by the tensors present, not by n_layers (a damaged file's count)
-    for (const auto& [name, t] : m.tensors) {
-      if (name.starts_with("blk.") && name.ends_with(".ffn_up.weight")) ups.push_back(name);
-    }
-    for (const std::string& up : ups) {
-      auto node = m.tensors.extract(up);
-      node.key() = node.mapped().name = up.substr(0, up.size() - std::string_view("ffn_up.weight").size()) + "ffn_gate_up.weight";
-      m.tensors.insert(std::move(node));
-    }
-  }
+  if (family->fused_gate_up) name_gguf_fused_gate_up(m);  // llama.cpp's Phi-3 ffn_up holds gate and up rows
   PEREGRINE_RETURN_IF_ERROR(split_fused_projections(m));
   if (const TensorView* emb = m.find("token_embd.weight"); emb && emb->shape.size() == 2) {
     m.config.vocab_size = emb->shape[0];

@@ -1,4 +1,5 @@
 // save_gguf_model (model_writer.h): a ModelFile as a llama-architecture GGUF v3 file.
+#include <array>
 #include <filesystem>
 #include <map>
 
@@ -71,19 +72,9 @@ std::string gate_of(std::string up_name) {
 }
 
 /// Phi-3's GGUF ffn_up: the layer's gate rows then its up rows (llama.cpp LLM_FFN_SWIGLU on a
-/// fused tensor), one dtype. Errors: kInvalidArgument (gate and up stored differently).
-Status check_fusable(const ModelFile& m, const std::string& up_name) {
-  const TensorView *up = m.find(up_name), *gate = m.find(gate_of(up_name));
-  if (!gate || gate->dtype != up->dtype || gate->quant != up->quant || gate->shape != up->shape) {
-    return invalid_argument(m.path + ": '" + up_name + "' and its ffn_gate are stored differently; " + m.config.arch +
-                            " GGUF holds them as one tensor of one dtype");
-  }
-  return Status::ok();
-}
-
-Expected<OwnedTensor> fused_gate_up(const ModelFile& m, const std::string& up_name) {
-  const TensorView* parts[] = {m.find(gate_of(up_name)), m.find(up_name)};
-  return concat_rows(up_name, parts);
+/// fused tensor), one dtype.
+std::array<const TensorView*, 2> gate_up_parts(const ModelFile& m, const std::string& up_name) {
+  return {m.find(gate_of(up_name)), m.find(up_name)};
 }
 
 }  // namespace
@@ -103,7 +94,7 @@ Status save_gguf_model(const ModelFile& m, const std::string& path, const std::s
     if (arch->fused_gate_up && is_ffn(name, "ffn_gate")) continue;  // inside the fused ffn_up
     std::vector<std::int64_t> shape = t.shape;
     if (arch->fused_gate_up && is_ffn(name, "ffn_up")) {
-      PEREGRINE_RETURN_IF_ERROR(check_fusable(m, name));
+      PEREGRINE_RETURN_IF_ERROR(check_concat_rows(name, gate_up_parts(m, name)));
       shape[0] *= 2;
     }
     PEREGRINE_RETURN_IF_ERROR(w.add_tensor(name, t.dtype, shape));
@@ -116,7 +107,7 @@ Status save_gguf_model(const ModelFile& m, const std::string& path, const std::s
     if (arch->fused_gate_up && is_ffn(name, "ffn_gate")) continue;
     OwnedTensor rows;
     if (arch->fused_gate_up && is_ffn(name, "ffn_up")) {
-      PEREGRINE_ASSIGN_OR_RETURN(rows, fused_gate_up(m, name));
+      PEREGRINE_ASSIGN_OR_RETURN(rows, concat_rows(name, gate_up_parts(m, name)));
     } else {  // Q/K rows in the family's GGUF pairing
       PEREGRINE_ASSIGN_OR_RETURN(rows, in_rope_order(t, m.config.head_dim, m.config.rope_style, arch->gguf_rope_style));
     }
