@@ -61,6 +61,7 @@ class Variant:
     rope_scaling: tuple = ()  # config.json rope_scaling as (key, value) pairs; () = none
     arch: str = "llama"       # llama, qwen2 (Q/K/V biases), qwen3 (Q/K norms)
     head_dim: int = 0         # 0 = DIM // N_HEADS (Qwen3 sets it apart: q_dim != dim)
+    experts: tuple = ()       # Mixture-of-Experts (n_experts, top_k, expert_ffn, shared_ffn); () = dense
 
 
 # RoPE scaling of the test shape (head_dim 16, theta 1e4: pair wavelengths 6.3, 20, 63, 199, ...
@@ -95,14 +96,26 @@ VARIANTS = [
     Variant("gguf-f32-phi3", "gguf", "f32", 2, 4, 172, False, 1e4, 1e-5, 212, arch="phi3"),
     Variant("gguf-q8_0-phi3", "gguf", "q8_0", 2, 2, 160, True, 1e4, 1e-5, 213, arch="phi3"),
     Variant("hf-f32-phi3", "hf", "f32", 2, 4, 172, False, 1e4, 1e-5, 308, arch="phi3"),
+    # Mixture-of-Experts: Mixtral (the llama architecture with experts), Qwen2-MoE (+ shared
+    # expert), OLMoE (whole-projection Q/K norms); expert widths multiples of 32 for Q8_0.
+    Variant("gguf-f32-mixtral", "gguf", "f32", 2, 2, 96, False, 1e6, 1e-5, 214, experts=(4, 2, 96, 0)),
+    Variant("gguf-q8_0-mixtral", "gguf", "q8_0", 2, 2, 64, True, 1e6, 1e-5, 215, experts=(4, 2, 64, 0)),
+    Variant("hf-f32-mixtral", "hf", "f32", 2, 2, 96, False, 1e6, 1e-5, 309, experts=(4, 2, 96, 0)),
+    Variant("gguf-f32-qwen2moe", "gguf", "f32", 2, 2, 172, False, 1e6, 1e-6, 216, arch="qwen2moe", experts=(6, 3, 32, 96)),
+    Variant("gguf-q8_0-qwen2moe", "gguf", "q8_0", 2, 4, 160, True, 1e6, 1e-6, 217, arch="qwen2moe", experts=(6, 3, 32, 64)),
+    Variant("hf-bf16-qwen2moe", "hf", "bf16", 2, 2, 172, False, 1e6, 1e-6, 310, arch="qwen2moe", experts=(6, 3, 32, 96)),
+    Variant("gguf-f32-olmoe", "gguf", "f32", 2, 4, 64, False, 1e4, 1e-5, 218, arch="olmoe", experts=(8, 2, 64, 0)),
+    Variant("hf-f32-olmoe", "hf", "f32", 2, 4, 64, False, 1e4, 1e-5, 311, arch="olmoe", experts=(8, 2, 64, 0)),
 ]
 
 
 def variant_config(v):
     """reference.LlamaConfig of a Variant (dim 64, 4 heads of 16, vocab 512, context 128)."""
+    n_experts, top_k, expert_ffn, shared_ffn = v.experts or (0, 0, 0, 0)
     return reference.LlamaConfig(DIM, v.hidden_dim, v.n_layers, N_HEADS, v.n_kv_heads,
                                  v.head_dim or DIM // N_HEADS, VOCAB, v.rope_theta, v.rms_eps, SEQ_LEN,
-                                 arch=v.arch)
+                                 arch=v.arch, n_experts=n_experts, n_experts_used=top_k, expert_ffn=expert_ffn,
+                                 shared_expert_ffn=shared_ffn, norm_topk_prob=v.arch == "llama")
 
 
 def random_weights(cfg, tied, seed):
@@ -277,6 +290,13 @@ def gguf_metadata(v, cfg, tokenizer_kv):
     if cfg.head_dim * cfg.n_heads != cfg.dim:
         extra += [(f"{a}.attention.key_length", u32, cfg.head_dim),
                   (f"{a}.attention.value_length", u32, cfg.head_dim)]
+    if cfg.n_experts:  # llama.cpp's LLM_KV_EXPERT_* keys (Mixtral's files leave the expert width
+        extra += [(f"{a}.expert_count", u32, cfg.n_experts),  # to feed_forward_length)
+                  (f"{a}.expert_used_count", u32, cfg.n_experts_used)]
+        if cfg.expert_ffn != cfg.hidden_dim:
+            extra.append((f"{a}.expert_feed_forward_length", u32, cfg.expert_ffn))
+        if cfg.shared_expert_ffn:
+            extra.append((f"{a}.expert_shared_feed_forward_length", u32, cfg.shared_expert_ffn))
     return extra + [
         ("general.architecture", s, a), ("general.name", s, v.name),
         ("general.alignment", u32, 32), ("general.file_type", u32, GGUF_FILE_TYPES[v.dtype]),
@@ -307,8 +327,14 @@ def gguf_tensors(v, cfg, w):
         for g, hf in reference.GGUF_TO_HF_EXTRA.items():
             if f"model.layers.{i}.{hf}" in w:
                 names[f"model.layers.{i}.{hf}"] = f"blk.{i}.{g}"
+    if cfg.n_experts:
+        names |= gguf_moe_names(cfg, w)
     out = []
     for hf, name in names.items():
+        if not isinstance(hf, str):  # a stacked expert tensor: the experts' arrays
+            array = np.stack([w[e] for e in hf])
+            out.append((name, array, gguf_tensor_type(name, array.shape, v.dtype)))
+            continue
         if hf not in w:  # the other family's form (fused or split projections)
             continue
         array = w[hf]
@@ -318,11 +344,30 @@ def gguf_tensors(v, cfg, w):
             array = permute_qk(array, cfg.n_heads)
         elif hf.endswith("k_proj.weight"):
             array = permute_qk(array, cfg.n_kv_heads)
+        if name.endswith("ffn_gate_inp_shexp.weight"):
+            array = array.reshape(-1)
         out.append((name, array, gguf_tensor_type(name, array.shape, v.dtype)))
     scaling = dict(v.rope_scaling)
     if scaling.get("rope_type") == "llama3":
         out.append(("rope_freqs.weight", llama3_rope_freqs(cfg, scaling), GGML_F32))
     return out
+
+
+def gguf_moe_names(cfg, w):
+    """HF name (or tuple of the experts' HF names, stacked) -> GGUF name of a MoE model's
+    router, experts (llama.cpp's blk.L.ffn_{gate,up,down}_exps [n_experts, rows, cols]) and
+    shared expert (its gate GGUF [dim], HF [1, dim])."""
+    names = {}
+    router, expert, projections = reference.moe_names(cfg)
+    for i in range(cfg.n_layers):
+        p = f"model.layers.{i}."
+        names[p + router + ".weight"] = f"blk.{i}.ffn_gate_inp.weight"
+        for g, k in reference.GGUF_EXPERTS.items():
+            names[tuple(f"{p}{expert.format(e)}{projections[k]}.weight" for e in range(cfg.n_experts))] = f"blk.{i}.{g}.weight"
+        for g, hf in reference.GGUF_MOE_TO_HF.items():
+            if p + hf + ".weight" in w:
+                names[p + hf + ".weight"] = f"blk.{i}.{g}.weight"
+    return names
 
 
 def llama3_rope_freqs(cfg, scaling):
@@ -381,16 +426,36 @@ def write_safetensors(path, tensors, dtype):
 
 def hf_config_json(v, cfg):
     """config.json contents of a LlamaForCausalLM variant."""
-    hf_class = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-                "phi3": "Phi3ForCausalLM"}[v.arch]
-    return {"architectures": [hf_class], "model_type": v.arch,
+    hf_class, model_type = {"llama": ("LlamaForCausalLM", "llama"), "qwen2": ("Qwen2ForCausalLM", "qwen2"),
+                            "qwen3": ("Qwen3ForCausalLM", "qwen3"), "phi3": ("Phi3ForCausalLM", "phi3"),
+                            "qwen2moe": ("Qwen2MoeForCausalLM", "qwen2_moe"),
+                            "olmoe": ("OlmoeForCausalLM", "olmoe")}[v.arch]
+    if v.arch == "llama" and cfg.n_experts:
+        hf_class, model_type = "MixtralForCausalLM", "mixtral"
+    return {"architectures": [hf_class], "model_type": model_type,
             "hidden_act": "silu", "hidden_size": cfg.dim, "intermediate_size": cfg.hidden_dim,
             "num_hidden_layers": cfg.n_layers, "num_attention_heads": cfg.n_heads,
             "num_key_value_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim, "rms_norm_eps": cfg.rms_eps,
             "rope_theta": cfg.rope_theta, "vocab_size": cfg.vocab_size,
             "max_position_embeddings": cfg.max_seq_len, "tie_word_embeddings": v.tied,
             "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": TORCH_DTYPES[v.dtype]} | (
-                {"rope_scaling": dict(v.rope_scaling)} if v.rope_scaling else {})
+                {"rope_scaling": dict(v.rope_scaling)} if v.rope_scaling else {}) | hf_moe_config(cfg)
+
+
+def hf_moe_config(cfg):
+    """The MoE fields of MixtralConfig (num_local_experts; intermediate_size is the experts'),
+    Qwen2MoeConfig (num_experts, moe_intermediate_size, shared_expert_intermediate_size,
+    norm_topk_prob) and OlmoeConfig (num_experts, norm_topk_prob); {} for a dense model."""
+    if not cfg.n_experts:
+        return {}
+    if cfg.arch == "llama":
+        return {"num_local_experts": cfg.n_experts, "num_experts_per_tok": cfg.n_experts_used,
+                "intermediate_size": cfg.expert_ffn}
+    out = {"num_experts": cfg.n_experts, "num_experts_per_tok": cfg.n_experts_used, "norm_topk_prob": cfg.norm_topk_prob}
+    if cfg.arch == "olmoe":
+        return out | {"intermediate_size": cfg.expert_ffn}
+    return out | {"moe_intermediate_size": cfg.expert_ffn, "shared_expert_intermediate_size": cfg.shared_expert_ffn,
+                  "decoder_sparse_step": 1, "mlp_only_layers": []}
 
 
 def write_hf(folder, v, cfg, w):

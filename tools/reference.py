@@ -14,7 +14,9 @@ prints {"n_tokens": N, "vocab": V} on stdout. Bad input: one "error: ..." line, 
 blocks of 32 (W8A8, as llama.cpp's and Peregrine's integer dot-product kernels compute).
 
 Specs followed: llama2.c run.c (legacy v0 export), GGUF (ggml docs/gguf.md), safetensors,
-Hugging Face LlamaForCausalLM (modeling_llama.py).
+Hugging Face LlamaForCausalLM (modeling_llama.py), Qwen2 / Qwen3 / Phi-3 (modeling_qwen2.py,
+modeling_qwen3.py, modeling_phi3.py) and the Mixture-of-Experts families Mixtral, Qwen2-MoE and
+OLMoE (modeling_mixtral.py, modeling_qwen2_moe.py, modeling_olmoe.py).
 """
 import argparse
 import json
@@ -48,7 +50,39 @@ class LlamaConfig:
     max_seq_len: int  # 0 = unknown / unlimited
     rope_scaling: dict = None  # HF config.json rope_scaling (linear / llama3), or None
     rope_freqs: tuple = None   # GGUF rope_freqs.weight: per-pair frequency divisors, or None
-    arch: str = "llama"        # llama (Llama, Mistral), qwen2 (Q/K/V biases), qwen3 (Q/K norms)
+    arch: str = "llama"        # llama (Llama, Mistral, Mixtral), qwen2 (Q/K/V biases), qwen3 (Q/K
+                               # norms), phi3, qwen2moe (Qwen2-MoE), olmoe (OLMoE)
+    n_experts: int = 0         # Mixture-of-Experts: routed experts per layer (0 = dense MLP)
+    n_experts_used: int = 0    # top-k
+    expert_ffn: int = 0        # each expert's intermediate size
+    shared_expert_ffn: int = 0  # Qwen2-MoE's shared expert (0 = none)
+    norm_topk_prob: bool = False  # top-k probabilities renormalized (Mixtral: always)
+
+
+def moe_names(cfg):
+    """HF names of a MoE layer's router and expert projections (gate, up, down):
+    MixtralSparseMoeBlock's block_sparse_moe.{gate, experts.E.w1/w3/w2} (modeling_mixtral.py),
+    Qwen2MoeSparseMoeBlock's / OlmoeSparseMoeBlock's mlp.{gate, experts.E.gate/up/down_proj}
+    (modeling_qwen2_moe.py, modeling_olmoe.py)."""
+    if cfg.arch == "llama":
+        return "block_sparse_moe.gate", "block_sparse_moe.experts.{}.", ("w1", "w3", "w2")
+    return "mlp.gate", "mlp.experts.{}.", ("gate_proj", "up_proj", "down_proj")
+
+
+def moe_shapes(cfg):
+    """HF suffix -> shape of a MoE layer's tensors (router, experts, Qwen2-MoE's shared expert
+    and its Linear(hidden, 1) gate)."""
+    router, expert, (gate, up, down) = moe_names(cfg)
+    shapes = {router + ".weight": (cfg.n_experts, cfg.dim)}
+    for e in range(cfg.n_experts):
+        prefix = expert.format(e)
+        shapes |= {f"{prefix}{gate}.weight": (cfg.expert_ffn, cfg.dim), f"{prefix}{up}.weight": (cfg.expert_ffn, cfg.dim),
+                   f"{prefix}{down}.weight": (cfg.dim, cfg.expert_ffn)}
+    if cfg.shared_expert_ffn:
+        sff = cfg.shared_expert_ffn
+        shapes |= {"mlp.shared_expert.gate_proj.weight": (sff, cfg.dim), "mlp.shared_expert.up_proj.weight": (sff, cfg.dim),
+                   "mlp.shared_expert.down_proj.weight": (cfg.dim, sff), "mlp.shared_expert_gate.weight": (1, cfg.dim)}
+    return shapes
 
 
 # --------------------------------------------------------------------------------------------
@@ -74,11 +108,17 @@ def expected_shapes(cfg):
             del per_layer[s]
         extra = {"self_attn.qkv_proj.weight": (q + 2 * kv, cfg.dim),
                  "mlp.gate_up_proj.weight": (2 * cfg.hidden_dim, cfg.dim)}
-    elif cfg.arch == "qwen2":  # modeling_qwen2.py: q/k/v_proj with bias=True
+    elif cfg.arch in ("qwen2", "qwen2moe"):  # modeling_qwen2(_moe).py: q/k/v_proj with bias=True
         extra = {"self_attn.q_proj.bias": (q,), "self_attn.k_proj.bias": (kv,),
                  "self_attn.v_proj.bias": (kv,)}
     elif cfg.arch == "qwen3":  # modeling_qwen3.py: Qwen3RMSNorm(head_dim) of q and k
         extra = {"self_attn.q_norm.weight": (cfg.head_dim,), "self_attn.k_norm.weight": (cfg.head_dim,)}
+    elif cfg.arch == "olmoe":  # modeling_olmoe.py: OlmoeRMSNorm of the whole q and k projections
+        extra = {"self_attn.q_norm.weight": (q,), "self_attn.k_norm.weight": (kv,)}
+    if cfg.n_experts:  # the sparse MoE block replaces the dense MLP
+        for s in ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"):
+            del per_layer[s]
+        extra = extra | moe_shapes(cfg)
     for i in range(cfg.n_layers):
         for s, shape in per_layer.items():
             shapes[f"model.layers.{i}.{s}.weight"] = shape
@@ -364,7 +404,7 @@ GGUF_TO_HF = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layern
               "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
 
 
-GGUF_ARCHS = ("llama", "qwen2", "qwen3", "phi3")
+GGUF_ARCHS = ("llama", "qwen2", "qwen3", "phi3", "qwen2moe", "olmoe")
 # GGUF tensor suffix -> HF suffix for the families' additions (Qwen2 biases, Qwen3 norms).
 GGUF_TO_HF_EXTRA = {"attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias",
                     "attn_v.bias": "self_attn.v_proj.bias",
@@ -396,9 +436,15 @@ def gguf_config(gguf, path):
         scaling = {"rope_type": "linear", "factor": gguf_value(gguf, f"{arch}.rope.scaling.factor")}
     elif kind != "none":
         raise ModelError(f"{path}: RoPE scaling type {kind!r} unsupported")
+    hidden_dim = gguf_value(gguf, f"{arch}.feed_forward_length")
+    n_experts = gguf_value(gguf, f"{arch}.expert_count", 0)  # llama.cpp's LLM_KV_EXPERT_* keys
     return LlamaConfig(
         dim=gguf_value(gguf, f"{arch}.embedding_length"),
-        hidden_dim=gguf_value(gguf, f"{arch}.feed_forward_length"),
+        hidden_dim=hidden_dim,
+        n_experts=n_experts, n_experts_used=gguf_value(gguf, f"{arch}.expert_used_count", 0),
+        expert_ffn=gguf_value(gguf, f"{arch}.expert_feed_forward_length", hidden_dim),
+        shared_expert_ffn=gguf_value(gguf, f"{arch}.expert_shared_feed_forward_length", 0),
+        norm_topk_prob=bool(gguf_value(gguf, f"{arch}.expert_weights_norm", arch == "llama")),
         n_layers=gguf_value(gguf, f"{arch}.block_count"),
         n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim, vocab_size=vocab,
         rope_theta=float(gguf_value(gguf, f"{arch}.rope.freq_base", 10000.0)),
@@ -415,9 +461,9 @@ def gguf_block_quantized(path):
         if f.read(4) != b"GGUF":
             return frozenset()
     gguf = read_gguf(path)
-    arch = gguf_value(gguf, "general.architecture")
-    names = {gguf_hf_name(i.name, arch) for i in gguf.tensors.values()
-             if i.ggml_type in (GGML_Q8_0, GGML_Q4_0)} - {None}
+    cfg = gguf_config(gguf, path)
+    names = {hf for i in gguf.tensors.values() if i.ggml_type in (GGML_Q8_0, GGML_Q4_0)
+             for hf in gguf_hf_names(i.name, cfg)}
     if "model.embed_tokens.weight" in names and "output.weight" not in gguf.tensors:
         names.add("lm_head.weight")
     return frozenset(names)
@@ -441,6 +487,30 @@ def gguf_hf_name(name, arch="llama"):
     return None
 
 
+GGUF_MOE_TO_HF = {"ffn_gate_shexp": "mlp.shared_expert.gate_proj", "ffn_up_shexp": "mlp.shared_expert.up_proj",
+                  "ffn_down_shexp": "mlp.shared_expert.down_proj", "ffn_gate_inp_shexp": "mlp.shared_expert_gate"}
+GGUF_EXPERTS = {"ffn_gate_exps": 0, "ffn_up_exps": 1, "ffn_down_exps": 2}  # -> moe_names projection
+
+
+def gguf_hf_names(name, cfg):
+    """The HF names the GGUF tensor `name` holds: one (gguf_hf_name), or for a stacked
+    blk.L.ffn_*_exps.weight [n_experts, rows, cols] one per expert; [] for tensors a forward
+    does not use."""
+    parts = name.split(".")
+    if len(parts) == 4 and parts[0] == "blk" and parts[3] == "weight" and cfg.n_experts:
+        router, expert, projections = moe_names(cfg)
+        prefix = f"model.layers.{parts[1]}."
+        if parts[2] in GGUF_EXPERTS:
+            proj = projections[GGUF_EXPERTS[parts[2]]]
+            return [f"{prefix}{expert.format(e)}{proj}.weight" for e in range(cfg.n_experts)]
+        if parts[2] == "ffn_gate_inp":
+            return [f"{prefix}{router}.weight"]
+        if parts[2] in GGUF_MOE_TO_HF:
+            return [f"{prefix}{GGUF_MOE_TO_HF[parts[2]]}.weight"]
+    hf = gguf_hf_name(name, cfg.arch)
+    return [] if hf is None else [hf]
+
+
 def load_gguf(path):
     """Load a GGUF v2/v3 (llama, qwen2, qwen3, phi3) into (LlamaConfig, HF-layout float32 weights)."""
     with open(path, "rb") as f:
@@ -449,9 +519,16 @@ def load_gguf(path):
     cfg = gguf_config(gguf, path)
     weights = {}
     for info in gguf.tensors.values():
-        hf = gguf_hf_name(info.name, cfg.arch)
-        if hf is not None:
-            weights[hf] = gguf_tensor_f32(buf, info, path)
+        names = gguf_hf_names(info.name, cfg)
+        if not names:
+            continue
+        array = gguf_tensor_f32(buf, info, path)
+        if len(names) > 1 and array.shape[0] != len(names):
+            raise ModelError(f"{path}: {info.name} holds {array.shape[0]} experts, expert_count is {len(names)}")
+        for k, hf in enumerate(names):  # a stacked expert tensor: expert k is array[k]
+            weights[hf] = array[k] if len(names) > 1 else array
+        if info.name.endswith("ffn_gate_inp_shexp.weight"):  # GGUF [dim], HF Linear(dim, 1)
+            weights[names[0]] = array.reshape(1, -1)
     if "rope_freqs.weight" in gguf.tensors:  # Llama 3.1+ RoPE scaling, per-pair divisors
         freqs = gguf_tensor_f32(buf, gguf.tensors["rope_freqs.weight"], path)
         cfg = dataclasses.replace(cfg, rope_freqs=tuple(float(f) for f in freqs.reshape(-1)))
@@ -510,10 +587,11 @@ def hf_config(folder):
             c = json.load(f)
     except (OSError, ValueError) as e:
         raise ModelError(f"{folder}: cannot read config.json: {e}") from e
-    arch = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3"}.get(
-        c.get("model_type", "llama"))
+    arch = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3",
+            "qwen2_moe": "qwen2moe", "olmoe": "olmoe"}.get(c.get("model_type", "llama"))
     if arch is None or c.get("hidden_act", "silu") != "silu":
-        raise ModelError(f"{folder}: only model_type llama / mistral / qwen2 / qwen3 / phi3 with hidden_act silu is supported")
+        raise ModelError(f"{folder}: only model_type llama / mistral / mixtral / qwen2 / qwen3 / phi3 / qwen2_moe / "
+                         "olmoe with hidden_act silu is supported")
     scaling = c.get("rope_scaling")
     if scaling and scaling.get("rope_type", scaling.get("type")) not in ("default", "linear", "llama3"):
         raise ModelError(f"{folder}: rope_scaling {scaling} unsupported")
@@ -526,7 +604,12 @@ def hf_config(folder):
             n_heads=n_heads, n_kv_heads=n_kv, head_dim=c.get("head_dim") or dim // n_heads,
             vocab_size=c["vocab_size"], rope_theta=float(c.get("rope_theta", 10000.0)),
             rms_eps=float(c["rms_norm_eps"]), max_seq_len=c.get("max_position_embeddings", 0),
-            rope_scaling=scaling, arch=arch)
+            rope_scaling=scaling, arch=arch,
+            n_experts=c.get("num_local_experts") or c.get("num_experts") or 0,
+            n_experts_used=c.get("num_experts_per_tok", 0),
+            expert_ffn=c.get("moe_intermediate_size") or c["intermediate_size"],
+            shared_expert_ffn=c.get("shared_expert_intermediate_size") or 0,
+            norm_topk_prob=c.get("norm_topk_prob", c.get("model_type") == "mixtral"))
     except KeyError as e:
         raise ModelError(f"{folder}: config.json lacks {e}") from e
     return cfg, bool(c.get("tie_word_embeddings", False))
@@ -654,9 +737,12 @@ def attention(cfg, w, p, h, cos, sin, act_quant):
         y = linear(w, p + f"self_attn.{name}_proj.weight", h, act_quant)
         if p + f"self_attn.{name}_proj.bias" in w:
             y = y + w[p + f"self_attn.{name}_proj.bias"]
+        norm = w.get(p + f"self_attn.{name}_norm.weight")
+        if norm is not None and cfg.arch == "olmoe":  # OlmoeAttention: q_norm(q_proj(h)), whole
+            y = rms_norm(y, norm, cfg.rms_eps)
         y = y.view(n, heads, cfg.head_dim)
-        if p + f"self_attn.{name}_norm.weight" in w:
-            y = rms_norm(y, w[p + f"self_attn.{name}_norm.weight"], cfg.rms_eps)
+        if norm is not None and cfg.arch != "olmoe":  # Qwen3Attention: per-head q_norm / k_norm
+            y = rms_norm(y, norm, cfg.rms_eps)
         return y
     q = proj("q", cfg.n_heads)
     k, v = proj("k", cfg.n_kv_heads), proj("v", cfg.n_kv_heads)
@@ -670,15 +756,41 @@ def attention(cfg, w, p, h, cos, sin, act_quant):
     return linear(w, p + "self_attn.o_proj.weight", out.transpose(0, 1).reshape(n, -1), act_quant)
 
 
-def swiglu(w, p, h, act_quant):
+def swiglu(w, p, h, act_quant, names=("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")):
     """SwiGLU MLP of layer prefix p: down(silu(gate(h)) * up(h)); h: float32 [n, dim]. Phi3MLP:
-    gate_up_proj(h).chunk(2) gives gate then up."""
+    gate_up_proj(h).chunk(2) gives gate then up. names: the gate, up, down modules (an expert's)."""
     if p + "mlp.gate_up_proj.weight" in w:
         gate, up = linear(w, p + "mlp.gate_up_proj.weight", h, act_quant).chunk(2, dim=-1)
     else:
-        gate = linear(w, p + "mlp.gate_proj.weight", h, act_quant)
-        up = linear(w, p + "mlp.up_proj.weight", h, act_quant)
-    return linear(w, p + "mlp.down_proj.weight", torch.nn.functional.silu(gate) * up, act_quant)
+        gate = linear(w, p + names[0] + ".weight", h, act_quant)
+        up = linear(w, p + names[1] + ".weight", h, act_quant)
+    return linear(w, p + names[2] + ".weight", torch.nn.functional.silu(gate) * up, act_quant)
+
+
+def sparse_moe(cfg, w, p, h, act_quant):
+    """Sparse MoE block of layer prefix p (h: float32 [n, dim] -> [n, dim]), as
+    MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock / OlmoeSparseMoeBlock compute it: router
+    softmax in float32 over all experts, top-k, renormalized when norm_topk_prob (Mixtral
+    always); each expert's SwiGLU MLP runs on the tokens routed to it, scaled by the routing
+    weight and summed per token; Qwen2-MoE adds sigmoid(shared_expert_gate(h)) *
+    shared_expert(h)."""
+    router, expert, projections = moe_names(cfg)
+    probs = torch.softmax(linear(w, p + router + ".weight", h, act_quant), dim=-1, dtype=torch.float32)
+    top_w, top_i = torch.topk(probs, cfg.n_experts_used, dim=-1)
+    if cfg.norm_topk_prob:
+        top_w = top_w / top_w.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(h)
+    for e in range(cfg.n_experts):
+        tokens, slot = torch.where(top_i == e)
+        if len(tokens):
+            names = tuple(expert.format(e) + proj for proj in projections)
+            y = swiglu(w, p, h[tokens], act_quant, names)
+            out.index_add_(0, tokens, y * top_w[tokens, slot, None])
+    if cfg.shared_expert_ffn:
+        gate = torch.sigmoid(h @ w[p + "mlp.shared_expert_gate.weight"].T)
+        shared = ("mlp.shared_expert.gate_proj", "mlp.shared_expert.up_proj", "mlp.shared_expert.down_proj")
+        out = out + gate * swiglu(w, p, h, act_quant, shared)
+    return out
 
 
 def check_tokens(cfg, tokens):
@@ -704,8 +816,8 @@ def forward(cfg, weights, tokens, act_quant=frozenset()):
         p = f"model.layers.{i}."
         x = x + attention(cfg, w, p, rms_norm(x, w[p + "input_layernorm.weight"], cfg.rms_eps),
                           cos, sin, act_quant)
-        x = x + swiglu(w, p, rms_norm(x, w[p + "post_attention_layernorm.weight"], cfg.rms_eps),
-                       act_quant)
+        mlp = sparse_moe if cfg.n_experts else lambda _, *args: swiglu(*args)
+        x = x + mlp(cfg, w, p, rms_norm(x, w[p + "post_attention_layernorm.weight"], cfg.rms_eps), act_quant)
     x = rms_norm(x, w["model.norm.weight"], cfg.rms_eps)
     return linear(w, "lm_head.weight", x, act_quant).numpy().astype(np.float32)
 

@@ -5,12 +5,19 @@
 namespace peregrine {
 namespace {
 
+using enum QkNorm;
+using enum HfMoeNaming;
+
 constexpr Architecture kArchitectures[] = {
-    // name    HF class             model_type GGUF Q/K rows          bias   qk_norm fused gate/up
-    {"llama", "LlamaForCausalLM", "llama", RopeStyle::kInterleaved, false, false, false},
-    {"qwen2", "Qwen2ForCausalLM", "qwen2", RopeStyle::kNeox, true, false, false},
-    {"qwen3", "Qwen3ForCausalLM", "qwen3", RopeStyle::kNeox, false, true, false},
-    {"phi3", "Phi3ForCausalLM", "phi3", RopeStyle::kNeox, false, false, true},
+    // name, HF class, model_type, GGUF Q/K rows, bias, qk_norm, fused gate/up,
+    // MoE: top-k renormalized, HF names, HF class / model_type of the MoE variant
+    {"llama", "LlamaForCausalLM", "llama", RopeStyle::kInterleaved, false, kNone, false,
+     true, kMixtral, "MixtralForCausalLM", "mixtral"},
+    {"qwen2", "Qwen2ForCausalLM", "qwen2", RopeStyle::kNeox, true, kNone, false, false, kQwenMoe, "", ""},
+    {"qwen3", "Qwen3ForCausalLM", "qwen3", RopeStyle::kNeox, false, kPerHead, false, false, kQwenMoe, "", ""},
+    {"phi3", "Phi3ForCausalLM", "phi3", RopeStyle::kNeox, false, kNone, true, false, kQwenMoe, "", ""},
+    {"qwen2moe", "Qwen2MoeForCausalLM", "qwen2_moe", RopeStyle::kNeox, true, kNone, false, false, kQwenMoe, "", ""},
+    {"olmoe", "OlmoeForCausalLM", "olmoe", RopeStyle::kNeox, false, kWhole, false, false, kQwenMoe, "", ""},
 };
 
 }  // namespace
@@ -27,7 +34,9 @@ const Architecture* find_architecture(std::string_view name) {
 const Architecture* find_hf_architecture(std::string_view class_or_model_type) {
   if (class_or_model_type == "MistralForCausalLM" || class_or_model_type == "mistral") return find_architecture("llama");
   for (const Architecture& a : kArchitectures) {
-    if (a.hf_class == class_or_model_type || a.hf_model_type == class_or_model_type) return &a;
+    for (std::string_view name : {a.hf_class, a.hf_model_type, a.hf_moe_class, a.hf_moe_model_type}) {
+      if (!name.empty() && name == class_or_model_type) return &a;
+    }
   }
   return nullptr;
 }

@@ -58,7 +58,65 @@ std::vector<std::string> layer_tensors_ending(const ModelFile& m, std::string_vi
   return out;
 }
 
+constexpr std::string_view kExpertProjections[] = {"ffn_gate", "ffn_up", "ffn_down"};
+constexpr std::string_view kStackedSuffix = "_exps.weight";
+
+// Splits stacked expert tensor `name` ("blk.L.<proj>_exps.weight") into per-expert views.
+Status split_experts(ModelFile& m, const std::string& name, std::string_view proj) {
+  const TensorView t = m.tensors.at(name);
+  const auto want = llama_tensor_shape(m.config, name);
+  const auto rb = t.row_bytes();
+  if (!want || t.shape != *want || !rb || *rb * static_cast<std::size_t>(t.n_rows()) != t.nbytes) {
+    TensorView expected;
+    expected.shape = want.value_or(std::vector<std::int64_t>{});
+    return corrupt_file(m.path + ": tensor '" + name + "' " + t.shape_string() + " of " + t.format_string() + " is not " +
+                        expected.shape_string() + " (expert_count " + std::to_string(m.config.n_experts) +
+                        " experts of whole rows)");
+  }
+  const std::string prefix = name.substr(0, name.size() - proj.size() - kStackedSuffix.size());  // "blk.L."
+  const std::int64_t rows = t.shape[1];
+  for (std::int64_t e = 0; e < t.shape[0]; ++e) {
+    const std::string part = prefix + std::string(proj) + "." + std::to_string(e) + ".weight";
+    if (m.find(part)) return corrupt_file(m.path + ": both '" + name + "' and '" + part + "' (stacked and per-expert forms)");
+    TensorView v = row_view(t, part, e * rows, rows, *rb);
+    v.shape = {rows, t.shape[2]};
+    m.tensors.emplace(part, std::move(v));
+  }
+  m.tensors.erase(name);
+  return Status::ok();
+}
+
 }  // namespace
+
+Status split_expert_tensors(ModelFile& m) {
+  for (std::string_view proj : kExpertProjections) {
+    const std::string suffix = std::string(proj) + std::string(kStackedSuffix);
+    for (const std::string& name : layer_tensors_ending(m, suffix)) PEREGRINE_RETURN_IF_ERROR(split_experts(m, name, proj));
+  }
+  return Status::ok();
+}
+
+std::optional<std::pair<std::string, std::int64_t>> stacked_expert_name(std::string_view name) {
+  constexpr std::string_view kWeight = ".weight";
+  if (!name.starts_with("blk.") || !name.ends_with(kWeight)) return std::nullopt;
+  name.remove_suffix(kWeight.size());
+  const std::size_t dot = name.rfind('.');
+  const std::string_view index = name.substr(dot + 1), head = name.substr(0, dot);  // "blk.L.<proj>"
+  if (index.empty() || index.size() > 9 || index.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+  for (std::string_view proj : kExpertProjections) {
+    if (head.ends_with(proj) && head.size() > proj.size() && head[head.size() - proj.size() - 1] == '.') {
+      return std::pair{std::string(head) + std::string(kStackedSuffix), std::stoll(std::string(index))};
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<const TensorView*> expert_parts(const ModelFile& m, const std::string& stacked) {
+  const std::string head = stacked.substr(0, stacked.size() - kStackedSuffix.size());  // "blk.L.<proj>"
+  std::vector<const TensorView*> parts;
+  for (std::int64_t e = 0; e < m.config.n_experts; ++e) parts.push_back(m.find(head + "." + std::to_string(e) + ".weight"));
+  return parts;
+}
 
 void name_gguf_fused_gate_up(ModelFile& m) {
   constexpr std::string_view kUp = "ffn_up.weight";

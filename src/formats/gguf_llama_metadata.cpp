@@ -54,6 +54,17 @@ Status add_llama_metadata(GgufWriter& w, const std::string& name, const ModelCon
     PEREGRINE_RETURN_IF_ERROR(w.add(key("rope.scaling.factor"), gguf_f32(c.rope_scaling.factor)));
   }
   if (c.ffn_down_hadamard) PEREGRINE_RETURN_IF_ERROR(w.add("peregrine.ffn_down_hadamard", gguf_bool(true)));
+  if (c.n_experts == 0) return Status::ok();
+  PEREGRINE_RETURN_IF_ERROR(w.add(key("expert_count"), u32(c.n_experts)));
+  PEREGRINE_RETURN_IF_ERROR(w.add(key("expert_used_count"), u32(c.n_experts_used)));
+  PEREGRINE_RETURN_IF_ERROR(w.add(key("expert_feed_forward_length"), u32(c.expert_ffn_dim)));
+  if (c.shared_expert_ffn_dim > 0) {
+    PEREGRINE_RETURN_IF_ERROR(w.add(key("expert_shared_feed_forward_length"), u32(c.shared_expert_ffn_dim)));
+  }
+  const Architecture* arch = find_architecture(c.arch);
+  if (arch && arch->expert_weights_norm != c.expert_weights_norm) {
+    PEREGRINE_RETURN_IF_ERROR(w.add(key("expert_weights_norm"), gguf_bool(c.expert_weights_norm)));
+  }
   return Status::ok();
 }
 

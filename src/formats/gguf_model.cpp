@@ -66,6 +66,28 @@ Expected<RopeScaling> read_rope_scaling(const GgufFile& g, const std::string& ar
   return s;
 }
 
+/// The Mixture-of-Experts keys of llama.cpp (LLM_KV_EXPERT_*): expert_count (absent or 0: a
+/// dense model), expert_used_count, expert_feed_forward_length (else feed_forward_length, as
+/// Mixtral's and OLMoE's files leave it), expert_shared_feed_forward_length (Qwen2-MoE),
+/// expert_weights_norm (else the family's rule).
+Status read_experts(const GgufFile& g, const Architecture& arch, ModelConfig& c, const std::string& path) {
+  const std::string a(arch.name);
+  const auto key = [&](const char* k) { return a + "." + k; };
+  PEREGRINE_ASSIGN_OR_RETURN(auto n_experts, optional_int(g, key("expert_count"), path));
+  if (!n_experts || *n_experts == 0) return Status::ok();
+  c.n_experts = *n_experts;
+  PEREGRINE_ASSIGN_OR_RETURN(c.n_experts_used, required_int(g, key("expert_used_count"), path));
+  PEREGRINE_ASSIGN_OR_RETURN(auto expert_ffn, optional_int(g, key("expert_feed_forward_length"), path));
+  c.expert_ffn_dim = expert_ffn.value_or(c.ffn_dim);
+  PEREGRINE_ASSIGN_OR_RETURN(auto shared_ffn, optional_int(g, key("expert_shared_feed_forward_length"), path));
+  c.shared_expert_ffn_dim = shared_ffn.value_or(0);
+  c.expert_weights_norm = arch.expert_weights_norm;
+  if (g.find(key("expert_weights_norm"))) {
+    PEREGRINE_ASSIGN_OR_RETURN(c.expert_weights_norm, optional_bool(g, key("expert_weights_norm"), path));
+  }
+  return Status::ok();
+}
+
 /// The config from the `{arch}.*` keys llama.cpp writes for every family (llama-arch.cpp
 /// LLM_KV_*): head_dim is {arch}.attention.key_length when given (Qwen3: not dim / n_heads),
 /// the Q/K row order the family's GGUF rope type.
@@ -112,6 +134,7 @@ Expected<ModelConfig> read_config(const GgufFile& g, const Architecture& arch, c
   PEREGRINE_ASSIGN_OR_RETURN(c.rope_scaling, read_rope_scaling(g, a, path));
   PEREGRINE_ASSIGN_OR_RETURN(c.ffn_down_hadamard, optional_bool(g, "peregrine.ffn_down_hadamard", path));
   c.rope_style = arch.gguf_rope_style;
+  PEREGRINE_RETURN_IF_ERROR(read_experts(g, arch, c, path));
   return c;
 }
 
@@ -135,6 +158,7 @@ Expected<ModelFile> gguf_to_model_file(GgufFile g, const std::string& path) {
   }
   if (family->fused_gate_up) name_gguf_fused_gate_up(m);  // llama.cpp's Phi-3 ffn_up holds gate and up rows
   PEREGRINE_RETURN_IF_ERROR(split_fused_projections(m));
+  PEREGRINE_RETURN_IF_ERROR(split_expert_tensors(m));
   if (const TensorView* emb = m.find("token_embd.weight"); emb && emb->shape.size() == 2) {
     m.config.vocab_size = emb->shape[0];
   }

@@ -1,5 +1,4 @@
 // save_gguf_model (model_writer.h): a ModelFile as a llama-architecture GGUF v3 file.
-#include <array>
 #include <filesystem>
 #include <map>
 
@@ -71,10 +70,28 @@ std::string gate_of(std::string up_name) {
   return up_name.replace(up_name.rfind("ffn_up"), std::string_view("ffn_up").size(), "ffn_gate");
 }
 
-/// Phi-3's GGUF ffn_up: the layer's gate rows then its up rows (llama.cpp LLM_FFN_SWIGLU on a
-/// fused tensor), one dtype.
-std::array<const TensorView*, 2> gate_up_parts(const ModelFile& m, const std::string& up_name) {
-  return {m.find(gate_of(up_name)), m.find(up_name)};
+/// A tensor of the GGUF file: its name, shape, and the canonical tensors whose rows it holds
+/// in order (none: the canonical tensor is written inside another one).
+struct GgufTensor {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::vector<const TensorView*> parts;
+};
+
+/// What canonical tensor `name` is written as: Phi-3's GGUF ffn_up holds the layer's gate rows
+/// then its up rows (llama.cpp LLM_FFN_SWIGLU on a fused tensor); expert 0's matrix opens the
+/// stacked blk.L.<proj>_exps.weight [n_experts, rows, cols] that holds every expert's.
+GgufTensor gguf_tensor_of(const ModelFile& m, const Architecture& arch, const std::string& name) {
+  const TensorView& t = m.tensors.at(name);
+  if (const auto stacked = stacked_expert_name(name)) {
+    if (stacked->second != 0) return {};
+    std::vector<std::int64_t> shape = t.shape;
+    shape.insert(shape.begin(), m.config.n_experts);
+    return {stacked->first, std::move(shape), expert_parts(m, stacked->first)};
+  }
+  if (arch.fused_gate_up && is_ffn(name, "ffn_gate")) return {};
+  if (arch.fused_gate_up && is_ffn(name, "ffn_up")) return {name, {2 * t.shape[0], t.shape[1]}, {m.find(gate_of(name)), &t}};
+  return {name, t.shape, {&t}};
 }
 
 }  // namespace
@@ -91,23 +108,21 @@ Status save_gguf_model(const ModelFile& m, const std::string& path, const std::s
     PEREGRINE_RETURN_IF_ERROR(w.add_tensor("rope_freqs.weight", DType::kF32, {static_cast<std::int64_t>(rope_freqs.size())}));
   }
   for (const auto& [name, t] : m.tensors) {
-    if (arch->fused_gate_up && is_ffn(name, "ffn_gate")) continue;  // inside the fused ffn_up
-    std::vector<std::int64_t> shape = t.shape;
-    if (arch->fused_gate_up && is_ffn(name, "ffn_up")) {
-      PEREGRINE_RETURN_IF_ERROR(check_concat_rows(name, gate_up_parts(m, name)));
-      shape[0] *= 2;
-    }
-    PEREGRINE_RETURN_IF_ERROR(w.add_tensor(name, t.dtype, shape));
+    const GgufTensor g = gguf_tensor_of(m, *arch, name);
+    if (g.parts.empty()) continue;  // inside a fused or stacked tensor
+    if (g.parts.size() > 1) PEREGRINE_RETURN_IF_ERROR(check_concat_rows(g.name, g.parts));
+    PEREGRINE_RETURN_IF_ERROR(w.add_tensor(g.name, t.dtype, g.shape));
   }
   PEREGRINE_RETURN_IF_ERROR(w.begin(path));
   if (!rope_freqs.empty()) {
     PEREGRINE_RETURN_IF_ERROR(w.write_tensor_data({reinterpret_cast<const std::uint8_t*>(rope_freqs.data()), rope_freqs.size() * sizeof(float)}));
   }
   for (const auto& [name, t] : m.tensors) {
-    if (arch->fused_gate_up && is_ffn(name, "ffn_gate")) continue;
+    const GgufTensor g = gguf_tensor_of(m, *arch, name);
+    if (g.parts.empty()) continue;
     OwnedTensor rows;
-    if (arch->fused_gate_up && is_ffn(name, "ffn_up")) {
-      PEREGRINE_ASSIGN_OR_RETURN(rows, concat_rows(name, gate_up_parts(m, name)));
+    if (g.parts.size() > 1) {
+      PEREGRINE_ASSIGN_OR_RETURN(rows, concat_rows(g.name, g.parts));
     } else {  // Q/K rows in the family's GGUF pairing
       PEREGRINE_ASSIGN_OR_RETURN(rows, in_rope_order(t, m.config.head_dim, m.config.rope_style, arch->gguf_rope_style));
     }

@@ -25,14 +25,25 @@ double as_decimal(float f) {
   return std::strtod(std::string(buf, r.ptr).c_str(), nullptr);
 }
 
+/// The Mixture-of-Experts fields as the family's config class names them (read back by
+/// hf_model.cpp read_experts).
+void add_experts(nlohmann::ordered_json& j, const ModelConfig& c, const Architecture& family) {
+  j[family.hf_moe_naming == HfMoeNaming::kMixtral ? "num_local_experts" : "num_experts"] = c.n_experts;
+  j["num_experts_per_tok"] = c.n_experts_used;
+  if (c.expert_ffn_dim != c.ffn_dim) j["moe_intermediate_size"] = c.expert_ffn_dim;
+  if (c.shared_expert_ffn_dim > 0) j["shared_expert_intermediate_size"] = c.shared_expert_ffn_dim;
+  j["norm_topk_prob"] = c.expert_weights_norm;
+}
+
 }  // namespace
 
 nlohmann::ordered_json hf_config(const ModelConfig& c, DType dtype) {
   const Architecture* arch = find_architecture(c.arch);
   const Architecture& family = arch ? *arch : architectures()[0];  // a validated config names a known family
+  const bool moe_class = c.n_experts > 0 && !family.hf_moe_class.empty();  // Mixtral
   nlohmann::ordered_json j = {
-      {"architectures", nlohmann::ordered_json::array({std::string(family.hf_class)})},
-      {"model_type", std::string(family.hf_model_type)},
+      {"architectures", nlohmann::ordered_json::array({std::string(moe_class ? family.hf_moe_class : family.hf_class)})},
+      {"model_type", std::string(moe_class ? family.hf_moe_model_type : family.hf_model_type)},
       {"hidden_act", "silu"},
       {"hidden_size", c.dim},
       {"intermediate_size", c.ffn_dim},
@@ -50,6 +61,7 @@ nlohmann::ordered_json hf_config(const ModelConfig& c, DType dtype) {
       {"torch_dtype", torch_dtype(dtype)},
   };
   if (c.ffn_down_hadamard) j["peregrine_ffn_down_hadamard"] = true;
+  if (c.n_experts > 0) add_experts(j, c, family);
   const RopeScaling& r = c.rope_scaling;
   if (r.kind != RopeScaling::Kind::kNone) {
     nlohmann::ordered_json s = {{"rope_type", rope_scaling_name(r.kind)}, {"factor", as_decimal(r.factor)}};

@@ -86,6 +86,32 @@ Expected<RopeScaling> read_rope_scaling(const ConfigFields& config) {
   return s;
 }
 
+/// The Mixture-of-Experts fields of config.json: Mixtral's num_local_experts, Qwen2-MoE's and
+/// OLMoE's num_experts (absent: a dense model); num_experts_per_tok; moe_intermediate_size
+/// (Qwen2-MoE) else intermediate_size; shared_expert_intermediate_size (Qwen2-MoE);
+/// norm_topk_prob (else the family's rule). Qwen2-MoE's dense layers (decoder_sparse_step > 1,
+/// mlp_only_layers) and OLMoE's clip_qkv are refused.
+Status read_experts(const ConfigFields& f, const Architecture& arch, ModelConfig& c) {
+  PEREGRINE_ASSIGN_OR_RETURN(auto local, f.optional_int("num_local_experts"));
+  PEREGRINE_ASSIGN_OR_RETURN(auto experts, f.optional_int("num_experts"));
+  if (!local && !experts) return Status::ok();
+  c.n_experts = local ? *local : *experts;
+  PEREGRINE_ASSIGN_OR_RETURN(c.n_experts_used, f.required_int("num_experts_per_tok"));
+  PEREGRINE_ASSIGN_OR_RETURN(auto moe_ffn, f.optional_int("moe_intermediate_size"));
+  c.expert_ffn_dim = moe_ffn.value_or(c.ffn_dim);
+  PEREGRINE_ASSIGN_OR_RETURN(auto shared_ffn, f.optional_int("shared_expert_intermediate_size"));
+  c.shared_expert_ffn_dim = shared_ffn.value_or(0);
+  PEREGRINE_ASSIGN_OR_RETURN(auto norm, f.optional_bool("norm_topk_prob"));
+  c.expert_weights_norm = norm.value_or(arch.expert_weights_norm);
+  PEREGRINE_ASSIGN_OR_RETURN(auto sparse_step, f.optional_int("decoder_sparse_step"));
+  const json* dense_layers = f.get("mlp_only_layers");
+  if ((sparse_step && *sparse_step != 1) || (dense_layers && !dense_layers->empty())) {
+    return unsupported(f.what() + ": dense layers between the Mixture-of-Experts ones (decoder_sparse_step / mlp_only_layers) are not supported");
+  }
+  if (const json* clip = f.get("clip_qkv"); clip && !clip->is_null()) return unsupported(f.what() + ": clip_qkv is not supported");
+  return Status::ok();
+}
+
 Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   if (!j.is_object()) return corrupt_file(what + ": is not a JSON object");
   ConfigFields f(j, what);
@@ -139,14 +165,24 @@ Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   PEREGRINE_ASSIGN_OR_RETURN(auto hadamard, f.optional_bool("peregrine_ffn_down_hadamard"));
   c.ffn_down_hadamard = hadamard.value_or(false);
   c.rope_style = RopeStyle::kNeox;
+  PEREGRINE_RETURN_IF_ERROR(read_experts(f, *arch, c));
   return c;
 }
 
-/// Canonical name of a Hugging Face Llama tensor; nullopt for tensors to skip (the RoPE
-/// inv_freq buffer some older checkpoints saved). Errors: kUnsupported for any other name
-/// (biases, unknown modules), kCorruptFile for a layer index outside num_hidden_layers.
-Expected<std::optional<std::string>> canonical_name(const std::string& hf, std::int64_t n_layers,
-                                                    const std::string& what) {
+/// The expert index of canonical per-expert name suffix "ffn_up.7.weight", or nullopt.
+std::optional<std::int64_t> expert_of(std::string_view suffix) {
+  const std::size_t first = suffix.find('.'), last = suffix.rfind('.');
+  if (first == last) return std::nullopt;
+  const std::string_view index = suffix.substr(first + 1, last - first - 1);
+  if (index.empty() || index.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
+  return std::stoll(std::string(index));
+}
+
+/// Canonical name of a Hugging Face tensor; nullopt for tensors to skip (the RoPE inv_freq
+/// buffer some older checkpoints saved). Errors: kUnsupported for any other name (unknown
+/// modules), kCorruptFile for a layer index outside num_hidden_layers or an expert index
+/// outside the config's experts.
+Expected<std::optional<std::string>> canonical_name(const std::string& hf, const ModelConfig& c, const std::string& what) {
   using R = std::optional<std::string>;
   for (const auto& [from, to] : kHfModelNames) {
     if (hf == from) return R(std::string(to));
@@ -164,19 +200,20 @@ Expected<std::optional<std::string>> canonical_name(const std::string& hf, std::
     if (n > 0 && n < rest.size() && rest[n] == '.' && (n == 1 || rest[0] != '0')) {
       const std::string_view suffix = rest.substr(n + 1);
       if (suffix == "self_attn.rotary_emb.inv_freq") return R();
-      for (const auto& [from, to] : kHfLayerNames) {
-        if (suffix != from) continue;
-        if (layer >= n_layers) {
-          return corrupt_file(what + ": tensor '" + json_util::printable(hf) + "' is for layer " +
-                              std::to_string(layer) + " but num_hidden_layers is " +
-                              std::to_string(n_layers));
+      if (const auto to = canonical_layer_suffix(suffix)) {
+        if (layer >= c.n_layers) {
+          return corrupt_file(what + ": tensor '" + json_util::printable(hf) + "' is for layer " + std::to_string(layer) +
+                              " but num_hidden_layers is " + std::to_string(c.n_layers));
         }
-        return R("blk." + std::to_string(layer) + "." + std::string(to));
+        if (const auto expert = expert_of(*to); expert && *expert >= c.n_experts) {
+          return corrupt_file(what + ": tensor '" + json_util::printable(hf) + "' is for expert " + std::to_string(*expert) +
+                              " but the config has " + std::to_string(c.n_experts) + " experts");
+        }
+        return R("blk." + std::to_string(layer) + "." + *to);
       }
     }
   }
-  return unsupported(what + ": unexpected tensor '" + json_util::printable(hf) +
-                     "' (not part of a Llama / Mistral / Qwen2 / Qwen3 checkpoint)");
+  return unsupported(what + ": unexpected tensor '" + json_util::printable(hf) + "' (not part of a " + c.arch + " checkpoint)");
 }
 
 /// A file name from the index must name a file inside the folder.
@@ -253,7 +290,7 @@ bool is_quant_suffix(std::string_view s) {
 }
 
 /// The HF tensors grouped by the canonical tensor they make up.
-Expected<std::map<std::string, HfModule>> group_modules(const Weights& w, std::int64_t n_layers, const std::string& dir) {
+Expected<std::map<std::string, HfModule>> group_modules(const Weights& w, const ModelConfig& c, const std::string& dir) {
   std::map<std::string, HfModule> modules;
   constexpr std::string_view kWeight = ".weight";
   for (const auto& [hf_name, tensor] : w.by_hf_name) {
@@ -261,7 +298,7 @@ Expected<std::map<std::string, HfModule>> group_modules(const Weights& w, std::i
     const std::string suffix = dot == std::string::npos ? "" : hf_name.substr(dot + 1);
     const bool quant = is_quant_suffix(suffix);
     const std::string module = quant || suffix == "weight" ? hf_name.substr(0, dot) : hf_name;
-    PEREGRINE_ASSIGN_OR_RETURN(auto name, canonical_name(quant ? module + std::string(kWeight) : hf_name, n_layers, dir));
+    PEREGRINE_ASSIGN_OR_RETURN(auto name, canonical_name(quant ? module + std::string(kWeight) : hf_name, c, dir));
     if (!name) continue;
     HfModule& m = modules[*name];
     m.module = module;
@@ -304,7 +341,7 @@ Expected<ModelFile> load_hf_model(const std::string& dir) {
   PEREGRINE_ASSIGN_OR_RETURN(m.config, read_config(cfg, config_path.string()));
   PEREGRINE_ASSIGN_OR_RETURN(const HfQuantConfig quant, read_hf_quant_config(cfg, dir));
   PEREGRINE_ASSIGN_OR_RETURN(Weights w, read_weights(fs::path(dir)));
-  PEREGRINE_ASSIGN_OR_RETURN(auto modules, group_modules(w, m.config.n_layers, dir));
+  PEREGRINE_ASSIGN_OR_RETURN(auto modules, group_modules(w, m.config, dir));
   // tie_word_embeddings, or no lm_head saved at all: the LM head is token_embd.
   if (m.config.tied_embeddings || !modules.count("output.weight")) {
     m.config.tied_embeddings = true;
@@ -318,6 +355,8 @@ Expected<ModelFile> load_hf_model(const std::string& dir) {
     auto t = decode_hf_tensor(module.module, module.parts, quant, name, shape);
     if (!t) return Status(t.status().code(), dir + ": " + t.status().message());
     if (t->bytes) m.storage.push_back(t->bytes);
+    // A Linear(dim, 1) weight [1, dim] (Qwen2-MoE's shared_expert_gate) is the vector [dim].
+    if (shape.size() == 1 && t->view.shape.size() == 2 && t->view.shape[0] == 1) t->view.shape = {t->view.shape[1]};
     m.tensors.emplace(name, std::move(t->view));
   }
   for (const auto& [file, shard] : w.shards) m.storage.push_back(shard.file());

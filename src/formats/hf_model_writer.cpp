@@ -89,9 +89,11 @@ Expected<OwnedTensor> entry_tensor(const ModelFile& m, const HfEntry& e) {
 Status write_weights(const ModelFile& m, const HfQuantConfig& q, const std::string& path) {
   SafetensorsWriter w;
   w.add_metadata("format", "pt");
+  const Architecture* arch = find_architecture(m.config.arch);
+  if (!arch) return unsupported(m.path + ": architecture '" + m.config.arch + "' has no Hugging Face form");
   const std::vector<HfEntry> entries = hf_entries(m);
   for (const HfEntry& e : entries) {
-    const auto hf = hf_tensor_name(e.name);
+    const auto hf = hf_tensor_name(e.name, arch->hf_moe_naming);
     if (!hf) return invalid_argument("tensor '" + e.name + "' has no Hugging Face name");
     if (e.parts.size() > 1 && !is_float(e.parts[0]->dtype)) {
       return unsupported(m.path + ": '" + e.name + "' would fuse quantized tensors; " + m.config.arch +
@@ -99,6 +101,7 @@ Status write_weights(const ModelFile& m, const HfQuantConfig& q, const std::stri
     }
     TensorView t = *e.parts[0];
     for (std::size_t i = 1; i < e.parts.size(); ++i) t.shape[0] += e.parts[i]->shape[0];
+    if (e.name.ends_with("ffn_gate_inp_shexp.weight")) t.shape.insert(t.shape.begin(), 1);  // HF Linear(dim, 1)
     const std::size_t dot = hf->rfind('.');  // "<module>.weight" / "<module>.bias"
     const std::string module = hf->substr(0, dot);
     for (HfPart& p : parts_of(t, q, hf->substr(dot + 1))) {

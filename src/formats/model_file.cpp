@@ -46,9 +46,60 @@ Status expect_vector(const ModelFile& m, const std::string& name) {
   return Status::ok();
 }
 
+/// Vector tensor `name`: required when `own`, else refused ("not part of a <arch> model").
+Status expect_family_vector(const ModelFile& m, const std::string& name, bool own) {
+  if (own) return expect_vector(m, name);
+  if (m.find(name)) return unsupported(m.path + ": tensor '" + name + "' is not part of a " + m.config.arch + " model");
+  return Status::ok();
+}
+
+/// Layer l's dense SwiGLU FFN, and no expert tensors.
+Status validate_dense_ffn(const ModelFile& m, std::int64_t l) {
+  for (const char* name : {"ffn_gate", "ffn_up", "ffn_down"}) PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, layer_tensor_name(l, name)));
+  for (const char* name : {"ffn_gate_inp", "ffn_gate_shexp", "ffn_gate_inp_shexp"}) {
+    if (m.find(layer_tensor_name(l, name))) {
+      return corrupt_file(m.path + ": tensor '" + layer_tensor_name(l, name) + "' belongs to a Mixture-of-Experts layer, but the " +
+                          "config has no experts (expert_count)");
+    }
+  }
+  return Status::ok();
+}
+
+/// Layer l's router, every expert's gate/up/down (no dense FFN) and the shared expert when
+/// the config has one.
+Status validate_experts(const ModelFile& m, std::int64_t l) {
+  const ModelConfig& c = m.config;
+  PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, layer_tensor_name(l, "ffn_gate_inp")));
+  for (std::int64_t e = 0; e < c.n_experts; ++e) {
+    for (const char* proj : {"ffn_gate", "ffn_up", "ffn_down"}) PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, expert_tensor_name(l, proj, e)));
+  }
+  const bool shared = c.shared_expert_ffn_dim > 0;
+  for (const char* name : {"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"}) {
+    if (shared) PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, layer_tensor_name(l, name)));
+  }
+  PEREGRINE_RETURN_IF_ERROR(expect_family_vector(m, layer_tensor_name(l, "ffn_gate_inp_shexp"), shared));
+  for (const char* name : {"ffn_gate", "ffn_up", "ffn_down"}) {
+    if (m.find(layer_tensor_name(l, name))) {
+      return corrupt_file(m.path + ": tensor '" + layer_tensor_name(l, name) + "' is a dense FFN in a Mixture-of-Experts layer");
+    }
+  }
+  return Status::ok();
+}
+
 Status field_positive(const char* field, std::int64_t v) {
   if (v <= 0) return corrupt_file(std::string("model config: ") + field + " = " + std::to_string(v) + " must be positive");
   return Status::ok();
+}
+
+/// A decimal index of 1..9 digits without leading zeros ("0", "17"), or nullopt.
+std::optional<std::int64_t> parse_index(std::string_view s) {
+  if (s.empty() || s.size() > 9 || (s.size() > 1 && s[0] == '0')) return std::nullopt;
+  std::int64_t v = 0;
+  for (char ch : s) {
+    if (ch < '0' || ch > '9') return std::nullopt;
+    v = v * 10 + (ch - '0');
+  }
+  return v;
 }
 
 /// The layer index of "blk.<L>.<rest>" (rest stored in *rest), or nullopt for other names.
@@ -56,11 +107,10 @@ std::optional<std::int64_t> layer_of(std::string_view name, std::string_view* re
   constexpr std::string_view kPrefix = "blk.";
   if (name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
   name.remove_prefix(kPrefix.size());
-  std::int64_t layer = 0;
-  std::size_t n = 0;
-  while (n < name.size() && n < 9 && name[n] >= '0' && name[n] <= '9') layer = layer * 10 + (name[n++] - '0');
-  if (n == 0 || n >= name.size() || name[n] != '.' || (n > 1 && name[0] == '0')) return std::nullopt;
-  *rest = name.substr(n + 1);
+  const std::size_t dot = name.find('.');
+  if (dot == std::string_view::npos || dot + 1 >= name.size()) return std::nullopt;
+  const auto layer = parse_index(name.substr(0, dot));
+  if (layer) *rest = name.substr(dot + 1);
   return layer;
 }
 
@@ -100,6 +150,30 @@ Status ModelConfig::validate() const {
     return corrupt_file("model config: rope_theta and rms_eps must be positive");
   }
   if (const std::string e = rope_scaling_error(rope_scaling); !e.empty()) return corrupt_file("model config: " + e);
+  return validate_experts();
+}
+
+Status ModelConfig::validate_experts() const {
+  if (n_experts == 0) {
+    if (n_experts_used != 0 || shared_expert_ffn_dim != 0) {
+      return corrupt_file("model config: expert_used_count " + std::to_string(n_experts_used) + " / a shared expert without experts");
+    }
+    return Status::ok();
+  }
+  constexpr std::int64_t kMaxExperts = 1 << 12;
+  if (n_experts < 0 || n_experts > kMaxExperts) {
+    return corrupt_file("model config: expert_count " + std::to_string(n_experts) + " is outside [0, " + std::to_string(kMaxExperts) + "]");
+  }
+  if (n_experts_used < 1 || n_experts_used > n_experts) {
+    return corrupt_file("model config: expert_used_count (top-k) " + std::to_string(n_experts_used) + " is outside [1, expert_count " +
+                        std::to_string(n_experts) + "]");
+  }
+  PEREGRINE_RETURN_IF_ERROR(field_positive("expert_ffn_dim", expert_ffn_dim));
+  if (shared_expert_ffn_dim < 0) return corrupt_file("model config: shared_expert_ffn_dim must not be negative");
+  constexpr std::int64_t kMax = std::int64_t{1} << 24;
+  if (expert_ffn_dim > kMax || shared_expert_ffn_dim > kMax) {
+    return corrupt_file("model config: an expert's FFN width is absurdly large");
+  }
   return Status::ok();
 }
 
@@ -123,6 +197,9 @@ std::optional<std::vector<std::int64_t>> llama_tensor_shape(const ModelConfig& c
   std::string_view rest;
   const auto layer = layer_of(name, &rest);
   if (!layer || *layer >= c.n_layers) return std::nullopt;
+  const Architecture* arch = find_architecture(c.arch);
+  const bool whole_qk_norm = arch && arch->qk_norm == QkNorm::kWhole;
+  const std::int64_t eff = c.expert_ffn_dim, sff = c.shared_expert_ffn_dim;
   const std::pair<std::string_view, Shape> per_layer[] = {
       {"attn_norm.weight", {c.dim}},           {"ffn_norm.weight", {c.dim}},
       {"attn_q.weight", {q_dim, c.dim}},       {"attn_k.weight", {kv_dim, c.dim}},
@@ -130,12 +207,31 @@ std::optional<std::vector<std::int64_t>> llama_tensor_shape(const ModelConfig& c
       {"ffn_gate.weight", {c.ffn_dim, c.dim}}, {"ffn_up.weight", {c.ffn_dim, c.dim}},
       {"ffn_down.weight", {c.dim, c.ffn_dim}}, {"attn_q.bias", {q_dim}},
       {"attn_k.bias", {kv_dim}},               {"attn_v.bias", {kv_dim}},
-      {"attn_q_norm.weight", {c.head_dim}},    {"attn_k_norm.weight", {c.head_dim}},
-      {"attn_qkv.weight", {q_dim + 2 * kv_dim, c.dim}}, {"ffn_gate_up.weight", {2 * c.ffn_dim, c.dim}}};
+      {"attn_q_norm.weight", {whole_qk_norm ? q_dim : c.head_dim}},
+      {"attn_k_norm.weight", {whole_qk_norm ? kv_dim : c.head_dim}},
+      {"attn_qkv.weight", {q_dim + 2 * kv_dim, c.dim}}, {"ffn_gate_up.weight", {2 * c.ffn_dim, c.dim}},
+      {"ffn_gate_inp.weight", {c.n_experts, c.dim}},
+      {"ffn_gate_exps.weight", {c.n_experts, eff, c.dim}}, {"ffn_up_exps.weight", {c.n_experts, eff, c.dim}},
+      {"ffn_down_exps.weight", {c.n_experts, c.dim, eff}},
+      {"ffn_gate_shexp.weight", {sff, c.dim}}, {"ffn_up_shexp.weight", {sff, c.dim}},
+      {"ffn_down_shexp.weight", {c.dim, sff}}, {"ffn_gate_inp_shexp.weight", {c.dim}}};
   for (const auto& [suffix, shape] : per_layer) {
     if (rest == suffix) return shape;
   }
+  // One expert: "ffn_gate.E.weight", "ffn_up.E.weight", "ffn_down.E.weight".
+  for (const auto& [proj, shape] : {std::pair{std::string_view("ffn_gate."), Shape{eff, c.dim}},
+                                    std::pair{std::string_view("ffn_up."), Shape{eff, c.dim}},
+                                    std::pair{std::string_view("ffn_down."), Shape{c.dim, eff}}}) {
+    if (!rest.starts_with(proj) || !rest.ends_with(".weight")) continue;
+    const std::string_view index = rest.substr(proj.size(), rest.size() - proj.size() - std::string_view(".weight").size());
+    const auto expert = parse_index(index);
+    if (expert && *expert < c.n_experts) return shape;
+  }
   return std::nullopt;
+}
+
+std::string expert_tensor_name(std::int64_t layer, std::string_view proj, std::int64_t expert) {
+  return "blk." + std::to_string(layer) + "." + std::string(proj) + "." + std::to_string(expert) + ".weight";
 }
 
 std::string layer_tensor_name(std::int64_t layer, std::string_view name) {
@@ -159,21 +255,17 @@ Status validate_llama_tensors(const ModelFile& m) {
   for (std::int64_t l = 0; l < c.n_layers; ++l) {
     PEREGRINE_RETURN_IF_ERROR(expect_vector(m, layer_tensor_name(l, "attn_norm")));
     PEREGRINE_RETURN_IF_ERROR(expect_vector(m, layer_tensor_name(l, "ffn_norm")));
-    for (const char* name : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}) {
+    for (const char* name : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
       PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, layer_tensor_name(l, name)));
     }
+    PEREGRINE_RETURN_IF_ERROR(c.n_experts > 0 ? validate_experts(m, l) : validate_dense_ffn(m, l));
     // The families' extra tensors: required by theirs, refused in the others (the forward
     // applies whatever a layer has).
+    const bool qk_norm = arch->qk_norm != QkNorm::kNone;
     for (const auto& [name, own] : {std::pair{"attn_q.bias", arch->qkv_bias}, std::pair{"attn_k.bias", arch->qkv_bias},
-                                    std::pair{"attn_v.bias", arch->qkv_bias},
-                                    std::pair{"attn_q_norm.weight", arch->qk_norm},
-                                    std::pair{"attn_k_norm.weight", arch->qk_norm}}) {
-      const std::string full = "blk." + std::to_string(l) + "." + name;
-      if (own) {
-        PEREGRINE_RETURN_IF_ERROR(expect_vector(m, full));
-      } else if (m.find(full)) {
-        return unsupported(m.path + ": tensor '" + full + "' is not part of a " + c.arch + " model");
-      }
+                                    std::pair{"attn_v.bias", arch->qkv_bias}, std::pair{"attn_q_norm.weight", qk_norm},
+                                    std::pair{"attn_k_norm.weight", qk_norm}}) {
+      PEREGRINE_RETURN_IF_ERROR(expect_family_vector(m, "blk." + std::to_string(l) + "." + name, own));
     }
   }
   return Status::ok();

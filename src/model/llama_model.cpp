@@ -8,6 +8,7 @@
 #include "peregrine/kernels/cpu/elementwise.h"
 #include "peregrine/kernels/cpu/hadamard.h"
 #include "peregrine/kernels/cpu/matmul.h"
+#include "peregrine/model/moe_ffn.h"
 #include "peregrine/quant/dequantize.h"
 
 namespace peregrine {
@@ -37,11 +38,32 @@ void add_bias(std::span<float> x, std::int64_t n, const std::vector<float>& bias
   }
 }
 
-// RMSNorm of every head_dim-wide head of x ([n_heads_total, head_dim]) in place; nothing when w
-// is empty.
-void head_rmsnorm(std::span<float> x, std::int64_t head_dim, const std::vector<float>& w, float eps) {
-  if (w.empty()) return;
-  for (std::size_t h = 0; h < x.size(); h += static_cast<std::size_t>(head_dim)) rmsnorm(&x[h], w.data(), &x[h], head_dim, eps);
+// RMSNorm of every w.size()-wide group of x in place — each head (Qwen3's [head_dim] weights)
+// or each row (OLMoE's [n_heads·head_dim]); nothing when w is empty.
+void group_rmsnorm(std::span<float> x, const std::vector<float>& w, float eps) {
+  const std::size_t width = w.size();
+  for (std::size_t g = 0; width > 0 && g < x.size(); g += width) rmsnorm(&x[g], w.data(), &x[g], static_cast<std::int64_t>(width), eps);
+}
+
+// The layer's MoE weights (router, experts, shared expert), or an empty one (router null) for
+// a dense layer.
+MoeWeights moe_weights(const ModelFile& f, std::int64_t l) {
+  const ModelConfig& c = f.config;
+  MoeWeights w;
+  if (c.n_experts == 0) return w;
+  w.router = &get(f, l, "ffn_gate_inp");
+  for (std::int64_t e = 0; e < c.n_experts; ++e) {
+    w.gate.push_back(f.find(expert_tensor_name(l, "ffn_gate", e)));
+    w.up.push_back(f.find(expert_tensor_name(l, "ffn_up", e)));
+    w.down.push_back(f.find(expert_tensor_name(l, "ffn_down", e)));
+  }
+  w.shared_gate = f.find(layer_tensor_name(l, "ffn_gate_shexp"));
+  w.shared_up = f.find(layer_tensor_name(l, "ffn_up_shexp"));
+  w.shared_down = f.find(layer_tensor_name(l, "ffn_down_shexp"));
+  w.shared_expert_gate = optional_f32(f, l, "ffn_gate_inp_shexp.weight");
+  w.top_k = c.n_experts_used;
+  w.normalize = c.expert_weights_norm;
+  return w;
 }
 
 }  // namespace
@@ -56,10 +78,11 @@ struct LlamaModel::Scratch {
         k(static_cast<std::size_t>(n * c.n_kv_heads * c.head_dim)),
         v(k.size()),
         attn(q.size()),
-        gate(static_cast<std::size_t>(n * c.ffn_dim)),
-        up(gate.size()) {}
+        gate(c.n_experts > 0 ? 0 : static_cast<std::size_t>(n * c.ffn_dim)),
+        up(gate.size()),
+        moe_out(c.n_experts > 0 ? x.size() : 0) {}
   std::int64_t n;
-  std::vector<float> x, xb, q, k, v, attn, gate, up;
+  std::vector<float> x, xb, q, k, v, attn, gate, up, moe_out;
   ActivationObserver* observer = nullptr;
 
   // Shows the observer (if any) the input of the linear layers `input` of layer `l`.
@@ -75,11 +98,11 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file) {
   for (std::int64_t l = 0; l < f.config.n_layers; ++l) {
     m.layers_.push_back(Layer{to_f32(get(f, l, "attn_norm")), to_f32(get(f, l, "ffn_norm")),
                               &get(f, l, "attn_q"), &get(f, l, "attn_k"), &get(f, l, "attn_v"),
-                              &get(f, l, "attn_output"), &get(f, l, "ffn_gate"),
-                              &get(f, l, "ffn_up"), &get(f, l, "ffn_down"),
+                              &get(f, l, "attn_output"), f.find(layer_tensor_name(l, "ffn_gate")),
+                              f.find(layer_tensor_name(l, "ffn_up")), f.find(layer_tensor_name(l, "ffn_down")),
                               optional_f32(f, l, "attn_q.bias"), optional_f32(f, l, "attn_k.bias"),
                               optional_f32(f, l, "attn_v.bias"), optional_f32(f, l, "attn_q_norm.weight"),
-                              optional_f32(f, l, "attn_k_norm.weight")});
+                              optional_f32(f, l, "attn_k_norm.weight"), moe_weights(f, l)});
   }
   m.output_norm_ = to_f32(*f.find("output_norm.weight"));
   const TensorView* rope_freqs = f.find("rope_freqs.weight");
@@ -92,6 +115,7 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file) {
   }
   m.token_embd_ = f.find("token_embd.weight");
   m.output_ = f.config.tied_embeddings ? m.token_embd_ : f.find("output.weight");
+  m.counters_ = std::make_unique<ForwardCounters>(f.config.n_layers, f.config.n_experts);
   return m;
 }
 
@@ -279,14 +303,14 @@ void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch
     rmsnorm(&s.x[i * dim], layer.attn_norm.data(), &s.xb[i * dim], dim, c.rms_eps);
   }
   s.observe(l, LinearInput::kAttention, s.xb);
-  matmul(*layer.wq, s.xb, n, s.q, pool);
-  matmul(*layer.wk, s.xb, n, s.k, pool);
-  matmul(*layer.wv, s.xb, n, s.v, pool);
+  linear(*layer.wq, s.xb, n, s.q, pool);
+  linear(*layer.wk, s.xb, n, s.k, pool);
+  linear(*layer.wv, s.xb, n, s.v, pool);
   add_bias(s.q, n, layer.bq);
   add_bias(s.k, n, layer.bk);
   add_bias(s.v, n, layer.bv);
-  head_rmsnorm(s.q, hd, layer.q_norm, c.rms_eps);
-  head_rmsnorm(s.k, hd, layer.k_norm, c.rms_eps);
+  group_rmsnorm(s.q, layer.q_norm, c.rms_eps);
+  group_rmsnorm(s.k, layer.k_norm, c.rms_eps);
   std::vector<float> rope_cos(static_cast<std::size_t>(hd)), rope_sin(rope_cos.size());
   for (std::int64_t i = 0; i < n; ++i) {
     rope_table(batch.positions[i], hd, c.rope_theta, c.rope_style, rope_cos.data(), rope_sin.data(),
@@ -310,7 +334,7 @@ void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch
     }
   }
   s.observe(l, LinearInput::kAttentionOutput, s.attn);
-  matmul(*layer.wo, s.attn, n, s.xb, pool);
+  linear(*layer.wo, s.attn, n, s.xb, pool);
   for (std::size_t j = 0; j < s.x.size(); ++j) s.x[j] += s.xb[j];
 }
 
@@ -321,13 +345,29 @@ void LlamaModel::ffn_block(const Layer& layer, std::int64_t l, Scratch& s, Threa
     rmsnorm(&s.x[i * dim], layer.ffn_norm.data(), &s.xb[i * dim], dim, c.rms_eps);
   }
   s.observe(l, LinearInput::kFfn, s.xb);
-  matmul(*layer.w_gate, s.xb, s.n, s.gate, pool);
-  matmul(*layer.w_up, s.xb, s.n, s.up, pool);
+  if (layer.moe.router != nullptr) {
+    moe_ffn(layer.moe, s.xb, s.n, s.moe_out, pool, counters_.get(), l);
+  } else {
+    dense_ffn(layer, l, s, pool);
+  }
+  const std::vector<float>& out = layer.moe.router != nullptr ? s.moe_out : s.xb;
+  for (std::size_t j = 0; j < s.x.size(); ++j) s.x[j] += out[j];
+}
+
+void LlamaModel::dense_ffn(const Layer& layer, std::int64_t l, Scratch& s, ThreadPool& pool) const {
+  const ModelConfig& c = config();
+  linear(*layer.w_gate, s.xb, s.n, s.gate, pool);
+  linear(*layer.w_up, s.xb, s.n, s.up, pool);
   swiglu(s.gate.data(), s.up.data(), static_cast<std::int64_t>(s.gate.size()));
   if (c.ffn_down_hadamard) hadamard_transform(s.gate.data(), s.n, c.ffn_dim);
   s.observe(l, LinearInput::kFfnDown, s.gate);
-  matmul(*layer.w_down, s.gate, s.n, s.xb, pool);
-  for (std::size_t j = 0; j < s.x.size(); ++j) s.x[j] += s.xb[j];
+  linear(*layer.w_down, s.gate, s.n, s.xb, pool);
+}
+
+void LlamaModel::linear(const TensorView& w, std::span<const float> x, std::int64_t n, std::span<float> y,
+                        ThreadPool& pool) const {
+  matmul(w, x, n, y, pool);
+  counters_->add_weight_bytes(w.nbytes);
 }
 
 void LlamaModel::lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits,
@@ -340,7 +380,7 @@ void LlamaModel::lm_head(const Batch& batch, Scratch& s, std::vector<float>& log
     rmsnorm(&s.x[i * dim], output_norm_.data(), &normed[r++ * dim], dim, config().rms_eps);
   }
   logits.resize(static_cast<std::size_t>(n_out * config().vocab_size));
-  matmul(*output_, normed, n_out, logits, pool);
+  linear(*output_, normed, n_out, logits, pool);
 }
 
 Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float>& logits,

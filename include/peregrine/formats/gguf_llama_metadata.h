@@ -28,7 +28,10 @@ std::uint32_t llama_file_type(DType t);
 /// value_length when head_dim · n_heads != dim, as llama.cpp writes Qwen3's; rope.scaling.type
 /// = linear and rope.scaling.factor for linear RoPE scaling; llama3 scaling is not metadata
 /// but the rope_freqs.weight tensor, which the caller writes), and peregrine.ffn_down_hadamard
-/// = true when c.ffn_down_hadamard (a key llama.cpp ignores: such a file runs only in Peregrine).
+/// = true when c.ffn_down_hadamard (a key llama.cpp ignores: such a file runs only in Peregrine),
+/// and for a Mixture-of-Experts config {arch}.expert_count, expert_used_count,
+/// expert_feed_forward_length, expert_shared_feed_forward_length (with a shared expert) and
+/// expert_weights_norm (only where it differs from the family's rule).
 /// Errors: those of GgufWriter::add (a key already added).
 Status add_llama_metadata(GgufWriter& w, const std::string& name, const ModelConfig& c, DType matrix_dtype,
                           std::optional<std::uint32_t> file_type = std::nullopt);

@@ -1,4 +1,5 @@
-// Hugging Face tensor names (modeling_llama.py / modeling_qwen2.py / modeling_qwen3.py) ↔ the
+// Hugging Face tensor names (modeling_llama.py / modeling_qwen2.py / modeling_qwen3.py /
+// modeling_phi3.py / modeling_mixtral.py / modeling_qwen2_moe.py / modeling_olmoe.py) ↔ the
 // canonical (GGUF) names of model_file.h.
 #pragma once
 
@@ -7,9 +8,11 @@
 #include <string_view>
 #include <utility>
 
+#include "peregrine/formats/architecture.h"
+
 namespace peregrine {
 
-/// Per-layer suffixes: "model.layers.N.<hf>" ↔ "blk.N.<canonical>".
+/// Per-layer suffixes every family shares: "model.layers.N.<hf>" ↔ "blk.N.<canonical>".
 inline constexpr std::pair<std::string_view, std::string_view> kHfLayerNames[] = {
     {"self_attn.q_proj.weight", "attn_q.weight"},
     {"self_attn.k_proj.weight", "attn_k.weight"},
@@ -23,7 +26,7 @@ inline constexpr std::pair<std::string_view, std::string_view> kHfLayerNames[] =
     {"self_attn.q_proj.bias", "attn_q.bias"},             // Qwen2
     {"self_attn.k_proj.bias", "attn_k.bias"},
     {"self_attn.v_proj.bias", "attn_v.bias"},
-    {"self_attn.q_norm.weight", "attn_q_norm.weight"},    // Qwen3
+    {"self_attn.q_norm.weight", "attn_q_norm.weight"},    // Qwen3, OLMoE
     {"self_attn.k_norm.weight", "attn_k_norm.weight"},
     {"self_attn.qkv_proj.weight", "attn_qkv.weight"},     // Phi-3's fused forms (split on load)
     {"mlp.gate_up_proj.weight", "ffn_gate_up.weight"},
@@ -36,8 +39,14 @@ inline constexpr std::pair<std::string_view, std::string_view> kHfModelNames[] =
     {"lm_head.weight", "output.weight"},
 };
 
+/// The canonical per-layer suffix of HF per-layer suffix `hf` ("self_attn.q_proj.weight" →
+/// "attn_q.weight", "block_sparse_moe.experts.7.w3.weight" and "mlp.experts.7.up_proj.weight"
+/// → "ffn_up.7.weight"), whatever the MoE naming; nullopt for an unknown suffix.
+std::optional<std::string> canonical_layer_suffix(std::string_view hf);
+
 /// The Hugging Face name of a canonical tensor name ("blk.3.attn_q.weight" →
-/// "model.layers.3.self_attn.q_proj.weight"); nullopt for names outside the tables.
-std::optional<std::string> hf_tensor_name(std::string_view canonical);
+/// "model.layers.3.self_attn.q_proj.weight"), MoE tensors named as `naming` names them;
+/// nullopt for names outside the tables (and shared-expert tensors under kMixtral).
+std::optional<std::string> hf_tensor_name(std::string_view canonical, HfMoeNaming naming = HfMoeNaming::kMixtral);
 
 }  // namespace peregrine

@@ -20,6 +20,17 @@
 // forward wherever present:
 //   blk.L.attn_q.bias [n_heads*hd]          blk.L.attn_k.bias, attn_v.bias [n_kv_heads*hd]
 //   blk.L.attn_q_norm.weight [hd]           blk.L.attn_k_norm.weight [hd]
+//     (OLMoE: [n_heads*hd] and [n_kv_heads*hd], one norm over the whole projection)
+// A Mixture-of-Experts layer (config n_experts > 0; eff = expert_ffn_dim, sff =
+// shared_expert_ffn_dim) holds, instead of ffn_gate/ffn_up/ffn_down:
+//   blk.L.ffn_gate_inp.weight [n_experts, dim]   (the router)
+//   blk.L.ffn_gate.E.weight [eff, dim]  blk.L.ffn_up.E.weight [eff, dim]  blk.L.ffn_down.E.weight [dim, eff]
+//     for each expert E in [0, n_experts) (llama.cpp's per-expert names; its GGUF files stack
+//     them as blk.L.ffn_{gate,up,down}_exps.weight [n_experts, eff, dim] / [n_experts, dim,
+//     eff], split into these row views on load, formats/fused_projections.h)
+//   and with a shared expert (Qwen2-MoE): blk.L.ffn_{gate,up}_shexp.weight [sff, dim],
+//   blk.L.ffn_down_shexp.weight [dim, sff], blk.L.ffn_gate_inp_shexp.weight [dim] (its
+//   sigmoid gate; HF shared_expert_gate [1, dim]).
 // Phi-3's fused blk.L.attn_qkv.weight [(n_heads + 2·n_kv_heads)·hd, dim] and
 // blk.L.ffn_gate_up.weight [2·ffn, dim] exist only inside the readers and writers: a loaded
 // ModelFile holds their row views under the names above (formats/fused_projections.h).
@@ -69,10 +80,25 @@ struct ModelConfig {
                                   // weights carry the inverse rotation (QuaRot's online rotation,
                                   // quant/rotate_model.h). GGUF key peregrine.ffn_down_hadamard,
                                   // config.json key peregrine_ffn_down_hadamard.
+  // Mixture-of-Experts FFN (Shazeer et al. 2017; Mixtral, Jiang et al. 2024): each token's
+  // FFN is the router-weighted sum of its top-k experts' SwiGLU FFNs (model/moe_ffn.h).
+  std::int64_t n_experts = 0;              // routed experts per layer; 0 = a dense FFN
+                                           // (GGUF {arch}.expert_count)
+  std::int64_t n_experts_used = 0;         // top-k experts per token ({arch}.expert_used_count)
+  std::int64_t expert_ffn_dim = 0;         // each routed expert's SwiGLU width
+                                           // ({arch}.expert_feed_forward_length, else ffn_dim)
+  std::int64_t shared_expert_ffn_dim = 0;  // Qwen2-MoE's always-on shared expert, 0 = none
+                                           // ({arch}.expert_shared_feed_forward_length)
+  bool expert_weights_norm = false;        // top-k probabilities renormalized to sum to 1
+                                           // (Architecture::expert_weights_norm, HF norm_topk_prob)
 
-  /// Checks positivity and divisibility (n_heads % n_kv_heads, even head_dim).
-  /// Errors: kCorruptFile naming the bad field.
+  /// Checks positivity and divisibility (n_heads % n_kv_heads, even head_dim) and the experts
+  /// (1 <= n_experts_used <= n_experts, expert_ffn_dim > 0; all zero for a dense model).
+  /// Errors: kCorruptFile naming the bad field; kUnsupported (unknown arch).
   Status validate() const;
+
+ private:
+  Status validate_experts() const;
 };
 
 /// A loaded model: config, canonical tensors, and what keeps their bytes alive (the file
@@ -93,6 +119,10 @@ struct ModelFile {
 
 /// Canonical name of a per-layer weight: layer_tensor_name(3, "attn_q") == "blk.3.attn_q.weight".
 std::string layer_tensor_name(std::int64_t layer, std::string_view name);
+
+/// Canonical name of one expert's matrix: expert_tensor_name(3, "ffn_up", 7) ==
+/// "blk.3.ffn_up.7.weight" (proj: ffn_gate, ffn_up or ffn_down).
+std::string expert_tensor_name(std::int64_t layer, std::string_view proj, std::int64_t expert);
 
 /// The shape of canonical tensor `name` under `c` (the table above: {out, in} for a matrix,
 /// {dim} for a norm); nullopt for a name outside the Llama layout or a layer index outside

@@ -2,11 +2,13 @@
 // attention with RoPE and GQA → residual, RMSNorm → SwiGLU FFN → residual], final RMSNorm,
 // LM head (tied to the embedding or separate). One forward over a ragged Batch for every family
 // of formats/architecture.h: what a family adds is tensors the forward applies where present —
-// Q/K/V biases after the projections (Qwen2, modeling_qwen2.py), a per-head RMSNorm of q and k
-// before RoPE (Qwen3, modeling_qwen3.py).
+// Q/K/V biases after the projections (Qwen2, modeling_qwen2.py), an RMSNorm of q and k before
+// RoPE (per head: Qwen3, modeling_qwen3.py; whole projection: OLMoE, modeling_olmoe.py), a
+// Mixture-of-Experts FFN in place of the dense one (Mixtral, Qwen2-MoE, OLMoE; model/moe_ffn.h).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -16,6 +18,8 @@
 #include "peregrine/kv/kv_cache.h"
 #include "peregrine/model/activation_observer.h"
 #include "peregrine/model/batch.h"
+#include "peregrine/model/forward_counters.h"
+#include "peregrine/model/moe_ffn.h"
 
 namespace peregrine {
 
@@ -37,6 +41,8 @@ class LlamaModel {
   LlamaModel& operator=(const LlamaModel&) = delete;
 
   const ModelConfig& config() const { return file_.config; }
+  /// Weight bytes read and tokens per expert since creation (model/forward_counters.h).
+  const ForwardCounters& counters() const { return *counters_; }
   const ModelFile& file() const { return file_; }
 
   /// Runs the decoder over `batch`, writing each row's K/V into the paged `cache`, and writes
@@ -72,9 +78,12 @@ class LlamaModel {
  private:
   struct Layer {
     std::vector<float> attn_norm, ffn_norm;
-    const TensorView *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
+    const TensorView *wq, *wk, *wv, *wo;
+    const TensorView *w_gate, *w_up, *w_down;  // the dense FFN (null in a MoE layer)
     std::vector<float> bq, bk, bv;          // Q/K/V biases (Qwen2), empty when the file has none
-    std::vector<float> q_norm, k_norm;      // per-head RMSNorm weights [head_dim] (Qwen3), or empty
+    std::vector<float> q_norm, k_norm;      // RMSNorm weights of q / k (Qwen3: [head_dim], each
+                                            // head; OLMoE: the whole projection), or empty
+    MoeWeights moe;                         // router null in a dense layer
   };
   struct Scratch;
   struct BatchLayout;
@@ -87,6 +96,9 @@ class LlamaModel {
   void attention_block(const Layer& layer, std::int64_t l, const Batch& batch,
                        const BatchLayout& layout, KvCache& cache, Scratch& s, ThreadPool& pool) const;
   void ffn_block(const Layer& layer, std::int64_t l, Scratch& s, ThreadPool& pool) const;
+  void dense_ffn(const Layer& layer, std::int64_t l, Scratch& s, ThreadPool& pool) const;
+  // matmul, counted in counters_.
+  void linear(const TensorView& w, std::span<const float> x, std::int64_t n, std::span<float> y, ThreadPool& pool) const;
   void lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits, ThreadPool& pool) const;
 
   ModelFile file_;
@@ -95,6 +107,7 @@ class LlamaModel {
   std::vector<float> rope_freq_factors_;  // [head_dim / 2] or empty: rope_table's divisors
   const TensorView* token_embd_ = nullptr;
   const TensorView* output_ = nullptr;  // token_embd_ when tied
+  std::unique_ptr<ForwardCounters> counters_;
 };
 
 }  // namespace peregrine

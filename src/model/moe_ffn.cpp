@@ -1,0 +1,126 @@
+#include "peregrine/model/moe_ffn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "peregrine/kernels/cpu/elementwise.h"
+#include "peregrine/kernels/cpu/matmul.h"
+
+namespace peregrine {
+namespace {
+
+
+float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+
+using Activation = void (*)(float* gate, const float* up, std::int64_t n);
+
+// One SwiGLU FFN over the m rows of x ([m, dim]) into y ([m, dim]): products by `mm`, the
+// gating by `act` (swiglu or its reference twin).
+template <typename Product>
+void swiglu_ffn(const TensorView& gate, const TensorView& up, const TensorView& down, std::span<const float> x, std::int64_t m,
+                std::span<float> y, Product mm, Activation act) {
+  const std::int64_t ffn = gate.n_rows();
+  std::vector<float> g(static_cast<std::size_t>(m * ffn)), u(g.size());
+  mm(gate, x, m, std::span<float>(g));
+  mm(up, x, m, std::span<float>(u));
+  act(g.data(), u.data(), static_cast<std::int64_t>(g.size()));
+  mm(down, std::span<const float>(g), m, y);
+}
+
+// out[t, :] += sigmoid(shared_expert_gate · x[t, :]) · FFN_shared(x[t, :]) for the n rows.
+template <typename Product>
+void add_shared_expert(const MoeWeights& w, std::span<const float> x, std::int64_t n, std::span<float> out, Product mm,
+                       Activation act) {
+  if (w.shared_gate == nullptr) return;
+  const std::int64_t dim = w.router->row_length();
+  std::vector<float> y(out.size());
+  swiglu_ffn(*w.shared_gate, *w.shared_up, *w.shared_down, x, n, y, mm, act);
+  for (std::int64_t t = 0; t < n; ++t) {
+    const float* xt = &x[t * dim];
+    const float s = sigmoid(std::inner_product(xt, xt + dim, w.shared_expert_gate.begin(), 0.0f));
+    for (std::int64_t i = 0; i < dim; ++i) out[t * dim + i] += s * y[t * dim + i];
+  }
+}
+
+}  // namespace
+
+void route_top_k(std::span<const float> logits, std::int64_t n, std::int64_t n_experts, std::int64_t k, bool normalize,
+                 std::span<std::int32_t> expert, std::span<float> weight) {
+  std::vector<std::int32_t> order(static_cast<std::size_t>(n_experts));
+  for (std::int64_t t = 0; t < n; ++t) {
+    const float* l = &logits[t * n_experts];
+    const float max = *std::max_element(l, l + n_experts);
+    double sum = 0.0;
+    for (std::int64_t e = 0; e < n_experts; ++e) sum += std::exp(static_cast<double>(l[e] - max));
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [l](std::int32_t a, std::int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+    double kept = 0.0;
+    for (std::int64_t j = 0; j < k; ++j) kept += std::exp(static_cast<double>(l[order[j]] - max));
+    const double denom = normalize ? kept : sum;
+    for (std::int64_t j = 0; j < k; ++j) {
+      expert[t * k + j] = order[j];
+      weight[t * k + j] = static_cast<float>(std::exp(static_cast<double>(l[order[j]] - max)) / denom);
+    }
+  }
+}
+
+void moe_ffn(const MoeWeights& w, std::span<const float> x, std::int64_t n, std::span<float> out, ThreadPool& pool,
+             ForwardCounters* counters, std::int64_t layer) {
+  const std::int64_t n_experts = w.router->n_rows(), dim = w.router->row_length(), k = w.top_k;
+  auto mm = [&](const TensorView& m, std::span<const float> in, std::int64_t rows, std::span<float> y) {
+    matmul(m, in, rows, y, pool);
+    if (counters) counters->add_weight_bytes(m.nbytes);
+  };
+  std::vector<float> logits(static_cast<std::size_t>(n * n_experts));
+  mm(*w.router, x, n, logits);
+  std::vector<std::int32_t> expert(static_cast<std::size_t>(n * k));
+  std::vector<float> weight(expert.size());
+  route_top_k(logits, n, n_experts, k, w.normalize, expert, weight);
+  // Each expert's (token, weight) pairs, in token order.
+  std::vector<std::vector<std::pair<std::int64_t, float>>> routed(static_cast<std::size_t>(n_experts));
+  for (std::int64_t i = 0; i < n * k; ++i) routed[expert[i]].emplace_back(i / k, weight[i]);
+  std::fill(out.begin(), out.end(), 0.0f);
+  std::vector<float> xe, ye;
+  for (std::int64_t e = 0; e < n_experts; ++e) {
+    const auto& rows = routed[e];
+    if (rows.empty()) continue;
+    if (counters) counters->add_expert_tokens(layer, e, rows.size());
+    const auto m = static_cast<std::int64_t>(rows.size());
+    xe.resize(static_cast<std::size_t>(m * dim));
+    ye.resize(xe.size());
+    for (std::int64_t r = 0; r < m; ++r) std::copy_n(&x[rows[r].first * dim], dim, &xe[r * dim]);
+    swiglu_ffn(*w.gate[e], *w.up[e], *w.down[e], xe, m, ye, mm, swiglu);
+    for (std::int64_t r = 0; r < m; ++r) {
+      float* o = &out[rows[r].first * dim];
+      const float s = rows[r].second;
+      for (std::int64_t i = 0; i < dim; ++i) o[i] += s * ye[r * dim + i];
+    }
+  }
+  add_shared_expert(w, x, n, out, mm, swiglu);
+}
+
+void moe_ffn_reference(const MoeWeights& w, std::span<const float> x, std::int64_t n, std::span<float> out) {
+  const std::int64_t n_experts = w.router->n_rows(), dim = w.router->row_length(), k = w.top_k;
+  auto mm = [](const TensorView& m, std::span<const float> in, std::int64_t rows, std::span<float> y) {
+    matmul_reference(m, in, rows, y);
+  };
+  std::vector<float> logits(static_cast<std::size_t>(n_experts)), y(static_cast<std::size_t>(dim));
+  std::vector<std::int32_t> expert(static_cast<std::size_t>(k));
+  std::vector<float> weight(expert.size());
+  for (std::int64_t t = 0; t < n; ++t) {
+    const std::span<const float> xt = x.subspan(static_cast<std::size_t>(t * dim), static_cast<std::size_t>(dim));
+    mm(*w.router, xt, 1, logits);
+    route_top_k(logits, 1, n_experts, k, w.normalize, expert, weight);
+    float* o = &out[t * dim];
+    std::fill_n(o, dim, 0.0f);
+    for (std::int64_t j = 0; j < k; ++j) {
+      swiglu_ffn(*w.gate[expert[j]], *w.up[expert[j]], *w.down[expert[j]], xt, 1, y, mm, swiglu_reference);
+      for (std::int64_t i = 0; i < dim; ++i) o[i] += weight[j] * y[i];
+    }
+  }
+  add_shared_expert(w, x, n, out, mm, swiglu_reference);
+}
+
+}  // namespace peregrine
