@@ -45,27 +45,6 @@ void group_rmsnorm(std::span<float> x, const std::vector<float>& w, float eps) {
   for (std::size_t g = 0; width > 0 && g < x.size(); g += width) rmsnorm(&x[g], w.data(), &x[g], static_cast<std::int64_t>(width), eps);
 }
 
-// The layer's MoE weights (router, experts, shared expert), or an empty one (router null) for
-// a dense layer.
-MoeWeights moe_weights(const ModelFile& f, std::int64_t l) {
-  const ModelConfig& c = f.config;
-  MoeWeights w;
-  if (c.n_experts == 0) return w;
-  w.router = &get(f, l, "ffn_gate_inp");
-  for (std::int64_t e = 0; e < c.n_experts; ++e) {
-    w.gate.push_back(f.find(expert_tensor_name(l, "ffn_gate", e)));
-    w.up.push_back(f.find(expert_tensor_name(l, "ffn_up", e)));
-    w.down.push_back(f.find(expert_tensor_name(l, "ffn_down", e)));
-  }
-  w.shared_gate = f.find(layer_tensor_name(l, "ffn_gate_shexp"));
-  w.shared_up = f.find(layer_tensor_name(l, "ffn_up_shexp"));
-  w.shared_down = f.find(layer_tensor_name(l, "ffn_down_shexp"));
-  w.shared_expert_gate = optional_f32(f, l, "ffn_gate_inp_shexp.weight");
-  w.top_k = c.n_experts_used;
-  w.normalize = c.expert_weights_norm;
-  return w;
-}
-
 }  // namespace
 
 /// Activations of one forward, [n_rows, width] row-major f32 each.
@@ -102,7 +81,7 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file) {
                               f.find(layer_tensor_name(l, "ffn_up")), f.find(layer_tensor_name(l, "ffn_down")),
                               optional_f32(f, l, "attn_q.bias"), optional_f32(f, l, "attn_k.bias"),
                               optional_f32(f, l, "attn_v.bias"), optional_f32(f, l, "attn_q_norm.weight"),
-                              optional_f32(f, l, "attn_k_norm.weight"), moe_weights(f, l)});
+                              optional_f32(f, l, "attn_k_norm.weight"), moe_layer_weights(f, l)});
   }
   m.output_norm_ = to_f32(*f.find("output_norm.weight"));
   const TensorView* rope_freqs = f.find("rope_freqs.weight");

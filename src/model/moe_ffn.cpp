@@ -6,6 +6,7 @@
 
 #include "peregrine/kernels/cpu/elementwise.h"
 #include "peregrine/kernels/cpu/matmul.h"
+#include "peregrine/quant/dequantize.h"
 
 namespace peregrine {
 namespace {
@@ -44,6 +45,28 @@ void add_shared_expert(const MoeWeights& w, std::span<const float> x, std::int64
 }
 
 }  // namespace
+
+MoeWeights moe_layer_weights(const ModelFile& f, std::int64_t layer) {
+  const ModelConfig& c = f.config;
+  MoeWeights w;
+  if (c.n_experts == 0) return w;
+  w.router = f.find(layer_tensor_name(layer, "ffn_gate_inp"));
+  for (std::int64_t e = 0; e < c.n_experts; ++e) {
+    w.gate.push_back(f.find(expert_tensor_name(layer, "ffn_gate", e)));
+    w.up.push_back(f.find(expert_tensor_name(layer, "ffn_up", e)));
+    w.down.push_back(f.find(expert_tensor_name(layer, "ffn_down", e)));
+  }
+  w.shared_gate = f.find(layer_tensor_name(layer, "ffn_gate_shexp"));
+  w.shared_up = f.find(layer_tensor_name(layer, "ffn_up_shexp"));
+  w.shared_down = f.find(layer_tensor_name(layer, "ffn_down_shexp"));
+  if (const TensorView* g = f.find(layer_tensor_name(layer, "ffn_gate_inp_shexp"))) {
+    w.shared_expert_gate.resize(static_cast<std::size_t>(g->numel()));
+    dequantize(g->dtype, g->data, w.shared_expert_gate);
+  }
+  w.top_k = c.n_experts_used;
+  w.normalize = c.expert_weights_norm;
+  return w;
+}
 
 void route_top_k(std::span<const float> logits, std::int64_t n, std::int64_t n_experts, std::int64_t k, bool normalize,
                  std::span<std::int32_t> expert, std::span<float> weight) {

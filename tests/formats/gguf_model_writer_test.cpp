@@ -234,6 +234,40 @@ TEST(SaveGgufModel, FamiliesRoundTripThroughGgufAndHf) {
   }
 }
 
+// The Mixture-of-Experts families through both writers: the GGUF holds llama.cpp's stacked
+// blk.L.ffn_{gate,up,down}_exps [n_experts, rows, cols] (no per-expert tensors) and its expert
+// keys; Mixtral goes back to MixtralForCausalLM's block_sparse_moe names, Qwen2-MoE / OLMoE to
+// mlp.experts / shared_expert: config, tensors and logits kept.
+TEST(SaveGgufModel, MixtureOfExpertsRoundTripsThroughGgufAndHf) {
+  const std::string tok = test::testdata_dir() + "/tok512.bin";
+  for (const char* name : {"hf-f32-mixtral", "hf-bf16-qwen2moe", "hf-f32-olmoe"}) {
+    SCOPED_TRACE(name);
+    const ModelFile hf = load(test::testdata_dir() + "/" + name);
+    ASSERT_GT(hf.config.n_experts, 0);
+    test::TempDir dir;
+    ASSERT_TRUE(save_gguf_model(hf, dir.file("m.gguf"), tok).is_ok());
+    const ModelFile g = load(dir.file("m.gguf"));
+    auto count = g.gguf->get_int(hf.config.arch + ".expert_count");
+    ASSERT_TRUE(count);
+    EXPECT_EQ(*count, hf.config.n_experts);
+    bool stacked = false;
+    for (const TensorView& t : g.gguf->tensors()) {
+      EXPECT_EQ(t.name.find("ffn_up.0."), std::string::npos) << t.name;
+      if (t.name == "blk.1.ffn_down_exps.weight") {
+        stacked = true;
+        EXPECT_EQ(t.shape, (std::vector<std::int64_t>{hf.config.n_experts, hf.config.dim, hf.config.expert_ffn_dim}));
+      }
+    }
+    EXPECT_TRUE(stacked);
+    test::expect_same_config(hf.config, g.config);
+    EXPECT_LT(test::max_abs_diff(test::prefill_logits(hf, false), test::prefill_logits(g, false)), 1e-5f);
+    ASSERT_TRUE(save_hf_model(g, dir.file("back"), HfQuantLayout::kGptq, tok).is_ok());
+    const ModelFile back = load(dir.file("back"));
+    test::expect_same_config(hf.config, back.config);
+    test::expect_same_tensors(hf, back);
+  }
+}
+
 TEST(SaveGgufModel, RefusesWhatItCannotWriteAndLeavesNoFile) {
   test::TempDir dir;
   const std::string path = dir.file("x.gguf");

@@ -28,6 +28,11 @@ void expect_same_config(const ModelConfig& want, const ModelConfig& got) {
   EXPECT_EQ(got.tied_embeddings, want.tied_embeddings);
   EXPECT_EQ(got.ffn_down_hadamard, want.ffn_down_hadamard);
   EXPECT_EQ(got.rope_scaling, want.rope_scaling);
+  EXPECT_EQ(got.n_experts, want.n_experts);
+  EXPECT_EQ(got.n_experts_used, want.n_experts_used);
+  EXPECT_EQ(got.expert_ffn_dim, want.expert_ffn_dim);
+  EXPECT_EQ(got.shared_expert_ffn_dim, want.shared_expert_ffn_dim);
+  EXPECT_EQ(got.expert_weights_norm, want.expert_weights_norm);
 }
 
 std::int64_t interleaved_row_of_neox_row(std::int64_t j, std::int64_t head_dim) {

@@ -16,6 +16,7 @@
 
 #include "peregrine/core/tensor.h"
 #include "peregrine/core/thread_pool.h"
+#include "peregrine/formats/model_file.h"
 #include "peregrine/model/forward_counters.h"
 
 namespace peregrine {
@@ -32,6 +33,10 @@ struct MoeWeights {
   std::int64_t top_k = 0;                      // experts per token, in [1, n_experts]
   bool normalize = false;                      // renormalize the top-k probabilities to sum 1
 };
+
+/// Layer `layer`'s MoE weights from a validated model file (model_file.h's names; the shared
+/// expert's gate converted to f32); router null for a dense model.
+MoeWeights moe_layer_weights(const ModelFile& f, std::int64_t layer);
 
 /// Top-k routing of n tokens: for token t, the k experts of highest softmax probability over
 /// its router logits [t, :] (ties to the lower index) in descending order, written to
