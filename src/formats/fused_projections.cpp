@@ -69,9 +69,9 @@ Status split_experts(ModelFile& m, const std::string& name, std::string_view pro
   if (!want || t.shape != *want || !rb || *rb * static_cast<std::size_t>(t.n_rows()) != t.nbytes) {
     TensorView expected;
     expected.shape = want.value_or(std::vector<std::int64_t>{});
-    return corrupt_file(m.path + ": tensor '" + name + "' " + t.shape_string() + " of " + t.format_string() + " is not " +
-                        expected.shape_string() + " (expert_count " + std::to_string(m.config.n_experts) +
-                        " experts of whole rows)");
+    return corrupt_file(m.path + ": tensor '" + name + "' " + t.shape_string() + " of " + t.format_string() + ", expected " +
+                        expected.shape_string() + ": expert_count " + std::to_string(m.config.n_experts) +
+                        " experts of whole rows");
   }
   const std::string prefix = name.substr(0, name.size() - proj.size() - kStackedSuffix.size());  // "blk.L."
   const std::int64_t rows = t.shape[1];

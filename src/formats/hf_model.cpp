@@ -44,7 +44,10 @@ Expected<const Architecture*> read_architecture(const ConfigFields& f) {
     return corrupt_file(f.what() + ": names no architecture (no 'architectures' or 'model_type')");
   }
   std::string supported;
-  for (const Architecture& a : architectures()) supported += (supported.empty() ? "" : ", ") + std::string(a.hf_class);
+  for (const Architecture& a : architectures()) {
+    supported += (supported.empty() ? "" : ", ") + std::string(a.hf_class);
+    if (!a.hf_moe_class.empty()) supported += ", " + std::string(a.hf_moe_class);
+  }
   return unsupported(f.what() + ": " + named + " is not supported (" + supported + ", MistralForCausalLM are)");
 }
 

@@ -49,9 +49,11 @@ std::size_t tensor_info_after_name(const Bytes& b, const std::string& name) {
 
 /// Tiny llama GGUF (dim 8, 2 heads, 1 KV head, ffn 16, 1 layer of tensors, vocab 16) under
 /// `arch`. `hparams` (if given) replaces the rms-epsilon key, to write odd hyper-parameters;
-/// `block_count` is the layer count the metadata claims.
+/// `block_count` is the layer count the metadata claims; `dense_ffn` false leaves out the
+/// layer's ffn_gate / ffn_up / ffn_down (for a Mixture-of-Experts layer written by `hparams`).
 Bytes tiny_gguf(const std::string& arch, std::uint32_t version = 3,
-                const std::function<void(test::GgufWriter&)>& hparams = {}, std::uint32_t block_count = 1) {
+                const std::function<void(test::GgufWriter&)>& hparams = {}, std::uint32_t block_count = 1,
+                bool dense_ffn = true) {
   test::GgufWriter w;
   w.kv_string("general.architecture", arch);
   w.kv_u32(arch + ".embedding_length", 8);
@@ -80,9 +82,11 @@ Bytes tiny_gguf(const std::string& arch, std::uint32_t version = 3,
   t("blk.0.attn_k.weight", {4, 8});
   t("blk.0.attn_v.weight", {4, 8});
   t("blk.0.attn_output.weight", {8, 8});
-  t("blk.0.ffn_gate.weight", {16, 8});
-  t("blk.0.ffn_up.weight", {16, 8});
-  t("blk.0.ffn_down.weight", {8, 16});
+  if (dense_ffn) {
+    t("blk.0.ffn_gate.weight", {16, 8});
+    t("blk.0.ffn_up.weight", {16, 8});
+    t("blk.0.ffn_down.weight", {8, 16});
+  }
   return w.bytes(version);
 }
 
@@ -426,6 +430,45 @@ TEST_F(BadInput, UnsupportedSafetensorsDtypes) {
   }
 }
 
+// Mixture-of-Experts GGUFs (llama.cpp's keys and stacked _exps tensors): a valid one loads; a
+// top-k above the expert count, stacked tensors holding another number of experts, or a
+// missing router give one line naming what is wrong.
+TEST_F(BadInput, GgufMixtureOfExperts) {
+  struct Moe {
+    std::uint32_t count = 4, used = 2, tensor_experts = 4;
+    bool router = true;
+  };
+  const auto moe = [&](const std::string& name, Moe m) {
+    const auto hparams = [&](test::GgufWriter& g) {
+      g.kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+      g.kv_u32("llama.expert_count", m.count);
+      g.kv_u32("llama.expert_used_count", m.used);
+      const auto n = static_cast<std::int64_t>(m.tensor_experts);
+      if (m.router) g.tensor_f32("blk.0.ffn_gate_inp.weight", {m.count, 8}, std::vector<float>(m.count * 8, 0.25f));
+      g.tensor_f32("blk.0.ffn_gate_exps.weight", {n, 16, 8}, std::vector<float>(static_cast<std::size_t>(n * 128), 0.5f));
+      g.tensor_f32("blk.0.ffn_up_exps.weight", {n, 16, 8}, std::vector<float>(static_cast<std::size_t>(n * 128), 0.5f));
+      g.tensor_f32("blk.0.ffn_down_exps.weight", {n, 8, 16}, std::vector<float>(static_cast<std::size_t>(n * 128), 0.5f));
+    };
+    return load_model_file(write(name + ".gguf", tiny_gguf("llama", 3, hparams, 1, false)));
+  };
+  auto ok = moe("ok", {});
+  ASSERT_TRUE(ok) << ok.status().message();
+  EXPECT_EQ(ok->config.n_experts, 4);
+  EXPECT_EQ(ok->config.expert_ffn_dim, 16);
+  EXPECT_NE(ok->find("blk.0.ffn_down.3.weight"), nullptr);
+  EXPECT_TRUE(LlamaModel::create(std::move(*ok)));
+  auto top_k = moe("topk", {.used = 5});
+  expect_error(top_k, ErrorCode::kCorruptFile, "top-k 5 of 4 experts");
+  EXPECT_NE(top_k.status().message().find("expert_used_count"), std::string::npos) << top_k.status().message();
+  auto count = moe("count", {.count = 8});
+  expect_error(count, ErrorCode::kCorruptFile, "8 experts, tensors of 4");
+  EXPECT_NE(count.status().message().find("ffn_gate_exps"), std::string::npos) << count.status().message();
+  EXPECT_NE(count.status().message().find("expert_count 8"), std::string::npos) << count.status().message();
+  auto router = moe("router", {.router = false});
+  expect_error(router, ErrorCode::kCorruptFile, "no router");
+  EXPECT_NE(router.status().message().find("ffn_gate_inp"), std::string::npos) << router.status().message();
+}
+
 TEST_F(BadInput, HfConfigErrors) {
   const std::string hf = dir_.file("hf");
   std::filesystem::create_directory(hf);
@@ -451,6 +494,29 @@ TEST_F(BadInput, HfConfigErrors) {
   st.resize(st.size() - 5);
   test::write_bytes(hf + "/model.safetensors", st);
   expect_error(load_hf_model(hf), ErrorCode::kCorruptFile, "truncated weights");
+  // An unknown family, and an expert the config does not have.
+  cfg = good;
+  cfg["architectures"] = {"FalconForCausalLM"};
+  cfg["model_type"] = "falcon";
+  test::write_text(hf + "/config.json", cfg.dump());
+  auto unknown = load_hf_model(hf);
+  expect_error(unknown, ErrorCode::kUnsupported, "unknown architecture");
+  EXPECT_NE(unknown.status().message().find("FalconForCausalLM"), std::string::npos) << unknown.status().message();
+  cfg = good;
+  cfg["architectures"] = {"MixtralForCausalLM"};
+  cfg["num_local_experts"] = 4;
+  cfg["num_experts_per_tok"] = 2;
+  test::write_text(hf + "/config.json", cfg.dump());
+  test::write_bytes(hf + "/model.safetensors",
+                    test::safetensors_bytes({{"model.layers.0.block_sparse_moe.experts.4.w1.weight", "F32", {16, 8}, Bytes(512)}}));
+  auto expert = load_hf_model(hf);
+  expect_error(expert, ErrorCode::kCorruptFile, "expert 4 of 4");
+  EXPECT_NE(expert.status().message().find("expert 4"), std::string::npos) << expert.status().message();
+  cfg["num_experts_per_tok"] = 6;
+  test::write_text(hf + "/config.json", cfg.dump());
+  test::write_bytes(hf + "/model.safetensors",
+                    test::safetensors_bytes({{"model.layers.0.block_sparse_moe.experts.0.w1.weight", "F32", {16, 8}, Bytes(512)}}));
+  expect_error(load_hf_model(hf), ErrorCode::kCorruptFile, "HF top-k 6 of 4 experts");
 }
 
 }  // namespace
