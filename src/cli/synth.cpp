@@ -19,6 +19,7 @@ struct SynthArgs {
   std::string format = "gguf";
   std::uint64_t seed = 0;
   std::string vocab;
+  std::string arch;  // "" = the shape's own family
   std::int32_t threads = 2;
 };
 
@@ -40,7 +41,7 @@ Expected<SynthOptions> options_of(const SynthArgs& a, const ModelShape& shape) {
   o.vocab_gguf = a.vocab.empty() ? shared_file(shape.vocab) : a.vocab;
   o.hf_tokenizer = shared_file(shape.hf_tokenizer);
   std::error_code ec;
-  if (a.vocab.empty() && a.format == "gguf" && !std::filesystem::exists(o.vocab_gguf, ec)) {
+  if (a.vocab.empty() && !shape.vocab.empty() && a.format == "gguf" && !std::filesystem::exists(o.vocab_gguf, ec)) {
     return not_found("the vocabulary of " + shape.name + " (" + o.vocab_gguf +
                      ") is missing: set PEREGRINE_SHARED_DIR to the shared data folder or pass --vocab PATH");
   }
@@ -49,8 +50,16 @@ Expected<SynthOptions> options_of(const SynthArgs& a, const ModelShape& shape) {
 }
 
 int run(const SynthArgs& a) {
-  const ModelShape* shape = find_model_shape(a.shape);
-  if (!shape) return report(invalid_argument("unknown shape '" + a.shape + "' (known: " + shape_names() + ")"));
+  const ModelShape* found = find_model_shape(a.shape);
+  if (!found) return report(invalid_argument("unknown shape '" + a.shape + "' (known: " + shape_names() + ")"));
+  ModelShape as_family = *found;  // --arch: the same sizes as another family
+  if (!a.arch.empty()) {
+    if (!find_architecture(a.arch)) {
+      return report(invalid_argument("--arch '" + a.arch + "' is not one of " + supported_architecture_names()));
+    }
+    as_family.config.arch = a.arch;
+  }
+  const ModelShape* shape = &as_family;
   if (a.format != "gguf" && a.format != "safetensors") {
     return report(invalid_argument("--format '" + a.format + "' is not one of gguf, safetensors"));
   }
@@ -86,6 +95,8 @@ Verb add_synth(CLI::App& app) {
   cmd->add_option("--seed", args->seed, "Seed of the random weights (same seed, same bytes)")->capture_default_str();
   cmd->add_option("--vocab", args->vocab,
                   "GGUF whose tokenizer.* metadata is copied (default: the shape's vocabulary in ../shared)");
+  cmd->add_option("--arch", args->arch,
+                  "Write the shape's sizes as this family instead (e.g. llama: a Llama of the same size, for comparisons)");
   cmd->add_option("-t,--threads", args->threads, "Threads")->capture_default_str();
   return {cmd, [args] { return run(*args); }};
 }
