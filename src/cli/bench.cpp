@@ -46,20 +46,40 @@ std::string dominant_dtype(const ModelFile& f) {
   return best;
 }
 
-std::vector<Row> table_rows(const BenchArgs& a, const BenchResult& r, const ModelCost& cost) {
+/// GB/s: the weight bytes the forwards read (measured), per second.
+std::vector<Row> table_rows(const BenchArgs& a, const BenchResult& r) {
   std::vector<Row> rows;
   if (!r.pp_tps.empty()) {
     const MeanSd m = mean_sd(r.pp_tps);
     const double forwards_per_s = m.mean / static_cast<double>(a.params.n_prompt);
-    rows.push_back({"pp" + std::to_string(a.params.n_prompt), m, cost.decode_weight_bytes * forwards_per_s / 1e9,
+    rows.push_back({"pp" + std::to_string(a.params.n_prompt), m, r.pp_weight_bytes * forwards_per_s / 1e9,
                     r.pp_flops * forwards_per_s / 1e9});
   }
   if (!r.tg_tps.empty()) {
     const MeanSd m = mean_sd(r.tg_tps);
-    rows.push_back({"tg" + std::to_string(a.params.n_gen), m, cost.decode_weight_bytes * m.mean / 1e9,
+    rows.push_back({"tg" + std::to_string(a.params.n_gen), m, r.tg_weight_bytes * m.mean / 1e9,
                     r.tg_flops / static_cast<double>(a.params.n_gen) * m.mean / 1e9});
   }
   return rows;
+}
+
+/// Expert load over the bench's forwards: per layer the fewest and most tokens an expert got,
+/// against the mean (top-k / n_experts of the tokens), and the experts never chosen.
+void print_expert_load(const ModelConfig& c, const BenchResult& r) {
+  if (r.expert_tokens.empty()) return;
+  std::uint64_t min = UINT64_MAX, max = 0, total = 0, idle = 0;
+  for (std::uint64_t t : r.expert_tokens) {
+    min = std::min(min, t);
+    max = std::max(max, t);
+    total += t;
+    idle += t == 0;
+  }
+  const double mean = static_cast<double>(total) / static_cast<double>(r.expert_tokens.size());
+  std::printf("expert load: %lld experts x %lld layers, top-%lld; tokens per expert %llu..%llu (mean %.1f, busiest %.2fx "
+              "the mean), %llu never chosen\n",
+              static_cast<long long>(c.n_experts), static_cast<long long>(c.n_layers), static_cast<long long>(c.n_experts_used),
+              static_cast<unsigned long long>(min), static_cast<unsigned long long>(max), mean, static_cast<double>(max) / mean,
+              static_cast<unsigned long long>(idle));
 }
 
 void print_roofline(const Roofline& roof, int threads) {
@@ -76,9 +96,9 @@ bool int8_dot_products(const std::string& dtype) {
 }
 
 void print_table(const std::string& name, const std::string& dtype, const BenchArgs& a,
-                 const Roofline& roof, const ModelCost& cost, const std::vector<Row>& rows) {
-  std::printf("model: %s (%s, %.3f GB of weights read per decoded token)\n", name.c_str(), dtype.c_str(),
-              cost.decode_weight_bytes / 1e9);
+                 const Roofline& roof, const BenchResult& result, const std::vector<Row>& rows) {
+  std::printf("model: %s (%s, %.3f GB of weights read per decoded token, %.3f per pp%lld forward)\n", name.c_str(),
+              dtype.c_str(), result.tg_weight_bytes / 1e9, result.pp_weight_bytes / 1e9, static_cast<long long>(a.params.n_prompt));
   print_roofline(roof, a.threads);
   const bool int8 = int8_dot_products(dtype);
   std::printf("| %-7s | %18s | %8s | %6s | %8s | %6s |\n", "test", "t/s", "GB/s", "% bw", "GFLOP/s", "% fma");
@@ -98,7 +118,9 @@ void print_json(const std::string& name, const std::string& dtype, const BenchAr
                       {"n_prompt", a.params.n_prompt}, {"n_gen", a.params.n_gen}, {"reps", a.params.reps},
                       {"pp_tps", nullptr},   {"pp_sd", nullptr},       {"tg_tps", nullptr},
                       {"tg_sd", nullptr},    {"gbps", nullptr},        {"gflops", nullptr},
-                      {"read_gbps", roof.read_gbps}, {"fma_gflops", roof.fma_gflops}, {"simd", roof.simd_target}};
+                      {"read_gbps", roof.read_gbps}, {"fma_gflops", roof.fma_gflops}, {"simd", roof.simd_target},
+                      {"pp_weight_bytes", r.pp_weight_bytes}, {"tg_weight_bytes", r.tg_weight_bytes},
+                      {"expert_tokens", r.expert_tokens}};
   std::size_t i = 0;
   if (!r.pp_tps.empty()) {
     j["pp_tps"] = rows[i].tps.mean;
@@ -134,12 +156,12 @@ int run(const BenchArgs& args) {
   const Roofline roof = measure_roofline(pool);
   auto result = run_bench(*model, args.params, pool);
   if (!result) return report(result.status());
-  const ModelCost cost = model_cost(*model);
-  const std::vector<Row> rows = table_rows(args, *result, cost);
+  const std::vector<Row> rows = table_rows(args, *result);
   if (args.json) {
     print_json(name, dtype, args, roof, *result, rows);
   } else {
-    print_table(name, dtype, args, roof, cost, rows);
+    print_table(name, dtype, args, roof, *result, rows);
+    print_expert_load(model->config(), *result);
   }
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <random>
 #include <string>
 
+#include "formats/fused_projections.h"
 #include "peregrine/kv/kv_cache.h"
 
 namespace peregrine {
@@ -15,6 +16,29 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 double matrix_macs(const TensorView& t) { return static_cast<double>(t.numel()); }
+
+/// The share of a token's forwards that run tensor `name`: n_experts_used / n_experts for an
+/// expert's matrix ("blk.L.ffn_up.E.weight"), 1 for the others.
+double active_share(const ModelConfig& c, const std::string& name) {
+  const bool expert = stacked_expert_name(name).has_value();
+  return expert ? static_cast<double>(c.n_experts_used) / static_cast<double>(c.n_experts) : 1.0;
+}
+
+/// Runs `timed` and adds the weight bytes the model's forwards read meanwhile to `bytes`.
+template <typename Run>
+auto counting_bytes(const LlamaModel& model, double& bytes, Run timed) {
+  const std::uint64_t before = model.counters().weight_bytes();
+  auto r = timed();
+  bytes += static_cast<double>(model.counters().weight_bytes() - before);
+  return r;
+}
+
+/// Tokens per expert routed since `start` (a counters().expert_tokens() snapshot).
+std::vector<std::uint64_t> tokens_since(const LlamaModel& model, const std::vector<std::uint64_t>& start) {
+  std::vector<std::uint64_t> now = model.counters().expert_tokens();
+  for (std::size_t i = 0; i < now.size(); ++i) now[i] -= start[i];
+  return now;
+}
 
 Status check_params(const LlamaModel& model, const BenchParams& p) {
   if (p.n_prompt < 0 || p.n_gen < 0) return invalid_argument("bench: -p and -n must be >= 0");
@@ -88,8 +112,9 @@ ModelCost model_cost(const LlamaModel& model) {
   double macs = matrix_macs(head);
   for (const auto& [name, t] : f.tensors) {
     if (&t == &embd) continue;
-    cost.decode_weight_bytes += static_cast<double>(t.nbytes);
-    if (t.shape.size() == 2 && &t != &head) macs += matrix_macs(t);
+    const double share = active_share(c, name);
+    cost.decode_weight_bytes += share * static_cast<double>(t.nbytes);
+    if (t.shape.size() == 2 && &t != &head) macs += share * matrix_macs(t);
   }
   cost.decode_weight_bytes += c.tied_embeddings ? static_cast<double>(embd.nbytes)
                                                 : static_cast<double>(embd.nbytes) / static_cast<double>(c.vocab_size);
@@ -105,12 +130,21 @@ Expected<BenchResult> run_bench(const LlamaModel& model, const BenchParams& p, T
   if (!cache) return cache.status();
   std::mt19937 rng(static_cast<std::mt19937::result_type>(p.seed));
   BenchResult r;
-  auto pp = repeat(p.reps, p.n_prompt, [&] { return time_prefill(model, p.n_prompt, *cache, rng, pool); });
+  const std::vector<std::uint64_t> start = model.counters().expert_tokens();
+  auto pp = repeat(p.reps, p.n_prompt, [&] {
+    return counting_bytes(model, r.pp_weight_bytes, [&] { return time_prefill(model, p.n_prompt, *cache, rng, pool); });
+  });
   if (!pp) return pp.status();
-  auto tg = repeat(p.reps, p.n_gen, [&] { return time_decode(model, p.n_gen, *cache, rng, pool); });
+  auto tg = repeat(p.reps, p.n_gen, [&] {
+    return counting_bytes(model, r.tg_weight_bytes, [&] { return time_decode(model, p.n_gen, *cache, rng, pool); });
+  });
   if (!tg) return tg.status();
   r.pp_tps = std::move(*pp);
   r.tg_tps = std::move(*tg);
+  const int runs = p.reps + 1;  // with the warm-up
+  r.pp_weight_bytes /= runs;
+  if (p.n_gen > 0) r.tg_weight_bytes /= static_cast<double>(runs) * static_cast<double>(p.n_gen);
+  r.expert_tokens = tokens_since(model, start);
   const ModelCost cost = model_cost(model);
   const ModelConfig& c = model.config();
   r.pp_flops = cost.prefill_flops(0, p.n_prompt, c.vocab_size, c.dim);

@@ -5,6 +5,7 @@
 
 #include "peregrine/formats/model_file.h"
 #include "test_models.h"
+#include "test_paths.h"
 
 namespace peregrine {
 namespace {
@@ -74,6 +75,55 @@ TEST_F(BenchTest, ModelCostCountsEveryMatrixOnce) {
   // One token at position 0: the matmuls plus one (query, key) pair per layer.
   EXPECT_DOUBLE_EQ(cost.prefill_flops(0, 1, c.vocab_size, c.dim),
                    cost.matmul_flops_per_token + cost.attention_flops_per_pair);
+}
+
+// Measured bytes: a dense decode step reads every matrix once (norms are not matrix reads).
+TEST_F(BenchTest, MeasuredWeightBytesOfADenseModelAreItsMatrices) {
+  BenchParams p;
+  p.n_prompt = 16;
+  p.n_gen = 4;
+  p.reps = 2;
+  auto r = run_bench(*model_, p, pool_);
+  ASSERT_TRUE(r) << r.status().message();
+  double matrices = 0.0;
+  for (const auto& [name, t] : model_->file().tensors) {
+    if (t.shape.size() == 2) matrices += static_cast<double>(t.nbytes);
+  }
+  EXPECT_DOUBLE_EQ(r->tg_weight_bytes, matrices);
+  EXPECT_DOUBLE_EQ(r->pp_weight_bytes, matrices);
+  EXPECT_TRUE(r->expert_tokens.empty());
+}
+
+// A Mixture-of-Experts model (the OLMoE test model: 8 experts, top-2): a decode step reads the
+// router and 2 experts per layer, a prefill each chosen expert once per layer (not once per
+// token), and the routing statistics add up to top-k per token per layer.
+TEST(BenchMoe, ReadsEachChosenExpertOncePerForwardAndCountsTheRouting) {
+  auto file = load_model_file(test::testdata_dir() + "/gguf-f32-olmoe.gguf");
+  ASSERT_TRUE(file) << file.status().message();
+  auto model = LlamaModel::create(std::move(*file));
+  ASSERT_TRUE(model) << model.status().message();
+  const ModelConfig& c = model->config();
+  ThreadPool pool(2);
+  BenchParams p;
+  p.n_prompt = 32;
+  p.n_gen = 4;
+  p.reps = 1;
+  auto r = run_bench(*model, p, pool);
+  ASSERT_TRUE(r) << r.status().message();
+  double experts = 0.0, others = 0.0;
+  for (const auto& [name, t] : model->file().tensors) {
+    if (t.shape.size() != 2 || name == "token_embd.weight") continue;  // untied: rows looked up, not multiplied
+    (name.find("ffn_") != std::string::npos && name.find("ffn_gate_inp") == std::string::npos ? experts : others) +=
+        static_cast<double>(t.nbytes);
+  }
+  const double one_expert = experts / static_cast<double>(c.n_experts * c.n_layers);
+  EXPECT_DOUBLE_EQ(r->tg_weight_bytes, others + static_cast<double>(c.n_experts_used * c.n_layers) * one_expert);
+  EXPECT_LE(r->pp_weight_bytes, others + experts);  // 32 tokens x top-2 of 8: every expert, once
+  EXPECT_GT(r->pp_weight_bytes, others);
+  ASSERT_EQ(r->expert_tokens.size(), static_cast<std::size_t>(c.n_layers * c.n_experts));
+  std::uint64_t routed = 0;
+  for (std::uint64_t t : r->expert_tokens) routed += t;
+  EXPECT_EQ(routed, static_cast<std::uint64_t>((p.reps + 1) * (p.n_prompt + p.n_gen) * c.n_experts_used * c.n_layers));
 }
 
 TEST(MeanSd, SampleStandardDeviation) {

@@ -21,9 +21,12 @@ struct BenchParams {
 /// Per-forward costs of a model, from its config and tensor sizes.
 struct ModelCost {
   /// Weight bytes one decode step reads: every layer matrix and norm, the final norm, the LM
-  /// head, and one embedding row (the whole embedding only when it is the tied LM head).
+  /// head, and one embedding row (the whole embedding only when it is the tied LM head); of a
+  /// Mixture-of-Experts layer the router and the n_experts_used experts a token runs (their
+  /// share n_experts_used / n_experts of the expert bytes; experts are of one size).
   double decode_weight_bytes = 0.0;
-  /// Multiply-add FLOPs (2 per MAC) of the matrix products for one token that needs logits.
+  /// Multiply-add FLOPs (2 per MAC) of the matrix products for one token that needs logits
+  /// (with experts: those of its n_experts_used experts).
   double matmul_flops_per_token = 0.0;
   /// 2 * (2 * n_heads * head_dim) * n_layers: attention FLOPs per (query, visible key) pair.
   double attention_flops_per_pair = 0.0;
@@ -38,6 +41,12 @@ struct BenchResult {
   std::vector<double> tg_tps;  // generated tokens/s of each timed repetition
   double pp_flops = 0.0;       // FLOPs of one pp forward
   double tg_flops = 0.0;       // FLOPs of the whole tg test (n_gen decode steps from position 0)
+  /// Measured (LlamaModel::counters): weight bytes one pp forward read, and one decode step on
+  /// average. A Mixture-of-Experts pp forward reads each chosen expert once per layer.
+  double pp_weight_bytes = 0.0, tg_weight_bytes = 0.0;
+  /// Tokens routed to each expert over every forward of the bench (warm-ups included),
+  /// [n_layers * n_experts] layer-major; empty for a dense model.
+  std::vector<std::uint64_t> expert_tokens;
 };
 
 /// Runs the pp and tg tests like llama-bench: pp = one forward of n_prompt random tokens into an
