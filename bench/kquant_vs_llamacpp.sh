@@ -9,13 +9,8 @@
 #                `peregrine quantize --method rtn --gguf-type TYPE` when missing
 #   TYPES        (default "Q4_K_M Q5_K_M Q6_K Q3_K_M IQ4_XS")
 #   ROUNDS       (default 5) decode alternations
-# Per type, prefill: llama-bench pp128 (-r REPS), `peregrine bench -p 128 -n 0 -r REPS`,
-# llama-bench again; the llama.cpp figure is the mean of its two runs. Decode: llama-bench tg128,
-# then ROUNDS × (peregrine tg128, llama-bench tg128), one repetition each, so every Peregrine
-# run sits between two llama.cpp runs; its ratio is against the mean of those two, and the table
-# gives the median ratio of the rounds with their range (the read bandwidth of a shared machine
-# drifts over minutes; neighbours in time share it). GB/s = weight bytes read per decoded token ×
-# tokens/s (median run), as a share of `peregrine bench --roofline` measured in the same process.
+# Each type's file is timed by bench/vs_llamacpp.sh (prefill pp128 and alternating decode tg128
+# rounds; see there).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="$root/build/bin/peregrine"
@@ -28,43 +23,10 @@ rounds="${6:-5}"
 
 src="$dir/tinyllama-f16.gguf"
 [ -f "$src" ] || "$bin" synth --shape tinyllama-1.1b --dtype f16 -o "$src" >&2
-
-# llama-bench's mean tokens/s of its one test: llama MODEL -p P -n N -r R
-llama() {
-  local model="$1"
-  shift
-  "$llama_bench" -m "$model" -t "$threads" "$@" -o json 2>/dev/null |
-    /usr/bin/python3 -c 'import json,sys; print(" ".join("%.3f" % x["avg_ts"] for x in json.load(sys.stdin)))'
-}
-
-printf '| type | Peregrine tg128 | llama.cpp tg128 | tg ratio, median (range) | Peregrine pp128 | llama.cpp pp128 | pp ratio | tg GB/s (%% of read bw) |\n'
-printf '|---|---|---|---|---|---|---|---|\n'
+models=()
 for type in $types; do
   model="$dir/tinyllama-$type.gguf"
   [ -f "$model" ] || "$bin" quantize -m "$src" -o "$model" --method rtn --gguf-type "$type" >&2
-  l_pp1="$(llama "$model" -p 128 -n 0 -r "$reps")"
-  pp_json="$("$bin" bench -m "$model" -p 128 -n 0 -t "$threads" -r "$reps" --json)"
-  l_pp2="$(llama "$model" -p 128 -n 0 -r "$reps")"
-  l_tg="$(llama "$model" -p 0 -n 128 -r 1)"
-  tg_runs=()
-  for ((i = 0; i < rounds; ++i)); do
-    tg_runs+=("$("$bin" bench -m "$model" -p 0 -n 128 -t "$threads" -r 1 --json | tr -d '\n')")
-    l_tg="$l_tg $(llama "$model" -p 0 -n 128 -r 1)"
-  done
-  /usr/bin/python3 - "$type" "$l_pp1" "$l_pp2" "$pp_json" "$l_tg" "${tg_runs[@]}" <<'PY'
-import json, statistics, sys
-t, lpp1, lpp2, pp_js, l_tg = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
-pp = json.loads(pp_js)
-runs = [json.loads(j) for j in sys.argv[6:]]
-llama_tg = [float(x) for x in l_tg.split()]
-ours = [r["tg_tps"] for r in runs]
-ratios = [o / ((llama_tg[i] + llama_tg[i + 1]) / 2) for i, o in enumerate(ours)]
-mid = sorted(range(len(runs)), key=lambda i: ours[i])[len(runs) // 2]
-lpp = (lpp1 + lpp2) / 2
-print(f"| {t} | {statistics.median(ours):.2f} ({min(ours):.2f}–{max(ours):.2f}) "
-      f"| {statistics.median(llama_tg):.2f} ({min(llama_tg):.2f}–{max(llama_tg):.2f}) "
-      f"| {statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f}) "
-      f"| {pp['pp_tps']:.1f} ± {pp['pp_sd']:.1f} | {lpp:.1f} ({lpp1:.1f}, {lpp2:.1f}) | {pp['pp_tps'] / lpp:.2f}× "
-      f"| {runs[mid]['gbps']:.1f} ({100 * runs[mid]['gbps'] / runs[mid]['read_gbps']:.0f}% of {runs[mid]['read_gbps']:.1f}) |")
-PY
+  models+=("$model")
 done
+exec "$root/bench/vs_llamacpp.sh" "$llama_bench" "$threads" "$reps" "$rounds" "${models[@]}"

@@ -415,8 +415,16 @@ void Engine::shutdown(bool drain, double drain_timeout_s) {
 bool Engine::step() { return impl_->step(); }
 
 EngineMetrics Engine::metrics() const {
-  std::lock_guard lock(impl_->mu);
-  return impl_->metrics;
+  EngineMetrics m;
+  {
+    std::lock_guard lock(impl_->mu);
+    m = impl_->metrics;
+  }
+  const ForwardCounters& counters = impl_->model.counters();  // atomics: no lock needed
+  m.weight_bytes_read_total = counters.weight_bytes();
+  m.n_experts = counters.n_experts();
+  m.expert_tokens = counters.expert_tokens();
+  return m;
 }
 
 const LlamaModel& Engine::model() const { return impl_->model; }

@@ -106,6 +106,16 @@ std::string prometheus_text(const EngineMetrics& m) {
             static_cast<double>(m.spec_steps_total));
   w.gauge("spec_acceptance_rate", "Accepted / proposed draft tokens.", m.spec_acceptance_rate());
   w.gauge("spec_tokens_per_step", "Tokens emitted per verification step (accepted + 1).", m.spec_tokens_per_step());
+  w.counter("weight_bytes_read_total", "Weight bytes read by the model's matrix products.",
+            static_cast<double>(m.weight_bytes_read_total));
+  if (m.n_experts > 0) {
+    w.family("expert_tokens_total", "counter", "Tokens routed to each expert of each Mixture-of-Experts layer.");
+    for (std::size_t i = 0; i < m.expert_tokens.size(); ++i) {
+      const auto n_experts = static_cast<std::size_t>(m.n_experts);
+      w.sample("expert_tokens_total", static_cast<double>(m.expert_tokens[i]),
+               "layer=\"" + std::to_string(i / n_experts) + "\",expert=\"" + std::to_string(i % n_experts) + "\"");
+    }
+  }
   return w.take();
 }
 

@@ -108,6 +108,7 @@ TEST(Prometheus, EveryLineParsesAndFamiliesAreTyped) {
       {"peregrine_spec_verify_steps_total", "counter"},
       {"peregrine_spec_acceptance_rate", "gauge"},
       {"peregrine_spec_tokens_per_step", "gauge"},
+      {"peregrine_weight_bytes_read_total", "counter"},
   };
   EXPECT_EQ(types, expected);
   EXPECT_EQ(value_of(samples, "peregrine_requests_total", "{status=\"stop\"}"), 7);
@@ -148,6 +149,19 @@ TEST(Prometheus, HistogramBucketsAreCumulativeAndEndAtCount) {
   }
   EXPECT_EQ(value_of(samples, "peregrine_time_to_first_token_seconds_count"), 7);
   EXPECT_EQ(value_of(samples, "peregrine_time_to_first_token_seconds_bucket", "{le=\"+Inf\"}"), 7);
+}
+
+TEST(Prometheus, ExpertLoadOfAMixtureOfExpertsModelPerLayerAndExpert) {
+  EngineMetrics m;
+  m.n_experts = 3;
+  m.expert_tokens = {5, 0, 7, 1, 2, 9};  // 2 layers x 3 experts
+  m.weight_bytes_read_total = 123456789;
+  std::map<std::string, std::string> types;
+  const auto samples = parse_exposition(prometheus_text(m), types);
+  EXPECT_EQ(types["peregrine_expert_tokens_total"], "counter");
+  EXPECT_EQ(value_of(samples, "peregrine_expert_tokens_total", "{layer=\"0\",expert=\"2\"}"), 7);
+  EXPECT_EQ(value_of(samples, "peregrine_expert_tokens_total", "{layer=\"1\",expert=\"0\"}"), 1);
+  EXPECT_EQ(value_of(samples, "peregrine_weight_bytes_read_total"), 123456789);
 }
 
 TEST(Prometheus, EmptyMetricsStillParse) {
