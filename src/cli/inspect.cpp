@@ -24,6 +24,12 @@ void print_config(const ModelFile& m) {
               static_cast<double>(c.rope_theta),
               c.rope_style == RopeStyle::kInterleaved ? "interleaved" : "neox/half",
               static_cast<double>(c.rms_eps), c.tied_embeddings ? "tied" : "untied");
+  if (c.n_experts > 0) {
+    std::printf("experts %lld per layer, top-%lld (%s), expert ffn %lld, shared expert ffn %lld\n",
+                static_cast<long long>(c.n_experts), static_cast<long long>(c.n_experts_used),
+                c.expert_weights_norm ? "renormalized" : "softmax over all", static_cast<long long>(c.expert_ffn_dim),
+                static_cast<long long>(c.shared_expert_ffn_dim));
+  }
 }
 
 /// One line "by dtype: f32 5 (5120 bytes), q4_k 13 (...), ..." in name order: what a mixed
