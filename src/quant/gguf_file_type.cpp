@@ -119,7 +119,8 @@ DType gguf_file_type_dtype(GgufFileType t) { return info(t).dtype; }
 
 Expected<DType> gguf_tensor_dtype(GgufFileType t, const ModelConfig& c, const std::string& name,
                                   std::span<const std::int64_t> shape) {
-  if (shape.size() < 2 || contains(name, "_norm.weight")) return DType::kF32;
+  // Norms, and a Mixture-of-Experts router (llama-quantize leaves ffn_gate_inp unquantized).
+  if (shape.size() < 2 || contains(name, "_norm.weight") || contains(name, "ffn_gate_inp")) return DType::kF32;
   const DType main = gguf_file_type_dtype(t);
   if (main == DType::kF32 || main == DType::kF16 || main == DType::kBF16) return main;
   const std::int64_t in = shape.back();

@@ -371,6 +371,10 @@ Expected<ModelFile> quantize_model(const ModelFile& src, const Tokenizer* tok, c
                          " (re-quantizing compounds rounding errors; quantize the F32/F16/BF16 original)");
     }
   }
+  if (src.config.n_experts > 0 && !o.gguf_type) {
+    return unsupported("quantize: " + src.path + " is a Mixture-of-Experts model; quantize it with a GGUF file type "
+                       "(--gguf-type, every expert on its own) — per-expert rtn / gptq / awq / smoothquant layouts are not supported yet");
+  }
   QuantizeReport local;
   QuantizeReport& rep = report ? *report : local;
   rep.bytes_before = src.weight_bytes();

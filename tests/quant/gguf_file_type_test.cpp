@@ -63,6 +63,20 @@ TEST(GgufFileType, Q4_K_MGivesSixBitsToTheUseMoreBitsLayers) {
   EXPECT_EQ(type_of(GgufFileType::kQ4_K_M, c, "output_norm.weight"), DType::kF32);  // norms never
 }
 
+// Mixture-of-Experts: every expert's ffn_down follows the ffn_down rule of its layer, the
+// router stays F32 (llama-quantize does not quantize ffn_gate_inp).
+TEST(GgufFileType, ExpertsTakeTheirDenseRuleAndRoutersStayF32) {
+  ModelConfig c = config(32, 32, 8);
+  c.n_experts = 8;
+  c.n_experts_used = 2;
+  for (std::int64_t l : {0, 6, 10}) {
+    const DType want = l == 10 ? DType::kQ4_K : DType::kQ6_K;
+    EXPECT_EQ(type_of(GgufFileType::kQ4_K_M, c, expert_tensor_name(l, "ffn_down", 5)), want) << l;
+    EXPECT_EQ(type_of(GgufFileType::kQ4_K_M, c, expert_tensor_name(l, "ffn_up", 5)), DType::kQ4_K) << l;
+    EXPECT_EQ(type_of(GgufFileType::kQ4_K_M, c, layer_tensor_name(l, "ffn_gate_inp")), DType::kF32) << l;
+  }
+}
+
 TEST(GgufFileType, GqaOfFourOrMoreBumpsAttnV) {
   const ModelConfig gqa4 = config(32, 32, 8), gqa2 = config(32, 32, 16);
   EXPECT_EQ(type_of(GgufFileType::kQ2_K, gqa4, "blk.5.attn_v.weight"), DType::kQ4_K);

@@ -37,7 +37,9 @@ DType gguf_file_type_dtype(GgufFileType t);
 
 /// The dtype llama-quantize gives canonical tensor `name` of shape `shape` ({out, in}; GGUF
 /// ne0 = in) of a model with config `c` (output.weight absent when c.tied_embeddings):
-/// - 1-D tensors and norms stay F32 (llama-quantize keeps their type; Peregrine's copy is F32).
+/// - 1-D tensors, norms and Mixture-of-Experts routers (ffn_gate_inp) stay F32 (llama-quantize
+///   keeps their type; Peregrine's copy is F32); each expert's matrix is typed as its dense
+///   counterpart (blk.L.ffn_down.E as ffn_down).
 /// - F32 / F16 / BF16: every matrix in that type.
 /// - quantized mixes: the main type, except output.weight (or token_embd.weight when tied):
 ///   Q6_K (Q8_0 stays Q8_0; Q8_0 when in is not a multiple of the main type's block); attn_v
