@@ -11,6 +11,10 @@ constexpr Architecture kArchitectures[] = {
     {"qwen2", "Qwen2ForCausalLM", "qwen2", RopeStyle::kNeox, true, false, false},
     {"qwen3", "Qwen3ForCausalLM", "qwen3", RopeStyle::kNeox, false, true, false},
     {"phi3", "Phi3ForCausalLM", "phi3", RopeStyle::kNeox, false, false, true},
+    {.name = "gemma2", .hf_class = "Gemma2ForCausalLM", .hf_model_type = "gemma2", .gguf_rope_style = RopeStyle::kNeox,
+     .qkv_bias = false, .qk_norm = false, .fused_gate_up = false, .post_norms = true,
+     .activation = FfnActivation::kGeluTanh, .embed_scale_sqrt_dim = true, .hf_norm_offset = 1.0f,
+     .sliding_window_period = 2, .gguf_attn_softcap = 50.0f, .gguf_final_softcap = 30.0f, .gguf_scale_dim_layers = 46},
 };
 
 }  // namespace

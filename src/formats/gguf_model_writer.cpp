@@ -4,6 +4,7 @@
 #include <map>
 
 #include "formats/fused_projections.h"
+#include "formats/owned_tensor.h"
 #include "formats/rope_rows.h"
 #include "peregrine/formats/gguf_llama_metadata.h"
 #include "peregrine/formats/gguf_writer.h"
@@ -71,6 +72,12 @@ std::string gate_of(std::string up_name) {
   return up_name.replace(up_name.rfind("ffn_up"), std::string_view("ffn_up").size(), "ffn_gate");
 }
 
+/// Whether tensor `name` of m is written shifted: an RMSNorm weight of a model whose norms scale
+/// by (offset + w) with offset != 0 (a Gemma 2 Hugging Face model) goes to GGUF as f32 offset + w.
+bool shifted(const ModelFile& m, const std::string& name) {
+  return m.config.norm_weight_offset != 0.0f && is_norm_weight(name);
+}
+
 /// Phi-3's GGUF ffn_up: the layer's gate rows then its up rows (llama.cpp LLM_FFN_SWIGLU on a
 /// fused tensor), one dtype.
 std::array<const TensorView*, 2> gate_up_parts(const ModelFile& m, const std::string& up_name) {
@@ -97,7 +104,7 @@ Status save_gguf_model(const ModelFile& m, const std::string& path, const std::s
       PEREGRINE_RETURN_IF_ERROR(check_concat_rows(name, gate_up_parts(m, name)));
       shape[0] *= 2;
     }
-    PEREGRINE_RETURN_IF_ERROR(w.add_tensor(name, t.dtype, shape));
+    PEREGRINE_RETURN_IF_ERROR(w.add_tensor(name, shifted(m, name) ? DType::kF32 : t.dtype, shape));
   }
   PEREGRINE_RETURN_IF_ERROR(w.begin(path));
   if (!rope_freqs.empty()) {
@@ -108,6 +115,8 @@ Status save_gguf_model(const ModelFile& m, const std::string& path, const std::s
     OwnedTensor rows;
     if (arch->fused_gate_up && is_ffn(name, "ffn_up")) {
       PEREGRINE_ASSIGN_OR_RETURN(rows, concat_rows(name, gate_up_parts(m, name)));
+    } else if (shifted(m, name)) {
+      rows = shifted_norm(t, m.config.norm_weight_offset);
     } else {  // Q/K rows in the family's GGUF pairing
       PEREGRINE_ASSIGN_OR_RETURN(rows, in_rope_order(t, m.config.head_dim, m.config.rope_style, arch->gguf_rope_style));
     }

@@ -1,5 +1,6 @@
 #include "peregrine/formats/hf_model.h"
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -86,15 +87,75 @@ Expected<RopeScaling> read_rope_scaling(const ConfigFields& config) {
   return s;
 }
 
+/// The gated FFN's activation: hidden_activation (Gemma's field, modeling_gemma2.py), else
+/// hidden_act, else the family's. Errors: kUnsupported for other activations.
+Expected<FfnActivation> read_activation(const ConfigFields& f, const Architecture& family) {
+  for (const char* key : {"hidden_activation", "hidden_act"}) {
+    PEREGRINE_ASSIGN_OR_RETURN(auto act, f.optional_string(key));
+    if (!act) continue;
+    if (*act == "silu") return FfnActivation::kSilu;
+    if (*act == "gelu_pytorch_tanh") return FfnActivation::kGeluTanh;
+    return unsupported(f.what() + ": " + key + " '" + json_util::printable(*act) +
+                       "' is not supported (silu / SwiGLU and gelu_pytorch_tanh / GeGLU are)");
+  }
+  return family.activation;
+}
+
+/// A soft-capping / scale field: 0 when absent or null. Errors: kCorruptFile when negative.
+Expected<float> non_negative_float(const ConfigFields& f, const char* key) {
+  PEREGRINE_ASSIGN_OR_RETURN(auto v, f.optional_float(key));
+  if (v && !(*v >= 0.0f)) return corrupt_file(f.what() + ": field '" + key + "' = " + std::to_string(*v) + " must be >= 0");
+  return v.value_or(0.0f);
+}
+
+/// The sliding window: sliding_window (Mistral, Phi-3, Gemma 2: on the family's local layers)
+/// unless use_sliding_window is false (Qwen2's configs carry a window they do not use). Qwen2's
+/// use_sliding_window true windows the layers from max_window_layers on (modeling_qwen2.py):
+/// only all or none of them is supported. A layer_types list (newer transformers) must name the
+/// layers the family's pattern makes local. Errors: kUnsupported, kCorruptFile.
+Status read_sliding_window(const ConfigFields& f, ModelConfig& c) {
+  PEREGRINE_ASSIGN_OR_RETURN(auto window, f.optional_int("sliding_window"));
+  PEREGRINE_ASSIGN_OR_RETURN(auto use_window, f.optional_bool("use_sliding_window"));
+  PEREGRINE_ASSIGN_OR_RETURN(auto max_window_layers, f.optional_int("max_window_layers"));
+  if (window && *window < 0) return corrupt_file(f.what() + ": field 'sliding_window' is negative");
+  c.sliding_window = window && use_window.value_or(true) ? *window : 0;
+  if (c.sliding_window > 0 && use_window.value_or(false) && max_window_layers && *max_window_layers != 0) {
+    if (*max_window_layers < c.n_layers) {
+      return unsupported(f.what() + ": use_sliding_window with max_window_layers " + std::to_string(*max_window_layers) +
+                         " < num_hidden_layers (a window on some layers only) is not supported");
+    }
+    c.sliding_window = 0;  // no layer index reaches max_window_layers
+  }
+  const json* types = f.get("layer_types");
+  if (!types) return Status::ok();
+  if (!types->is_array() || static_cast<std::int64_t>(types->size()) != c.n_layers) {
+    return corrupt_file(f.what() + ": field 'layer_types' is not a list of num_hidden_layers entries");
+  }
+  for (std::int64_t l = 0; l < c.n_layers; ++l) {
+    const bool sliding = (*types)[static_cast<std::size_t>(l)] == "sliding_attention";
+    if (sliding != (c.layer_window(l) > 0)) {
+      return unsupported(f.what() + ": layer_types makes layer " + std::to_string(l) + (sliding ? " local" : " global") +
+                         ", not the " + c.arch + " pattern of sliding-window layers");
+    }
+  }
+  return Status::ok();
+}
+
+/// Gemma 2's attention fields: query_pre_attn_scalar (scores × its ^-0.5),
+/// attn_logit_softcapping, final_logit_softcapping; and the family's RMSNorm offset.
+Status read_gemma_fields(const ConfigFields& f, const Architecture& family, ModelConfig& c) {
+  PEREGRINE_ASSIGN_OR_RETURN(const float scalar, non_negative_float(f, "query_pre_attn_scalar"));
+  c.attn_scale = scalar > 0.0f ? 1.0f / std::sqrt(scalar) : 0.0f;
+  PEREGRINE_ASSIGN_OR_RETURN(c.attn_softcap, non_negative_float(f, "attn_logit_softcapping"));
+  PEREGRINE_ASSIGN_OR_RETURN(c.final_softcap, non_negative_float(f, "final_logit_softcapping"));
+  c.norm_weight_offset = family.hf_norm_offset;
+  return Status::ok();
+}
+
 Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   if (!j.is_object()) return corrupt_file(what + ": is not a JSON object");
   ConfigFields f(j, what);
   PEREGRINE_ASSIGN_OR_RETURN(const Architecture* arch, read_architecture(f));
-  PEREGRINE_ASSIGN_OR_RETURN(auto act, f.optional_string("hidden_act"));
-  if (act && *act != "silu") {
-    return unsupported(what + ": hidden_act '" + json_util::printable(*act) +
-                       "' is not supported (only silu / SwiGLU)");
-  }
   for (const char* bias : {"attention_bias", "mlp_bias"}) {
     PEREGRINE_ASSIGN_OR_RETURN(auto has_bias, f.optional_bool(bias));
     if (has_bias && *has_bias) return unsupported(what + ": " + bias + " is true (biases are not supported)");
@@ -105,6 +166,9 @@ Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   PEREGRINE_ASSIGN_OR_RETURN(c.dim, f.required_int("hidden_size"));
   PEREGRINE_ASSIGN_OR_RETURN(c.ffn_dim, f.required_int("intermediate_size"));
   PEREGRINE_ASSIGN_OR_RETURN(c.n_layers, f.required_int("num_hidden_layers"));
+  apply_architecture(c, *arch);
+  PEREGRINE_ASSIGN_OR_RETURN(c.activation, read_activation(f, *arch));
+  PEREGRINE_RETURN_IF_ERROR(read_gemma_fields(f, *arch, c));
   PEREGRINE_ASSIGN_OR_RETURN(c.n_heads, f.required_int("num_attention_heads"));
   PEREGRINE_ASSIGN_OR_RETURN(auto kv_heads, f.optional_int("num_key_value_heads"));
   c.n_kv_heads = kv_heads.value_or(c.n_heads);
@@ -123,12 +187,7 @@ Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   c.vocab_size = vocab.value_or(0);  // 0: taken from embed_tokens below
   PEREGRINE_ASSIGN_OR_RETURN(auto max_pos, f.optional_int("max_position_embeddings"));
   c.max_seq_len = max_pos.value_or(2048);
-  // Sliding-window attention equals full attention for contexts no longer than the window, so
-  // a Mistral model is exact when the context is capped at the window.
-  // Qwen2 configs carry a window with use_sliding_window false (full attention).
-  PEREGRINE_ASSIGN_OR_RETURN(auto window, f.optional_int("sliding_window"));
-  PEREGRINE_ASSIGN_OR_RETURN(auto use_window, f.optional_bool("use_sliding_window"));
-  if (window && *window > 0 && *window < c.max_seq_len && use_window.value_or(true)) c.max_seq_len = *window;
+  PEREGRINE_RETURN_IF_ERROR(read_sliding_window(f, c));
   PEREGRINE_ASSIGN_OR_RETURN(auto eps, f.optional_float("rms_norm_eps"));
   c.rms_eps = eps.value_or(1e-6f);
   PEREGRINE_ASSIGN_OR_RETURN(auto theta, f.optional_float("rope_theta"));
@@ -146,7 +205,7 @@ Expected<ModelConfig> read_config(const json& j, const std::string& what) {
 /// inv_freq buffer some older checkpoints saved). Errors: kUnsupported for any other name
 /// (biases, unknown modules), kCorruptFile for a layer index outside num_hidden_layers.
 Expected<std::optional<std::string>> canonical_name(const std::string& hf, std::int64_t n_layers,
-                                                    const std::string& what) {
+                                                    const Architecture* family, const std::string& what) {
   using R = std::optional<std::string>;
   for (const auto& [from, to] : kHfModelNames) {
     if (hf == from) return R(std::string(to));
@@ -164,19 +223,18 @@ Expected<std::optional<std::string>> canonical_name(const std::string& hf, std::
     if (n > 0 && n < rest.size() && rest[n] == '.' && (n == 1 || rest[0] != '0')) {
       const std::string_view suffix = rest.substr(n + 1);
       if (suffix == "self_attn.rotary_emb.inv_freq") return R();
-      for (const auto& [from, to] : kHfLayerNames) {
-        if (suffix != from) continue;
+      if (const auto to = canonical_layer_name(suffix, family)) {
         if (layer >= n_layers) {
           return corrupt_file(what + ": tensor '" + json_util::printable(hf) + "' is for layer " +
                               std::to_string(layer) + " but num_hidden_layers is " +
                               std::to_string(n_layers));
         }
-        return R("blk." + std::to_string(layer) + "." + std::string(to));
+        return R("blk." + std::to_string(layer) + "." + std::string(*to));
       }
     }
   }
   return unsupported(what + ": unexpected tensor '" + json_util::printable(hf) +
-                     "' (not part of a Llama / Mistral / Qwen2 / Qwen3 checkpoint)");
+                     "' (not part of a Llama / Mistral / Qwen2 / Qwen3 / Phi-3 / Gemma 2 checkpoint)");
 }
 
 /// A file name from the index must name a file inside the folder.
@@ -253,7 +311,8 @@ bool is_quant_suffix(std::string_view s) {
 }
 
 /// The HF tensors grouped by the canonical tensor they make up.
-Expected<std::map<std::string, HfModule>> group_modules(const Weights& w, std::int64_t n_layers, const std::string& dir) {
+Expected<std::map<std::string, HfModule>> group_modules(const Weights& w, const ModelConfig& c, const std::string& dir) {
+  const Architecture* family = find_architecture(c.arch);
   std::map<std::string, HfModule> modules;
   constexpr std::string_view kWeight = ".weight";
   for (const auto& [hf_name, tensor] : w.by_hf_name) {
@@ -261,7 +320,7 @@ Expected<std::map<std::string, HfModule>> group_modules(const Weights& w, std::i
     const std::string suffix = dot == std::string::npos ? "" : hf_name.substr(dot + 1);
     const bool quant = is_quant_suffix(suffix);
     const std::string module = quant || suffix == "weight" ? hf_name.substr(0, dot) : hf_name;
-    PEREGRINE_ASSIGN_OR_RETURN(auto name, canonical_name(quant ? module + std::string(kWeight) : hf_name, n_layers, dir));
+    PEREGRINE_ASSIGN_OR_RETURN(auto name, canonical_name(quant ? module + std::string(kWeight) : hf_name, c.n_layers, family, dir));
     if (!name) continue;
     HfModule& m = modules[*name];
     m.module = module;
@@ -304,7 +363,7 @@ Expected<ModelFile> load_hf_model(const std::string& dir) {
   PEREGRINE_ASSIGN_OR_RETURN(m.config, read_config(cfg, config_path.string()));
   PEREGRINE_ASSIGN_OR_RETURN(const HfQuantConfig quant, read_hf_quant_config(cfg, dir));
   PEREGRINE_ASSIGN_OR_RETURN(Weights w, read_weights(fs::path(dir)));
-  PEREGRINE_ASSIGN_OR_RETURN(auto modules, group_modules(w, m.config.n_layers, dir));
+  PEREGRINE_ASSIGN_OR_RETURN(auto modules, group_modules(w, m.config, dir));
   // tie_word_embeddings, or no lm_head saved at all: the LM head is token_embd.
   if (m.config.tied_embeddings || !modules.count("output.weight")) {
     m.config.tied_embeddings = true;

@@ -1,5 +1,6 @@
 #include "peregrine/formats/model_file.h"
 
+#include <cmath>
 #include <filesystem>
 #include <utility>
 
@@ -43,6 +44,27 @@ Status expect_vector(const ModelFile& m, const std::string& name) {
   if (t != DType::kF32 && t != DType::kF16 && t != DType::kBF16) {
     return unsupported(m.path + ": 1-D tensor '" + name + "' is " + std::string(dtype_name(t)) + ", not f32/f16/bf16");
   }
+  return Status::ok();
+}
+
+/// A float field that must be finite and >= 0 (a softcap of 0 meaning none).
+Status field_non_negative(const char* field, float v) {
+  if (!std::isfinite(v) || v < 0.0f) {
+    return corrupt_file(std::string("model config: ") + field + " = " + std::to_string(v) + " must be finite and >= 0");
+  }
+  return Status::ok();
+}
+
+Status validate_gemma_fields(const ModelConfig& c) {
+  if (c.sliding_window < 0) return corrupt_file("model config: sliding_window = " + std::to_string(c.sliding_window) + " is negative");
+  if (c.sliding_window_period < 0) {
+    return corrupt_file("model config: sliding_window_period = " + std::to_string(c.sliding_window_period) + " is negative");
+  }
+  PEREGRINE_RETURN_IF_ERROR(field_non_negative("attn_scale", c.attn_scale));
+  PEREGRINE_RETURN_IF_ERROR(field_non_negative("attn_softcap", c.attn_softcap));
+  PEREGRINE_RETURN_IF_ERROR(field_non_negative("final_softcap", c.final_softcap));
+  PEREGRINE_RETURN_IF_ERROR(field_non_negative("embed_scale", c.embed_scale));
+  if (!std::isfinite(c.norm_weight_offset)) return corrupt_file("model config: norm_weight_offset is not finite");
   return Status::ok();
 }
 
@@ -100,8 +122,22 @@ Status ModelConfig::validate() const {
     return corrupt_file("model config: rope_theta and rms_eps must be positive");
   }
   if (const std::string e = rope_scaling_error(rope_scaling); !e.empty()) return corrupt_file("model config: " + e);
-  return Status::ok();
+  return validate_gemma_fields(*this);
 }
+
+std::int64_t ModelConfig::layer_window(std::int64_t layer) const {
+  const bool local = sliding_window_period < 2 || layer % sliding_window_period != sliding_window_period - 1;
+  return local ? sliding_window : 0;
+}
+
+void apply_architecture(ModelConfig& c, const Architecture& family) {
+  c.arch = std::string(family.name);
+  c.activation = family.activation;
+  c.embed_scale = family.embed_scale_sqrt_dim ? std::sqrt(static_cast<float>(c.dim)) : 0.0f;
+  c.sliding_window_period = family.sliding_window_period;
+}
+
+bool is_norm_weight(std::string_view name) { return name.ends_with("norm.weight"); }
 
 const TensorView* ModelFile::find(const std::string& name) const {
   auto it = tensors.find(name);
@@ -131,7 +167,8 @@ std::optional<std::vector<std::int64_t>> llama_tensor_shape(const ModelConfig& c
       {"ffn_down.weight", {c.dim, c.ffn_dim}}, {"attn_q.bias", {q_dim}},
       {"attn_k.bias", {kv_dim}},               {"attn_v.bias", {kv_dim}},
       {"attn_q_norm.weight", {c.head_dim}},    {"attn_k_norm.weight", {c.head_dim}},
-      {"attn_qkv.weight", {q_dim + 2 * kv_dim, c.dim}}, {"ffn_gate_up.weight", {2 * c.ffn_dim, c.dim}}};
+      {"attn_qkv.weight", {q_dim + 2 * kv_dim, c.dim}}, {"ffn_gate_up.weight", {2 * c.ffn_dim, c.dim}},
+      {"post_attention_norm.weight", {c.dim}}, {"post_ffw_norm.weight", {c.dim}}};
   for (const auto& [suffix, shape] : per_layer) {
     if (rest == suffix) return shape;
   }
@@ -167,7 +204,9 @@ Status validate_llama_tensors(const ModelFile& m) {
     for (const auto& [name, own] : {std::pair{"attn_q.bias", arch->qkv_bias}, std::pair{"attn_k.bias", arch->qkv_bias},
                                     std::pair{"attn_v.bias", arch->qkv_bias},
                                     std::pair{"attn_q_norm.weight", arch->qk_norm},
-                                    std::pair{"attn_k_norm.weight", arch->qk_norm}}) {
+                                    std::pair{"attn_k_norm.weight", arch->qk_norm},
+                                    std::pair{"post_attention_norm.weight", arch->post_norms},
+                                    std::pair{"post_ffw_norm.weight", arch->post_norms}}) {
       const std::string full = "blk." + std::to_string(l) + "." + name;
       if (own) {
         PEREGRINE_RETURN_IF_ERROR(expect_vector(m, full));

@@ -28,6 +28,13 @@ void expect_same_config(const ModelConfig& want, const ModelConfig& got) {
   EXPECT_EQ(got.tied_embeddings, want.tied_embeddings);
   EXPECT_EQ(got.ffn_down_hadamard, want.ffn_down_hadamard);
   EXPECT_EQ(got.rope_scaling, want.rope_scaling);
+  EXPECT_EQ(got.sliding_window, want.sliding_window);
+  EXPECT_EQ(got.sliding_window_period, want.sliding_window_period);
+  EXPECT_EQ(got.attn_scale, want.attn_scale);
+  EXPECT_EQ(got.attn_softcap, want.attn_softcap);
+  EXPECT_EQ(got.final_softcap, want.final_softcap);
+  EXPECT_EQ(got.embed_scale, want.embed_scale);
+  EXPECT_EQ(got.activation, want.activation);
 }
 
 std::int64_t interleaved_row_of_neox_row(std::int64_t j, std::int64_t head_dim) {

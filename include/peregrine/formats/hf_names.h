@@ -1,11 +1,13 @@
-// Hugging Face tensor names (modeling_llama.py / modeling_qwen2.py / modeling_qwen3.py) ↔ the
-// canonical (GGUF) names of model_file.h.
+// Hugging Face tensor names (modeling_llama.py / modeling_qwen2.py / modeling_qwen3.py /
+// modeling_gemma2.py) ↔ the canonical (GGUF) names of model_file.h.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
+
+#include "peregrine/formats/architecture.h"
 
 namespace peregrine {
 
@@ -29,6 +31,19 @@ inline constexpr std::pair<std::string_view, std::string_view> kHfLayerNames[] =
     {"mlp.gate_up_proj.weight", "ffn_gate_up.weight"},
 };
 
+/// The layer norms of a family with post-block norms (Architecture::post_norms, Gemma 2), which
+/// take precedence over kHfLayerNames: its post_attention_layernorm follows attention (llama.cpp
+/// post_attention_norm) and pre_feedforward_layernorm is the FFN's input norm.
+inline constexpr std::pair<std::string_view, std::string_view> kHfPostNormLayerNames[] = {
+    {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+};
+
+/// The canonical per-layer suffix of HF suffix `hf` ("self_attn.q_proj.weight" →
+/// "attn_q.weight") in `family` (nullptr: Llama's names); nullopt when neither table has it.
+std::optional<std::string_view> canonical_layer_name(std::string_view hf, const Architecture* family);
+
 /// Whole-model tensors: HF name ↔ canonical name.
 inline constexpr std::pair<std::string_view, std::string_view> kHfModelNames[] = {
     {"model.embed_tokens.weight", "token_embd.weight"},
@@ -37,7 +52,8 @@ inline constexpr std::pair<std::string_view, std::string_view> kHfModelNames[] =
 };
 
 /// The Hugging Face name of a canonical tensor name ("blk.3.attn_q.weight" →
-/// "model.layers.3.self_attn.q_proj.weight"); nullopt for names outside the tables.
-std::optional<std::string> hf_tensor_name(std::string_view canonical);
+/// "model.layers.3.self_attn.q_proj.weight") in `family`'s checkpoints (nullptr: Llama's
+/// names); nullopt for names outside the tables.
+std::optional<std::string> hf_tensor_name(std::string_view canonical, const Architecture* family = nullptr);
 
 }  // namespace peregrine
