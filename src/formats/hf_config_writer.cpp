@@ -31,6 +31,10 @@ double as_decimal(float f) {
 /// hidden_activation beside hidden_act.
 void add_attention_variant(nlohmann::ordered_json& j, const ModelConfig& c) {
   if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
+  if (c.sliding_window > 0 && c.arch == "llama") {  // transformers' Llama has no window: Mistral's class
+    j["architectures"] = nlohmann::ordered_json::array({"MistralForCausalLM"});
+    j["model_type"] = "mistral";
+  }
   if (c.activation == FfnActivation::kGeluTanh) j["hidden_activation"] = "gelu_pytorch_tanh";
   if (c.attn_scale > 0.0f) {  // an integer in Gemma's configs (256, 144): written as one when it is one
     const double scalar = 1.0 / (static_cast<double>(c.attn_scale) * c.attn_scale), whole = std::round(scalar);

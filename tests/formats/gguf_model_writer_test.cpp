@@ -280,6 +280,8 @@ TEST(SaveGgufModel, Gemma2AndSlidingWindowRoundTripThroughGgufAndHf) {
     const ModelFile back = load(dir.file("back"));
     test::expect_same_config(c, back.config);
     EXPECT_EQ(back.config.norm_weight_offset, c.norm_weight_offset);
+    const std::string config = test::read_file(dir.file("back") + "/config.json");
+    EXPECT_NE(config.find(gemma ? "Gemma2ForCausalLM" : "MistralForCausalLM"), std::string::npos) << config;
     EXPECT_EQ(test::prefill_logits(back, false), logits);
   }
 }
