@@ -66,9 +66,9 @@ Expected<RopeScaling> read_rope_scaling(const GgufFile& g, const std::string& ar
   return s;
 }
 
-/// A soft-capping key: `fallback` when absent; kCorruptFile naming the key when negative (or,
+/// A soft-cap or scale key: `fallback` when absent; kCorruptFile naming the key when negative (or,
 /// through optional_float, not finite).
-Expected<float> read_softcap(const GgufFile& g, const std::string& key, float fallback, const std::string& path) {
+Expected<float> read_non_negative(const GgufFile& g, const std::string& key, float fallback, const std::string& path) {
   PEREGRINE_ASSIGN_OR_RETURN(auto v, optional_float(g, key, path));
   if (v && *v < 0.0f) return corrupt_file(path + ": GGUF key '" + key + "' = " + std::to_string(*v) + " must be >= 0");
   return v.value_or(fallback);
@@ -86,9 +86,9 @@ Status read_attention_variant(const GgufFile& g, const Architecture& arch, const
   PEREGRINE_ASSIGN_OR_RETURN(auto window, optional_int(g, a + ".attention.sliding_window", path));
   if (window && *window < 0) return corrupt_file(path + ": GGUF key '" + a + ".attention.sliding_window' is negative");
   c.sliding_window = window.value_or(0);
-  PEREGRINE_ASSIGN_OR_RETURN(c.attn_softcap, read_softcap(g, a + ".attn_logit_softcapping", arch.gguf_attn_softcap, path));
-  PEREGRINE_ASSIGN_OR_RETURN(c.final_softcap, read_softcap(g, a + ".final_logit_softcapping", arch.gguf_final_softcap, path));
-  PEREGRINE_ASSIGN_OR_RETURN(auto scale, read_softcap(g, a + ".attention.scale", 0.0f, path));
+  PEREGRINE_ASSIGN_OR_RETURN(c.attn_softcap, read_non_negative(g, a + ".attn_logit_softcapping", arch.gguf_attn_softcap, path));
+  PEREGRINE_ASSIGN_OR_RETURN(c.final_softcap, read_non_negative(g, a + ".final_logit_softcapping", arch.gguf_final_softcap, path));
+  PEREGRINE_ASSIGN_OR_RETURN(auto scale, read_non_negative(g, a + ".attention.scale", 0.0f, path));
   if (scale == 0.0f && arch.gguf_scale_dim_layers > 0 && c.n_layers == arch.gguf_scale_dim_layers && c.n_heads > 0) {
     scale = 1.0f / std::sqrt(static_cast<float>(c.dim / c.n_heads));
   }

@@ -1,34 +1,32 @@
 #include "peregrine/formats/hf_names.h"
 
+#include <span>
+
 namespace peregrine {
 
 namespace {
 
-/// The HF per-layer suffix of canonical suffix `name` in `family`.
-std::optional<std::string_view> hf_layer_name(std::string_view name, const Architecture* family) {
-  if (family != nullptr && family->post_norms) {
-    for (const auto& [hf, canonical] : kHfPostNormLayerNames) {
-      if (canonical == name) return hf;
+using NameTable = std::span<const std::pair<std::string_view, std::string_view>>;
+
+/// `key`'s partner in the per-layer tables of `family` (Gemma 2's post-norm names first): its
+/// canonical suffix when `key` is an HF suffix (to_canonical), else its HF suffix.
+std::optional<std::string_view> find_layer_name(std::string_view key, const Architecture* family, bool to_canonical) {
+  const auto search = [&](NameTable table) -> std::optional<std::string_view> {
+    for (const auto& [hf, canonical] : table) {
+      if ((to_canonical ? hf : canonical) == key) return to_canonical ? canonical : hf;
     }
+    return std::nullopt;
+  };
+  if (family != nullptr && family->post_norms) {
+    if (const auto found = search(kHfPostNormLayerNames)) return found;
   }
-  for (const auto& [hf, canonical] : kHfLayerNames) {
-    if (canonical == name) return hf;
-  }
-  return std::nullopt;
+  return search(kHfLayerNames);
 }
 
 }  // namespace
 
 std::optional<std::string_view> canonical_layer_name(std::string_view hf, const Architecture* family) {
-  if (family != nullptr && family->post_norms) {
-    for (const auto& [from, to] : kHfPostNormLayerNames) {
-      if (from == hf) return to;
-    }
-  }
-  for (const auto& [from, to] : kHfLayerNames) {
-    if (from == hf) return to;
-  }
-  return std::nullopt;
+  return find_layer_name(hf, family, true);
 }
 
 std::optional<std::string> hf_tensor_name(std::string_view canonical, const Architecture* family) {
@@ -42,7 +40,7 @@ std::optional<std::string> hf_tensor_name(std::string_view canonical, const Arch
   if (dot == 0 || dot == std::string_view::npos) return std::nullopt;
   const std::string_view layer = rest.substr(0, dot);
   if (layer.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
-  const auto hf = hf_layer_name(rest.substr(dot + 1), family);
+  const auto hf = find_layer_name(rest.substr(dot + 1), family, false);
   if (!hf) return std::nullopt;
   return "model.layers." + std::string(layer) + "." + std::string(*hf);
 }
