@@ -10,6 +10,9 @@
 // n_ctx positions). KV dtypes: decode over paged f16, q8_0, i8, f8_e4m3 and f8_e5m2 blocks
 // against paged f32.
 // Token-tree verification: a tree-masked prefill run against a causal one of the same size.
+// Sliding window (Mistral, Gemma 2's local layers): full attention against a window of 512 /
+// 4096 positions, prefill and decode (the window's kernels skip the KV tiles below it, so the
+// cost follows min(n_ctx, window)).
 // Then the decode threshold sweep: attention_decode on the calling thread vs split over the
 // pool.
 // Compared variants alternate within each repetition; medians are printed with their ratios.
@@ -176,6 +179,28 @@ void bench_tree(std::int64_t n_q, std::int64_t n_ctx, int reps, std::mt19937& rn
               static_cast<long long>(n_ctx), t_causal, t_tree, t_tree / t_causal);
 }
 
+// Full attention vs a sliding window over the same paged f32 K/V: prefill of L rows at 0..L-1
+// and decode of one row against n_ctx positions, one thread.
+void bench_window(std::int64_t n_ctx, std::int64_t window, int reps, std::mt19937& rng) {
+  AttentionShape windowed = kTinyLlama;
+  windowed.window = window;
+  const Kv kv = random_kv(n_ctx, kBlockSize, DType::kF32, rng);
+  const auto q = random_vec(n_ctx * kTinyLlama.n_heads * kTinyLlama.head_dim, rng);
+  std::vector<float> out(q.size());
+  ThreadPool pool(1);
+  const auto prefill = [&](const AttentionShape& s) {
+    return [&] { peregrine::attention_prefill(q.data(), kv.k.view, kv.v.view, 0, n_ctx, s, out.data(), pool); };
+  };
+  const auto decode = [&](const AttentionShape& s) {
+    return [&] { peregrine::attention_decode(q.data(), kv.k.view, kv.v.view, n_ctx, s, out.data(), pool); };
+  };
+  const auto [p_full, p_window] = compare(prefill(kTinyLlama), prefill(windowed), std::min(reps, 3), 1.0);
+  const auto [d_full, d_window] = compare(decode(kTinyLlama), decode(windowed), reps, 20.0);
+  std::printf("window %-5lld n_ctx=%-5lld threads=1  prefill full %8.3f ms  window %8.3f ms  ratio %5.3f   decode full %7.4f ms  window %7.4f ms  ratio %5.3f\n",
+              static_cast<long long>(window), static_cast<long long>(n_ctx), p_full, p_window, p_window / p_full, d_full, d_window,
+              d_window / d_full);
+}
+
 // attention_decode on the calling thread vs forced onto the pool: where splitting pays.
 void bench_decode_threshold(const AttentionShape& s, const char* name, int reps, std::mt19937& rng) {
   ThreadPool pool(2);
@@ -214,6 +239,8 @@ int main(int argc, char** argv) {
     for (std::int64_t n_ctx : {512, 4096}) bench_decode_dtype(dtype, n_ctx, reps, rng);
   }
   for (std::int64_t n_q : {16, 64}) bench_tree(n_q, 1024, reps, rng);
+  bench_window(4096, 512, reps, rng);
+  bench_window(4096, 4096, reps, rng);
   bench_decode_threshold(kTinyLlama, "tinyllama", reps, rng);
   bench_decode_threshold({6, 1, 128}, "mqa-6x128", reps, rng);
   return 0;

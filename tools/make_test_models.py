@@ -59,9 +59,14 @@ class Variant:
     gguf_version: int = 3
     shards: int = 1
     rope_scaling: tuple = ()  # config.json rope_scaling as (key, value) pairs; () = none
-    arch: str = "llama"       # llama, qwen2 (Q/K/V biases), qwen3 (Q/K norms)
+    arch: str = "llama"       # llama, qwen2 (Q/K/V biases), qwen3 (Q/K norms), phi3, gemma2
     head_dim: int = 0         # 0 = DIM // N_HEADS (Qwen3 sets it apart: q_dim != dim)
     experts: tuple = ()       # Mixture-of-Experts (n_experts, top_k, expert_ffn, shared_ffn); () = dense
+    window: int = 0           # sliding window (llama: Mistral-style on every layer); 0 = none
+    pre_attn_scalar: int = 0  # Gemma 2 query_pre_attn_scalar (0: head_dim)
+    softcaps: tuple = ()      # Gemma 2 (attn_logit_softcapping, final_logit_softcapping)
+    gguf_defaults: bool = False  # GGUF without the soft-cap / scale keys (llama.cpp's defaults)
+    mistral: bool = False     # HF config as MistralForCausalLM / model_type mistral
 
 
 # RoPE scaling of the test shape (head_dim 16, theta 1e4: pair wavelengths 6.3, 20, 63, 199, ...
@@ -98,23 +103,41 @@ VARIANTS = [
     Variant("hf-f32-phi3", "hf", "f32", 2, 4, 172, False, 1e4, 1e-5, 308, arch="phi3"),
     # Mixture-of-Experts: Mixtral (the llama architecture with experts), Qwen2-MoE (+ shared
     # expert), OLMoE (whole-projection Q/K norms); expert widths multiples of 32 for Q8_0.
-    Variant("gguf-f32-mixtral", "gguf", "f32", 2, 2, 96, False, 1e6, 1e-5, 214, experts=(4, 2, 96, 0)),
-    Variant("gguf-q8_0-mixtral", "gguf", "q8_0", 2, 2, 64, True, 1e6, 1e-5, 215, experts=(4, 2, 64, 0)),
-    Variant("hf-f32-mixtral", "hf", "f32", 2, 2, 96, False, 1e6, 1e-5, 309, experts=(4, 2, 96, 0)),
-    Variant("gguf-f32-qwen2moe", "gguf", "f32", 2, 2, 172, False, 1e6, 1e-6, 216, arch="qwen2moe", experts=(6, 3, 32, 96)),
-    Variant("gguf-q8_0-qwen2moe", "gguf", "q8_0", 2, 4, 160, True, 1e6, 1e-6, 217, arch="qwen2moe", experts=(6, 3, 32, 64)),
-    Variant("hf-bf16-qwen2moe", "hf", "bf16", 2, 2, 172, False, 1e6, 1e-6, 310, arch="qwen2moe", experts=(6, 3, 32, 96)),
-    Variant("gguf-f32-olmoe", "gguf", "f32", 2, 4, 64, False, 1e4, 1e-5, 218, arch="olmoe", experts=(8, 2, 64, 0)),
-    Variant("hf-f32-olmoe", "hf", "f32", 2, 4, 64, False, 1e4, 1e-5, 311, arch="olmoe", experts=(8, 2, 64, 0)),
+    Variant("gguf-f32-mixtral", "gguf", "f32", 2, 2, 96, False, 1e6, 1e-5, 224, experts=(4, 2, 96, 0)),
+    Variant("gguf-q8_0-mixtral", "gguf", "q8_0", 2, 2, 64, True, 1e6, 1e-5, 225, experts=(4, 2, 64, 0)),
+    Variant("hf-f32-mixtral", "hf", "f32", 2, 2, 96, False, 1e6, 1e-5, 319, experts=(4, 2, 96, 0)),
+    Variant("gguf-f32-qwen2moe", "gguf", "f32", 2, 2, 172, False, 1e6, 1e-6, 226, arch="qwen2moe", experts=(6, 3, 32, 96)),
+    Variant("gguf-q8_0-qwen2moe", "gguf", "q8_0", 2, 4, 160, True, 1e6, 1e-6, 227, arch="qwen2moe", experts=(6, 3, 32, 64)),
+    Variant("hf-bf16-qwen2moe", "hf", "bf16", 2, 2, 172, False, 1e6, 1e-6, 320, arch="qwen2moe", experts=(6, 3, 32, 96)),
+    Variant("gguf-f32-olmoe", "gguf", "f32", 2, 4, 64, False, 1e4, 1e-5, 228, arch="olmoe", experts=(8, 2, 64, 0)),
+    Variant("hf-f32-olmoe", "hf", "f32", 2, 4, 64, False, 1e4, 1e-5, 321, arch="olmoe", experts=(8, 2, 64, 0)),
+    # Mistral: a sliding window of 5 positions on every layer, well under the 24 test tokens.
+    Variant("gguf-f32-mistral-swa", "gguf", "f32", 2, 2, 172, False, 1e4, 1e-5, 214, window=5),
+    Variant("hf-f32-mistral-swa", "hf", "f32", 2, 2, 172, True, 1e6, 1e-5, 309, window=5, mistral=True),
+    # Gemma 2: head_dim 32 (q_dim 128 != dim 64), local layers 0, 2 with a window of 6, caps that
+    # bite on these scores (the q8_0 file keeps llama.cpp's 50 / 30 defaults and the head_dim
+    # scale by omitting the keys), query_pre_attn_scalar apart from head_dim.
+    Variant("gguf-f32-gemma2", "gguf", "f32", 3, 2, 160, True, 1e4, 1e-6, 215, arch="gemma2", head_dim=32,
+            window=6, pre_attn_scalar=24, softcaps=(2.0, 3.0)),
+    Variant("gguf-q8_0-gemma2", "gguf", "q8_0", 2, 1, 160, True, 1e4, 1e-6, 216, arch="gemma2", head_dim=32,
+            window=6, softcaps=(50.0, 30.0), gguf_defaults=True),
+    Variant("hf-f32-gemma2", "hf", "f32", 3, 2, 160, True, 1e4, 1e-6, 310, arch="gemma2", head_dim=32,
+            window=6, pre_attn_scalar=24, softcaps=(2.0, 3.0)),
+    Variant("hf-bf16-gemma2", "hf", "bf16", 2, 1, 160, False, 1e4, 1e-6, 311, arch="gemma2", head_dim=32,
+            window=6, pre_attn_scalar=32, softcaps=(1.5, 5.0)),
 ]
 
 
 def variant_config(v):
     """reference.LlamaConfig of a Variant (dim 64, 4 heads of 16, vocab 512, context 128)."""
     n_experts, top_k, expert_ffn, shared_ffn = v.experts or (0, 0, 0, 0)
+    caps = v.softcaps or (0.0, 0.0)
     return reference.LlamaConfig(DIM, v.hidden_dim, v.n_layers, N_HEADS, v.n_kv_heads,
                                  v.head_dim or DIM // N_HEADS, VOCAB, v.rope_theta, v.rms_eps, SEQ_LEN,
-                                 arch=v.arch, n_experts=n_experts, n_experts_used=top_k, expert_ffn=expert_ffn,
+                                 arch=v.arch, sliding_window=v.window,
+                                 query_pre_attn_scalar=float(v.pre_attn_scalar or (v.head_dim if v.arch == "gemma2" else 0)),
+                                 attn_softcap=caps[0], final_softcap=caps[1],
+                                 n_experts=n_experts, n_experts_used=top_k, expert_ffn=expert_ffn,
                                  shared_expert_ffn=shared_ffn, norm_topk_prob=v.arch == "llama")
 
 
@@ -130,8 +153,8 @@ def random_weights(cfg, tied, seed):
             continue
         if name.endswith(".bias"):
             std, mean = 0.3, 0.0
-        elif len(shape) == 1:
-            std, mean = 0.1, 1.0
+        elif len(shape) == 1:  # Gemma 2 norms scale by 1 + w
+            std, mean = 0.1, 0.0 if cfg.arch == "gemma2" else 1.0
         elif name in ("model.embed_tokens.weight", "lm_head.weight"):
             std, mean = 0.3, 0.0
         else:
@@ -297,6 +320,13 @@ def gguf_metadata(v, cfg, tokenizer_kv):
             extra.append((f"{a}.expert_feed_forward_length", u32, cfg.expert_ffn))
         if cfg.shared_expert_ffn:
             extra.append((f"{a}.expert_shared_feed_forward_length", u32, cfg.shared_expert_ffn))
+    if v.window:
+        extra.append((f"{a}.attention.sliding_window", u32, v.window))
+    if v.softcaps and not v.gguf_defaults:  # convert_hf_to_gguf.py Gemma2Model's keys
+        extra += [(f"{a}.attn_logit_softcapping", f32, v.softcaps[0]),
+                  (f"{a}.final_logit_softcapping", f32, v.softcaps[1])]
+    if v.pre_attn_scalar and not v.gguf_defaults:  # llama.cpp has no key: Peregrine's writer's
+        extra.append((f"{a}.attention.scale", f32, v.pre_attn_scalar ** -0.5))
     return extra + [
         ("general.architecture", s, a), ("general.name", s, v.name),
         ("general.alignment", u32, 32), ("general.file_type", u32, GGUF_FILE_TYPES[v.dtype]),
@@ -320,7 +350,7 @@ def gguf_tensors(v, cfg, w):
     if not v.tied:
         names["lm_head.weight"] = "output.weight"
     for i in range(cfg.n_layers):
-        for g, hf in reference.GGUF_TO_HF.items():
+        for g, hf in reference.gguf_to_hf_names(v.arch).items():
             names[f"model.layers.{i}.{hf}.weight"] = f"blk.{i}.{g}.weight"
         # Phi-3: llama.cpp's fused ffn_up (gate rows, then up rows)
         names[f"model.layers.{i}.mlp.gate_up_proj.weight"] = f"blk.{i}.ffn_up.weight"
@@ -338,7 +368,9 @@ def gguf_tensors(v, cfg, w):
         if hf not in w:  # the other family's form (fused or split projections)
             continue
         array = w[hf]
-        if v.arch != "llama":  # Qwen2 / Qwen3 are NEOX rope types: rows stay in HF order
+        if v.arch == "gemma2" and hf.endswith("norm.weight"):  # convert_hf_to_gguf.py Gemma2Model
+            array = array + np.float32(1)
+        if v.arch != "llama":  # Qwen2 / Qwen3 / Phi-3 / Gemma 2 are NEOX rope types: rows stay in HF order
             pass
         elif hf.endswith("q_proj.weight"):
             array = permute_qk(array, cfg.n_heads)
@@ -428,12 +460,19 @@ def hf_config_json(v, cfg):
     """config.json contents of a LlamaForCausalLM variant."""
     hf_class, model_type = {"llama": ("LlamaForCausalLM", "llama"), "qwen2": ("Qwen2ForCausalLM", "qwen2"),
                             "qwen3": ("Qwen3ForCausalLM", "qwen3"), "phi3": ("Phi3ForCausalLM", "phi3"),
-                            "qwen2moe": ("Qwen2MoeForCausalLM", "qwen2_moe"),
-                            "olmoe": ("OlmoeForCausalLM", "olmoe")}[v.arch]
+                            "qwen2moe": ("Qwen2MoeForCausalLM", "qwen2_moe"), "olmoe": ("OlmoeForCausalLM", "olmoe"),
+                            "gemma2": ("Gemma2ForCausalLM", "gemma2")}[v.arch]
     if v.arch == "llama" and cfg.n_experts:
         hf_class, model_type = "MixtralForCausalLM", "mixtral"
-    return {"architectures": [hf_class], "model_type": model_type,
-            "hidden_act": "silu", "hidden_size": cfg.dim, "intermediate_size": cfg.hidden_dim,
+    if v.mistral:
+        hf_class, model_type = "MistralForCausalLM", "mistral"
+    extra = {"sliding_window": v.window} if v.window else {}
+    if v.arch == "gemma2":  # Gemma2Config's fields
+        extra |= {"hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": v.pre_attn_scalar or cfg.head_dim,
+                  "attn_logit_softcapping": v.softcaps[0], "final_logit_softcapping": v.softcaps[1]}
+    return extra | {"architectures": [hf_class], "model_type": model_type,
+            "hidden_act": "gelu_pytorch_tanh" if v.arch == "gemma2" else "silu",
+            "hidden_size": cfg.dim, "intermediate_size": cfg.hidden_dim,
             "num_hidden_layers": cfg.n_layers, "num_attention_heads": cfg.n_heads,
             "num_key_value_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim, "rms_norm_eps": cfg.rms_eps,
             "rope_theta": cfg.rope_theta, "vocab_size": cfg.vocab_size,

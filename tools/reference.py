@@ -14,9 +14,17 @@ prints {"n_tokens": N, "vocab": V} on stdout. Bad input: one "error: ..." line, 
 blocks of 32 (W8A8, as llama.cpp's and Peregrine's integer dot-product kernels compute).
 
 Specs followed: llama2.c run.c (legacy v0 export), GGUF (ggml docs/gguf.md), safetensors,
-Hugging Face LlamaForCausalLM (modeling_llama.py), Qwen2 / Qwen3 / Phi-3 (modeling_qwen2.py,
-modeling_qwen3.py, modeling_phi3.py) and the Mixture-of-Experts families Mixtral, Qwen2-MoE and
-OLMoE (modeling_mixtral.py, modeling_qwen2_moe.py, modeling_olmoe.py).
+Hugging Face LlamaForCausalLM (modeling_llama.py), MistralForCausalLM's sliding window
+(modeling_mistral.py with masking_utils.py's sliding_window_overlay: a query at position q sees
+keys kv with q - window < kv <= q), Gemma2ForCausalLM (modeling_gemma2.py: Gemma2RMSNorm's
+(1 + w), the embedding times sqrt(hidden_size), pre/post attention and feed-forward norms,
+gelu_pytorch_tanh, scores times query_pre_attn_scalar**-0.5 then soft-capped, sliding window on
+the layers with layer_idx % 2 == 0, final-logit soft-capping), and for Gemma 2 GGUF files
+llama.cpp's convert_hf_to_gguf.py Gemma2Model (norm weights stored as 1 + w) and its gemma2
+hparams (soft-cap defaults 50 / 30; scores scaled by (n_embd / n_head)**-0.5 for the 46-layer
+27B, head_dim**-0.5 otherwise),
+and the Mixture-of-Experts families Mixtral, Qwen2-MoE and OLMoE (modeling_mixtral.py,
+modeling_qwen2_moe.py, modeling_olmoe.py).
 """
 import argparse
 import json
@@ -51,12 +59,16 @@ class LlamaConfig:
     rope_scaling: dict = None  # HF config.json rope_scaling (linear / llama3), or None
     rope_freqs: tuple = None   # GGUF rope_freqs.weight: per-pair frequency divisors, or None
     arch: str = "llama"        # llama (Llama, Mistral, Mixtral), qwen2 (Q/K/V biases), qwen3 (Q/K
-                               # norms), phi3, qwen2moe (Qwen2-MoE), olmoe (OLMoE)
+                               # norms), phi3, qwen2moe (Qwen2-MoE), olmoe (OLMoE), gemma2
     n_experts: int = 0         # Mixture-of-Experts: routed experts per layer (0 = dense MLP)
     n_experts_used: int = 0    # top-k
     expert_ffn: int = 0        # each expert's intermediate size
     shared_expert_ffn: int = 0  # Qwen2-MoE's shared expert (0 = none)
     norm_topk_prob: bool = False  # top-k probabilities renormalized (Mixtral: always)
+    sliding_window: int = 0    # 0 = none; Mistral: every layer; Gemma 2: layers with index % 2 == 0
+    query_pre_attn_scalar: float = 0.0  # Gemma 2: scores * its ** -0.5 (0: head_dim ** -0.5)
+    attn_softcap: float = 0.0  # Gemma 2 attn_logit_softcapping (0 = none)
+    final_softcap: float = 0.0  # Gemma 2 final_logit_softcapping (0 = none)
 
 
 def moe_names(cfg):
@@ -113,6 +125,8 @@ def expected_shapes(cfg):
                  "self_attn.v_proj.bias": (kv,)}
     elif cfg.arch == "qwen3":  # modeling_qwen3.py: Qwen3RMSNorm(head_dim) of q and k
         extra = {"self_attn.q_norm.weight": (cfg.head_dim,), "self_attn.k_norm.weight": (cfg.head_dim,)}
+    elif cfg.arch == "gemma2":  # modeling_gemma2.py: Gemma2DecoderLayer's four norms
+        extra = {"pre_feedforward_layernorm.weight": (cfg.dim,), "post_feedforward_layernorm.weight": (cfg.dim,)}
     elif cfg.arch == "olmoe":  # modeling_olmoe.py: OlmoeRMSNorm of the whole q and k projections
         extra = {"self_attn.q_norm.weight": (q,), "self_attn.k_norm.weight": (kv,)}
     if cfg.n_experts:  # the sparse MoE block replaces the dense MLP
@@ -404,7 +418,16 @@ GGUF_TO_HF = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layern
               "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
 
 
-GGUF_ARCHS = ("llama", "qwen2", "qwen3", "phi3", "qwen2moe", "olmoe")
+GGUF_ARCHS = ("llama", "qwen2", "qwen3", "phi3", "qwen2moe", "olmoe", "gemma2")
+# llama.cpp's gemma2 tensor names where they differ (llama-arch.cpp LLM_ARCH_GEMMA2): ffn_norm is
+# the pre-feed-forward norm, post_attention_norm / post_ffw_norm the norms after each block.
+GGUF_TO_HF_GEMMA2 = {"ffn_norm": "pre_feedforward_layernorm", "post_attention_norm": "post_attention_layernorm",
+                     "post_ffw_norm": "post_feedforward_layernorm"}
+
+
+def gguf_to_hf_names(arch):
+    """GGUF per-layer tensor stem -> HF module suffix for `arch`."""
+    return GGUF_TO_HF | GGUF_TO_HF_GEMMA2 if arch == "gemma2" else GGUF_TO_HF
 # GGUF tensor suffix -> HF suffix for the families' additions (Qwen2 biases, Qwen3 norms).
 GGUF_TO_HF_EXTRA = {"attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias",
                     "attn_v.bias": "self_attn.v_proj.bias",
@@ -430,6 +453,15 @@ def gguf_config(gguf, path):
     rope_dims = gguf_value(gguf, f"{arch}.rope.dimension_count", head_dim)
     if rope_dims != head_dim:
         raise ModelError(f"{path}: partial RoPE ({rope_dims} of {head_dim} dims) unsupported")
+    extra = {}
+    if arch == "gemma2":  # llama.cpp's gemma2 hparams; attention.scale is Peregrine's writer's key
+        n_layers, dim = gguf_value(gguf, f"{arch}.block_count"), gguf_value(gguf, f"{arch}.embedding_length")
+        scale = gguf_value(gguf, f"{arch}.attention.scale", 0.0)
+        scalar = scale ** -2 if scale else (dim // n_heads if n_layers == 46 else head_dim)
+        extra = dict(query_pre_attn_scalar=scalar,
+                     attn_softcap=gguf_value(gguf, f"{arch}.attn_logit_softcapping", 50.0),
+                     final_softcap=gguf_value(gguf, f"{arch}.final_logit_softcapping", 30.0))
+    extra["sliding_window"] = gguf_value(gguf, f"{arch}.attention.sliding_window", 0)
     scaling = None
     kind = gguf_value(gguf, f"{arch}.rope.scaling.type", "none")
     if kind == "linear":
@@ -449,7 +481,7 @@ def gguf_config(gguf, path):
         n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim, vocab_size=vocab,
         rope_theta=float(gguf_value(gguf, f"{arch}.rope.freq_base", 10000.0)),
         rms_eps=float(gguf_value(gguf, f"{arch}.attention.layer_norm_rms_epsilon")),
-        max_seq_len=gguf_value(gguf, f"{arch}.context_length", 0), rope_scaling=scaling, arch=arch)
+        max_seq_len=gguf_value(gguf, f"{arch}.context_length", 0), rope_scaling=scaling, arch=arch, **extra)
 
 
 def gguf_block_quantized(path):
@@ -479,8 +511,9 @@ def gguf_hf_name(name, arch="llama"):
     if name in top:
         return top[name]
     parts = name.split(".")
-    if len(parts) == 4 and parts[0] == "blk" and parts[3] == "weight" and parts[2] in GGUF_TO_HF:
-        return f"model.layers.{parts[1]}.{GGUF_TO_HF[parts[2]]}.weight"
+    layer_names = gguf_to_hf_names(arch)
+    if len(parts) == 4 and parts[0] == "blk" and parts[3] == "weight" and parts[2] in layer_names:
+        return f"model.layers.{parts[1]}.{layer_names[parts[2]]}.weight"
     suffix = ".".join(parts[2:])
     if len(parts) == 4 and parts[0] == "blk" and suffix in GGUF_TO_HF_EXTRA:
         return f"model.layers.{parts[1]}.{GGUF_TO_HF_EXTRA[suffix]}"
@@ -533,6 +566,8 @@ def load_gguf(path):
         freqs = gguf_tensor_f32(buf, gguf.tensors["rope_freqs.weight"], path)
         cfg = dataclasses.replace(cfg, rope_freqs=tuple(float(f) for f in freqs.reshape(-1)))
     weights.setdefault("lm_head.weight", weights.get("model.embed_tokens.weight"))
+    if cfg.arch == "gemma2":  # undo convert_hf_to_gguf.py's norm.weight + 1
+        weights = {k: v - np.float32(1) if k.endswith("norm.weight") else v for k, v in weights.items()}
     validate_weights(cfg, weights)
     if cfg.arch == "llama":  # llama.cpp's rope type NORM: the converter permuted Q/K; Qwen's NEOX did not
         unpermute_all_qk(cfg, weights)
@@ -588,10 +623,14 @@ def hf_config(folder):
     except (OSError, ValueError) as e:
         raise ModelError(f"{folder}: cannot read config.json: {e}") from e
     arch = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "phi3": "phi3",
-            "qwen2_moe": "qwen2moe", "olmoe": "olmoe"}.get(c.get("model_type", "llama"))
-    if arch is None or c.get("hidden_act", "silu") != "silu":
-        raise ModelError(f"{folder}: only model_type llama / mistral / mixtral / qwen2 / qwen3 / phi3 / qwen2_moe / "
-                         "olmoe with hidden_act silu is supported")
+            "qwen2_moe": "qwen2moe", "olmoe": "olmoe", "gemma2": "gemma2"}.get(c.get("model_type", "llama"))
+    act = c.get("hidden_activation") or c.get("hidden_act", "silu")
+    if arch is None or act != ("gelu_pytorch_tanh" if arch == "gemma2" else "silu"):
+        raise ModelError(f"{folder}: only model_type llama / mistral / mixtral / qwen2 / qwen3 / phi3 / qwen2_moe / olmoe "
+                         "with hidden_act silu, gemma2 with gelu_pytorch_tanh is supported")
+    window = c.get("sliding_window") or 0
+    if arch == "qwen2" and not c.get("use_sliding_window", False):
+        window = 0
     scaling = c.get("rope_scaling")
     if scaling and scaling.get("rope_type", scaling.get("type")) not in ("default", "linear", "llama3"):
         raise ModelError(f"{folder}: rope_scaling {scaling} unsupported")
@@ -604,7 +643,10 @@ def hf_config(folder):
             n_heads=n_heads, n_kv_heads=n_kv, head_dim=c.get("head_dim") or dim // n_heads,
             vocab_size=c["vocab_size"], rope_theta=float(c.get("rope_theta", 10000.0)),
             rms_eps=float(c["rms_norm_eps"]), max_seq_len=c.get("max_position_embeddings", 0),
-            rope_scaling=scaling, arch=arch,
+            rope_scaling=scaling, arch=arch, sliding_window=window,
+            query_pre_attn_scalar=float(c.get("query_pre_attn_scalar") or 0.0),
+            attn_softcap=float(c.get("attn_logit_softcapping") or 0.0),
+            final_softcap=float(c.get("final_logit_softcapping") or 0.0),
             n_experts=c.get("num_local_experts") or c.get("num_experts") or 0,
             n_experts_used=c.get("num_experts_per_tok", 0),
             expert_ffn=c.get("moe_intermediate_size") or c["intermediate_size"],
@@ -662,6 +704,28 @@ def load_model(path):
 def rms_norm(x, w, eps):
     """x: float32 [n, dim], w: float32 [dim] -> x * rsqrt(mean(x^2) + eps) * w."""
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def gemma_rms_norm(x, w, eps):
+    """modeling_gemma2.py Gemma2RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + w), in float32."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + w)
+
+
+def causal_mask(n, window):
+    """[n, n] additive mask: 0 where key kv is visible to query q (kv <= q, and with a sliding
+    window kv > q - window, masking_utils.py's sliding_window_overlay), -inf elsewhere."""
+    q = torch.arange(n)[:, None]
+    kv = torch.arange(n)[None, :]
+    visible = (kv <= q) & ((kv > q - window) if window else True)
+    return torch.zeros(n, n).masked_fill(~visible, float("-inf"))
+
+
+def layer_window(cfg, layer):
+    """The sliding window of `layer`: Gemma 2 windows the layers with index % 2 == 0
+    (modeling_gemma2.py: is_sliding = not bool(layer_idx % 2)), Mistral every layer."""
+    if cfg.arch == "gemma2" and layer % 2:
+        return 0
+    return cfg.sliding_window
 
 
 def scaled_inv_freq(inv_freq, scaling):
@@ -724,8 +788,10 @@ def linear(w, name, h, act_quant):
     return (quantize_activations(h) if name in act_quant else h) @ w[name].T
 
 
-def attention(cfg, w, p, h, cos, sin, act_quant):
-    """Causal GQA self-attention of layer prefix p. h: float32 [n, dim] -> [n, dim]."""
+def attention(cfg, w, p, h, cos, sin, act_quant, window=0):
+    """Causal GQA self-attention of layer prefix p (sliding `window`, 0 = none; Gemma 2's
+    scaling and soft-capping as eager_attention_forward in modeling_gemma2.py).
+    h: float32 [n, dim] -> [n, dim]."""
     n = h.shape[0]
     q_dim, kv_dim = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
     if p + "self_attn.qkv_proj.weight" in w:  # Phi3Attention: one projection, sliced
@@ -750,21 +816,25 @@ def attention(cfg, w, p, h, cos, sin, act_quant):
     q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
     rep = cfg.n_heads // cfg.n_kv_heads
     k, v = k.repeat_interleave(rep, dim=0), v.repeat_interleave(rep, dim=0)
-    scores = q @ k.transpose(1, 2) / math.sqrt(cfg.head_dim)
-    mask = torch.full((n, n), float("-inf")).triu(1)
-    out = torch.softmax(scores + mask, dim=-1) @ v  # [heads, n, head_dim]
+    scaling = cfg.query_pre_attn_scalar ** -0.5 if cfg.query_pre_attn_scalar else 1.0 / math.sqrt(cfg.head_dim)
+    scores = (q @ k.transpose(1, 2)) * scaling
+    if cfg.attn_softcap:
+        scores = torch.tanh(scores / cfg.attn_softcap) * cfg.attn_softcap
+    out = torch.softmax(scores + causal_mask(n, window), dim=-1) @ v  # [heads, n, head_dim]
     return linear(w, p + "self_attn.o_proj.weight", out.transpose(0, 1).reshape(n, -1), act_quant)
 
 
-def swiglu(w, p, h, act_quant, names=("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")):
+def swiglu(cfg, w, p, h, act_quant, names=("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")):
     """SwiGLU MLP of layer prefix p: down(silu(gate(h)) * up(h)); h: float32 [n, dim]. Phi3MLP:
-    gate_up_proj(h).chunk(2) gives gate then up. names: the gate, up, down modules (an expert's)."""
+    gate_up_proj(h).chunk(2) gives gate then up. Gemma2MLP: gelu_pytorch_tanh instead of silu.
+    names: the gate, up, down modules (an expert's)."""
     if p + "mlp.gate_up_proj.weight" in w:
         gate, up = linear(w, p + "mlp.gate_up_proj.weight", h, act_quant).chunk(2, dim=-1)
     else:
         gate = linear(w, p + names[0] + ".weight", h, act_quant)
         up = linear(w, p + names[1] + ".weight", h, act_quant)
-    return linear(w, p + names[2] + ".weight", torch.nn.functional.silu(gate) * up, act_quant)
+    act = torch.nn.functional.silu(gate) if cfg.arch != "gemma2" else torch.nn.functional.gelu(gate, approximate="tanh")
+    return linear(w, p + names[2] + ".weight", act * up, act_quant)
 
 
 def sparse_moe(cfg, w, p, h, act_quant):
@@ -784,12 +854,12 @@ def sparse_moe(cfg, w, p, h, act_quant):
         tokens, slot = torch.where(top_i == e)
         if len(tokens):
             names = tuple(expert.format(e) + proj for proj in projections)
-            y = swiglu(w, p, h[tokens], act_quant, names)
+            y = swiglu(cfg, w, p, h[tokens], act_quant, names)
             out.index_add_(0, tokens, y * top_w[tokens, slot, None])
     if cfg.shared_expert_ffn:
         gate = torch.sigmoid(h @ w[p + "mlp.shared_expert_gate.weight"].T)
         shared = ("mlp.shared_expert.gate_proj", "mlp.shared_expert.up_proj", "mlp.shared_expert.down_proj")
-        out = out + gate * swiglu(w, p, h, act_quant, shared)
+        out = out + gate * swiglu(cfg, w, p, h, act_quant, shared)
     return out
 
 
@@ -812,14 +882,37 @@ def forward(cfg, weights, tokens, act_quant=frozenset()):
     w = {k: torch.tensor(v) for k, v in weights.items()}
     x = w["model.embed_tokens.weight"][torch.tensor(tokens)]
     cos, sin = rope_tables(len(tokens), cfg)
+    if cfg.arch == "gemma2":
+        return gemma2_forward(cfg, w, x, cos, sin, act_quant)
     for i in range(cfg.n_layers):
         p = f"model.layers.{i}."
         x = x + attention(cfg, w, p, rms_norm(x, w[p + "input_layernorm.weight"], cfg.rms_eps),
-                          cos, sin, act_quant)
-        mlp = sparse_moe if cfg.n_experts else lambda _, *args: swiglu(*args)
+                          cos, sin, act_quant, layer_window(cfg, i))
+        mlp = sparse_moe if cfg.n_experts else swiglu
         x = x + mlp(cfg, w, p, rms_norm(x, w[p + "post_attention_layernorm.weight"], cfg.rms_eps), act_quant)
     x = rms_norm(x, w["model.norm.weight"], cfg.rms_eps)
     return linear(w, "lm_head.weight", x, act_quant).numpy().astype(np.float32)
+
+
+def gemma2_forward(cfg, w, x, cos, sin, act_quant):
+    """Gemma2Model.forward + Gemma2ForCausalLM's head (modeling_gemma2.py): the embedding x
+    ([n, dim] float32) times the normalizer sqrt(hidden_size) in the hidden dtype; per
+    Gemma2DecoderLayer x += post_attention_layernorm(attn(input_layernorm(x))), then
+    x += post_feedforward_layernorm(mlp(pre_feedforward_layernorm(x))); final norm, lm_head,
+    logits -> tanh(logits / cap) * cap. Returns float32 numpy logits [n, vocab]."""
+    x = x * torch.tensor(cfg.dim ** 0.5, dtype=x.dtype)
+    for i in range(cfg.n_layers):
+        p = f"model.layers.{i}."
+        norm = lambda name, h: gemma_rms_norm(h, w[p + name + ".weight"], cfg.rms_eps)  # noqa: E731
+        h = attention(cfg, w, p, norm("input_layernorm", x), cos, sin, act_quant, layer_window(cfg, i))
+        x = x + norm("post_attention_layernorm", h)
+        h = swiglu(cfg, w, p, norm("pre_feedforward_layernorm", x), act_quant)
+        x = x + norm("post_feedforward_layernorm", h)
+    x = gemma_rms_norm(x, w["model.norm.weight"], cfg.rms_eps)
+    logits = linear(w, "lm_head.weight", x, act_quant)
+    if cfg.final_softcap:
+        logits = torch.tanh(logits / cfg.final_softcap) * cfg.final_softcap
+    return logits.numpy().astype(np.float32)
 
 
 def compute_logits(model_path, tokens, act_quant=False):

@@ -9,6 +9,27 @@
 namespace peregrine::cli {
 namespace {
 
+/// The sliding window and Gemma 2's fields, one line, when any is set.
+void print_attention_variant(const ModelConfig& c) {
+  std::string line;
+  if (c.sliding_window > 0) {
+    line += "sliding window " + std::to_string(c.sliding_window) +
+            (c.sliding_window_period >= 2 ? " (layer l local unless l % " + std::to_string(c.sliding_window_period) + " == " +
+                                                std::to_string(c.sliding_window_period - 1) + ")"
+                                          : " (every layer)");
+  }
+  const auto add = [&](const char* what, float v) {
+    if (v > 0.0f) line += (line.empty() ? "" : ", ") + std::string(what) + " " + std::to_string(v);
+  };
+  add("score scale", c.attn_scale);
+  add("attention soft-cap", c.attn_softcap);
+  add("final soft-cap", c.final_softcap);
+  add("embedding scale", c.embed_scale);
+  add("norm weight offset", c.norm_weight_offset);
+  if (c.activation == FfnActivation::kGeluTanh) line += std::string(line.empty() ? "" : ", ") + "GeGLU (tanh GELU)";
+  if (!line.empty()) std::printf("%s\n", line.c_str());
+}
+
 void print_config(const ModelFile& m) {
   const ModelConfig& c = m.config;
   const std::string version = m.gguf ? " v" + std::to_string(m.gguf->version()) : "";
@@ -24,6 +45,7 @@ void print_config(const ModelFile& m) {
               static_cast<double>(c.rope_theta),
               c.rope_style == RopeStyle::kInterleaved ? "interleaved" : "neox/half",
               static_cast<double>(c.rms_eps), c.tied_embeddings ? "tied" : "untied");
+  print_attention_variant(c);
   if (c.n_experts > 0) {
     std::printf("experts %lld per layer, top-%lld (%s), expert ffn %lld, shared expert ffn %lld\n",
                 static_cast<long long>(c.n_experts), static_cast<long long>(c.n_experts_used),

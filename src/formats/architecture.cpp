@@ -18,6 +18,10 @@ constexpr Architecture kArchitectures[] = {
     {"phi3", "Phi3ForCausalLM", "phi3", RopeStyle::kNeox, false, kNone, true, false, kQwenMoe, "", ""},
     {"qwen2moe", "Qwen2MoeForCausalLM", "qwen2_moe", RopeStyle::kNeox, true, kNone, false, false, kQwenMoe, "", ""},
     {"olmoe", "OlmoeForCausalLM", "olmoe", RopeStyle::kNeox, false, kWhole, false, false, kQwenMoe, "", ""},
+    {.name = "gemma2", .hf_class = "Gemma2ForCausalLM", .hf_model_type = "gemma2", .gguf_rope_style = RopeStyle::kNeox,
+     .qkv_bias = false, .qk_norm = kNone, .fused_gate_up = false, .post_norms = true,
+     .activation = FfnActivation::kGeluTanh, .embed_scale_sqrt_dim = true, .hf_norm_offset = 1.0f,
+     .sliding_window_period = 2, .gguf_attn_softcap = 50.0f, .gguf_final_softcap = 30.0f, .gguf_scale_dim_layers = 46},
 };
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "peregrine/formats/gguf_llama_metadata.h"
 
+#include <cmath>
+
 #include "peregrine/core/mapped_file.h"
 #include "peregrine/tokenizer/llama2c_tokenizer.h"
 
@@ -26,6 +28,32 @@ std::uint32_t llama_file_type(DType t) {
   }
   return 0;
 }
+
+namespace {
+
+/// The sliding-window and Gemma 2 keys gguf_model.cpp reads back: the window when set; the
+/// soft-caps when set or when the family's reader would otherwise default them (Gemma 2: 50 /
+/// 30); {arch}.attention.scale when set or when llama.cpp's layer-count rule would apply.
+Status add_attention_variant_metadata(GgufWriter& w, const ModelConfig& c) {
+  const Architecture* family = find_architecture(c.arch);
+  const auto key = [&](const char* k) { return c.arch + "." + k; };
+  if (c.sliding_window > 0) {
+    PEREGRINE_RETURN_IF_ERROR(w.add(key("attention.sliding_window"), gguf_u32(static_cast<std::uint32_t>(c.sliding_window))));
+  }
+  if (c.attn_softcap > 0.0f || (family && family->gguf_attn_softcap > 0.0f)) {
+    PEREGRINE_RETURN_IF_ERROR(w.add(key("attn_logit_softcapping"), gguf_f32(c.attn_softcap)));
+  }
+  if (c.final_softcap > 0.0f || (family && family->gguf_final_softcap > 0.0f)) {
+    PEREGRINE_RETURN_IF_ERROR(w.add(key("final_logit_softcapping"), gguf_f32(c.final_softcap)));
+  }
+  if (c.attn_scale > 0.0f || (family && family->gguf_scale_dim_layers == c.n_layers)) {
+    const float scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    PEREGRINE_RETURN_IF_ERROR(w.add(key("attention.scale"), gguf_f32(scale)));
+  }
+  return Status::ok();
+}
+
+}  // namespace
 
 Status add_llama_metadata(GgufWriter& w, const std::string& name, const ModelConfig& c, DType matrix_dtype,
                           std::optional<std::uint32_t> file_type) {
@@ -54,6 +82,7 @@ Status add_llama_metadata(GgufWriter& w, const std::string& name, const ModelCon
     PEREGRINE_RETURN_IF_ERROR(w.add(key("rope.scaling.factor"), gguf_f32(c.rope_scaling.factor)));
   }
   if (c.ffn_down_hadamard) PEREGRINE_RETURN_IF_ERROR(w.add("peregrine.ffn_down_hadamard", gguf_bool(true)));
+  PEREGRINE_RETURN_IF_ERROR(add_attention_variant_metadata(w, c));
   if (c.n_experts == 0) return Status::ok();
   PEREGRINE_RETURN_IF_ERROR(w.add(key("expert_count"), u32(c.n_experts)));
   PEREGRINE_RETURN_IF_ERROR(w.add(key("expert_used_count"), u32(c.n_experts_used)));

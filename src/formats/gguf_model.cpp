@@ -88,6 +88,36 @@ Status read_experts(const GgufFile& g, const Architecture& arch, ModelConfig& c,
   return Status::ok();
 }
 
+/// A soft-cap or scale key: `fallback` when absent; kCorruptFile naming the key when negative (or,
+/// through optional_float, not finite).
+Expected<float> read_non_negative(const GgufFile& g, const std::string& key, float fallback, const std::string& path) {
+  PEREGRINE_ASSIGN_OR_RETURN(auto v, optional_float(g, key, path));
+  if (v && *v < 0.0f) return corrupt_file(path + ": GGUF key '" + key + "' = " + std::to_string(*v) + " must be >= 0");
+  return v.value_or(fallback);
+}
+
+/// The family's fields (apply_architecture) and the keys of sliding-window and Gemma 2
+/// attention (llama-arch.cpp LLM_KV_ATTENTION_SLIDING_WINDOW, LLM_KV_ATTN_LOGIT_SOFTCAPPING,
+/// LLM_KV_FINAL_LOGIT_SOFTCAPPING, LLM_KV_ATTENTION_SCALE): the soft-caps default to the
+/// family's (llama.cpp's hparams for gemma2), and without {arch}.attention.scale a Gemma 2 file
+/// of gguf_scale_dim_layers layers scales scores by (dim / n_heads)^-0.5 as llama.cpp does.
+/// Needs c.dim, c.n_layers, c.n_heads.
+Status read_attention_variant(const GgufFile& g, const Architecture& arch, const std::string& path, ModelConfig& c) {
+  const std::string a(arch.name);
+  apply_architecture(c, arch);
+  PEREGRINE_ASSIGN_OR_RETURN(auto window, optional_int(g, a + ".attention.sliding_window", path));
+  if (window && *window < 0) return corrupt_file(path + ": GGUF key '" + a + ".attention.sliding_window' is negative");
+  c.sliding_window = window.value_or(0);
+  PEREGRINE_ASSIGN_OR_RETURN(c.attn_softcap, read_non_negative(g, a + ".attn_logit_softcapping", arch.gguf_attn_softcap, path));
+  PEREGRINE_ASSIGN_OR_RETURN(c.final_softcap, read_non_negative(g, a + ".final_logit_softcapping", arch.gguf_final_softcap, path));
+  PEREGRINE_ASSIGN_OR_RETURN(auto scale, read_non_negative(g, a + ".attention.scale", 0.0f, path));
+  if (scale == 0.0f && arch.gguf_scale_dim_layers > 0 && c.n_layers == arch.gguf_scale_dim_layers && c.n_heads > 0) {
+    scale = 1.0f / std::sqrt(static_cast<float>(c.dim / c.n_heads));
+  }
+  c.attn_scale = scale;
+  return Status::ok();
+}
+
 /// The config from the `{arch}.*` keys llama.cpp writes for every family (llama-arch.cpp
 /// LLM_KV_*): head_dim is {arch}.attention.key_length when given (Qwen3: not dim / n_heads),
 /// the Q/K row order the family's GGUF rope type.
@@ -123,10 +153,7 @@ Expected<ModelConfig> read_config(const GgufFile& g, const Architecture& arch, c
     return unsupported(path + ": GGUF " + key("rope.dimension_count") + " " + std::to_string(*rot) +
                        " != head_dim " + std::to_string(c.head_dim) + " (partial RoPE)");
   }
-  // Sliding-window attention equals full attention up to the window: capped there, as for HF
-  // configs (llama.cpp itself runs Phi-3's window as full attention).
-  PEREGRINE_ASSIGN_OR_RETURN(auto window, optional_int(g, key("attention.sliding_window"), path));
-  if (window && *window > 0 && *window < c.max_seq_len) c.max_seq_len = *window;
+  PEREGRINE_RETURN_IF_ERROR(read_attention_variant(g, arch, path, c));
   PEREGRINE_ASSIGN_OR_RETURN(auto eps, optional_float(g, key("attention.layer_norm_rms_epsilon"), path));
   if (eps) c.rms_eps = *eps;
   PEREGRINE_ASSIGN_OR_RETURN(auto theta, optional_float(g, key("rope.freq_base"), path));

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "formats/fused_projections.h"
+#include "formats/owned_tensor.h"
 #include "formats/rope_rows.h"
 #include "peregrine/formats/gguf_llama_metadata.h"
 #include "peregrine/formats/gguf_writer.h"
@@ -70,6 +71,12 @@ std::string gate_of(std::string up_name) {
   return up_name.replace(up_name.rfind("ffn_up"), std::string_view("ffn_up").size(), "ffn_gate");
 }
 
+/// Whether tensor `name` of m is written shifted: an RMSNorm weight of a model whose norms scale
+/// by (offset + w) with offset != 0 (a Gemma 2 Hugging Face model) goes to GGUF as f32 offset + w.
+bool shifted(const ModelFile& m, const std::string& name) {
+  return m.config.norm_weight_offset != 0.0f && is_norm_weight(name);
+}
+
 /// A tensor of the GGUF file: its name, shape, and the canonical tensors whose rows it holds
 /// in order (none: the canonical tensor is written inside another one).
 struct GgufTensor {
@@ -111,7 +118,7 @@ Status save_gguf_model(const ModelFile& m, const std::string& path, const std::s
     const GgufTensor g = gguf_tensor_of(m, *arch, name);
     if (g.parts.empty()) continue;  // inside a fused or stacked tensor
     if (g.parts.size() > 1) PEREGRINE_RETURN_IF_ERROR(check_concat_rows(g.name, g.parts));
-    PEREGRINE_RETURN_IF_ERROR(w.add_tensor(g.name, t.dtype, g.shape));
+    PEREGRINE_RETURN_IF_ERROR(w.add_tensor(g.name, shifted(m, name) ? DType::kF32 : t.dtype, g.shape));
   }
   PEREGRINE_RETURN_IF_ERROR(w.begin(path));
   if (!rope_freqs.empty()) {
@@ -123,6 +130,8 @@ Status save_gguf_model(const ModelFile& m, const std::string& path, const std::s
     OwnedTensor rows;
     if (g.parts.size() > 1) {
       PEREGRINE_ASSIGN_OR_RETURN(rows, concat_rows(g.name, g.parts));
+    } else if (shifted(m, name)) {
+      rows = shifted_norm(t, m.config.norm_weight_offset);
     } else {  // Q/K rows in the family's GGUF pairing
       PEREGRINE_ASSIGN_OR_RETURN(rows, in_rope_order(t, m.config.head_dim, m.config.rope_style, arch->gguf_rope_style));
     }

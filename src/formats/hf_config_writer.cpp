@@ -1,6 +1,7 @@
 #include "peregrine/formats/hf_config_writer.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -35,6 +36,28 @@ void add_experts(nlohmann::ordered_json& j, const ModelConfig& c, const Architec
   j["norm_topk_prob"] = c.expert_weights_norm;
 }
 
+/// The sliding window and Gemma 2's fields as transformers' configs name them (hf_model.cpp
+/// reads them back): sliding_window, query_pre_attn_scalar (the scale's ^-2), the soft-caps,
+/// hidden_activation beside hidden_act.
+void add_attention_variant(nlohmann::ordered_json& j, const ModelConfig& c) {
+  if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
+  if (c.sliding_window > 0 && c.arch == "llama" && c.n_experts == 0) {  // transformers' Llama has no window: Mistral's class
+    j["architectures"] = nlohmann::ordered_json::array({"MistralForCausalLM"});
+    j["model_type"] = "mistral";
+  }
+  if (c.activation == FfnActivation::kGeluTanh) j["hidden_activation"] = "gelu_pytorch_tanh";
+  if (c.attn_scale > 0.0f) {  // an integer in Gemma's configs (256, 144): written as one when it is one
+    const double scalar = 1.0 / (static_cast<double>(c.attn_scale) * c.attn_scale), whole = std::round(scalar);
+    if (std::fabs(scalar - whole) < 1e-4 * scalar) {
+      j["query_pre_attn_scalar"] = static_cast<std::int64_t>(whole);
+    } else {
+      j["query_pre_attn_scalar"] = scalar;
+    }
+  }
+  if (c.attn_softcap > 0.0f) j["attn_logit_softcapping"] = as_decimal(c.attn_softcap);
+  if (c.final_softcap > 0.0f) j["final_logit_softcapping"] = as_decimal(c.final_softcap);
+}
+
 }  // namespace
 
 nlohmann::ordered_json hf_config(const ModelConfig& c, DType dtype) {
@@ -44,7 +67,7 @@ nlohmann::ordered_json hf_config(const ModelConfig& c, DType dtype) {
   nlohmann::ordered_json j = {
       {"architectures", nlohmann::ordered_json::array({std::string(moe_class ? family.hf_moe_class : family.hf_class)})},
       {"model_type", std::string(moe_class ? family.hf_moe_model_type : family.hf_model_type)},
-      {"hidden_act", "silu"},
+      {"hidden_act", c.activation == FfnActivation::kGeluTanh ? "gelu_pytorch_tanh" : "silu"},
       {"hidden_size", c.dim},
       {"intermediate_size", c.ffn_dim},
       {"num_hidden_layers", c.n_layers},
@@ -61,6 +84,7 @@ nlohmann::ordered_json hf_config(const ModelConfig& c, DType dtype) {
       {"torch_dtype", torch_dtype(dtype)},
   };
   if (c.ffn_down_hadamard) j["peregrine_ffn_down_hadamard"] = true;
+  add_attention_variant(j, c);
   if (c.n_experts > 0) add_experts(j, c, family);
   const RopeScaling& r = c.rope_scaling;
   if (r.kind != RopeScaling::Kind::kNone) {

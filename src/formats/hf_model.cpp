@@ -1,5 +1,6 @@
 #include "peregrine/formats/hf_model.h"
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -115,15 +116,75 @@ Status read_experts(const ConfigFields& f, const Architecture& arch, ModelConfig
   return Status::ok();
 }
 
+/// The gated FFN's activation: hidden_activation (Gemma's field, modeling_gemma2.py), else
+/// hidden_act, else the family's. Errors: kUnsupported for other activations.
+Expected<FfnActivation> read_activation(const ConfigFields& f, const Architecture& family) {
+  for (const char* key : {"hidden_activation", "hidden_act"}) {
+    PEREGRINE_ASSIGN_OR_RETURN(auto act, f.optional_string(key));
+    if (!act) continue;
+    if (*act == "silu") return FfnActivation::kSilu;
+    if (*act == "gelu_pytorch_tanh") return FfnActivation::kGeluTanh;
+    return unsupported(f.what() + ": " + key + " '" + json_util::printable(*act) +
+                       "' is not supported (silu / SwiGLU and gelu_pytorch_tanh / GeGLU are)");
+  }
+  return family.activation;
+}
+
+/// A soft-capping / scale field: 0 when absent or null. Errors: kCorruptFile when negative.
+Expected<float> non_negative_float(const ConfigFields& f, const char* key) {
+  PEREGRINE_ASSIGN_OR_RETURN(auto v, f.optional_float(key));
+  if (v && !(*v >= 0.0f)) return corrupt_file(f.what() + ": field '" + key + "' = " + std::to_string(*v) + " must be >= 0");
+  return v.value_or(0.0f);
+}
+
+/// The sliding window: sliding_window (Mistral, Phi-3, Gemma 2: on the family's local layers)
+/// unless use_sliding_window is false (Qwen2's configs carry a window they do not use). Qwen2's
+/// use_sliding_window true windows the layers from max_window_layers on (modeling_qwen2.py):
+/// only all or none of them is supported. A layer_types list (newer transformers) must name the
+/// layers the family's pattern makes local. Errors: kUnsupported, kCorruptFile.
+Status read_sliding_window(const ConfigFields& f, ModelConfig& c) {
+  PEREGRINE_ASSIGN_OR_RETURN(auto window, f.optional_int("sliding_window"));
+  PEREGRINE_ASSIGN_OR_RETURN(auto use_window, f.optional_bool("use_sliding_window"));
+  PEREGRINE_ASSIGN_OR_RETURN(auto max_window_layers, f.optional_int("max_window_layers"));
+  if (window && *window < 0) return corrupt_file(f.what() + ": field 'sliding_window' is negative");
+  c.sliding_window = window && use_window.value_or(true) ? *window : 0;
+  if (c.sliding_window > 0 && use_window.value_or(false) && max_window_layers && *max_window_layers != 0) {
+    if (*max_window_layers < c.n_layers) {
+      return unsupported(f.what() + ": use_sliding_window with max_window_layers " + std::to_string(*max_window_layers) +
+                         " < num_hidden_layers (a window on some layers only) is not supported");
+    }
+    c.sliding_window = 0;  // no layer index reaches max_window_layers
+  }
+  const json* types = f.get("layer_types");
+  if (!types) return Status::ok();
+  if (!types->is_array() || static_cast<std::int64_t>(types->size()) != c.n_layers) {
+    return corrupt_file(f.what() + ": field 'layer_types' is not a list of num_hidden_layers entries");
+  }
+  for (std::int64_t l = 0; l < c.n_layers; ++l) {
+    const bool sliding = (*types)[static_cast<std::size_t>(l)] == "sliding_attention";
+    if (sliding != (c.layer_window(l) > 0)) {
+      return unsupported(f.what() + ": layer_types makes layer " + std::to_string(l) + (sliding ? " local" : " global") +
+                         ", not the " + c.arch + " pattern of sliding-window layers");
+    }
+  }
+  return Status::ok();
+}
+
+/// Gemma 2's attention fields: query_pre_attn_scalar (scores × its ^-0.5),
+/// attn_logit_softcapping, final_logit_softcapping; and the family's RMSNorm offset.
+Status read_gemma_fields(const ConfigFields& f, const Architecture& family, ModelConfig& c) {
+  PEREGRINE_ASSIGN_OR_RETURN(const float scalar, non_negative_float(f, "query_pre_attn_scalar"));
+  c.attn_scale = scalar > 0.0f ? 1.0f / std::sqrt(scalar) : 0.0f;
+  PEREGRINE_ASSIGN_OR_RETURN(c.attn_softcap, non_negative_float(f, "attn_logit_softcapping"));
+  PEREGRINE_ASSIGN_OR_RETURN(c.final_softcap, non_negative_float(f, "final_logit_softcapping"));
+  c.norm_weight_offset = family.hf_norm_offset;
+  return Status::ok();
+}
+
 Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   if (!j.is_object()) return corrupt_file(what + ": is not a JSON object");
   ConfigFields f(j, what);
   PEREGRINE_ASSIGN_OR_RETURN(const Architecture* arch, read_architecture(f));
-  PEREGRINE_ASSIGN_OR_RETURN(auto act, f.optional_string("hidden_act"));
-  if (act && *act != "silu") {
-    return unsupported(what + ": hidden_act '" + json_util::printable(*act) +
-                       "' is not supported (only silu / SwiGLU)");
-  }
   for (const char* bias : {"attention_bias", "mlp_bias"}) {
     PEREGRINE_ASSIGN_OR_RETURN(auto has_bias, f.optional_bool(bias));
     if (has_bias && *has_bias) return unsupported(what + ": " + bias + " is true (biases are not supported)");
@@ -134,6 +195,9 @@ Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   PEREGRINE_ASSIGN_OR_RETURN(c.dim, f.required_int("hidden_size"));
   PEREGRINE_ASSIGN_OR_RETURN(c.ffn_dim, f.required_int("intermediate_size"));
   PEREGRINE_ASSIGN_OR_RETURN(c.n_layers, f.required_int("num_hidden_layers"));
+  apply_architecture(c, *arch);
+  PEREGRINE_ASSIGN_OR_RETURN(c.activation, read_activation(f, *arch));
+  PEREGRINE_RETURN_IF_ERROR(read_gemma_fields(f, *arch, c));
   PEREGRINE_ASSIGN_OR_RETURN(c.n_heads, f.required_int("num_attention_heads"));
   PEREGRINE_ASSIGN_OR_RETURN(auto kv_heads, f.optional_int("num_key_value_heads"));
   c.n_kv_heads = kv_heads.value_or(c.n_heads);
@@ -152,12 +216,7 @@ Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   c.vocab_size = vocab.value_or(0);  // 0: taken from embed_tokens below
   PEREGRINE_ASSIGN_OR_RETURN(auto max_pos, f.optional_int("max_position_embeddings"));
   c.max_seq_len = max_pos.value_or(2048);
-  // Sliding-window attention equals full attention for contexts no longer than the window, so
-  // a Mistral model is exact when the context is capped at the window.
-  // Qwen2 configs carry a window with use_sliding_window false (full attention).
-  PEREGRINE_ASSIGN_OR_RETURN(auto window, f.optional_int("sliding_window"));
-  PEREGRINE_ASSIGN_OR_RETURN(auto use_window, f.optional_bool("use_sliding_window"));
-  if (window && *window > 0 && *window < c.max_seq_len && use_window.value_or(true)) c.max_seq_len = *window;
+  PEREGRINE_RETURN_IF_ERROR(read_sliding_window(f, c));
   PEREGRINE_ASSIGN_OR_RETURN(auto eps, f.optional_float("rms_norm_eps"));
   c.rms_eps = eps.value_or(1e-6f);
   PEREGRINE_ASSIGN_OR_RETURN(auto theta, f.optional_float("rope_theta"));
@@ -203,7 +262,7 @@ Expected<std::optional<std::string>> canonical_name(const std::string& hf, const
     if (n > 0 && n < rest.size() && rest[n] == '.' && (n == 1 || rest[0] != '0')) {
       const std::string_view suffix = rest.substr(n + 1);
       if (suffix == "self_attn.rotary_emb.inv_freq") return R();
-      if (const auto to = canonical_layer_suffix(suffix)) {
+      if (const auto to = canonical_layer_name(suffix, find_architecture(c.arch))) {
         if (layer >= c.n_layers) {
           return corrupt_file(what + ": tensor '" + json_util::printable(hf) + "' is for layer " + std::to_string(layer) +
                               " but num_hidden_layers is " + std::to_string(c.n_layers));

@@ -6,6 +6,7 @@
 #include "formats/fused_projections.h"
 #include "formats/gptq_layout.h"
 #include "formats/hf_quant_plan.h"
+#include "formats/owned_tensor.h"
 #include "formats/rope_rows.h"
 #include "peregrine/core/output_file.h"
 #include "peregrine/formats/gguf_llama_metadata.h"
@@ -79,8 +80,17 @@ std::vector<HfEntry> hf_entries(const ModelFile& m) {
   return out;
 }
 
-/// The entry's tensor as written: Q/K rows in HF's RoPE order, fused parts concatenated.
+/// What an RMSNorm weight of m gains in the family's HF form, whose norms scale by
+/// (hf_norm_offset + w): 0 for Llama-style norms, -1 for a Gemma 2 model read from GGUF (1 + w).
+float hf_norm_delta(const ModelFile& m, const std::string& name) {
+  const Architecture* arch = find_architecture(m.config.arch);
+  return arch && is_norm_weight(name) ? m.config.norm_weight_offset - arch->hf_norm_offset : 0.0f;
+}
+
+/// The entry's tensor as written: Q/K rows in HF's RoPE order, fused parts concatenated, norms
+/// in the family's HF form (f32 when shifted).
 Expected<OwnedTensor> entry_tensor(const ModelFile& m, const HfEntry& e) {
+  if (const float delta = hf_norm_delta(m, e.name); delta != 0.0f) return shifted_norm(*e.parts[0], delta);
   if (e.parts.size() == 1) return in_rope_order(*e.parts[0], m.config.head_dim, m.config.rope_style, RopeStyle::kNeox);
   return concat_rows(e.name, e.parts);  // fused families pair RoPE dims as NeoX in every format
 }
@@ -93,7 +103,7 @@ Status write_weights(const ModelFile& m, const HfQuantConfig& q, const std::stri
   if (!arch) return unsupported(m.path + ": architecture '" + m.config.arch + "' has no Hugging Face form");
   const std::vector<HfEntry> entries = hf_entries(m);
   for (const HfEntry& e : entries) {
-    const auto hf = hf_tensor_name(e.name, arch->hf_moe_naming);
+    const auto hf = hf_tensor_name(e.name, arch);
     if (!hf) return invalid_argument("tensor '" + e.name + "' has no Hugging Face name");
     if (e.parts.size() > 1 && !is_float(e.parts[0]->dtype)) {
       return unsupported(m.path + ": '" + e.name + "' would fuse quantized tensors; " + m.config.arch +
@@ -102,6 +112,7 @@ Status write_weights(const ModelFile& m, const HfQuantConfig& q, const std::stri
     TensorView t = *e.parts[0];
     for (std::size_t i = 1; i < e.parts.size(); ++i) t.shape[0] += e.parts[i]->shape[0];
     if (e.name.ends_with("ffn_gate_inp_shexp.weight")) t.shape.insert(t.shape.begin(), 1);  // HF Linear(dim, 1)
+    if (hf_norm_delta(m, e.name) != 0.0f) t.dtype = DType::kF32;
     const std::size_t dot = hf->rfind('.');  // "<module>.weight" / "<module>.bias"
     const std::string module = hf->substr(0, dot);
     for (HfPart& p : parts_of(t, q, hf->substr(dot + 1))) {

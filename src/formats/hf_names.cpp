@@ -6,6 +6,7 @@ namespace peregrine {
 namespace {
 
 using NamePair = std::pair<std::string_view, std::string_view>;
+using NameTable = std::span<const NamePair>;
 
 // Router and shared expert (HF suffix ↔ canonical suffix) of each MoE naming.
 constexpr NamePair kMixtralNames[] = {{"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"}};
@@ -27,10 +28,12 @@ constexpr ExpertNames kQwenMoeExperts = {"mlp.experts.", {{"gate_proj", "ffn_gat
 
 const ExpertNames& expert_names(HfMoeNaming naming) { return naming == HfMoeNaming::kMixtral ? kMixtralExperts : kQwenMoeExperts; }
 
-std::span<const NamePair> moe_names(HfMoeNaming naming) {
+NameTable moe_names(HfMoeNaming naming) {
   if (naming == HfMoeNaming::kMixtral) return kMixtralNames;
   return kQwenMoeNames;
 }
+
+HfMoeNaming naming_of(const Architecture* family) { return family ? family->hf_moe_naming : HfMoeNaming::kMixtral; }
 
 bool is_index(std::string_view s) {
   return !s.empty() && s.size() <= 9 && s.find_first_not_of("0123456789") == std::string_view::npos && (s.size() == 1 || s[0] != '0');
@@ -59,12 +62,25 @@ std::optional<std::string> hf_expert(std::string_view rest, const ExpertNames& n
   return std::nullopt;
 }
 
+/// `key`'s partner in the per-layer tables of `family` (Gemma 2's post-norm names first): its
+/// canonical suffix when `key` is an HF suffix (to_canonical), else its HF suffix.
+std::optional<std::string_view> find_layer_name(std::string_view key, const Architecture* family, bool to_canonical) {
+  const auto search = [&](NameTable table) -> std::optional<std::string_view> {
+    for (const auto& [hf, canonical] : table) {
+      if ((to_canonical ? hf : canonical) == key) return to_canonical ? canonical : hf;
+    }
+    return std::nullopt;
+  };
+  if (family != nullptr && family->post_norms) {
+    if (const auto found = search(kHfPostNormLayerNames)) return found;
+  }
+  return search(kHfLayerNames);
+}
+
 }  // namespace
 
-std::optional<std::string> canonical_layer_suffix(std::string_view hf) {
-  for (const auto& [from, to] : kHfLayerNames) {
-    if (hf == from) return std::string(to);
-  }
+std::optional<std::string> canonical_layer_name(std::string_view hf, const Architecture* family) {
+  if (const auto found = find_layer_name(hf, family, true)) return std::string(*found);
   for (HfMoeNaming naming : {HfMoeNaming::kMixtral, HfMoeNaming::kQwenMoe}) {
     for (const auto& [from, to] : moe_names(naming)) {
       if (hf == from) return std::string(to);
@@ -75,7 +91,7 @@ std::optional<std::string> canonical_layer_suffix(std::string_view hf) {
   return std::nullopt;
 }
 
-std::optional<std::string> hf_tensor_name(std::string_view canonical, HfMoeNaming naming) {
+std::optional<std::string> hf_tensor_name(std::string_view canonical, const Architecture* family) {
   for (const auto& [hf, name] : kHfModelNames) {
     if (name == canonical) return std::string(hf);
   }
@@ -86,13 +102,11 @@ std::optional<std::string> hf_tensor_name(std::string_view canonical, HfMoeNamin
   if (dot == std::string_view::npos || !is_index(rest.substr(0, dot))) return std::nullopt;
   const std::string layer_prefix = "model.layers." + std::string(rest.substr(0, dot)) + ".";
   const std::string_view suffix = rest.substr(dot + 1);
-  for (const auto& [hf, name] : kHfLayerNames) {
+  if (const auto hf = find_layer_name(suffix, family, false)) return layer_prefix + std::string(*hf);
+  for (const auto& [hf, name] : moe_names(naming_of(family))) {
     if (name == suffix) return layer_prefix + std::string(hf);
   }
-  for (const auto& [hf, name] : moe_names(naming)) {
-    if (name == suffix) return layer_prefix + std::string(hf);
-  }
-  if (auto expert = hf_expert(suffix, expert_names(naming))) return layer_prefix + *expert;
+  if (auto expert = hf_expert(suffix, expert_names(naming_of(family)))) return layer_prefix + *expert;
   return std::nullopt;
 }
 

@@ -1,5 +1,6 @@
 #include "peregrine/formats/model_file.h"
 
+#include <cmath>
 #include <filesystem>
 #include <utility>
 
@@ -65,6 +66,14 @@ Status validate_dense_ffn(const ModelFile& m, std::int64_t l) {
   return Status::ok();
 }
 
+/// A float field that must be finite and >= 0 (a softcap of 0 meaning none).
+Status field_non_negative(const char* field, float v) {
+  if (!std::isfinite(v) || v < 0.0f) {
+    return corrupt_file(std::string("model config: ") + field + " = " + std::to_string(v) + " must be finite and >= 0");
+  }
+  return Status::ok();
+}
+
 /// Layer l's router, every expert's gate/up/down (no dense FFN) and the shared expert when
 /// the config has one.
 Status validate_experts(const ModelFile& m, std::int64_t l) {
@@ -83,6 +92,19 @@ Status validate_experts(const ModelFile& m, std::int64_t l) {
       return corrupt_file(m.path + ": tensor '" + layer_tensor_name(l, name) + "' is a dense FFN in a Mixture-of-Experts layer");
     }
   }
+  return Status::ok();
+}
+
+Status validate_gemma_fields(const ModelConfig& c) {
+  if (c.sliding_window < 0) return corrupt_file("model config: sliding_window = " + std::to_string(c.sliding_window) + " is negative");
+  if (c.sliding_window_period < 0) {
+    return corrupt_file("model config: sliding_window_period = " + std::to_string(c.sliding_window_period) + " is negative");
+  }
+  PEREGRINE_RETURN_IF_ERROR(field_non_negative("attn_scale", c.attn_scale));
+  PEREGRINE_RETURN_IF_ERROR(field_non_negative("attn_softcap", c.attn_softcap));
+  PEREGRINE_RETURN_IF_ERROR(field_non_negative("final_softcap", c.final_softcap));
+  PEREGRINE_RETURN_IF_ERROR(field_non_negative("embed_scale", c.embed_scale));
+  if (!std::isfinite(c.norm_weight_offset)) return corrupt_file("model config: norm_weight_offset is not finite");
   return Status::ok();
 }
 
@@ -150,6 +172,7 @@ Status ModelConfig::validate() const {
     return corrupt_file("model config: rope_theta and rms_eps must be positive");
   }
   if (const std::string e = rope_scaling_error(rope_scaling); !e.empty()) return corrupt_file("model config: " + e);
+  PEREGRINE_RETURN_IF_ERROR(validate_gemma_fields(*this));
   return validate_experts();
 }
 
@@ -176,6 +199,20 @@ Status ModelConfig::validate_experts() const {
   }
   return Status::ok();
 }
+
+std::int64_t ModelConfig::layer_window(std::int64_t layer) const {
+  const bool local = sliding_window_period < 2 || layer % sliding_window_period != sliding_window_period - 1;
+  return local ? sliding_window : 0;
+}
+
+void apply_architecture(ModelConfig& c, const Architecture& family) {
+  c.arch = std::string(family.name);
+  c.activation = family.activation;
+  c.embed_scale = family.embed_scale_sqrt_dim ? std::sqrt(static_cast<float>(c.dim)) : 0.0f;
+  c.sliding_window_period = family.sliding_window_period;
+}
+
+bool is_norm_weight(std::string_view name) { return name.ends_with("norm.weight"); }
 
 const TensorView* ModelFile::find(const std::string& name) const {
   auto it = tensors.find(name);
@@ -214,7 +251,8 @@ std::optional<std::vector<std::int64_t>> llama_tensor_shape(const ModelConfig& c
       {"ffn_gate_exps.weight", {c.n_experts, eff, c.dim}}, {"ffn_up_exps.weight", {c.n_experts, eff, c.dim}},
       {"ffn_down_exps.weight", {c.n_experts, c.dim, eff}},
       {"ffn_gate_shexp.weight", {sff, c.dim}}, {"ffn_up_shexp.weight", {sff, c.dim}},
-      {"ffn_down_shexp.weight", {c.dim, sff}}, {"ffn_gate_inp_shexp.weight", {c.dim}}};
+      {"ffn_down_shexp.weight", {c.dim, sff}}, {"ffn_gate_inp_shexp.weight", {c.dim}},
+      {"post_attention_norm.weight", {c.dim}}, {"post_ffw_norm.weight", {c.dim}}};
   for (const auto& [suffix, shape] : per_layer) {
     if (rest == suffix) return shape;
   }
@@ -264,7 +302,9 @@ Status validate_llama_tensors(const ModelFile& m) {
     const bool qk_norm = arch->qk_norm != QkNorm::kNone;
     for (const auto& [name, own] : {std::pair{"attn_q.bias", arch->qkv_bias}, std::pair{"attn_k.bias", arch->qkv_bias},
                                     std::pair{"attn_v.bias", arch->qkv_bias}, std::pair{"attn_q_norm.weight", qk_norm},
-                                    std::pair{"attn_k_norm.weight", qk_norm}}) {
+                                    std::pair{"attn_k_norm.weight", qk_norm},
+                                    std::pair{"post_attention_norm.weight", arch->post_norms},
+                                    std::pair{"post_ffw_norm.weight", arch->post_norms}}) {
       PEREGRINE_RETURN_IF_ERROR(expect_family_vector(m, "blk." + std::to_string(l) + "." + name, own));
     }
   }

@@ -18,4 +18,9 @@ struct OwnedTensor {
 /// `meta` (name, dtype, shape, quant) pointing at `bytes`, which the result owns.
 OwnedTensor own_tensor(TensorView meta, std::vector<std::uint8_t> bytes);
 
+/// An RMSNorm weight `t` (f32 / f16 / bf16, as validate_llama_tensors requires) as an f32
+/// tensor with `delta` added to every value: a Gemma norm moved between its Hugging Face form
+/// w (applied as 1 + w) and its GGUF form 1 + w (convert_hf_to_gguf.py Gemma2Model).
+OwnedTensor shifted_norm(const TensorView& t, float delta);
+
 }  // namespace peregrine

@@ -45,6 +45,27 @@ void group_rmsnorm(std::span<float> x, const std::vector<float>& w, float eps) {
   for (std::size_t g = 0; width > 0 && g < x.size(); g += width) rmsnorm(&x[g], w.data(), &x[g], static_cast<std::int64_t>(width), eps);
 }
 
+// w[i] += offset for an RMSNorm weight (ModelConfig::norm_weight_offset); empty stays empty.
+void add_norm_offset(std::vector<float>& w, float offset) {
+  if (offset != 0.0f) for (float& x : w) x += offset;
+}
+
+// x += y row by row (n rows of `dim`), y first RMSNorm-ed in place by `post_norm` when the
+// layer has one (Gemma 2's post-attention / post-FFN norms).
+void add_block_output(std::vector<float>& x, std::vector<float>& y, std::int64_t dim, const std::vector<float>& post_norm,
+                      float eps) {
+  if (!post_norm.empty()) {
+    for (std::size_t i = 0; i < y.size(); i += static_cast<std::size_t>(dim)) rmsnorm(&y[i], post_norm.data(), &y[i], dim, eps);
+  }
+  for (std::size_t j = 0; j < x.size(); ++j) x[j] += y[j];
+}
+
+// Final-logit soft-capping (Gemma 2): z → cap · tanh(z / cap); nothing when cap is 0.
+void softcap_logits(std::vector<float>& logits, float cap) {
+  if (cap <= 0.0f) return;
+  for (float& z : logits) z = cap * std::tanh(z / cap);
+}
+
 }  // namespace
 
 /// Activations of one forward, [n_rows, width] row-major f32 each.
@@ -82,8 +103,15 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file) {
                               optional_f32(f, l, "attn_q.bias"), optional_f32(f, l, "attn_k.bias"),
                               optional_f32(f, l, "attn_v.bias"), optional_f32(f, l, "attn_q_norm.weight"),
                               optional_f32(f, l, "attn_k_norm.weight"), moe_layer_weights(f, l)});
+    Layer& layer = m.layers_.back();
+    layer.post_attn_norm = optional_f32(f, l, "post_attention_norm.weight");
+    layer.post_ffw_norm = optional_f32(f, l, "post_ffw_norm.weight");
+    for (auto* norm : {&layer.attn_norm, &layer.ffn_norm, &layer.q_norm, &layer.k_norm, &layer.post_attn_norm, &layer.post_ffw_norm}) {
+      add_norm_offset(*norm, f.config.norm_weight_offset);
+    }
   }
   m.output_norm_ = to_f32(*f.find("output_norm.weight"));
+  add_norm_offset(m.output_norm_, f.config.norm_weight_offset);
   const TensorView* rope_freqs = f.find("rope_freqs.weight");
   m.rope_freq_factors_ = rope_freqs ? to_f32(*rope_freqs) : rope_freq_factors(f.config.rope_scaling, f.config.head_dim, f.config.rope_theta);
   for (float factor : m.rope_freq_factors_) {
@@ -270,6 +298,9 @@ void LlamaModel::embed(const Batch& batch, std::span<float> x) const {
   for (std::int64_t i = 0; i < batch.size(); ++i) {
     dequantize_row(*token_embd_, batch.tokens[i], x.subspan(static_cast<std::size_t>(i * dim), static_cast<std::size_t>(dim)));
   }
+  if (config().embed_scale > 0.0f) {
+    for (float& v : x) v *= config().embed_scale;
+  }
 }
 
 void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch& batch,
@@ -300,7 +331,7 @@ void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch
   }
   // A prompt chunk or a token tree takes the tiled prefill kernel (causal or tree-masked), a
   // lone row (decode) the split-K one.
-  const AttentionShape shape{c.n_heads, c.n_kv_heads, hd};
+  const AttentionShape shape{c.n_heads, c.n_kv_heads, hd, c.layer_window(l), c.attn_softcap, c.attn_scale};
   for (const BatchLayout::Run& run : layout.runs) {
     const KvLayerView k = cache.k_view(run.seq, l), v = cache.v_view(run.seq, l);
     const float* q = &s.q[run.begin * q_dim];
@@ -314,7 +345,7 @@ void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch
   }
   s.observe(l, LinearInput::kAttentionOutput, s.attn);
   linear(*layer.wo, s.attn, n, s.xb, pool);
-  for (std::size_t j = 0; j < s.x.size(); ++j) s.x[j] += s.xb[j];
+  add_block_output(s.x, s.xb, dim, layer.post_attn_norm, c.rms_eps);
 }
 
 void LlamaModel::ffn_block(const Layer& layer, std::int64_t l, Scratch& s, ThreadPool& pool) const {
@@ -329,15 +360,14 @@ void LlamaModel::ffn_block(const Layer& layer, std::int64_t l, Scratch& s, Threa
   } else {
     dense_ffn(layer, l, s, pool);
   }
-  const std::vector<float>& out = layer.moe.router != nullptr ? s.moe_out : s.xb;
-  for (std::size_t j = 0; j < s.x.size(); ++j) s.x[j] += out[j];
+  add_block_output(s.x, layer.moe.router != nullptr ? s.moe_out : s.xb, dim, layer.post_ffw_norm, c.rms_eps);
 }
 
 void LlamaModel::dense_ffn(const Layer& layer, std::int64_t l, Scratch& s, ThreadPool& pool) const {
   const ModelConfig& c = config();
   linear(*layer.w_gate, s.xb, s.n, s.gate, pool);
   linear(*layer.w_up, s.xb, s.n, s.up, pool);
-  swiglu(s.gate.data(), s.up.data(), static_cast<std::int64_t>(s.gate.size()));
+  gated_activation(c.activation, s.gate.data(), s.up.data(), static_cast<std::int64_t>(s.gate.size()));
   if (c.ffn_down_hadamard) hadamard_transform(s.gate.data(), s.n, c.ffn_dim);
   s.observe(l, LinearInput::kFfnDown, s.gate);
   linear(*layer.w_down, s.gate, s.n, s.xb, pool);
@@ -360,6 +390,7 @@ void LlamaModel::lm_head(const Batch& batch, Scratch& s, std::vector<float>& log
   }
   logits.resize(static_cast<std::size_t>(n_out * config().vocab_size));
   linear(*output_, normed, n_out, logits, pool);
+  softcap_logits(logits, config().final_softcap);
 }
 
 Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float>& logits,

@@ -116,7 +116,7 @@ Expected<std::vector<SynthTensor>> hf_tensors(const ModelConfig& c) {
       t.shape.insert(t.shape.begin(), 1);
     }
     for (const auto& [canonical, row0] : parts) {
-      const auto hf = hf_tensor_name(canonical, arch.hf_moe_naming);
+      const auto hf = hf_tensor_name(canonical, &arch);
       if (!hf) return unsupported("tensor '" + canonical + "' has no Hugging Face name");
       SynthTensor part = t;
       part.name = *hf;

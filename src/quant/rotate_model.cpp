@@ -44,14 +44,16 @@ ResidualRotation random_rotation(std::int64_t dim, std::uint64_t seed) {
   return q;
 }
 
-// W ← W·diag(g) for every reader of the norm weight g, then g ← 1.
+// W ← W·diag(o + g) for every reader of the norm weight g applied as o + g (o: the config's
+// norm_weight_offset), then g ← 1 - o (the norm scales by 1).
 void fold_norm(FloatModel& m, const std::string& norm, std::initializer_list<std::string> readers) {
   const std::span<float> g = m.tensor(norm);
+  const float offset = m.config().norm_weight_offset;
   for (const std::string& name : readers) {
     const std::span<float> w = m.tensor(name);
-    for (std::size_t i = 0; i < w.size(); ++i) w[i] *= g[i % g.size()];
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] *= offset + g[i % g.size()];
   }
-  std::fill(g.begin(), g.end(), 1.0f);
+  std::fill(g.begin(), g.end(), 1.0f - offset);
 }
 
 // A tied LM head becomes its own output.weight (a copy of token_embd), so it can take the final
@@ -98,6 +100,10 @@ void rotate_ffn_down_input(FloatModel& m) {
 
 Status rotate_model_hadamard(FloatModel& m, std::uint64_t seed) {
   if (m.config().ffn_down_hadamard) return invalid_argument("rotate_model_hadamard: the model is already rotated");
+  if (m.has(layer_tensor_name(0, "post_attention_norm")) || m.has(layer_tensor_name(0, "post_ffw_norm"))) {
+    return unsupported("rotate_model_hadamard: " + m.config().arch +
+                       "'s post-block RMSNorms (Gemma 2) do not commute with a rotation of the residual stream");
+  }
   untie_head(m);
   fold_norms(m);
   rotate_residual(m, random_rotation(m.config().dim, seed));

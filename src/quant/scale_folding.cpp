@@ -88,7 +88,12 @@ Status fold_input_scales(FloatModel& m, std::int64_t layer, LinearInput input, s
   }
   PEREGRINE_RETURN_IF_ERROR(check_scales(m, layer, input, s));
   for (const char* reader : linear_names(input)) scale_columns(m.tensor(layer_tensor_name(layer, reader)), s);
-  divide_rows(m.tensor(layer_tensor_name(layer, producer_name(input))), s);
+  const std::span<float> producer = m.tensor(layer_tensor_name(layer, producer_name(input)));
+  const bool norm = input == LinearInput::kAttention || input == LinearInput::kFfn;
+  const float offset = norm ? m.config().norm_weight_offset : 0.0f;  // a norm applied as offset + g
+  for (float& g : producer) g += offset;
+  divide_rows(producer, s);
+  for (float& g : producer) g -= offset;
   // A producing Linear's bias (Qwen2's attn_v) is part of its output rows: divided alike.
   const std::string bias = "blk." + std::to_string(layer) + "." + producer_name(input) + ".bias";
   if (m.has(bias)) divide_rows(m.tensor(bias), s);

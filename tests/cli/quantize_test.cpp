@@ -66,6 +66,27 @@ TEST(Quantize, GroupWiseW4A8WithHadamardRoundTripsThroughTheGptqLayout) {
   EXPECT_LT(kld_against_f32(out), 0.5);
 }
 
+// Gemma 2 through `peregrine quantize`, from its F32 GGUF test model (window 6, soft-caps, norms
+// stored as 1 + w): a Q8_0 GGUF (llama-quantize's type) and an 8-bit GPTQ folder (config.json's
+// Gemma2ForCausalLM form, norms as w) load and stay close to it; an HWQ rotation is refused.
+TEST(Quantize, Gemma2RoundTripsThroughGgufAndGptqFolder) {
+  const std::string f32 = testdata_dir() + "/gguf-f32-gemma2.gguf", dir = make_temp_dir();
+  const std::vector<std::pair<std::string, std::vector<std::string>>> outputs = {
+      {dir + "/q8.gguf", {"--gguf-type", "Q8_0"}}, {dir + "/gptq8", {"--method", "rtn", "--bits", "8", "--group", "32"}}};
+  for (const auto& [out, flags] : outputs) {
+    std::vector<std::string> args = {"quantize", "-m", f32, "-o", out};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const CliResult q = run_cli(args);
+    ASSERT_EQ(q.exit_code, 0) << q.err;
+    const CliResult r = run_cli({"eval", "kld", "-m", out, "--ref", f32, "-f", excerpt(), "--max-tokens", "400", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    std::printf("[ quantize ] gemma2 %s: KLD vs F32 %.2e, top-1 %.3f\n", out.c_str(), j["kld"].get<double>(), j["top1"].get<double>());
+    EXPECT_LT(j["kld"].get<double>(), 1e-3) << out;
+  }
+  expect_clean_error(run_cli({"quantize", "-m", f32, "-o", dir + "/rot", "--rotate", "hadamard"}), "post-block RMSNorms");
+}
+
 TEST(Quantize, BadRequestsGiveOneCleanError) {
   const std::string dir = make_temp_dir();
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {

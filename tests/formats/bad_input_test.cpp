@@ -398,9 +398,53 @@ TEST_F(BadInput, GgufFamilyTensors) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
   auto longrope = family("phi3", [](test::GgufWriter& g) { g.tensor_f32("rope_factors_long.weight", {2}, {1.0f, 2.0f}); });
   expect_error(longrope, ErrorCode::kUnsupported, "LongRoPE");
-  auto gemma = family("gemma2", [](test::GgufWriter&) {});
-  expect_error(gemma, ErrorCode::kUnsupported, "gemma2");
-  EXPECT_NE(gemma.status().message().find("qwen3"), std::string::npos) << gemma.status().message();
+  auto unknown = family("gemma3", [](test::GgufWriter&) {});
+  expect_error(unknown, ErrorCode::kUnsupported, "gemma3");
+  EXPECT_NE(unknown.status().message().find("gemma2"), std::string::npos) << unknown.status().message();
+}
+
+// Gemma 2: its post-block norms are required (one error naming the missing one), and a
+// soft-cap that is negative or NaN is one error naming the key.
+TEST_F(BadInput, Gemma2Gguf) {
+  const auto post_norms = [](bool ffw) {
+    return [ffw](test::GgufWriter& g) {
+      g.tensor_f32("blk.0.post_attention_norm.weight", {8}, std::vector<float>(8, 1.0f));
+      if (ffw) g.tensor_f32("blk.0.post_ffw_norm.weight", {8}, std::vector<float>(8, 1.0f));
+    };
+  };
+  const auto gemma = [&](const std::string& name, const std::function<void(test::GgufWriter&)>& tensors,
+                         const std::function<void(test::GgufWriter&)>& keys = {}) {
+    Bytes b = tiny_gguf("gemma2", 3, [&](test::GgufWriter& g) {
+      g.kv_f32("gemma2.attention.layer_norm_rms_epsilon", 1e-6f);
+      if (keys) keys(g);
+      tensors(g);
+    });
+    return load_model_file(write(name + ".gguf", b));
+  };
+  auto good = gemma("gemma2-good", post_norms(true));
+  ASSERT_TRUE(good) << good.status().message();
+  EXPECT_FLOAT_EQ(good->config.attn_softcap, 50.0f);  // llama.cpp's defaults without the keys
+  EXPECT_FLOAT_EQ(good->config.final_softcap, 30.0f);
+  EXPECT_EQ(good->config.activation, FfnActivation::kGeluTanh);
+  EXPECT_TRUE(LlamaModel::create(std::move(*good)));
+  auto no_ffw = gemma("gemma2-no-ffw", post_norms(false));
+  expect_error(no_ffw, ErrorCode::kCorruptFile, "gemma2 without post_ffw_norm");
+  EXPECT_NE(no_ffw.status().message().find("blk.0.post_ffw_norm.weight"), std::string::npos) << no_ffw.status().message();
+  for (const float cap : {-5.0f, NAN}) {
+    for (const char* key : {"gemma2.attn_logit_softcapping", "gemma2.final_logit_softcapping"}) {
+      auto bad = gemma("gemma2-cap", post_norms(true), [&](test::GgufWriter& g) { g.kv_f32(key, cap); });
+      expect_error(bad, ErrorCode::kCorruptFile, std::string(key) + " = " + std::to_string(cap));
+      EXPECT_NE(bad.status().message().find(key), std::string::npos) << bad.status().message();
+    }
+  }
+  auto window = gemma("gemma2-window", post_norms(true), [](test::GgufWriter& g) { g.kv_i32("gemma2.attention.sliding_window", -4); });
+  expect_error(window, ErrorCode::kCorruptFile, "negative sliding window");
+  // Post norms outside their family are refused like any other family's tensors.
+  const Bytes llama = tiny_gguf("llama", 3, [&](test::GgufWriter& g) {
+    g.kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    post_norms(true)(g);
+  });
+  expect_error(load_model_file(write("llama-post-norms.gguf", llama)), ErrorCode::kUnsupported, "llama with post norms");
 }
 
 TEST_F(BadInput, TruncatedSafetensors) {

@@ -11,6 +11,7 @@
 #include "peregrine/formats/gguf.h"
 #include "peregrine/formats/model_writer.h"
 #include "peregrine/quant/convert_model.h"
+#include "peregrine/quant/dequantize.h"
 #include "peregrine/quant/int_group.h"
 #include "peregrine/tokenizer/llama2c_tokenizer.h"
 #include "peregrine/tokenizer/tokenizer.h"
@@ -265,6 +266,57 @@ TEST(SaveGgufModel, MixtureOfExpertsRoundTripsThroughGgufAndHf) {
     const ModelFile back = load(dir.file("back"));
     test::expect_same_config(hf.config, back.config);
     test::expect_same_tensors(hf, back);
+  }
+}
+
+/// The f32 values of tensor `name` of m.
+std::vector<float> values(const ModelFile& m, const std::string& name) {
+  const TensorView* t = m.find(name);
+  EXPECT_TRUE(t) << name;
+  std::vector<float> out(t ? static_cast<std::size_t>(t->numel()) : 0);
+  if (t) dequantize(t->dtype, t->data, out);
+  return out;
+}
+
+// Gemma 2 and a Mistral-style sliding window through both writers: the GGUF keys (window,
+// soft-caps, attention.scale), Gemma's norms stored as 1 + w in GGUF (convert_hf_to_gguf.py) and
+// w in config.json's form, Gemma2ForCausalLM's config fields; the logits identical in all three
+// forms (1 + w is the same f32 sum either way; llama within f32 rounding).
+TEST(SaveGgufModel, Gemma2AndSlidingWindowRoundTripThroughGgufAndHf) {
+  const std::string tok = test::testdata_dir() + "/tok512.bin";
+  for (const char* name : {"hf-f32-gemma2", "hf-bf16-gemma2", "hf-f32-mistral-swa"}) {
+    SCOPED_TRACE(name);
+    const ModelFile hf = load(test::testdata_dir() + "/" + name);
+    const ModelConfig& c = hf.config;
+    ASSERT_GT(c.sliding_window, 0);
+    test::TempDir dir;
+    ASSERT_TRUE(save_gguf_model(hf, dir.file("m.gguf"), tok).is_ok());
+    const ModelFile g = load(dir.file("m.gguf"));
+    EXPECT_TRUE(g.gguf->find(c.arch + ".attention.sliding_window"));
+    const bool gemma = c.arch == "gemma2";
+    EXPECT_EQ(g.gguf->find(c.arch + ".attn_logit_softcapping") != nullptr, gemma);
+    EXPECT_EQ(g.gguf->find(c.arch + ".final_logit_softcapping") != nullptr, gemma);
+    EXPECT_EQ(g.gguf->find(c.arch + ".attention.scale") != nullptr, c.attn_scale > 0.0f);
+    test::expect_same_config(c, g.config);
+    EXPECT_EQ(g.config.norm_weight_offset, 0.0f);
+    EXPECT_EQ(c.norm_weight_offset, gemma ? 1.0f : 0.0f);
+    for (const auto& [tensor, t] : hf.tensors) {
+      if (!is_norm_weight(tensor)) continue;
+      std::vector<float> want = values(hf, tensor);
+      for (float& w : want) w += c.norm_weight_offset;
+      EXPECT_EQ(values(g, tensor), want) << tensor;
+    }
+    // NEOX rows in both of Gemma's forms: the same products; llama's GGUF rotates interleaved
+    // pairs, the same values in another summation order.
+    const std::vector<float> logits = test::prefill_logits(hf, false);
+    EXPECT_LE(test::max_abs_diff(test::prefill_logits(g, false), logits), gemma ? 0.0f : 1e-5f);
+    ASSERT_TRUE(save_hf_model(g, dir.file("back"), HfQuantLayout::kGptq, tok).is_ok());
+    const ModelFile back = load(dir.file("back"));
+    test::expect_same_config(c, back.config);
+    EXPECT_EQ(back.config.norm_weight_offset, c.norm_weight_offset);
+    const std::string config = test::read_file(dir.file("back") + "/config.json");
+    EXPECT_NE(config.find(gemma ? "Gemma2ForCausalLM" : "MistralForCausalLM"), std::string::npos) << config;
+    EXPECT_EQ(test::prefill_logits(back, false), logits);
   }
 }
 

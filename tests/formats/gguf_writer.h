@@ -1,4 +1,4 @@
-// Test-only GGUF v3 writer: string/u32/f32 metadata, F32 tensors and raw tensors of any ggml
+// Test-only GGUF v3 writer: string/u32/i32/f32 metadata, F32 tensors and raw tensors of any ggml
 // type id (enough for tiny models and for negative tests that need a well-formed file with one
 // thing wrong).
 #pragma once
@@ -21,6 +21,12 @@ class GgufWriter {
   void kv_u32(const std::string& key, std::uint32_t v) {
     put_string(kv_, key);
     append(kv_, std::uint32_t{4});
+    append(kv_, v);
+    ++n_kv_;
+  }
+  void kv_i32(const std::string& key, std::int32_t v) {
+    put_string(kv_, key);
+    append(kv_, std::uint32_t{5});
     append(kv_, v);
     ++n_kv_;
   }

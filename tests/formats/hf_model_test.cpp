@@ -181,7 +181,77 @@ TEST(HfModel, ExplicitHeadDimAndSlidingWindow) {
   ASSERT_TRUE(m) << m.status().message();
   EXPECT_EQ(m->config.head_dim, 8);
   EXPECT_EQ(m->find("blk.0.attn_q.weight")->shape, (std::vector<std::int64_t>{32, 16}));
-  EXPECT_EQ(m->config.max_seq_len, 128);  // capped at the window
+  EXPECT_EQ(m->config.max_seq_len, cfg["max_position_embeddings"].get<std::int64_t>());  // not capped
+  EXPECT_EQ(m->config.sliding_window, 128);  // Mistral: every layer
+  EXPECT_EQ(m->config.layer_window(0), 128);
+  EXPECT_EQ(m->config.layer_window(1), 128);
+  // Qwen2's unused window stays off; its window on some layers only is refused by name.
+  cfg["architectures"] = {"LlamaForCausalLM"};
+  cfg["use_sliding_window"] = false;
+  m = load_hf_model(write_folder(cfg, tiny.tensors()));
+  ASSERT_TRUE(m) << m.status().message();
+  EXPECT_EQ(m->config.sliding_window, 0);
+  cfg["use_sliding_window"] = true;
+  cfg["max_window_layers"] = 1;
+  m = load_hf_model(write_folder(cfg, tiny.tensors()));
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.status().message().find("max_window_layers"), std::string::npos) << m.status().message();
+}
+
+TEST(HfModel, Gemma2ConfigFields) {
+  // Gemma2Config's fields (modeling_gemma2.py): its norms' HF names, (1 + w) norms, GeGLU, the
+  // score scale from query_pre_attn_scalar, soft-caps, sliding window on even layers.
+  TinyHf tiny;
+  auto tensors = tiny.tensors();
+  for (auto& t : tensors) {  // Llama's post_attention_layernorm is Gemma 2's pre_feedforward_layernorm
+    const auto at = t.name.find("post_attention_layernorm");
+    if (at != std::string::npos) t.name.replace(at, std::string("post_attention_layernorm").size(), "pre_feedforward_layernorm");
+  }
+  const auto extra = tensors;
+  for (const auto& t : extra) {
+    for (const char* post : {"post_attention_layernorm", "post_feedforward_layernorm"}) {
+      const auto at = t.name.find("pre_feedforward_layernorm");
+      if (at == std::string::npos) continue;
+      StTensor copy = t;
+      copy.name.replace(at, std::string("pre_feedforward_layernorm").size(), post);
+      tensors.push_back(copy);
+    }
+  }
+  json cfg = tiny.config();
+  cfg["architectures"] = {"Gemma2ForCausalLM"};
+  cfg["model_type"] = "gemma2";
+  cfg["hidden_act"] = "gelu_pytorch_tanh";
+  cfg["hidden_activation"] = "gelu_pytorch_tanh";
+  cfg["query_pre_attn_scalar"] = 16;
+  cfg["attn_logit_softcapping"] = 50.0;
+  cfg["final_logit_softcapping"] = nullptr;  // null: none
+  cfg["sliding_window"] = 4;
+  auto m = load_hf_model(write_folder(cfg, tensors));
+  ASSERT_TRUE(m) << m.status().message();
+  const ModelConfig& c = m->config;
+  EXPECT_EQ(c.arch, "gemma2");
+  EXPECT_EQ(c.activation, FfnActivation::kGeluTanh);
+  EXPECT_FLOAT_EQ(c.attn_scale, 0.25f);
+  EXPECT_FLOAT_EQ(c.attn_softcap, 50.0f);
+  EXPECT_FLOAT_EQ(c.final_softcap, 0.0f);
+  EXPECT_FLOAT_EQ(c.norm_weight_offset, 1.0f);
+  EXPECT_FLOAT_EQ(c.embed_scale, 4.0f);  // sqrt(16)
+  EXPECT_EQ(c.layer_window(0), 4);
+  EXPECT_EQ(c.layer_window(1), 0);
+  EXPECT_TRUE(m->find("blk.1.post_ffw_norm.weight"));
+  EXPECT_TRUE(m->find("blk.1.post_attention_norm.weight"));
+  EXPECT_TRUE(m->find("blk.1.ffn_norm.weight"));
+  // A layer_types list naming another pattern, and a negative soft-cap, are refused.
+  cfg["layer_types"] = {"full_attention", "sliding_attention"};
+  auto swapped = load_hf_model(write_folder(cfg, tensors));
+  ASSERT_FALSE(swapped);
+  EXPECT_NE(swapped.status().message().find("layer_types"), std::string::npos) << swapped.status().message();
+  cfg["layer_types"] = {"sliding_attention", "full_attention"};
+  ASSERT_TRUE(load_hf_model(write_folder(cfg, tensors)));
+  cfg["attn_logit_softcapping"] = -1.0;
+  auto negative = load_hf_model(write_folder(cfg, tensors));
+  ASSERT_FALSE(negative);
+  EXPECT_NE(negative.status().message().find("attn_logit_softcapping"), std::string::npos) << negative.status().message();
 }
 
 TEST(HfModel, LoadsShardedUntiedHalfPrecision) {

@@ -33,6 +33,13 @@ void expect_same_config(const ModelConfig& want, const ModelConfig& got) {
   EXPECT_EQ(got.expert_ffn_dim, want.expert_ffn_dim);
   EXPECT_EQ(got.shared_expert_ffn_dim, want.shared_expert_ffn_dim);
   EXPECT_EQ(got.expert_weights_norm, want.expert_weights_norm);
+  EXPECT_EQ(got.sliding_window, want.sliding_window);
+  EXPECT_EQ(got.sliding_window_period, want.sliding_window_period);
+  EXPECT_EQ(got.attn_scale, want.attn_scale);
+  EXPECT_EQ(got.attn_softcap, want.attn_softcap);
+  EXPECT_EQ(got.final_softcap, want.final_softcap);
+  EXPECT_EQ(got.embed_scale, want.embed_scale);
+  EXPECT_EQ(got.activation, want.activation);
 }
 
 std::int64_t interleaved_row_of_neox_row(std::int64_t j, std::int64_t head_dim) {

@@ -143,15 +143,45 @@ void check_decode(const Inputs& in, std::int64_t n_ctx, const AttentionShape& s,
   });
 }
 
-// attention_prefill of n_q rows at slots p0.. vs the reference row by row: row i sees slots
-// [0, p0 + i] (mask empty: causal) or [0, p0) and the run slots p0 + j with mask[i * n_q + j].
+// The depth of every row of a tree mask [n, n]: its parent is its last ancestor (rows are in
+// topological order), one level up.
+std::vector<std::int64_t> tree_depths(const std::vector<std::uint8_t>& mask, std::int64_t n) {
+  std::vector<std::int64_t> depth(static_cast<std::size_t>(n), 0);
+  for (std::int64_t i = 1; i < n; ++i) {
+    std::int64_t parent = i - 1;
+    while (mask[static_cast<std::size_t>(i * n + parent)] == 0) --parent;
+    depth[static_cast<std::size_t>(i)] = depth[static_cast<std::size_t>(parent)] + 1;
+  }
+  return depth;
+}
+
+// The slots [0, p0 + i] row i of a run at p0 sees: all (mask empty: causal) or [0, p0) and the
+// run slots p0 + j with mask[i * n_q + j]; with a window, only the keys whose positions lie in
+// [pos_i - window + 1, pos_i], pos = p0 + row (causal) or p0 + depth (tree).
+std::vector<std::uint8_t> visible_slots(std::int64_t p0, std::int64_t n_q, std::int64_t i,
+                                        const std::vector<std::uint8_t>& mask, std::int64_t window) {
+  std::vector<std::uint8_t> visible(static_cast<std::size_t>(p0 + i + 1), 1);
+  std::vector<std::int64_t> depth(static_cast<std::size_t>(n_q));
+  std::iota(depth.begin(), depth.end(), 0);
+  if (!mask.empty()) {
+    std::copy_n(&mask[static_cast<std::size_t>(i * n_q)], i + 1, &visible[static_cast<std::size_t>(p0)]);
+    depth = tree_depths(mask, n_q);
+  }
+  const std::int64_t pos = p0 + depth[static_cast<std::size_t>(i)];
+  for (std::int64_t t = 0; t <= p0 + i && window > 0; ++t) {
+    const std::int64_t key_pos = t < p0 ? t : p0 + depth[static_cast<std::size_t>(t - p0)];
+    if (pos - key_pos >= window) visible[static_cast<std::size_t>(t)] = 0;
+  }
+  return visible;
+}
+
+// attention_prefill of n_q rows at slots p0.. vs the reference row by row (visible_slots).
 void check_prefill(const Inputs& in, std::int64_t p0, std::int64_t n_q, const AttentionShape& s, const std::string& what,
                    const std::vector<std::uint8_t>& mask = {}) {
   const std::int64_t row = s.n_heads * s.head_dim;
   std::vector<float> ref(static_cast<std::size_t>(n_q * row));
   for (std::int64_t i = 0; i < n_q; ++i) {
-    std::vector<std::uint8_t> visible(static_cast<std::size_t>(p0 + i + 1), 1);
-    if (!mask.empty()) std::copy_n(&mask[static_cast<std::size_t>(i * n_q)], i + 1, &visible[static_cast<std::size_t>(p0)]);
+    const std::vector<std::uint8_t> visible = visible_slots(p0, n_q, i, mask, s.window);
     attention_row_reference(&in.q[static_cast<std::size_t>(i * row)], in.kv.k(), in.kv.v(), p0 + i + 1, s, &ref[static_cast<std::size_t>(i * row)],
                             visible.data());
   }
@@ -502,6 +532,157 @@ TEST(AttentionDecode, UniformScoresAverageValues) {
   ThreadPool pool(1);
   attention_decode(q.data(), kv.k(), kv.v(), n_ctx, s, out.data(), pool);
   for (std::int64_t d = 0; d < hd; ++d) EXPECT_NEAR(out[static_cast<std::size_t>(d)], 30.0f + static_cast<float>(d), 1e-5f);
+}
+
+AttentionShape windowed(AttentionShape s, std::int64_t window, float softcap = 0.0f, float scale = 0.0f) {
+  s.window = window;
+  s.softcap = softcap;
+  s.scale = scale;
+  return s;
+}
+
+TEST(AttentionWindow, DecodeMatchesReference) {
+  // Windows of 1 (the row alone), under / across / over a 64-key tile, and past n_ctx (full);
+  // contexts long enough for split-K chunks of the window.
+  std::mt19937 rng(4096);
+  for (const Heads& h : kHeadConfigs) {
+    for (std::int64_t hd : {8, 64}) {
+      for (std::int64_t n_ctx : {1, 63, 300, 3001}) {
+        for (std::int64_t window : {1, 5, 64, 100, 2000, 4000}) {
+          const AttentionShape s = windowed(shape_of(h, hd), window);
+          const std::int32_t block = kBlockSizes[static_cast<std::size_t>(n_ctx + window) % 4];
+          const Inputs in = random_inputs(s, 1, n_ctx, false, rng, block);
+          check_decode(in, n_ctx, s, describe(s, "decode", n_ctx, window, false, in.kv));
+        }
+      }
+    }
+  }
+}
+
+TEST(AttentionWindow, PrefillMatchesReference) {
+  // Query blocks whose rows see different first slots, windows shorter than a block of rows,
+  // prompts continuing a cache longer than the window.
+  std::mt19937 rng(4097);
+  for (const Heads& h : kHeadConfigs) {
+    for (std::int64_t hd : {8, 48, 64}) {
+      for (std::int64_t n_q : {1, 17, 70, 200}) {
+        for (std::int64_t p0 : {0, 3, 130}) {
+          for (std::int64_t window : {1, 7, 64, 100}) {
+            const bool large = (n_q + p0 + window) % 2 == 1;
+            const AttentionShape s = windowed(shape_of(h, hd), window);
+            const std::int32_t block = kBlockSizes[static_cast<std::size_t>(n_q + p0 + window) % 4];
+            const Inputs in = random_inputs(s, n_q, p0 + n_q, large, rng, block);
+            check_prefill(in, p0, n_q, s, describe(s, "prefill", n_q, p0, large, in.kv) + " window=" + std::to_string(window));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(AttentionWindow, TreeMaskMatchesReference) {
+  // Tree rows see the cached slots within the window of their depth's position and their
+  // ancestors less than `window` positions up; deep chains and wide stars, windows shorter
+  // than the tree.
+  std::mt19937 rng(4098);
+  for (const Heads& h : kHeadConfigs) {
+    for (std::int64_t n_q : {5, 33, 70}) {
+      for (std::int64_t p0 : {0, 130}) {
+        for (std::int64_t window : {1, 4, 40}) {
+          const auto shape = static_cast<TreeShape>((n_q + p0 + window) % 3);
+          const AttentionShape s = windowed(shape_of(h, 48), window);
+          const std::int32_t block = kBlockSizes[static_cast<std::size_t>(n_q + window) % 4];
+          const Inputs in = random_inputs(s, n_q, p0 + n_q, false, rng, block);
+          check_prefill(in, p0, n_q, s,
+                        describe(s, "tree", n_q, p0, false, in.kv) + " window=" + std::to_string(window) + " shape=" +
+                            std::to_string(static_cast<int>(shape)),
+                        tree_mask(n_q, shape, rng));
+        }
+      }
+    }
+  }
+}
+
+TEST(AttentionWindow, QuantizedKvMatchesReference) {
+  std::mt19937 rng(4099);
+  const AttentionShape s = windowed(shape_of({8, 2}, 64), 50);
+  for (DType dtype : {DType::kF16, DType::kQ8_0, DType::kI8, DType::kF8E4M3}) {
+    const Inputs dec = random_inputs(s, 1, 300, false, rng, 16, dtype);
+    check_decode(dec, 300, s, describe(s, "decode", 300, 50, false, dec.kv));
+    const Inputs pre = random_inputs(s, 33, 130 + 33, false, rng, 7, dtype);
+    check_prefill(pre, 130, 33, s, describe(s, "prefill", 33, 130, false, pre.kv));
+  }
+}
+
+TEST(AttentionWindow, KeysBelowTheWindowAreNotRead) {
+  // K/V rows no query sees are NaN: a kernel that read them (masking the scores afterwards)
+  // would carry the NaN of V into the output through p · V = 0 · NaN.
+  std::mt19937 rng(4100);
+  const AttentionShape s = windowed(shape_of({8, 2}, 16), 40);
+  const std::int64_t p0 = 500, n_q = 30, lo = p0 - 40 + 1;  // row 0's first slot
+  for (std::int32_t block : {16, 7, 1}) {
+    Inputs in = random_inputs(s, n_q, p0 + n_q, false, rng, block);
+    std::vector<float> clean(static_cast<std::size_t>(n_q * 8 * 16)), poisoned(clean.size());
+    std::vector<float> dec_clean(static_cast<std::size_t>(8 * 16)), dec_poisoned(dec_clean.size());
+    ThreadPool pool(2);
+    attention_prefill(in.q.data(), in.kv.k(), in.kv.v(), p0, n_q, s, clean.data(), pool, 0);
+    attention_decode(in.q.data(), in.kv.k(), in.kv.v(), p0 + n_q, s, dec_clean.data(), pool, 0);
+    std::fill(in.k.begin(), in.k.begin() + lo * kv_dim(s), NAN);
+    std::fill(in.v.begin(), in.v.begin() + lo * kv_dim(s), NAN);
+    in.kv = page(in.k, in.v, kv_dim(s), block, DType::kF32, rng);
+    attention_prefill(in.q.data(), in.kv.k(), in.kv.v(), p0, n_q, s, poisoned.data(), pool, 0);
+    attention_decode(in.q.data(), in.kv.k(), in.kv.v(), p0 + n_q, s, dec_poisoned.data(), pool, 0);
+    EXPECT_EQ(clean, poisoned) << "block " << block;
+    EXPECT_EQ(dec_clean, dec_poisoned) << "block " << block;
+  }
+}
+
+TEST(AttentionWindow, WindowPastTheContextIsFullAttentionExactly) {
+  std::mt19937 rng(4101);
+  const AttentionShape full = shape_of({8, 2}, 48), wide = windowed(full, 1000);
+  const Inputs in = random_inputs(full, 37, 40 + 37, false, rng, 16);
+  ThreadPool pool(2);
+  std::vector<float> a(static_cast<std::size_t>(37 * 8 * 48)), b(a.size());
+  attention_prefill(in.q.data(), in.kv.k(), in.kv.v(), 40, 37, full, a.data(), pool, 0);
+  attention_prefill(in.q.data(), in.kv.k(), in.kv.v(), 40, 37, wide, b.data(), pool, 0);
+  EXPECT_EQ(a, b);
+}
+
+TEST(AttentionSoftcap, DecodePrefillAndTreeMatchReference) {
+  // Gemma 2's soft-capped scores with its own scale (query_pre_attn_scalar^-0.5), caps that
+  // bite (scores of a few units against caps of 1.5 and 50 for the integer grid), with and
+  // without a window.
+  std::mt19937 rng(5050);
+  for (const Heads& h : kHeadConfigs) {
+    for (bool large : {false, true}) {
+      const float cap = large ? 50.0f : 1.5f;
+      for (std::int64_t window : {0, 20}) {
+        const AttentionShape s = windowed(shape_of(h, 64), window, cap, large ? 0.01f : 0.3f);
+        const Inputs dec = random_inputs(s, 1, 300, large, rng, 16);
+        check_decode(dec, 300, s, describe(s, "softcap decode", 300, window, large, dec.kv));
+        const Inputs pre = random_inputs(s, 33, 70 + 33, large, rng, 7);
+        check_prefill(pre, 70, 33, s, describe(s, "softcap prefill", 33, window, large, pre.kv));
+        const Inputs tree = random_inputs(s, 17, 70 + 17, large, rng, 16);
+        check_prefill(tree, 70, 17, s, describe(s, "softcap tree", 17, window, large, tree.kv), tree_mask(17, TreeShape::kRandom, rng));
+      }
+    }
+  }
+}
+
+TEST(AttentionSoftcap, ReferenceCapsEveryScore) {
+  // Two keys whose raw scores differ by 1000: without a cap the output is the second V row;
+  // capped at 2 the scores are 2·tanh(·) within [-2, 2], so both rows keep weight.
+  const std::int64_t hd = 4;
+  const std::vector<float> q = {1, 0, 0, 0}, k = {0, 0, 0, 0, 1000, 0, 0, 0}, v = {1, 1, 1, 1, 3, 3, 3, 3};
+  std::mt19937 rng(1);
+  const PagedKv kv = page(k, v, hd, 16, DType::kF32, rng);
+  AttentionShape s{1, 1, hd};
+  s.scale = 1.0f;
+  s.softcap = 2.0f;
+  std::vector<float> out(hd);
+  attention_row_reference(q.data(), kv.k(), kv.v(), 2, s, out.data());
+  const double w = 1.0 / (1.0 + std::exp(2.0 * std::tanh(500.0)));  // weight of the first row
+  EXPECT_NEAR(out[0], w * 1 + (1 - w) * 3, 1e-6);
 }
 
 }  // namespace

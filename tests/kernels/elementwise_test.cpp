@@ -304,5 +304,43 @@ TEST(SwiGlu, MatchesReferenceOnOddLengths) {
   }
 }
 
+TEST(GeGlu, MatchesReferenceOnOddLengths) {
+  std::mt19937 rng(25);
+  for (std::int64_t n : kOddLengths) {
+    auto gate = random_vec(static_cast<std::size_t>(n), rng, 4.0f);
+    const float extremes[] = {-100.0f, -30.0f, -9.0f, -3.0f, 0.0f, 1e-8f, 3.0f, 30.0f, 100.0f};
+    for (std::size_t i = 0; i < gate.size() && i < std::size(extremes); ++i) gate[i * 3 % gate.size()] = extremes[i];
+    const auto up = random_vec(static_cast<std::size_t>(n), rng);
+    auto ref = gate;
+    geglu_reference(ref.data(), up.data(), n);
+    // g·sigmoid(2u): u = sqrt(2/π)(g + 0.044715 g³) carries ~4u relative rounding, which e^-2u
+    // turns into ~|2u|·4u relative error of e (damped by e/(1+e) <= 1 in the result); then Exp
+    // (1 ulp), 1 + e, the division and the product. Far below 0 (e^-2u capped at e^88) the
+    // result is ~1e-37 instead of ~0: the absolute 1e-30.
+    test::for_each_simd_target([&] {
+      auto out = gate;
+      geglu(out.data(), up.data(), n);
+      for (std::size_t i = 0; i < gate.size(); ++i) {
+        const double g = gate[i], two_u = 1.5957691216057308 * (g + 0.044715 * g * g * g);
+        const double tol = (8.0 + 4.0 * std::min(std::fabs(two_u), 88.0)) * kUnitRoundoff * std::fabs(ref[i]) + 1e-30;
+        ASSERT_NEAR(out[i], ref[i], tol) << "n=" << n << " g=" << gate[i];
+        ASSERT_TRUE(std::isfinite(out[i]));
+      }
+    });
+  }
+}
+
+TEST(GeGlu, GatedActivationPicksTheKernel) {
+  std::vector<float> gate = {-2.0f, -0.5f, 0.0f, 1.0f, 2.5f}, up = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f};
+  auto silu = gate, gelu = gate, a = gate, b = gate;
+  swiglu(silu.data(), up.data(), 5);
+  geglu(gelu.data(), up.data(), 5);
+  gated_activation(FfnActivation::kSilu, a.data(), up.data(), 5);
+  gated_activation(FfnActivation::kGeluTanh, b.data(), up.data(), 5);
+  EXPECT_EQ(a, silu);
+  EXPECT_EQ(b, gelu);
+  EXPECT_NEAR(gelu[3], 0.8411920f * 4.0f, 1e-5f);  // gelu_tanh(1) = 0.841192
+}
+
 }  // namespace
 }  // namespace peregrine

@@ -66,9 +66,11 @@ std::unique_ptr<LlamaModel> load(const std::string& name) {
   return m ? std::make_unique<LlamaModel>(std::move(*m)) : nullptr;
 }
 
-// stories260K (8 query heads sharing 4 KV heads of 8) and a random-weight GQA model (4 query
-// heads, 2 KV heads of 16, untied LM head).
-const char* const kModels[] = {"stories260K", "llama2c-gqa-untied.bin"};
+// stories260K (8 query heads sharing 4 KV heads of 8), a random-weight GQA model (4 query
+// heads, 2 KV heads of 16, untied LM head), and two with sliding windows shorter than the
+// prompt (Mistral-style 5 on every layer; Gemma 2's 6 on layers 0 and 2, soft-caps): a tree
+// row's window counts its depth's position, not its slot.
+const char* const kModels[] = {"stories260K", "llama2c-gqa-untied.bin", "gguf-f32-mistral-swa.gguf", "gguf-f32-gemma2.gguf"};
 
 // Appends the tree for `seq` with its root at position p0, every row asking for logits.
 void add_tree(Batch& batch, std::int32_t seq, std::int32_t p0) {

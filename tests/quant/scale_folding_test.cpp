@@ -90,6 +90,42 @@ TEST(ScaleFolding, RandomScalesKeepQwen2Logits) {
   expect_every_supported_input_keeps_logits(test::testdata_dir() + "/gguf-f32-qwen2.gguf", 4);
 }
 
+// The Gemma 2 GGUF test model (norms stored as 1 + w) in its Hugging Face form: norms w applied
+// as 1 + w (norm_weight_offset 1), the same model.
+FloatModel gemma2_with_offset_norms() {
+  FloatModel m = test::load_float_model(test::testdata_dir() + "/gguf-f32-gemma2.gguf");
+  m.config().norm_weight_offset = 1.0f;
+  std::vector<std::string> norms = {"output_norm.weight"};
+  for (std::int64_t l = 0; l < m.config().n_layers; ++l) {
+    for (const char* n : {"attn_norm", "ffn_norm", "post_attention_norm", "post_ffw_norm"}) norms.push_back(layer_tensor_name(l, n));
+  }
+  for (const std::string& name : norms) {
+    for (float& w : m.tensor(name)) w -= 1.0f;
+  }
+  return m;
+}
+
+TEST(ScaleFolding, RandomScalesKeepGemma2LogitsWithNormsAppliedAsOnePlusW) {
+  // A norm applied as 1 + g takes a scale as (1 + g) / s - 1; GQA: the norms' inputs and ffn_down's.
+  ThreadPool pool(2);
+  const FloatModel original = gemma2_with_offset_norms();
+  const auto tokens = test::story_tokens(original);
+  ASSERT_GT(tokens.size(), 100u);
+  const auto reference = test::model_logits(original, tokens, pool);
+  for (const LinearInput input : {LinearInput::kAttention, LinearInput::kFfn, LinearInput::kFfnDown}) {
+    FloatModel m = gemma2_with_offset_norms();
+    for (std::int64_t l = 0; l < m.config().n_layers; ++l) {
+      ASSERT_TRUE(fold_input_scales(m, l, input, random_scales(width(m.config(), input), 200 + static_cast<std::uint64_t>(l))).is_ok());
+    }
+    const double change = test::max_relative_diff(reference, test::model_logits(m, tokens, pool));
+    std::printf("[ fold ] gemma2 (1 + w norms) input %d: max logit change %.2e of the logit scale\n", static_cast<int>(input), change);
+    EXPECT_LE(change, kMaxLogitChange) << "input " << static_cast<int>(input);
+  }
+  FloatModel rotated = gemma2_with_offset_norms();  // post-block norms: no rotation
+  const Status st = rotate_model_hadamard(rotated, 1);
+  EXPECT_EQ(st.code(), ErrorCode::kUnsupported) << st.message();
+}
+
 // The documented edits: readers' columns × s, the producer (norm weight or rows of ffn_up /
 // attn_v) ÷ s, nothing else.
 TEST(ScaleFolding, ScalesReadersColumnsAndDividesTheProducer) {

@@ -1,7 +1,18 @@
 // The decoder families Peregrine runs, as data (issue #17): what a family's files call it and
 // which tensors it adds to the Llama layout of model_file.h. The forward (model/llama_model.h)
 // reads only the tensors a model has — a layer with Q/K/V biases adds them, one with Q/K norms
-// applies them — so a family is a row of this table, not a branch in the forward.
+// applies them — and the ModelConfig fields the loaders fill from this table (activation,
+// embedding scale, norm weight offset, sliding-window layer pattern, soft-capping), so a family
+// is a row of this table, not a branch in the forward.
+//
+// Gemma 2 (gemma2; transformers' modeling_gemma2.py, llama.cpp's gemma2 graph): GeGLU with the
+// tanh GELU, the embedding scaled by sqrt(dim), RMSNorm by (1 + w) in Hugging Face checkpoints
+// (llama.cpp's convert_hf_to_gguf.py Gemma2Model stores 1 + w in GGUF: hf_norm_offset), a
+// post-attention and a post-FFN RMSNorm of each block's output before its residual add,
+// attention-score and final-logit soft-capping, scores scaled by query_pre_attn_scalar^-0.5, and
+// sliding-window attention on every other layer (layers 0, 2, 4, …: modeling_gemma2.py
+// is_sliding = not layer_idx % 2, llama.cpp set_swa_pattern(2)). Mistral is the llama family
+// with a sliding window on every layer.
 //
 // Sources: llama.cpp's llama-arch.cpp (architecture names, tensor names, metadata keys) and
 // rope types (llama-model.cpp llama_model_rope_type: LLAMA_ROPE_TYPE_NORM pairs (2i, 2i+1), so
@@ -18,6 +29,12 @@
 #include <string_view>
 
 namespace peregrine {
+
+/// The activation of the gated FFN: down(act(gate(x)) · up(x)).
+enum class FfnActivation : std::uint8_t {
+  kSilu,      // SwiGLU (Llama, Qwen, Phi-3): config.json hidden_act "silu"
+  kGeluTanh,  // GeGLU with the tanh GELU (Gemma 2): "gelu_pytorch_tanh"
+};
 
 /// How RoPE pairs the dims of a head.
 enum class RopeStyle : std::uint8_t {
@@ -49,16 +66,31 @@ struct Architecture {
                                    // ffn_up [2·ffn, dim], HF mlp.gate_up_proj; Q/K/V as one
                                    // attn_qkv / qkv_proj), split on load (formats/fused_projections.h)
   // Mixture-of-Experts (used when the config has experts, ModelConfig::n_experts):
-  bool expert_weights_norm;        // the top-k router probabilities are renormalized to sum to 1
+  bool expert_weights_norm = false;  // the top-k router probabilities are renormalized to sum to 1
                                    // (Mixtral; Qwen2-MoE and OLMoE keep the softmax over all
                                    // experts unless config.json's norm_topk_prob says otherwise)
-  HfMoeNaming hf_moe_naming;
-  std::string_view hf_moe_class;   // the config.json class of this family's MoE variant when it
-  std::string_view hf_moe_model_type;  // differs ("MixtralForCausalLM" / "mixtral"), else ""
+  HfMoeNaming hf_moe_naming = HfMoeNaming::kQwenMoe;
+  std::string_view hf_moe_class = {};  // the config.json class of this family's MoE variant when it
+  std::string_view hf_moe_model_type = {};  // differs ("MixtralForCausalLM" / "mixtral"), else ""
+  // Gemma 2's additions (defaults: Llama's).
+  bool post_norms = false;         // blk.L.post_attention_norm / post_ffw_norm [dim]: RMSNorm of
+                                   // the attention / FFN output before its residual add (HF
+                                   // post_attention_layernorm / post_feedforward_layernorm, the
+                                   // pre-FFN norm being pre_feedforward_layernorm)
+  FfnActivation activation = FfnActivation::kSilu;  // of GGUF files; config.json's default
+  bool embed_scale_sqrt_dim = false;  // embedding rows × sqrt(dim)
+  float hf_norm_offset = 0.0f;     // HF checkpoints' RMSNorm scales by (offset + w); GGUF files
+                                   // store offset + w (convert_hf_to_gguf.py)
+  std::int64_t sliding_window_period = 0;  // ModelConfig::sliding_window_period of the family
+  float gguf_attn_softcap = 0.0f;  // soft-caps when a GGUF file has no {arch}.attn_logit_softcapping
+  float gguf_final_softcap = 0.0f; // / {arch}.final_logit_softcapping (llama.cpp's hparams: 50, 30)
+  std::int64_t gguf_scale_dim_layers = 0;  // llama.cpp's Gemma 2 rule for a GGUF without
+                                   // {arch}.attention.scale: a model of this many layers (27B: 46)
+                                   // scales scores by (dim / n_heads)^-0.5, others head_dim^-0.5
 };
 
 /// Every family: llama (Llama 1/2/3, Mistral, Mixtral), qwen2 (Qwen2, Qwen2.5), qwen3, phi3
-/// (Phi-3, Phi-3.5), qwen2moe (Qwen1.5-MoE, Qwen2-MoE), olmoe (OLMoE).
+/// (Phi-3, Phi-3.5), qwen2moe (Qwen1.5-MoE, Qwen2-MoE), olmoe (OLMoE), gemma2 (Gemma 2).
 std::span<const Architecture> architectures();
 
 /// The family whose GGUF name is `name`, or nullptr.

@@ -7,18 +7,25 @@
 
 namespace peregrine {
 
-/// Loads a Hugging Face Llama/Mistral checkpoint folder (transformers' LlamaForCausalLM /
-/// MistralForCausalLM, save_pretrained layout).
+/// Loads a Hugging Face checkpoint folder of a family of formats/architecture.h (transformers'
+/// LlamaForCausalLM / MistralForCausalLM / Qwen2 / Qwen3 / Phi3 / Gemma2ForCausalLM,
+/// save_pretrained layout).
 ///
-/// config.json: `architectures` containing LlamaForCausalLM or MistralForCausalLM, or
-/// `model_type` "llama"/"mistral". Required integers: hidden_size, intermediate_size,
-/// num_hidden_layers, num_attention_heads. Optional (null = absent): num_key_value_heads
-/// (default num_attention_heads), head_dim (default hidden_size / num_attention_heads),
-/// rms_norm_eps (1e-6), rope_theta (10000), vocab_size (default: rows of embed_tokens),
-/// max_position_embeddings (2048; capped at `sliding_window` when that is smaller, where
-/// sliding-window attention equals full attention), tie_word_embeddings (false; a checkpoint
-/// without lm_head.weight is treated as tied), peregrine_ffn_down_hadamard (false; see
-/// ModelConfig::ffn_down_hadamard).
+/// config.json: `architectures` naming a family's class (or MistralForCausalLM), or its
+/// `model_type`. Required integers: hidden_size, intermediate_size, num_hidden_layers,
+/// num_attention_heads. Optional (null = absent): num_key_value_heads (default
+/// num_attention_heads), head_dim (default hidden_size / num_attention_heads), rms_norm_eps
+/// (1e-6), rope_theta (10000), vocab_size (default: rows of embed_tokens),
+/// max_position_embeddings (2048), tie_word_embeddings (false; a checkpoint without
+/// lm_head.weight is treated as tied), peregrine_ffn_down_hadamard (false; see
+/// ModelConfig::ffn_down_hadamard); hidden_activation / hidden_act (silu or gelu_pytorch_tanh;
+/// default the family's); sliding_window (→ ModelConfig::sliding_window on the family's local
+/// layers; 0 when use_sliding_window is false; Qwen2's use_sliding_window with
+/// max_window_layers below num_hidden_layers is kUnsupported; a layer_types list must name the
+/// family's local layers); query_pre_attn_scalar (→ attn_scale = its^-0.5),
+/// attn_logit_softcapping, final_logit_softcapping (>= 0, else kCorruptFile). Gemma 2's norms:
+/// post_attention_layernorm → post_attention_norm, pre_feedforward_layernorm → ffn_norm,
+/// post_feedforward_layernorm → post_ffw_norm, applied as 1 + w (norm_weight_offset).
 ///
 /// Weights: model.safetensors, or model.safetensors.index.json whose "weight_map" maps each
 /// tensor to a shard file in the folder (every shard must exist and hold its tensors). F32/F16/

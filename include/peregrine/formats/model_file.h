@@ -31,6 +31,9 @@
 //   and with a shared expert (Qwen2-MoE): blk.L.ffn_{gate,up}_shexp.weight [sff, dim],
 //   blk.L.ffn_down_shexp.weight [dim, sff], blk.L.ffn_gate_inp_shexp.weight [dim] (its
 //   sigmoid gate; HF shared_expert_gate [1, dim]).
+//   blk.L.post_attention_norm.weight [dim]  blk.L.post_ffw_norm.weight [dim]   (Gemma 2)
+// Every "*norm.weight" is an RMSNorm weight w applied as (config.norm_weight_offset + w): the
+// GGUF form (offset 0) of a Gemma checkpoint stores 1 + w, its Hugging Face form w (offset 1).
 // Phi-3's fused blk.L.attn_qkv.weight [(n_heads + 2·n_kv_heads)·hd, dim] and
 // blk.L.ffn_gate_up.weight [2·ffn, dim] exist only inside the readers and writers: a loaded
 // ModelFile holds their row views under the names above (formats/fused_projections.h).
@@ -92,8 +95,30 @@ struct ModelConfig {
   bool expert_weights_norm = false;        // top-k probabilities renormalized to sum to 1
                                            // (Architecture::expert_weights_norm, HF norm_topk_prob)
 
-  /// Checks positivity and divisibility (n_heads % n_kv_heads, even head_dim) and the experts
-  /// (1 <= n_experts_used <= n_experts, expert_ffn_dim > 0; all zero for a dense model).
+
+  // Sliding window and Gemma 2 (formats/architecture.h); the defaults are Llama's.
+  std::int64_t sliding_window = 0;         // > 0: a local layer's query at position p sees keys
+                                           // [p - sliding_window + 1, p] (HF sliding_window,
+                                           // GGUF {arch}.attention.sliding_window); 0: none
+  std::int64_t sliding_window_period = 0;  // local layers: 0 every layer (Mistral); P >= 2 every
+                                           // layer l with l % P != P - 1 (Gemma 2: P = 2, even l)
+  float attn_scale = 0.0f;       // attention score scale; 0: 1/sqrt(head_dim) (Gemma 2:
+                                 // query_pre_attn_scalar^-0.5, GGUF {arch}.attention.scale)
+  float attn_softcap = 0.0f;     // scores → cap · tanh(score / cap) (attn_logit_softcapping); 0: none
+  float final_softcap = 0.0f;    // logits → cap · tanh(logit / cap) (final_logit_softcapping); 0: none
+  float embed_scale = 0.0f;      // embedding rows × embed_scale (Gemma: sqrt(dim) in f32); 0: none
+  float norm_weight_offset = 0.0f;  // every RMSNorm scales by (offset + w): 1 for Gemma's HF
+                                    // weights, 0 for its GGUF ones (which hold 1 + w)
+  FfnActivation activation = FfnActivation::kSilu;  // the gated FFN's activation
+
+  /// The sliding window of layer `layer` (AttentionShape::window): sliding_window on a local
+  /// layer (sliding_window_period above), 0 on a global one.
+  std::int64_t layer_window(std::int64_t layer) const;
+
+  /// Checks positivity and divisibility (n_heads % n_kv_heads, even head_dim), the Gemma 2
+  /// fields (sliding_window, sliding_window_period >= 0; attn_scale, softcaps, embed_scale
+  /// finite and >= 0; norm_weight_offset finite) and the experts (1 <= n_experts_used <=
+  /// n_experts, expert_ffn_dim > 0; all zero for a dense model).
   /// Errors: kCorruptFile naming the bad field; kUnsupported (unknown arch).
   Status validate() const;
 
@@ -116,6 +141,14 @@ struct ModelFile {
   /// Total bytes of all tensors.
   std::size_t weight_bytes() const;
 };
+
+/// Sets the fields a family implies (formats/architecture.h) on `c`: arch, activation,
+/// embed_scale (sqrt(dim) where embed_scale_sqrt_dim; needs c.dim), sliding_window_period.
+void apply_architecture(ModelConfig& c, const Architecture& family);
+
+/// Whether canonical tensor `name` is an RMSNorm weight ("…norm.weight"), the tensors
+/// norm_weight_offset applies to.
+bool is_norm_weight(std::string_view name);
 
 /// Canonical name of a per-layer weight: layer_tensor_name(3, "attn_q") == "blk.3.attn_q.weight".
 std::string layer_tensor_name(std::int64_t layer, std::string_view name);

@@ -3,8 +3,13 @@
 // LM head (tied to the embedding or separate). One forward over a ragged Batch for every family
 // of formats/architecture.h: what a family adds is tensors the forward applies where present —
 // Q/K/V biases after the projections (Qwen2, modeling_qwen2.py), an RMSNorm of q and k before
-// RoPE (per head: Qwen3, modeling_qwen3.py; whole projection: OLMoE, modeling_olmoe.py), a
-// Mixture-of-Experts FFN in place of the dense one (Mixtral, Qwen2-MoE, OLMoE; model/moe_ffn.h).
+// RoPE (per head: Qwen3, modeling_qwen3.py; whole projection: OLMoE, modeling_olmoe.py),
+// RMSNorms of the attention and FFN outputs before their residual adds (Gemma 2,
+// modeling_gemma2.py), a Mixture-of-Experts FFN in place of the dense one (Mixtral, Qwen2-MoE,
+// OLMoE; model/moe_ffn.h) — and the ModelConfig fields it applies where set: the embedding
+// scale, the RMSNorm weight offset, the FFN activation (SwiGLU or GeGLU), each layer's sliding
+// window (ModelConfig::layer_window; Mistral, Gemma 2's local layers), the attention score scale
+// and soft-cap, and the final-logit soft-cap.
 #pragma once
 
 #include <cstdint>
@@ -72,6 +77,11 @@ class LlamaModel {
   /// (model/activation_observer.h; calibration for quantization).
   /// With config().ffn_down_hadamard the SwiGLU output is rotated by kernels/cpu/hadamard.h's
   /// transform before ffn_down (whose weights were rotated to match, quant/rotate_model.h).
+  /// Gemma 2 (formats/architecture.h): x = embedding · embed_scale; per layer x += post_attn_norm(
+  /// attention(attn_norm(x))), x += post_ffw_norm(GeGLU FFN(ffn_norm(x))), every norm weight
+  /// w applied as (norm_weight_offset + w); logits → final_softcap · tanh(logits /
+  /// final_softcap). A local layer's rows see the last sliding_window positions only; the KV
+  /// cache still holds (and the context bounds) every position.
   Status forward(const Batch& batch, KvCache& cache, std::vector<float>& logits, ThreadPool& pool,
                  std::int64_t n_layers = 0, ActivationObserver* observer = nullptr) const;
 
@@ -84,6 +94,7 @@ class LlamaModel {
     std::vector<float> q_norm, k_norm;      // RMSNorm weights of q / k (Qwen3: [head_dim], each
                                             // head; OLMoE: the whole projection), or empty
     MoeWeights moe;                         // router null in a dense layer
+    std::vector<float> post_attn_norm = {}, post_ffw_norm = {};  // [dim] (Gemma 2), or empty
   };
   struct Scratch;
   struct BatchLayout;

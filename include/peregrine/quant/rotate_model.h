@@ -13,7 +13,8 @@ namespace peregrine {
 
 /// Rotates `m` in place with Q = diag(±1, seeded by `seed`) · H_dim (H of kernels/cpu/hadamard.h,
 /// block-diagonal orthonormal for dims that are not powers of two):
-/// 1. folds every RMSNorm weight into the linears reading its output (W ← W·diag(g), g ← 1;
+/// 1. folds every RMSNorm weight into the linears reading its output (W ← W·diag(o + g), g ← 1 - o
+///    for norms applied as o + g, o = config().norm_weight_offset;
 ///    the final norm into the LM head, untying a tied head: output.weight is added and
 ///    config().tied_embeddings cleared);
 /// 2. token_embd ← E·Q; attn_q/k/v, ffn_gate/up, output ← W·Q (readers of the residual);
@@ -21,7 +22,8 @@ namespace peregrine {
 /// 3. ffn_down ← ffn_down·H_ffn and config().ffn_down_hadamard = true, so the forward rotates
 ///    the SwiGLU output online (fused where the residual stream allows, online where not).
 /// The rotated model's logits equal the original's up to f32 rounding.
-/// Errors: kInvalidArgument (already rotated: config().ffn_down_hadamard set).
+/// Errors: kInvalidArgument (already rotated: config().ffn_down_hadamard set); kUnsupported (a
+/// model with post-block norms, Gemma 2: RMSNorm of a rotated block output is not the rotated norm).
 Status rotate_model_hadamard(FloatModel& m, std::uint64_t seed);
 
 }  // namespace peregrine

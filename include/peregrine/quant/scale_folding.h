@@ -15,7 +15,8 @@ namespace peregrine {
 
 /// Applies s [width of `input`] to layer `layer` of `m`: columns of linear_names(input) are
 /// multiplied by s; the producer is divided: kAttention → attn_norm weight, kFfn → ffn_norm
-/// weight, kFfnDown → rows of ffn_up (silu(g)·u is linear in u), kAttentionOutput → rows of
+/// weight (a norm applied as o + g, o = config().norm_weight_offset, becomes (o + g) / s - o),
+/// kFfnDown → rows of ffn_up (act(g)·u is linear in u), kAttentionOutput → rows of
 /// attn_v and its bias when it has one (only without GQA, n_heads == n_kv_heads; attention
 /// output channel j is a convex combination of V channel j).
 /// Errors: kInvalidArgument (s of the wrong size or with values <= 0 / non-finite, layer out of

@@ -8,13 +8,18 @@
 // element it loads. The output accumulates as ot[d, r] += Σ_j V[j, d] · p[j, r].
 //
 // Prefill: one block per (query tile of consecutive rows, KV head), KV tiles from position 0
-// up to the block's last row, with a causal mask only on tiles past the block's first row; a
-// token-tree run (SpecInfer tree attention) swaps the causal mask for its tree mask on the tiles
-// holding the run's own slots.
+// (with a sliding window: from the lowest slot a row of the block sees) up to the block's last
+// row, with a causal mask only on tiles past the block's first row and a window mask only on
+// tiles below the highest first-visible slot of the block; a token-tree run (SpecInfer tree
+// attention) swaps the causal mask for its tree mask on the tiles holding the run's own slots
+// (with a window, the tree mask also drops ancestors out of the window, and the window mask
+// applies to the cached slots only).
 // Decode: one row; the KV range is optionally split into chunks whose softmax states
 // (max m, sum l, unnormalized output) merge as m = max(m1, m2), l = l1·e^(m1-m) + l2·e^(m2-m),
 // o = o1·e^(m1-m) + o2·e^(m2-m) (FlashDecoding; m is kept unscaled, the exponents carry the
-// 1/sqrt(head_dim)).
+// score scale). With a window the KV range starts at the window's first position, so no tile
+// is masked. Soft-capped scores (Gemma 2) are capped once per tile, softcap · tanh(scale · s /
+// softcap), and then carry their scale already (the exponents use 1).
 //
 // K/V tiles come from the paged cache through a KvLayerView: a tile of positions is a list of
 // runs of f32 rows with a stride ("tile runs"). f32 blocks of >= kMinDirectRows rows are read
@@ -32,6 +37,8 @@
 #include <cstddef>
 #include <cstring>
 #include <numeric>
+#include <utility>
+#include <vector>
 
 #include <hwy/aligned_allocator.h>
 #include <hwy/cache_control.h>
@@ -59,7 +66,8 @@ struct TileRuns {
   std::size_t n = 0;
 };
 
-// Buffers of one thread: the query block (qt [head_dim, r_pad], qpos [r_pad]), a score tile
+// Buffers of one thread: the query block (qt [head_dim, r_pad], qpos [r_pad], the first slot
+// each lane sees under a sliding window qlo [r_pad]), a score tile
 // st [kKvTile, r_pad], the per-tile rescale corr [r_pad], a softmax state (ot, m, l) for calls
 // that do not keep it in a shared partials buffer, and the widened K/V tiles kbuf, vbuf
 // [kKvTile, head_dim] with a row buffer row_tmp [kv_dim] (q8_0 rows whose heads do not start
@@ -67,13 +75,14 @@ struct TileRuns {
 struct Workspace {
   Workspace(std::int64_t head_dim, std::int64_t r_pad, std::int64_t kv_dim)
       : r_pad(r_pad),
-        buf(hwy::AllocateAligned<float>(static_cast<std::size_t>((2 * head_dim + kKvTile + 4) * r_pad +
+        buf(hwy::AllocateAligned<float>(static_cast<std::size_t>((2 * head_dim + kKvTile + 5) * r_pad +
                                                                   2 * kKvTile * head_dim + kv_dim))),
         qt(buf.get()),
         ot(qt + head_dim * r_pad),
         st(ot + head_dim * r_pad),
         qpos(st + kKvTile * r_pad),
-        m(qpos + r_pad),
+        qlo(qpos + r_pad),
+        m(qlo + r_pad),
         l(m + r_pad),
         corr(l + r_pad),
         kbuf(corr + r_pad),
@@ -81,7 +90,7 @@ struct Workspace {
         row_tmp(vbuf + kKvTile * head_dim) {}
   std::int64_t r_pad;
   hwy::AlignedFreeUniquePtr<float[]> buf;
-  float *qt, *ot, *st, *qpos, *m, *l, *corr, *kbuf, *vbuf, *row_tmp;
+  float *qt, *ot, *st, *qpos, *qlo, *m, *l, *corr, *kbuf, *vbuf, *row_tmp;
   TileRuns k_runs, v_runs;
   std::array<const float*, kKvTile> vrows;  // the tile's V rows, one pointer per key
 };
@@ -142,11 +151,52 @@ struct QueryBlock {
 
 // The token-tree mask of a prefill run (SpecInfer, Miao et al. 2024): the run's rows sit at
 // slots p0 .. p0 + n_q - 1, and row i sees run slot p0 + j iff mask[i * n_q + j] != 0 (slots
-// before p0 are always visible). Causal runs pass no RunMask.
+// before p0 are always visible, up to a sliding window). Causal runs pass no RunMask. With a
+// window, `depth` holds each row's depth (its position is p0 + depth) and `mask` already drops
+// the ancestors out of the window.
 struct RunMask {
   const std::uint8_t* mask;
   std::int64_t p0, n_q;
+  const std::int32_t* depth = nullptr;
 };
+
+// How a tile's raw scores q·k become softmax inputs and which of them are masked.
+struct TileScores {
+  float exp_scale;             // multiplier of (score - max) inside the exponent
+  float softcap, cap_scale;    // softcap > 0: score → softcap · tanh(score · cap_scale)
+  std::int64_t min_qpos;       // the block's earliest query slot (causal mask past it)
+  const RunMask* tree;         // the run's tree mask, or nullptr (causal)
+  std::int64_t max_lo;         // window: keys below this slot are masked for some lane (ws.qlo)
+  std::int64_t lo_end;         // window: the mask applies to keys below this slot (tree: p0)
+};
+
+// Row `row` of a prefill run starting at p0 sits at position p0 + row, or p0 + its depth in a
+// token tree with a window.
+inline std::int64_t row_position(std::int64_t p0, const RunMask* tree, std::int64_t row) {
+  return p0 + (tree != nullptr && tree->depth != nullptr ? tree->depth[row] : row);
+}
+
+// The first KV slot a query at position `pos` sees under a sliding window (0: none).
+inline std::int64_t first_visible_slot(std::int64_t pos, std::int64_t window) {
+  return window > 0 ? std::max<std::int64_t>(0, pos - window + 1) : 0;
+}
+
+// With a window, the depth of every row of a tree mask [n_q, n_q] (its ancestors-or-self count
+// minus one) into `depth`, and the mask without the ancestors a window or more positions above
+// the row into `windowed`.
+inline void window_tree_mask(const std::uint8_t* mask, std::int64_t n_q, std::int64_t window,
+                             std::vector<std::int32_t>& depth, std::vector<std::uint8_t>& windowed) {
+  depth.assign(static_cast<std::size_t>(n_q), 0);
+  for (std::int64_t i = 0; i < n_q; ++i) {
+    for (std::int64_t j = 0; j < i; ++j) depth[i] += mask[i * n_q + j] != 0;
+  }
+  windowed.assign(mask, mask + n_q * n_q);
+  for (std::int64_t i = 0; i < n_q; ++i) {
+    for (std::int64_t j = 0; j <= i; ++j) {
+      if (depth[i] - depth[j] >= window) windowed[i * n_q + j] = 0;
+    }
+  }
+}
 
 // Runs body(item, workspace) for every item in [0, n_items): on the calling thread, or on all of
 // the pool's threads taking items from a shared counter (items of unequal cost balance out).
@@ -277,6 +327,31 @@ void mask_future(const float* HWY_RESTRICT qpos, std::int64_t pos0, std::size_t 
   }
 }
 
+// Sliding window: score st[j, r] of key slot pos0 + j (j < n_keys) becomes -inf below the
+// lane's first visible slot qlo[r].
+void mask_window(const float* HWY_RESTRICT qlo, std::int64_t pos0, std::size_t n_keys, std::size_t r_pad,
+                 float* HWY_RESTRICT st) {
+  const D d;
+  const V neg_inf = hn::Set(d, -INFINITY);
+  for (std::size_t j = 0; j < n_keys; ++j) {
+    const V pos = hn::Set(d, static_cast<float>(pos0 + static_cast<std::int64_t>(j)));
+    for (std::size_t r = 0; r < r_pad; r += hn::Lanes(d)) {
+      float* s = st + j * r_pad + r;
+      hn::Store(hn::IfThenElse(hn::Lt(pos, hn::Load(d, qlo + r)), neg_inf, hn::Load(d, s)), d, s);
+    }
+  }
+}
+
+// Attention-score soft-capping (Gemma 2): st → softcap · tanh(st · cap_scale) for the n_keys
+// score rows of a tile.
+void softcap_scores(std::size_t n_keys, std::size_t r_pad, float softcap, float cap_scale, float* HWY_RESTRICT st) {
+  const D d;
+  const V cap = hn::Set(d, softcap), in_scale = hn::Set(d, cap_scale);
+  for (std::size_t i = 0; i < n_keys * r_pad; i += hn::Lanes(d)) {
+    hn::Store(hn::Mul(cap, hn::Tanh(d, hn::Mul(hn::Load(d, st + i), in_scale))), d, st + i);
+  }
+}
+
 // Tree mask: score st[j, r] of key slot pos0 + j >= m.p0 becomes -inf unless the lane's row
 // (qpos[r] - m.p0: qpos holds p0 + row, exact in f32 below 2^24) sees that run slot. Scalar:
 // one byte test per score, ~1/head_dim of the score product's work, on the tiles a run's
@@ -296,7 +371,9 @@ void mask_tree(const RunMask& m, const float* HWY_RESTRICT qpos, std::int64_t po
 // m' = max(m, max_j st), corr = e^(scale·(m - m')), st → p = e^(scale·(st - m')),
 // l = l · corr + Σ_j p. Subtracting before scaling keeps scores of ~1e4 accurate: st - m' is
 // exact near the max (Sterbenz), while rounding scale·st first would cost ulp(1e4) ≈ 1e-3 of
-// the exponent on targets without FMA.
+// the exponent on targets without FMA. A lane whose keys so far are all masked (m' = -inf: a
+// window or tree lane of a block starting below its first visible key) subtracts 0 instead,
+// so corr and p are 0, not NaN.
 void softmax_update(std::size_t n_keys, std::size_t r_pad, float scale, float* HWY_RESTRICT st,
                     const SoftmaxState& state, float* HWY_RESTRICT corr) {
   const D d;
@@ -306,11 +383,12 @@ void softmax_update(std::size_t n_keys, std::size_t r_pad, float scale, float* H
     for (std::size_t j = 0; j < n_keys; ++j) tile_max = hn::Max(tile_max, hn::Load(d, st + j * r_pad + r));
     const V m_old = hn::Load(d, state.m + r);
     const V m_new = hn::Max(m_old, tile_max);
-    const V c = hn::Exp(d, hn::Mul(hn::Sub(m_old, m_new), scale_v));  // e^-inf = 0 on the first tile
+    const V m_sub = hn::IfThenZeroElse(hn::Eq(m_new, hn::Set(d, -INFINITY)), m_new);
+    const V c = hn::Exp(d, hn::Mul(hn::Sub(m_old, m_sub), scale_v));  // e^-inf = 0 on the first tile
     V sum = hn::Zero(d);
     for (std::size_t j = 0; j < n_keys; ++j) {
       float* s = st + j * r_pad + r;
-      const V p = hn::Exp(d, hn::Mul(hn::Sub(hn::Load(d, s), m_new), scale_v));  // masked: e^-inf = 0
+      const V p = hn::Exp(d, hn::Mul(hn::Sub(hn::Load(d, s), m_sub), scale_v));  // masked: e^-inf = 0
       hn::Store(p, d, s);
       sum = hn::Add(sum, p);
     }
@@ -321,10 +399,10 @@ void softmax_update(std::size_t n_keys, std::size_t r_pad, float scale, float* H
 }
 
 // Folds KV positions [pos0, pos0 + n_keys) (their K and V rows of one KV head in ws.k_runs,
-// ws.v_runs) into the state of the query block in `ws`. min_qpos: the block's earliest query
-// position; tree: the run's tree mask (nullptr: causal).
-void attend_tile(std::int64_t pos0, std::size_t n_keys, std::size_t head_dim, float scale,
-                 std::int64_t min_qpos, const RunMask* tree, Workspace& ws, const SoftmaxState& state) {
+// ws.v_runs) into the state of the query block in `ws`, the scores formed and masked as `ts`
+// says.
+void attend_tile(std::int64_t pos0, std::size_t n_keys, std::size_t head_dim, const TileScores& ts,
+                 Workspace& ws, const SoftmaxState& state) {
   const auto r_pad = static_cast<std::size_t>(ws.r_pad);
   const std::size_t n_vecs = r_pad / hn::Lanes(D());
   const std::size_t n = hn::Lanes(D());
@@ -336,13 +414,18 @@ void attend_tile(std::int64_t pos0, std::size_t n_keys, std::size_t head_dim, fl
     });
     j0 += run.n_rows;
   }
+  if (ts.softcap > 0.0f) softcap_scores(n_keys, r_pad, ts.softcap, ts.cap_scale, ws.st);
   const std::int64_t last_key = pos0 + static_cast<std::int64_t>(n_keys) - 1;
-  if (tree != nullptr) {
-    if (last_key >= tree->p0) mask_tree(*tree, ws.qpos, pos0, n_keys, r_pad, ws.st);
-  } else if (last_key > min_qpos) {
+  if (ts.tree != nullptr) {
+    if (last_key >= ts.tree->p0) mask_tree(*ts.tree, ws.qpos, pos0, n_keys, r_pad, ws.st);
+  } else if (last_key > ts.min_qpos) {
     mask_future(ws.qpos, pos0, n_keys, r_pad, ws.st);
   }
-  softmax_update(n_keys, r_pad, scale, ws.st, state, ws.corr);
+  if (pos0 < ts.max_lo) {
+    const std::int64_t n_lo = std::min(static_cast<std::int64_t>(n_keys), ts.lo_end - pos0);
+    if (n_lo > 0) mask_window(ws.qlo, pos0, static_cast<std::size_t>(n_lo), r_pad, ws.st);
+  }
+  softmax_update(n_keys, r_pad, ts.exp_scale, ws.st, state, ws.corr);
   std::size_t j = 0;
   for (std::size_t r = 0; r < ws.v_runs.n; ++r) {
     const RowRun& run = ws.v_runs.runs[r];
@@ -456,10 +539,11 @@ void load_tile(const KvLayerView& view, std::int64_t kv_head, std::int64_t head_
   out.runs[out.n++] = {buf, static_cast<std::size_t>(head_dim), static_cast<std::size_t>(n_keys)};
 }
 
-// Loads rows [b.row_begin, b.row_end) of q (a run starting at position p0) for the query heads
-// of KV head b.kv_head into ws.qt / ws.qpos; padding lanes get q = 0 at the last row's position.
-void load_queries(const float* q, std::int64_t p0, const QueryBlock& b, const AttentionShape& s,
-                  Workspace& ws) {
+// Loads rows [b.row_begin, b.row_end) of q (a run starting at slot p0; tree: its mask, or
+// nullptr) for the query heads of KV head b.kv_head into ws.qt / ws.qpos (slots) / ws.qlo (the
+// first slot seen under s.window); padding lanes get q = 0 at the last row's slot.
+void load_queries(const float* q, std::int64_t p0, const RunMask* tree, const QueryBlock& b,
+                  const AttentionShape& s, Workspace& ws) {
   const std::int64_t group = s.n_heads / s.n_kv_heads, hd = s.head_dim, q_stride = s.n_heads * hd;
   const std::int64_t n_lanes = (b.row_end - b.row_begin) * group;
   for (std::int64_t r = 0; r < ws.r_pad; ++r) {
@@ -468,6 +552,7 @@ void load_queries(const float* q, std::int64_t p0, const QueryBlock& b, const At
     const float* qr = q + row * q_stride + (b.kv_head * group + r % group) * hd;
     for (std::int64_t i = 0; i < hd; ++i) ws.qt[i * ws.r_pad + r] = pad ? 0.0f : qr[i];
     ws.qpos[r] = static_cast<float>(p0 + row);
+    ws.qlo[r] = static_cast<float>(first_visible_slot(row_position(p0, tree, row), s.window));
   }
 }
 
@@ -477,7 +562,21 @@ void init_state(std::int64_t head_dim, std::int64_t r_pad, const SoftmaxState& s
   std::fill_n(state.l, r_pad, 0.0f);
 }
 
-float softmax_scale(const AttentionShape& s) { return 1.0f / std::sqrt(static_cast<float>(s.head_dim)); }
+// The score scale: s.scale, or 1/sqrt(head_dim).
+float score_scale(const AttentionShape& s) {
+  return s.scale > 0.0f ? s.scale : 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+}
+
+// The exponent's multiplier: the score scale, or 1 once soft-capping has applied it.
+float softmax_scale(const AttentionShape& s) { return s.softcap > 0.0f ? 1.0f : score_scale(s); }
+
+// The tile settings of a block: causal (tree == nullptr) or tree-masked from min_qpos on,
+// window-masked below max_lo (keys below lo_end).
+TileScores tile_scores(const AttentionShape& s, std::int64_t min_qpos, const RunMask* tree, std::int64_t max_lo,
+                       std::int64_t lo_end) {
+  const float cap_scale = s.softcap > 0.0f ? score_scale(s) / s.softcap : 0.0f;
+  return {softmax_scale(s), s.softcap, cap_scale, min_qpos, tree, max_lo, lo_end};
+}
 
 // Prefetches the rows [begin, end) of one KV head in `view`: a decode tile takes ~2 µs, so
 // fetching the next tile's rows while computing this one hides the memory latency of the
@@ -495,19 +594,18 @@ void prefetch_rows(const KvLayerView& view, std::int64_t kv_head, std::int64_t h
   });
 }
 
-// Attends the block loaded in ws to KV positions [begin, end) of KV head `kv_head` (tree:
-// the run's tree mask, nullptr: causal).
+// Attends the block loaded in ws to KV positions [begin, end) of KV head `kv_head`, scores as
+// `ts` says.
 void attend_range(const KvLayerView& k, const KvLayerView& v, const AttentionShape& s, std::int64_t kv_head,
-                  std::int64_t begin, std::int64_t end, std::int64_t min_qpos, const RunMask* tree,
-                  Workspace& ws, const SoftmaxState& state) {
-  const float scale = softmax_scale(s);
+                  std::int64_t begin, std::int64_t end, const TileScores& ts, Workspace& ws,
+                  const SoftmaxState& state) {
   for (std::int64_t t = begin; t < end; t += kKvTile) {
     const std::int64_t n_keys = std::min(kKvTile, end - t), next_end = std::min(end, t + 2 * kKvTile);
     prefetch_rows(k, kv_head, s.head_dim, t + kKvTile, next_end);
     prefetch_rows(v, kv_head, s.head_dim, t + kKvTile, next_end);
     load_tile(k, kv_head, s.head_dim, t, n_keys, ws.kbuf, ws.row_tmp, ws.k_runs);
     load_tile(v, kv_head, s.head_dim, t, n_keys, ws.vbuf, ws.row_tmp, ws.v_runs);
-    attend_tile(t, static_cast<std::size_t>(n_keys), static_cast<std::size_t>(s.head_dim), scale, min_qpos, tree, ws, state);
+    attend_tile(t, static_cast<std::size_t>(n_keys), static_cast<std::size_t>(s.head_dim), ts, ws, state);
   }
 }
 
@@ -542,9 +640,25 @@ void merge_state(const SoftmaxState& a, const SoftmaxState& b, std::int64_t head
 
 SoftmaxState workspace_state(Workspace& ws) { return {ws.ot, ws.m, ws.l}; }
 
+// The first-visible slots of block b's rows under s.window: {lowest, highest}.
+std::pair<std::int64_t, std::int64_t> block_window(std::int64_t p0, const RunMask* tree, const QueryBlock& b,
+                                                   std::int64_t window) {
+  std::int64_t lo = INT64_MAX, hi = 0;
+  for (std::int64_t row = b.row_begin; row < b.row_end; ++row) {
+    const std::int64_t first = first_visible_slot(row_position(p0, tree, row), window);
+    lo = std::min(lo, first);
+    hi = std::max(hi, first);
+  }
+  return {lo, hi};
+}
+
 void PrefillImpl(const float* q, const KvLayerView& k, const KvLayerView& v, std::int64_t p0, std::int64_t n_q,
                  const std::uint8_t* mask, const AttentionShape& s, float* out, ThreadPool& pool, bool parallel) {
-  const RunMask tree{mask, p0, n_q};
+  std::vector<std::int32_t> depth;
+  std::vector<std::uint8_t> windowed;
+  if (mask != nullptr && s.window > 0) window_tree_mask(mask, n_q, s.window, depth, windowed);
+  const RunMask tree{windowed.empty() ? mask : windowed.data(), p0, n_q, depth.empty() ? nullptr : depth.data()};
+  const RunMask* run_tree = mask != nullptr ? &tree : nullptr;
   const std::int64_t group = s.n_heads / s.n_kv_heads;
   const std::int64_t rows_per_block = std::max<std::int64_t>(1, prefill_block_lanes() / group);
   const std::int64_t n_blocks = (n_q + rows_per_block - 1) / rows_per_block;
@@ -552,10 +666,12 @@ void PrefillImpl(const float* q, const KvLayerView& k, const KvLayerView& v, std
   run_items(pool, parallel, n_blocks * s.n_kv_heads, s, r_pad, [&](std::int64_t item, Workspace& ws) {
     const std::int64_t block = n_blocks - 1 - item / s.n_kv_heads;  // longest KV ranges first
     const QueryBlock b{block * rows_per_block, std::min(n_q, (block + 1) * rows_per_block), item % s.n_kv_heads};
-    load_queries(q, p0, b, s, ws);
+    load_queries(q, p0, run_tree, b, s, ws);
     const SoftmaxState state = workspace_state(ws);
     init_state(s.head_dim, r_pad, state);
-    attend_range(k, v, s, b.kv_head, 0, p0 + b.row_end, p0 + b.row_begin, mask != nullptr ? &tree : nullptr, ws, state);
+    const auto [begin, max_lo] = block_window(p0, run_tree, b, s.window);
+    const TileScores ts = tile_scores(s, p0 + b.row_begin, run_tree, max_lo, run_tree != nullptr ? p0 : INT64_MAX);
+    attend_range(k, v, s, b.kv_head, begin, p0 + b.row_end, ts, ws, state);
     write_output(state, b, s, r_pad, out);
   });
 }
@@ -571,8 +687,10 @@ std::int64_t decode_chunk_len(std::int64_t n_ctx, std::int64_t n_kv_heads, std::
 void DecodeImpl(const float* q, const KvLayerView& k, const KvLayerView& v, std::int64_t n_ctx,
                 const AttentionShape& s, float* out, ThreadPool& pool, bool parallel) {
   const std::int64_t group = s.n_heads / s.n_kv_heads, hd = s.head_dim, r_pad = padded_lanes(group);
-  const std::int64_t chunk_len = parallel ? decode_chunk_len(n_ctx, s.n_kv_heads, pool.n_threads()) : n_ctx;
-  const std::int64_t n_chunks = (n_ctx + chunk_len - 1) / chunk_len;
+  const std::int64_t begin = first_visible_slot(n_ctx - 1, s.window), n_keys = n_ctx - begin;  // every key visible
+  const std::int64_t chunk_len = parallel ? decode_chunk_len(n_keys, s.n_kv_heads, pool.n_threads()) : n_keys;
+  const std::int64_t n_chunks = (n_keys + chunk_len - 1) / chunk_len;
+  const TileScores ts = tile_scores(s, n_ctx - 1, nullptr, 0, 0);
   const std::int64_t state_floats = (hd + 2) * r_pad;
   // Split states: [n_kv_heads * n_chunks] of (ot [hd, r_pad], m, l).
   hwy::AlignedFreeUniquePtr<float[]> partials;
@@ -584,10 +702,10 @@ void DecodeImpl(const float* q, const KvLayerView& k, const KvLayerView& v, std:
   run_items(pool, parallel, s.n_kv_heads * n_chunks, s, r_pad, [&](std::int64_t item, Workspace& ws) {
     const QueryBlock b{0, 1, item / n_chunks};
     const std::int64_t chunk = item % n_chunks;
-    load_queries(q, n_ctx - 1, b, s, ws);
+    load_queries(q, n_ctx - 1, nullptr, b, s, ws);
     const SoftmaxState state = n_chunks > 1 ? partial(item) : workspace_state(ws);
     init_state(hd, r_pad, state);
-    attend_range(k, v, s, b.kv_head, chunk * chunk_len, std::min(n_ctx, (chunk + 1) * chunk_len), n_ctx - 1, nullptr, ws, state);
+    attend_range(k, v, s, b.kv_head, begin + chunk * chunk_len, std::min(n_ctx, begin + (chunk + 1) * chunk_len), ts, ws, state);
     if (n_chunks == 1) write_output(state, b, s, r_pad, out);
   });
   if (n_chunks == 1) return;
@@ -613,13 +731,22 @@ bool use_pool(const ThreadPool& pool, std::int64_t macs, std::int64_t min_parall
   return pool.n_threads() > 1 && macs >= min_parallel_macs;
 }
 
+// Σ_i min(p0 + i + 1, window) over the n_q rows of a run at p0 (window 0: no limit): the keys
+// the rows see (a tree's masked scores are computed, then dropped, so it counts as causal).
+std::int64_t visible_keys(std::int64_t p0, std::int64_t n_q, std::int64_t window) {
+  const std::int64_t full = n_q * p0 + n_q * (n_q + 1) / 2;
+  if (window <= 0 || p0 + n_q <= window) return full;
+  std::int64_t n = 0;
+  for (std::int64_t i = 0; i < n_q; ++i) n += std::min(p0 + i + 1, window);
+  return n;
+}
+
 }  // namespace
 
 void attention_prefill(const float* q, const KvLayerView& k, const KvLayerView& v, std::int64_t p0,
                        std::int64_t n_q, const AttentionShape& s, float* out, ThreadPool& pool,
                        std::int64_t min_parallel_macs, const std::uint8_t* mask) {
-  // Σ_i (p0 + i + 1), for a tree too: its masked scores are computed, then dropped.
-  const std::int64_t visible = n_q * p0 + n_q * (n_q + 1) / 2;
+  const std::int64_t visible = visible_keys(p0, n_q, s.window);
   const bool parallel = use_pool(pool, 2 * visible * s.n_heads * s.head_dim, min_parallel_macs);
   HWY_DYNAMIC_DISPATCH(PrefillImpl)(q, k, v, p0, n_q, mask, s, out, pool, parallel);
 }
@@ -627,7 +754,8 @@ void attention_prefill(const float* q, const KvLayerView& k, const KvLayerView& 
 void attention_decode(const float* q, const KvLayerView& k, const KvLayerView& v, std::int64_t n_ctx,
                       const AttentionShape& s, float* out, ThreadPool& pool,
                       std::int64_t min_parallel_macs) {
-  const bool parallel = use_pool(pool, 2 * n_ctx * s.n_heads * s.head_dim, min_parallel_macs);
+  const std::int64_t visible = s.window > 0 ? std::min(n_ctx, s.window) : n_ctx;
+  const bool parallel = use_pool(pool, 2 * visible * s.n_heads * s.head_dim, min_parallel_macs);
   HWY_DYNAMIC_DISPATCH(DecodeImpl)(q, k, v, n_ctx, s, out, pool, parallel);
 }
 

@@ -1,4 +1,4 @@
-// SIMD RMSNorm, RoPE rotation and SwiGLU (see elementwise.h); scalar tails for lengths that
+// SIMD RMSNorm, RoPE rotation, SwiGLU and GeGLU (see elementwise.h); scalar tails for lengths that
 // are not a multiple of the vector length. The scalar twins are in elementwise_reference.cpp.
 
 #include "peregrine/kernels/cpu/elementwise.h"
@@ -105,6 +105,25 @@ void SwiGluImpl(float* gate, const float* up, std::int64_t n) {
   for (; i < n; ++i) swiglu_lanes(hn::CappedTag<float, 1>(), gate + i, up + i);
 }
 
+// gate ← g / (1 + e^min(-2u, 88)) · up, u = sqrt(2/π)·(g + 0.044715·g³), on Lanes(d) entries:
+// 0.5·g·(1 + tanh(u)) written as g·sigmoid(2u).
+template <class DT>
+HWY_INLINE void geglu_lanes(DT d, float* HWY_RESTRICT gate, const float* HWY_RESTRICT up) {
+  const auto g = hn::LoadU(d, gate);
+  const auto inner = hn::MulAdd(hn::Mul(hn::Set(d, 0.044715f), g), hn::Mul(g, g), g);
+  const auto minus_2u = hn::Mul(hn::Set(d, -1.5957691216057308f), inner);  // -2·sqrt(2/π)
+  const auto e = hn::Exp(d, hn::Min(minus_2u, hn::Set(d, 88.0f)));
+  hn::StoreU(hn::Mul(hn::Div(g, hn::Add(hn::Set(d, 1.0f), e)), hn::LoadU(d, up)), d, gate);
+}
+
+void GeGluImpl(float* gate, const float* up, std::int64_t n) {
+  const D d;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
+  std::int64_t i = 0;
+  for (; i + N <= n; i += N) geglu_lanes(d, gate + i, up + i);
+  for (; i < n; ++i) geglu_lanes(hn::CappedTag<float, 1>(), gate + i, up + i);
+}
+
 }  // namespace peregrine::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -114,6 +133,7 @@ namespace peregrine {
 HWY_EXPORT(RmsNormImpl);
 HWY_EXPORT(RopeRotateImpl);
 HWY_EXPORT(SwiGluImpl);
+HWY_EXPORT(GeGluImpl);
 
 void rmsnorm(const float* x, const float* w, float* out, std::int64_t n, float eps) {
   HWY_DYNAMIC_DISPATCH(RmsNormImpl)(x, w, out, n, eps);
@@ -149,6 +169,15 @@ void rope(float* x, std::int64_t n_heads, std::int64_t head_dim, std::int32_t po
 
 void swiglu(float* gate, const float* up, std::int64_t n) {
   HWY_DYNAMIC_DISPATCH(SwiGluImpl)(gate, up, n);
+}
+
+void geglu(float* gate, const float* up, std::int64_t n) {
+  HWY_DYNAMIC_DISPATCH(GeGluImpl)(gate, up, n);
+}
+
+void gated_activation(FfnActivation act, float* gate, const float* up, std::int64_t n) {
+  if (act == FfnActivation::kGeluTanh) return geglu(gate, up, n);
+  swiglu(gate, up, n);
 }
 
 }  // namespace peregrine

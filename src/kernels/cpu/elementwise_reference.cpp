@@ -37,4 +37,13 @@ void swiglu_reference(float* gate, const float* up, std::int64_t n) {
   }
 }
 
+void geglu_reference(float* gate, const float* up, std::int64_t n) {
+  const double sqrt_2_over_pi = std::sqrt(2.0 / std::acos(-1.0));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    const double u = sqrt_2_over_pi * (g + 0.044715 * g * g * g);
+    gate[i] = static_cast<float>(g / (1.0 + std::exp(-2.0 * u)) * up[i]);  // 0.5·g·(1 + tanh(u))
+  }
+}
+
 }  // namespace peregrine

@@ -1,4 +1,4 @@
-// Row-wise Llama building blocks: RMSNorm, RoPE, SwiGLU. SIMD (Highway, runtime dispatch) f32,
+// Row-wise Llama building blocks: RMSNorm, RoPE, SwiGLU, GeGLU (Gemma). SIMD (Highway, runtime dispatch) f32,
 // each with a scalar *_reference twin the tests compare against.
 #pragma once
 
@@ -47,5 +47,19 @@ void swiglu(float* gate, const float* up, std::int64_t n);
 
 /// Scalar twin of swiglu (std::exp).
 void swiglu_reference(float* gate, const float* up, std::int64_t n);
+
+/// GeGLU with the tanh-approximated GELU (Shazeer 2020; Gemma's gelu_pytorch_tanh, Hendrycks &
+/// Gimpel 2016): gate[i] = gelu(gate[i]) * up[i], gelu(g) = 0.5·g·(1 + tanh(u)),
+/// u = sqrt(2/π)·(g + 0.044715·g³). [n] f32. SIMD, computed as the equal g / (1 + e^-2u) (no
+/// cancellation in 1 + tanh(u) for negative g), e^-2u capped at e^88 as in swiglu.
+void geglu(float* gate, const float* up, std::int64_t n);
+
+/// Scalar twin of geglu in f64, through the exact identity 1 + tanh(u) = 2 / (1 + e^-2u) (the
+/// tanh form cancels to 0 for u < -19 even in f64) and without geglu's cap.
+void geglu_reference(float* gate, const float* up, std::int64_t n);
+
+/// gate[i] = act(gate[i]) * up[i] for the gated FFN activation `act` (SiLU: swiglu, GELU-tanh:
+/// geglu). [n] f32.
+void gated_activation(FfnActivation act, float* gate, const float* up, std::int64_t n);
 
 }  // namespace peregrine
