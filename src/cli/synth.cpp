@@ -57,7 +57,10 @@ int run(const SynthArgs& a) {
     if (!find_architecture(a.arch)) {
       return report(invalid_argument("--arch '" + a.arch + "' is not one of " + supported_architecture_names()));
     }
-    as_family.config.arch = a.arch;
+    ModelConfig& c = as_family.config;  // the family's own fields, none of the shape's
+    c.sliding_window = 0;
+    c.attn_scale = c.attn_softcap = c.final_softcap = c.norm_weight_offset = 0.0f;
+    apply_architecture(c, *find_architecture(a.arch));
   }
   const ModelShape* shape = &as_family;
   if (a.format != "gguf" && a.format != "safetensors") {

@@ -44,6 +44,24 @@ ModelConfig moe(ModelConfig c, std::int64_t n_experts, std::int64_t top_k, std::
   return c;
 }
 
+ModelConfig mistral_7b() {
+  ModelConfig c = llama(4096, 32, 32, 8, 14336, 32000, 32768, 10000.0f, false);
+  c.sliding_window = 4096;
+  return c;
+}
+
+ModelConfig gemma2_2b() {
+  ModelConfig c = llama(2304, 26, 8, 4, 9216, 256000, 8192, 10000.0f, true);
+  c.head_dim = 256;
+  c.rms_eps = 1e-6f;
+  apply_architecture(c, *find_architecture("gemma2"));
+  c.sliding_window = 4096;
+  c.attn_scale = 1.0f / 16.0f;  // query_pre_attn_scalar 256
+  c.attn_softcap = 50.0f;
+  c.final_softcap = 30.0f;
+  return c;
+}
+
 ModelConfig llama3_2_1b() {
   ModelConfig c = llama(2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, true);
   c.rope_scaling = {RopeScaling::Kind::kLlama3, 32.0f, 1.0f, 4.0f, 8192};
@@ -66,12 +84,13 @@ const std::vector<ModelShape>& model_shapes() {
        "karpathy/llama2.c stories110M.bin header (shared classifier)"},
       {"stories260k", llama(64, 5, 8, 4, 172, 512, 512, 10000.0f, true), "models/stories260K/stories260K.gguf", "",
        "karpathy/llama2.c stories260K.bin header"},
-      // The families of formats/architecture.h. Their own vocabularies (128256, 151936, 50304
-      // tokens) are not in ../shared: those files say tokenizer.ggml.model "none", as llama.cpp
+      // The families of formats/architecture.h. Their own vocabularies (128256, 151936, 50304,
+      // 256000 tokens) are not in ../shared: those files say tokenizer.ggml.model "none", as llama.cpp
       // reads a model without a vocabulary (bench and llama-bench need none).
       {"llama3.2-1b", llama3_2_1b(), "", "", "meta-llama/Llama-3.2-1B config.json (rope_scaling llama3)"},
-      {"mistral-7b", llama(4096, 32, 32, 8, 14336, 32000, 32768, 10000.0f, false), kLlamaVocab, kLlamaSpm,
-       "mistralai/Mistral-7B-v0.1 config.json (Llama 2's 32000-token vocabulary)"},
+      {"mistral-7b", mistral_7b(), kLlamaVocab, kLlamaSpm,
+       "mistralai/Mistral-7B-v0.1 config.json (sliding window 4096; Llama 2's 32000-token vocabulary)"},
+      {"gemma2-2b", gemma2_2b(), "", "", "google/gemma-2-2b config.json"},
       {"qwen2.5-0.5b", family(llama(896, 24, 14, 2, 4864, 151936, 32768, 1e6f, true), "qwen2", 1e-6f), "", "",
        "Qwen/Qwen2.5-0.5B config.json"},
       {"qwen3-0.6b", family(llama(1024, 28, 16, 8, 3072, 151936, 40960, 1e6f, true), "qwen3", 1e-6f, 128), "", "",

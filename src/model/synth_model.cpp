@@ -30,7 +30,7 @@ struct SynthTensor {
   std::vector<std::int64_t> shape;  // {out, in} for a matrix, {n_experts, out, in} when stacked
   std::string seed_name;            // the GGUF tensor whose rows these are
   std::int64_t seed_row0 = 0;
-  bool ones = false;                // a norm weight, bias or gate vector: all 1
+  bool ones = false;                // a norm weight, bias or gate vector: all 1 (in GGUF form)
   std::int64_t rope_heads = 0;      // attn_q / attn_k of an interleaved-RoPE family: heads whose
                                     // rows HF orders by halves
   std::vector<float> values;        // a vector with given values (rope_freqs.weight), else empty
@@ -70,6 +70,7 @@ std::vector<SynthTensor> gguf_tensors(const ModelConfig& c) {
       for (const char* n : {"attn_q_norm.weight", "attn_k_norm.weight"}) add(name(n));
     }
     add(name("attn_output.weight"));
+    if (arch.post_norms) add(name("post_attention_norm.weight"));
     add(name("ffn_norm.weight"));
     if (c.n_experts > 0) {
       for (const char* n : {"ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}) add(name(n));
@@ -85,6 +86,7 @@ std::vector<SynthTensor> gguf_tensors(const ModelConfig& c) {
     } else {
       for (const char* n : {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"}) add(name(n));
     }
+    if (arch.post_norms) add(name("post_ffw_norm.weight"));
   }
   add("output_norm.weight");
   if (!c.tied_embeddings) add("output.weight");
@@ -96,7 +98,8 @@ std::vector<SynthTensor> gguf_tensors(const ModelConfig& c) {
 }
 
 /// The Hugging Face tensors of the same model: every stacked expert tensor as one tensor per
-/// expert, Phi-3's GGUF ffn_up as mlp.gate_up_proj, the shared expert's gate as [1, dim].
+/// expert, Phi-3's GGUF ffn_up as mlp.gate_up_proj, the shared expert's gate as [1, dim], the
+/// norms of a family whose HF weights are offset (Gemma: 1 + w) as GGUF's 1 minus the offset.
 Expected<std::vector<SynthTensor>> hf_tensors(const ModelConfig& c) {
   const Architecture& arch = *find_architecture(c.arch);
   std::vector<SynthTensor> out;
@@ -121,6 +124,9 @@ Expected<std::vector<SynthTensor>> hf_tensors(const ModelConfig& c) {
       SynthTensor part = t;
       part.name = *hf;
       part.seed_row0 = row0;
+      if (is_norm_weight(canonical) && arch.hf_norm_offset != 0.0f) {
+        part.values.assign(static_cast<std::size_t>(t.shape.back()), 1.0f - arch.hf_norm_offset);
+      }
       out.push_back(std::move(part));
     }
   }

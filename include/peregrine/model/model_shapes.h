@@ -22,7 +22,8 @@ struct ModelShape {
 };
 
 /// Every known shape: Llama 2 (tinyllama-1.1b, llama2-7b, smollm2-135m, stories110m,
-/// stories260k), one per family (llama3.2-1b, mistral-7b, qwen2.5-0.5b, qwen3-0.6b, phi3-mini),
+/// stories260k), one per family (llama3.2-1b, mistral-7b, gemma2-2b, qwen2.5-0.5b, qwen3-0.6b,
+/// phi3-mini),
 /// Mixture-of-Experts (mixtral-8x7b, olmoe-1b-7b, qwen1.5-moe-a2.7b) and the MoE shapes' dense
 /// twins with the same active parameters per token (olmoe-1b-7b-dense, qwen1.5-moe-a2.7b-dense).
 const std::vector<ModelShape>& model_shapes();
