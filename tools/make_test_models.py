@@ -75,6 +75,11 @@ class Variant:
 LLAMA3_ROPE = (("rope_type", "llama3"), ("factor", 8.0), ("low_freq_factor", 1.0),
                ("high_freq_factor", 4.0), ("original_max_position_embeddings", 64))
 LINEAR_ROPE = (("rope_type", "linear"), ("factor", 4.0))
+# YaRN over the same pre-training context of 64: pairs 0-2 ramp between kept and interpolated
+# frequencies, the rest are divided by the factor; cos/sin scaled by 0.1 ln 4 + 1 (GGUF, default)
+# or by an explicit attention_factor with non-default betas (HF).
+YARN_ROPE = (("rope_type", "yarn"), ("factor", 4.0), ("original_max_position_embeddings", 64))
+YARN_ROPE_EXPLICIT = YARN_ROPE + (("beta_fast", 16.0), ("beta_slow", 2.0), ("attention_factor", 1.25))
 
 
 VARIANTS = [
@@ -93,6 +98,8 @@ VARIANTS = [
     Variant("gguf-f16-linear-rope", "gguf", "f16", 2, 2, 160, False, 1e4, 1e-5, 208, rope_scaling=LINEAR_ROPE),
     Variant("hf-f32-llama3-rope", "hf", "f32", 2, 2, 172, True, 1e4, 1e-5, 304, rope_scaling=LLAMA3_ROPE),
     Variant("hf-bf16-linear-rope", "hf", "bf16", 2, 2, 160, False, 1e4, 1e-5, 305, rope_scaling=LINEAR_ROPE),
+    Variant("gguf-f32-qwen2-yarn", "gguf", "f32", 2, 2, 172, True, 1e4, 1e-6, 229, arch="qwen2", rope_scaling=YARN_ROPE),
+    Variant("hf-f32-qwen2-yarn", "hf", "f32", 2, 2, 172, False, 1e4, 1e-6, 329, arch="qwen2", rope_scaling=YARN_ROPE_EXPLICIT),
     Variant("gguf-f32-qwen2", "gguf", "f32", 2, 4, 172, True, 1e6, 1e-6, 209, arch="qwen2"),  # MHA: scale folding
     Variant("gguf-q8_0-qwen2", "gguf", "q8_0", 2, 1, 160, False, 1e6, 1e-6, 210, arch="qwen2"),
     Variant("gguf-f32-qwen3", "gguf", "f32", 2, 2, 172, True, 1e6, 1e-6, 211, arch="qwen3", head_dim=32),
@@ -310,6 +317,9 @@ def gguf_metadata(v, cfg, tokenizer_kv):
     extra = []
     if scaling.get("rope_type") == "linear":
         extra = [(f"{a}.rope.scaling.type", s, "linear"), (f"{a}.rope.scaling.factor", f32, scaling["factor"])]
+    if scaling.get("rope_type") == "yarn":  # llama.cpp's keys (its default betas 32 / 1)
+        extra = [(f"{a}.rope.scaling.type", s, "yarn"), (f"{a}.rope.scaling.factor", f32, scaling["factor"]),
+                 (f"{a}.rope.scaling.original_context_length", u32, scaling["original_max_position_embeddings"])]
     if cfg.head_dim * cfg.n_heads != cfg.dim:
         extra += [(f"{a}.attention.key_length", u32, cfg.head_dim),
                   (f"{a}.attention.value_length", u32, cfg.head_dim)]

@@ -466,6 +466,15 @@ def gguf_config(gguf, path):
     kind = gguf_value(gguf, f"{arch}.rope.scaling.type", "none")
     if kind == "linear":
         scaling = {"rope_type": "linear", "factor": gguf_value(gguf, f"{arch}.rope.scaling.factor")}
+    elif kind == "yarn":  # llama.cpp's keys; its rope kernel scales cos/sin by attn_factor * get_mscale
+        factor = gguf_value(gguf, f"{arch}.rope.scaling.factor")
+        scaling = {"rope_type": "yarn", "factor": factor,
+                   "original_max_position_embeddings": gguf_value(
+                       gguf, f"{arch}.rope.scaling.original_context_length", gguf_value(gguf, f"{arch}.context_length")),
+                   "beta_fast": gguf_value(gguf, f"{arch}.rope.scaling.yarn_beta_fast", 32.0),
+                   "beta_slow": gguf_value(gguf, f"{arch}.rope.scaling.yarn_beta_slow", 1.0)}
+        if f"{arch}.rope.scaling.attn_factor" in gguf.metadata:
+            scaling["attention_factor"] = gguf_value(gguf, f"{arch}.rope.scaling.attn_factor") * yarn_mscale(factor)
     elif kind != "none":
         raise ModelError(f"{path}: RoPE scaling type {kind!r} unsupported")
     hidden_dim = gguf_value(gguf, f"{arch}.feed_forward_length")
@@ -632,7 +641,7 @@ def hf_config(folder):
     if arch == "qwen2" and not c.get("use_sliding_window", False):
         window = 0
     scaling = c.get("rope_scaling")
-    if scaling and scaling.get("rope_type", scaling.get("type")) not in ("default", "linear", "llama3"):
+    if scaling and scaling.get("rope_type", scaling.get("type")) not in ("default", "linear", "llama3", "yarn"):
         raise ModelError(f"{folder}: rope_scaling {scaling} unsupported")
     try:
         dim, n_heads = c["hidden_size"], c["num_attention_heads"]
@@ -751,19 +760,57 @@ def scaled_inv_freq(inv_freq, scaling):
     return torch.where(medium, smoothed, inv_freq_llama)
 
 
+def yarn_mscale(scale, mscale=1.0):
+    """modeling_rope_utils.py's get_mscale: 0.1 * mscale * ln(scale) + 1 (1 for scale <= 1)."""
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def yarn_parameters(cfg, scaling):
+    """(inv_freq float32 [head_dim / 2], attention_factor) of rope_type yarn, as transformers'
+    _compute_yarn_parameters computes them: the pairs between the correction dims of beta_fast
+    and beta_slow rotations over original_max_position_embeddings (floor / ceil, clamped to
+    [0, head_dim - 1]) blend interpolated (inv_freq / factor) and extrapolated frequencies by a
+    linear ramp; attention_factor, else get_mscale(factor) (or DeepSeek's mscale ratio)."""
+    base, dim, factor = cfg.rope_theta, cfg.head_dim, scaling["factor"]
+    old_context = scaling.get("original_max_position_embeddings") or cfg.max_seq_len
+    beta_fast, beta_slow = scaling.get("beta_fast") or 32, scaling.get("beta_slow") or 1
+    attention_factor = scaling.get("attention_factor")
+    if attention_factor is None:
+        mscale, mscale_all_dim = scaling.get("mscale"), scaling.get("mscale_all_dim")
+        attention_factor = (yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim)
+                            if mscale and mscale_all_dim else yarn_mscale(factor))
+
+    def correction_dim(rotations):
+        return dim * math.log(old_context / (rotations * 2 * math.pi)) / (2 * math.log(base))
+    low = max(math.floor(correction_dim(beta_fast)), 0)
+    high = min(math.ceil(correction_dim(beta_slow)), dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+    extrapolation = 1 - ramp
+    pos_freqs = base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim)
+    inv_freq = (1.0 / (factor * pos_freqs)) * (1 - extrapolation) + (1.0 / pos_freqs) * extrapolation
+    return inv_freq, attention_factor
+
+
 def rope_tables(n, cfg):
     """cos, sin: float32 [n, head_dim] for positions 0..n-1, HF layout (freqs repeated twice);
     frequencies scaled by cfg.rope_scaling (HF) or divided by cfg.rope_freqs (GGUF's tensor,
-    as llama.cpp's rope kernels do)."""
+    as llama.cpp's rope kernels do); YaRN's attention factor multiplies both, as HF's rotary
+    embedding does."""
     head_dim = cfg.head_dim
     inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
-    if cfg.rope_scaling:
-        inv_freq = scaled_inv_freq(inv_freq, cfg.rope_scaling)
+    scale = 1.0
+    scaling = cfg.rope_scaling or {}
+    if scaling.get("rope_type", scaling.get("type")) == "yarn":
+        inv_freq, scale = yarn_parameters(cfg, scaling)
+    elif scaling:
+        inv_freq = scaled_inv_freq(inv_freq, scaling)
     if cfg.rope_freqs is not None:
         inv_freq = inv_freq / torch.tensor(cfg.rope_freqs, dtype=torch.float32)
     freqs = torch.outer(torch.arange(n, dtype=torch.float32), inv_freq)
     emb = torch.cat([freqs, freqs], dim=-1)
-    return emb.cos(), emb.sin()
+    return emb.cos() * scale, emb.sin() * scale
 
 
 def apply_rope(x, cos, sin):

@@ -55,6 +55,31 @@ Status add_attention_variant_metadata(GgufWriter& w, const ModelConfig& c) {
 
 }  // namespace
 
+namespace {
+
+/// {arch}.rope.scaling.* for linear and YaRN scaling as llama.cpp reads them (the YaRN betas
+/// only where they differ from llama.cpp's 32 / 1; attn_factor as the multiple of YaRN's
+/// default 0.1·ln(factor) + 1). Llama 3 scaling is the rope_freqs.weight tensor instead.
+Status add_rope_scaling(GgufWriter& w, const ModelConfig& c) {
+  const RopeScaling& r = c.rope_scaling;
+  if (r.kind != RopeScaling::Kind::kLinear && r.kind != RopeScaling::Kind::kYarn) return Status::ok();
+  const auto key = [&](const char* k) { return c.arch + ".rope.scaling." + k; };
+  PEREGRINE_RETURN_IF_ERROR(w.add(key("type"), gguf_string(rope_scaling_name(r.kind))));
+  PEREGRINE_RETURN_IF_ERROR(w.add(key("factor"), gguf_f32(r.factor)));
+  if (r.kind == RopeScaling::Kind::kLinear) return Status::ok();
+  PEREGRINE_RETURN_IF_ERROR(w.add(key("original_context_length"), gguf_u32(static_cast<std::uint32_t>(r.original_context))));
+  if (r.beta_fast != 32.0f) PEREGRINE_RETURN_IF_ERROR(w.add(key("yarn_beta_fast"), gguf_f32(r.beta_fast)));
+  if (r.beta_slow != 1.0f) PEREGRINE_RETURN_IF_ERROR(w.add(key("yarn_beta_slow"), gguf_f32(r.beta_slow)));
+  if (r.attention_factor > 0.0f) {
+    RopeScaling by_default = r;
+    by_default.attention_factor = 0.0f;
+    PEREGRINE_RETURN_IF_ERROR(w.add(key("attn_factor"), gguf_f32(r.attention_factor / rope_attention_factor(by_default))));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Status add_llama_metadata(GgufWriter& w, const std::string& name, const ModelConfig& c, DType matrix_dtype,
                           std::optional<std::uint32_t> file_type) {
   auto u32 = [](std::int64_t v) { return gguf_u32(static_cast<std::uint32_t>(v)); };
@@ -77,10 +102,7 @@ Status add_llama_metadata(GgufWriter& w, const std::string& name, const ModelCon
   }
   PEREGRINE_RETURN_IF_ERROR(w.add(key("attention.layer_norm_rms_epsilon"), gguf_f32(c.rms_eps)));
   PEREGRINE_RETURN_IF_ERROR(w.add(key("rope.freq_base"), gguf_f32(c.rope_theta)));
-  if (c.rope_scaling.kind == RopeScaling::Kind::kLinear) {
-    PEREGRINE_RETURN_IF_ERROR(w.add(key("rope.scaling.type"), gguf_string("linear")));
-    PEREGRINE_RETURN_IF_ERROR(w.add(key("rope.scaling.factor"), gguf_f32(c.rope_scaling.factor)));
-  }
+  PEREGRINE_RETURN_IF_ERROR(add_rope_scaling(w, c));
   if (c.ffn_down_hadamard) PEREGRINE_RETURN_IF_ERROR(w.add("peregrine.ffn_down_hadamard", gguf_bool(true)));
   PEREGRINE_RETURN_IF_ERROR(add_attention_variant_metadata(w, c));
   if (c.n_experts == 0) return Status::ok();

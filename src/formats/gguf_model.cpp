@@ -46,23 +46,36 @@ Expected<bool> optional_bool(const GgufFile& g, const std::string& key, const st
   return *b;
 }
 
-/// {arch}.rope.scaling.type / .factor (llama.cpp's llm_kv ROPE_SCALING_*): none or linear; the
-/// other types are refused by name. Llama 3.1's factors come as the rope_freqs.weight tensor.
-Expected<RopeScaling> read_rope_scaling(const GgufFile& g, const std::string& arch, const std::string& path) {
+/// {arch}.rope.scaling.type / .factor (llama.cpp's llm_kv ROPE_SCALING_*): none, linear, or
+/// yarn with .original_context_length (else `context_length`), .yarn_beta_fast / .yarn_beta_slow
+/// (llama.cpp's defaults 32 / 1) and .attn_factor (× YaRN's 0.1·ln(factor) + 1, as llama.cpp's
+/// rope kernel applies it); the other types are refused by name. Llama 3.1's factors come as
+/// the rope_freqs.weight tensor.
+Expected<RopeScaling> read_rope_scaling(const GgufFile& g, const std::string& arch, std::int64_t context,
+                                        const std::string& path) {
   RopeScaling s;
-  const std::string type_key = arch + ".rope.scaling.type", factor_key = arch + ".rope.scaling.factor";
-  if (!g.find(type_key)) return s;
-  auto type = g.get_string(type_key);
+  const auto key = [&](const char* k) { return arch + ".rope.scaling." + k; };
+  if (!g.find(key("type"))) return s;
+  auto type = g.get_string(key("type"));
   if (!type) return corrupt_file(path + ": " + type.status().message());
   if (*type == "none") return s;
-  if (*type != "linear") {
-    return unsupported(path + ": GGUF " + type_key + " '" + json_util::printable(*type) +
-                       "' is not supported (none and linear are; Llama 3.1's factors come as rope_freqs.weight)");
+  if (*type != "linear" && *type != "yarn") {
+    return unsupported(path + ": GGUF " + key("type") + " '" + json_util::printable(*type) +
+                       "' is not supported (none, linear and yarn are; Llama 3.1's factors come as rope_freqs.weight)");
   }
-  PEREGRINE_ASSIGN_OR_RETURN(auto factor, optional_float(g, factor_key, path));
-  if (!factor) return corrupt_file(path + ": GGUF " + type_key + " is linear but " + factor_key + " is missing");
-  s.kind = RopeScaling::Kind::kLinear;
+  PEREGRINE_ASSIGN_OR_RETURN(auto factor, optional_float(g, key("factor"), path));
+  if (!factor) return corrupt_file(path + ": GGUF " + key("type") + " is " + *type + " but " + key("factor") + " is missing");
+  s.kind = *type == "linear" ? RopeScaling::Kind::kLinear : RopeScaling::Kind::kYarn;
   s.factor = *factor;
+  if (s.kind == RopeScaling::Kind::kLinear) return s;
+  PEREGRINE_ASSIGN_OR_RETURN(auto original, optional_int(g, key("original_context_length"), path));
+  s.original_context = original.value_or(context);
+  PEREGRINE_ASSIGN_OR_RETURN(auto fast, optional_float(g, key("yarn_beta_fast"), path));
+  PEREGRINE_ASSIGN_OR_RETURN(auto slow, optional_float(g, key("yarn_beta_slow"), path));
+  PEREGRINE_ASSIGN_OR_RETURN(auto attn, optional_float(g, key("attn_factor"), path));
+  s.beta_fast = fast.value_or(32.0f);
+  s.beta_slow = slow.value_or(1.0f);
+  if (attn && *attn != 1.0f) s.attention_factor = *attn * rope_attention_factor(s);
   return s;
 }
 
@@ -158,7 +171,7 @@ Expected<ModelConfig> read_config(const GgufFile& g, const Architecture& arch, c
   if (eps) c.rms_eps = *eps;
   PEREGRINE_ASSIGN_OR_RETURN(auto theta, optional_float(g, key("rope.freq_base"), path));
   if (theta) c.rope_theta = *theta;
-  PEREGRINE_ASSIGN_OR_RETURN(c.rope_scaling, read_rope_scaling(g, a, path));
+  PEREGRINE_ASSIGN_OR_RETURN(c.rope_scaling, read_rope_scaling(g, a, c.max_seq_len, path));
   PEREGRINE_ASSIGN_OR_RETURN(c.ffn_down_hadamard, optional_bool(g, "peregrine.ffn_down_hadamard", path));
   c.rope_style = arch.gguf_rope_style;
   PEREGRINE_RETURN_IF_ERROR(read_experts(g, arch, c, path));

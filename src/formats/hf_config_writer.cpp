@@ -94,6 +94,12 @@ nlohmann::ordered_json hf_config(const ModelConfig& c, DType dtype) {
       s["high_freq_factor"] = as_decimal(r.high_freq_factor);
       s["original_max_position_embeddings"] = r.original_context;
     }
+    if (r.kind == RopeScaling::Kind::kYarn) {
+      s["original_max_position_embeddings"] = r.original_context;
+      s["beta_fast"] = as_decimal(r.beta_fast);
+      s["beta_slow"] = as_decimal(r.beta_slow);
+      if (r.attention_factor > 0.0f) s["attention_factor"] = as_decimal(r.attention_factor);
+    }
     j["rope_scaling"] = s;
   }
   return j;

@@ -52,11 +52,34 @@ Expected<const Architecture*> read_architecture(const ConfigFields& f) {
   return unsupported(f.what() + ": " + named + " is not supported (" + supported + ", MistralForCausalLM are)");
 }
 
+/// YaRN's fields of a rope_scaling object (factor already read into s).
+Status read_yarn(const ConfigFields& f, std::int64_t max_position_embeddings, RopeScaling& s) {
+  s.kind = RopeScaling::Kind::kYarn;
+  PEREGRINE_ASSIGN_OR_RETURN(auto context, f.optional_int("original_max_position_embeddings"));
+  s.original_context = context.value_or(max_position_embeddings);
+  PEREGRINE_ASSIGN_OR_RETURN(auto fast, f.optional_float("beta_fast"));
+  PEREGRINE_ASSIGN_OR_RETURN(auto slow, f.optional_float("beta_slow"));
+  s.beta_fast = fast.value_or(32.0f);
+  s.beta_slow = slow.value_or(1.0f);
+  PEREGRINE_ASSIGN_OR_RETURN(auto attention, f.optional_float("attention_factor"));
+  PEREGRINE_ASSIGN_OR_RETURN(auto mscale, f.optional_float("mscale"));
+  PEREGRINE_ASSIGN_OR_RETURN(auto mscale_all_dim, f.optional_float("mscale_all_dim"));
+  if (attention) {
+    s.attention_factor = *attention;
+  } else if (mscale && mscale_all_dim && s.factor > 1.0f) {  // DeepSeek's get_mscale ratio
+    const double ln = std::log(static_cast<double>(s.factor));
+    s.attention_factor = static_cast<float>((0.1 * *mscale * ln + 1.0) / (0.1 * *mscale_all_dim * ln + 1.0));
+  }
+  return Status::ok();
+}
+
 /// config.json's rope_scaling (transformers/modeling_rope_utils.py): absent, null or rope_type
 /// "default" → none; "linear" (factor); "llama3" (factor, low_freq_factor, high_freq_factor,
-/// original_max_position_embeddings, all required as in HF's validation). The legacy key
-/// "type" is read when rope_type is absent. Other types are refused by name.
-Expected<RopeScaling> read_rope_scaling(const ConfigFields& config) {
+/// original_max_position_embeddings, all required as in HF's validation); "yarn" (factor;
+/// original_max_position_embeddings, else `max_position_embeddings`; beta_fast, beta_slow;
+/// attention_factor, else from mscale / mscale_all_dim as _compute_yarn_parameters does). The
+/// legacy key "type" is read when rope_type is absent. Other types are refused by name.
+Expected<RopeScaling> read_rope_scaling(const ConfigFields& config, std::int64_t max_position_embeddings) {
   RopeScaling s;
   const json* j = config.get("rope_scaling");
   if (!j) return s;
@@ -69,9 +92,9 @@ Expected<RopeScaling> read_rope_scaling(const ConfigFields& config) {
   }
   if (!type) return corrupt_file(what + " names no rope_type");
   if (*type == "default") return s;
-  if (*type != "linear" && *type != "llama3") {
+  if (*type != "linear" && *type != "llama3" && *type != "yarn") {
     return unsupported(what + ": rope_type '" + json_util::printable(*type) +
-                       "' is not supported (default, linear and llama3 are)");
+                       "' is not supported (default, linear, llama3 and yarn are)");
   }
   const auto required = [&](const char* key) -> Expected<float> {
     PEREGRINE_ASSIGN_OR_RETURN(auto v, f.optional_float(key));
@@ -86,6 +109,7 @@ Expected<RopeScaling> read_rope_scaling(const ConfigFields& config) {
     PEREGRINE_ASSIGN_OR_RETURN(s.high_freq_factor, required("high_freq_factor"));
     PEREGRINE_ASSIGN_OR_RETURN(s.original_context, f.required_int("original_max_position_embeddings"));
   }
+  if (*type == "yarn") PEREGRINE_RETURN_IF_ERROR(read_yarn(f, max_position_embeddings, s));
   if (const std::string e = rope_scaling_error(s); !e.empty()) return corrupt_file(what + ": " + e);
   return s;
 }
@@ -221,7 +245,7 @@ Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   c.rms_eps = eps.value_or(1e-6f);
   PEREGRINE_ASSIGN_OR_RETURN(auto theta, f.optional_float("rope_theta"));
   c.rope_theta = theta.value_or(10000.0f);
-  PEREGRINE_ASSIGN_OR_RETURN(c.rope_scaling, read_rope_scaling(f));
+  PEREGRINE_ASSIGN_OR_RETURN(c.rope_scaling, read_rope_scaling(f, c.max_seq_len));
   PEREGRINE_ASSIGN_OR_RETURN(auto tied, f.optional_bool("tie_word_embeddings"));
   c.tied_embeddings = tied.value_or(false);
   PEREGRINE_ASSIGN_OR_RETURN(auto hadamard, f.optional_bool("peregrine_ffn_down_hadamard"));

@@ -123,6 +123,10 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file) {
   m.token_embd_ = f.find("token_embd.weight");
   m.output_ = f.config.tied_embeddings ? m.token_embd_ : f.find("output.weight");
   m.counters_ = std::make_unique<ForwardCounters>(f.config.n_layers, f.config.n_experts);
+  // YaRN scales RoPE's cos and sin by its attention factor m: q·k by m² (V is not rotated).
+  const float m_rope = rope_attention_factor(f.config.rope_scaling);
+  const float base = f.config.attn_scale > 0.0f ? f.config.attn_scale : 1.0f / std::sqrt(static_cast<float>(f.config.head_dim));
+  m.attention_scale_ = m_rope == 1.0f ? f.config.attn_scale : base * m_rope * m_rope;
   return m;
 }
 
@@ -331,7 +335,7 @@ void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch
   }
   // A prompt chunk or a token tree takes the tiled prefill kernel (causal or tree-masked), a
   // lone row (decode) the split-K one.
-  const AttentionShape shape{c.n_heads, c.n_kv_heads, hd, c.layer_window(l), c.attn_softcap, c.attn_scale};
+  const AttentionShape shape{c.n_heads, c.n_kv_heads, hd, c.layer_window(l), c.attn_softcap, attention_scale_};
   for (const BatchLayout::Run& run : layout.runs) {
     const KvLayerView k = cache.k_view(run.seq, l), v = cache.v_view(run.seq, l);
     const float* q = &s.q[run.begin * q_dim];

@@ -328,7 +328,12 @@ TEST_F(BadInput, GgufRopeScaling) {
   ASSERT_TRUE(freqs) << freqs.status().message();
   EXPECT_TRUE(LlamaModel::create(std::move(*freqs)));
   const std::pair<const char*, std::function<void(test::GgufWriter&)>> bad[] = {
-      {"yarn", [](test::GgufWriter& g) { g.kv_string("llama.rope.scaling.type", "yarn"); }},
+      {"longrope", [](test::GgufWriter& g) { g.kv_string("llama.rope.scaling.type", "longrope"); }},
+      {"beta_fast > beta_slow", [](test::GgufWriter& g) {
+         g.kv_string("llama.rope.scaling.type", "yarn");
+         g.kv_f32("llama.rope.scaling.factor", 4.0f);
+         g.kv_f32("llama.rope.scaling.yarn_beta_fast", 1.0f);
+       }},
       {"llama.rope.scaling.factor", [](test::GgufWriter& g) { g.kv_string("llama.rope.scaling.type", "linear"); }},
       {"factor must be >= 1", [](test::GgufWriter& g) {
          g.kv_string("llama.rope.scaling.type", "linear");
@@ -343,7 +348,7 @@ TEST_F(BadInput, GgufRopeScaling) {
   };
   for (const auto& [part, extra] : bad) {
     auto r = load_with(extra);
-    expect_error(r, part == std::string("yarn") ? ErrorCode::kUnsupported : ErrorCode::kCorruptFile, part);
+    expect_error(r, part == std::string("longrope") ? ErrorCode::kUnsupported : ErrorCode::kCorruptFile, part);
     if (!r) {
       EXPECT_NE(r.status().message().find(part), std::string::npos) << r.status().message();
     }

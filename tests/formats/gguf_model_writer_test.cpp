@@ -196,6 +196,24 @@ TEST(SaveGgufModel, RopeScalingAsLlamaCppStoresIt) {
   EXPECT_EQ(lg.find("rope_freqs.weight"), nullptr);
   ASSERT_TRUE(save_hf_model(lg, dir.file("linear-hf"), HfQuantLayout::kGptq, tok).is_ok());
   test::expect_same_config(linear.config, load(dir.file("linear-hf")).config);
+  // YaRN with non-default betas and an explicit attention factor: llama.cpp's rope.scaling keys
+  // (attn_factor as the multiple of YaRN's default), back to config.json's fields, same logits.
+  const ModelFile yarn = load(test::testdata_dir() + "/hf-f32-qwen2-yarn");
+  ASSERT_EQ(yarn.config.rope_scaling.kind, RopeScaling::Kind::kYarn);
+  EXPECT_EQ(yarn.config.rope_scaling.attention_factor, 1.25f);
+  ASSERT_TRUE(save_gguf_model(yarn, dir.file("yarn.gguf"), tok).is_ok());
+  const ModelFile yg = load(dir.file("yarn.gguf"));
+  EXPECT_TRUE(yg.gguf->find("qwen2.rope.scaling.original_context_length"));
+  EXPECT_TRUE(yg.gguf->find("qwen2.rope.scaling.attn_factor"));
+  EXPECT_EQ(yg.config.rope_scaling.kind, RopeScaling::Kind::kYarn);
+  EXPECT_NEAR(yg.config.rope_scaling.attention_factor, 1.25f, 1e-6f);
+  EXPECT_LE(test::max_abs_diff(test::prefill_logits(yarn, false), test::prefill_logits(yg, false)), 1e-5f);
+  ASSERT_TRUE(save_hf_model(yg, dir.file("yarn-hf"), HfQuantLayout::kGptq, tok).is_ok());
+  const RopeScaling back = load(dir.file("yarn-hf")).config.rope_scaling;
+  EXPECT_EQ(back.kind, RopeScaling::Kind::kYarn);
+  EXPECT_EQ(back.beta_fast, 16.0f);
+  EXPECT_EQ(back.beta_slow, 2.0f);
+  EXPECT_EQ(back.original_context, 64);
 }
 
 // The Qwen and Phi-3 families through both writers: GGUF under the family's key prefix (qwen3's

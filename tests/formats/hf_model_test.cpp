@@ -369,8 +369,10 @@ TEST(HfModel, ConfigErrors) {
   cfg = tiny.config();
   cfg["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};  // HF requires all four llama3 fields
   expect_error(cfg, tensors, ErrorCode::kCorruptFile, "low_freq_factor");
-  cfg["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-  expect_error(cfg, tensors, ErrorCode::kUnsupported, "yarn");
+  cfg["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 4.0}};  // frequencies that follow the sequence length
+  expect_error(cfg, tensors, ErrorCode::kUnsupported, "dynamic");
+  cfg["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"beta_fast", 1.0}, {"beta_slow", 2.0}};
+  expect_error(cfg, tensors, ErrorCode::kCorruptFile, "beta_fast > beta_slow");
   cfg["rope_scaling"] = {{"type", "linear"}, {"factor", 0.5}};  // the legacy key; a factor below 1
   expect_error(cfg, tensors, ErrorCode::kCorruptFile, "factor must be >= 1");
   cfg["rope_scaling"] = {{"factor", 2.0}};

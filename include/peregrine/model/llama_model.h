@@ -33,7 +33,8 @@ class LlamaModel {
   /// Takes ownership of a validated ModelFile. Weights stay in their stored dtype in the
   /// mapping (matmul decodes rows on the fly); norm weights are converted to f32.
   /// RoPE: scaled by the file's rope_freqs.weight divisors when it has one (llama.cpp's Llama
-  /// 3.1+ GGUFs), else by config().rope_scaling (formats/rope_scaling.h).
+  /// 3.1+ GGUFs), else by config().rope_scaling (formats/rope_scaling.h; YaRN's attention factor
+  /// m, which multiplies cos and sin, is applied as m² on the attention scores).
   /// Errors: those of validate_llama_tensors; kCorruptFile (a rope_freqs.weight divisor that is
   /// not positive and finite).
   static Expected<LlamaModel> create(ModelFile file);
@@ -119,6 +120,8 @@ class LlamaModel {
   const TensorView* token_embd_ = nullptr;
   const TensorView* output_ = nullptr;  // token_embd_ when tied
   std::unique_ptr<ForwardCounters> counters_;
+  float attention_scale_ = 0.0f;  // AttentionShape::scale: config().attn_scale (0: 1/sqrt(head_dim)),
+                                  // times YaRN's attention factor squared
 };
 
 }  // namespace peregrine
