@@ -11,8 +11,10 @@ namespace peregrine::test {
 
 std::string stories260k_path() { return shared_dir() + "/models/stories260K/stories260K.bin"; }
 
-std::unique_ptr<LlamaModel> load_stories260k() {
-  auto file = load_model_file(stories260k_path());
+namespace {
+
+std::unique_ptr<LlamaModel> load_model(const std::string& path) {
+  auto file = load_model_file(path);
   EXPECT_TRUE(file) << file.status().message();
   if (!file) return nullptr;
   auto m = LlamaModel::create(std::move(*file));
@@ -20,6 +22,12 @@ std::unique_ptr<LlamaModel> load_stories260k() {
   if (!m) return nullptr;
   return std::make_unique<LlamaModel>(std::move(*m));
 }
+
+}  // namespace
+
+std::unique_ptr<LlamaModel> load_stories260k() { return load_model(stories260k_path()); }
+
+std::unique_ptr<LlamaModel> load_test_model(const std::string& name) { return load_model(testdata_dir() + "/" + name); }
 
 KvCache make_kv_cache(const ModelConfig& config, std::int64_t n_tokens, std::int32_t n_seqs,
                       std::int32_t block_size, DType dtype) {

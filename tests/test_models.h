@@ -16,6 +16,10 @@ std::string stories260k_path();
 /// cannot.
 std::unique_ptr<LlamaModel> load_stories260k();
 
+/// Loads the generated test model `name` (a file or folder of test::testdata_dir()); fails the
+/// calling test (gtest ASSERT-style, returns nullptr) if it cannot.
+std::unique_ptr<LlamaModel> load_test_model(const std::string& name);
+
 /// A paged KV cache for `config` with room for `n_seqs` sequences of `n_tokens` positions each
 /// (blocks of `block_size`, K/V in `dtype`); aborts the test binary if KvCache::create fails.
 KvCache make_kv_cache(const ModelConfig& config, std::int64_t n_tokens, std::int32_t n_seqs = 1,

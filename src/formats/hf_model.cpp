@@ -255,15 +255,6 @@ Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   return c;
 }
 
-/// The expert index of canonical per-expert name suffix "ffn_up.7.weight", or nullopt.
-std::optional<std::int64_t> expert_of(std::string_view suffix) {
-  const std::size_t first = suffix.find('.'), last = suffix.rfind('.');
-  if (first == last) return std::nullopt;
-  const std::string_view index = suffix.substr(first + 1, last - first - 1);
-  if (index.empty() || index.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
-  return std::stoll(std::string(index));
-}
-
 /// Canonical name of a Hugging Face tensor; nullopt for tensors to skip (the RoPE inv_freq
 /// buffer some older checkpoints saved). Errors: kUnsupported for any other name (unknown
 /// modules), kCorruptFile for a layer index outside num_hidden_layers or an expert index
@@ -291,11 +282,12 @@ Expected<std::optional<std::string>> canonical_name(const std::string& hf, const
           return corrupt_file(what + ": tensor '" + json_util::printable(hf) + "' is for layer " + std::to_string(layer) +
                               " but num_hidden_layers is " + std::to_string(c.n_layers));
         }
-        if (const auto expert = expert_of(*to); expert && *expert >= c.n_experts) {
-          return corrupt_file(what + ": tensor '" + json_util::printable(hf) + "' is for expert " + std::to_string(*expert) +
+        const std::string name = "blk." + std::to_string(layer) + "." + *to;
+        if (const auto expert = stacked_expert_name(name); expert && expert->second >= c.n_experts) {
+          return corrupt_file(what + ": tensor '" + json_util::printable(hf) + "' is for expert " + std::to_string(expert->second) +
                               " but the config has " + std::to_string(c.n_experts) + " experts");
         }
-        return R("blk." + std::to_string(layer) + "." + *to);
+        return R(name);
       }
     }
   }

@@ -98,10 +98,8 @@ TEST_F(BenchTest, MeasuredWeightBytesOfADenseModelAreItsMatrices) {
 // router and 2 experts per layer, a prefill each chosen expert once per layer (not once per
 // token), and the routing statistics add up to top-k per token per layer.
 TEST(BenchMoe, ReadsEachChosenExpertOncePerForwardAndCountsTheRouting) {
-  auto file = load_model_file(test::testdata_dir() + "/gguf-f32-olmoe.gguf");
-  ASSERT_TRUE(file) << file.status().message();
-  auto model = LlamaModel::create(std::move(*file));
-  ASSERT_TRUE(model) << model.status().message();
+  const auto model = test::load_test_model("gguf-f32-olmoe.gguf");
+  ASSERT_NE(model, nullptr);
   const ModelConfig& c = model->config();
   ThreadPool pool(2);
   BenchParams p;

@@ -80,10 +80,8 @@ TEST(MoeFfn, GroupedMatchesPerTokenReferenceOnEveryFamilyLayout) {
 }
 
 TEST(MoeFfn, ForwardCountsEachChosenExpertOnceAndTopKTokensPerToken) {
-  auto file = load_model_file(test::testdata_dir() + "/gguf-f32-olmoe.gguf");
-  ASSERT_TRUE(file) << file.status().message();
-  auto model = LlamaModel::create(std::move(*file));
-  ASSERT_TRUE(model) << model.status().message();
+  const auto model = test::load_test_model("gguf-f32-olmoe.gguf");
+  ASSERT_NE(model, nullptr);
   const ModelConfig& c = model->config();
   ThreadPool pool(2);
   KvCache cache = test::make_kv_cache(c, 32);

@@ -97,13 +97,22 @@ HWY_INLINE void swiglu_lanes(DT d, float* HWY_RESTRICT gate, const float* HWY_RE
   hn::StoreU(hn::Mul(hn::Div(g, hn::Add(hn::Set(d, 1.0f), e)), hn::LoadU(d, up)), d, gate);
 }
 
-void SwiGluImpl(float* gate, const float* up, std::int64_t n) {
+// Runs Op::lanes (swiglu_lanes / geglu_lanes) over n entries: full vectors, then one lane at a time.
+template <class Op>
+void gated_loop(float* gate, const float* up, std::int64_t n) {
   const D d;
   const auto N = static_cast<std::int64_t>(hn::Lanes(d));
   std::int64_t i = 0;
-  for (; i + N <= n; i += N) swiglu_lanes(d, gate + i, up + i);
-  for (; i < n; ++i) swiglu_lanes(hn::CappedTag<float, 1>(), gate + i, up + i);
+  for (; i + N <= n; i += N) Op::lanes(d, gate + i, up + i);
+  for (; i < n; ++i) Op::lanes(hn::CappedTag<float, 1>(), gate + i, up + i);
 }
+
+struct SwiGluOp {
+  template <class DT>
+  static HWY_INLINE void lanes(DT d, float* HWY_RESTRICT gate, const float* HWY_RESTRICT up) { swiglu_lanes(d, gate, up); }
+};
+
+void SwiGluImpl(float* gate, const float* up, std::int64_t n) { gated_loop<SwiGluOp>(gate, up, n); }
 
 // gate ← g / (1 + e^min(-2u, 88)) · up, u = sqrt(2/π)·(g + 0.044715·g³), on Lanes(d) entries:
 // 0.5·g·(1 + tanh(u)) written as g·sigmoid(2u).
@@ -116,13 +125,12 @@ HWY_INLINE void geglu_lanes(DT d, float* HWY_RESTRICT gate, const float* HWY_RES
   hn::StoreU(hn::Mul(hn::Div(g, hn::Add(hn::Set(d, 1.0f), e)), hn::LoadU(d, up)), d, gate);
 }
 
-void GeGluImpl(float* gate, const float* up, std::int64_t n) {
-  const D d;
-  const auto N = static_cast<std::int64_t>(hn::Lanes(d));
-  std::int64_t i = 0;
-  for (; i + N <= n; i += N) geglu_lanes(d, gate + i, up + i);
-  for (; i < n; ++i) geglu_lanes(hn::CappedTag<float, 1>(), gate + i, up + i);
-}
+struct GeGluOp {
+  template <class DT>
+  static HWY_INLINE void lanes(DT d, float* HWY_RESTRICT gate, const float* HWY_RESTRICT up) { geglu_lanes(d, gate, up); }
+};
+
+void GeGluImpl(float* gate, const float* up, std::int64_t n) { gated_loop<GeGluOp>(gate, up, n); }
 
 }  // namespace peregrine::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
