@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libssl-dev  # libssl-dev: SHA-256 in the tests
   python3 python3-numpy python3-torch   # tools/reference.py, the test oracle
   python3-jinja2                        # chat templates rendered by jinja2 itself (tests/tokenizer)
+  python3-regex                         # pre-tokenizer regexes as tokenizers runs them (tests/tokenizer)
   clang                                 # libFuzzer targets (scripts/fuzz.sh)
 )
 # The server tests drive `serve` with the official openai npm package. A machine may already
