@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_profile.h"
 #include "bench_spec.h"
 #include "common.h"
 #include "peregrine/engine/bench.h"
@@ -121,6 +122,10 @@ void print_json(const std::string& name, const std::string& dtype, const BenchAr
                       {"read_gbps", roof.read_gbps}, {"fma_gflops", roof.fma_gflops}, {"simd", roof.simd_target},
                       {"pp_weight_bytes", r.pp_weight_bytes}, {"tg_weight_bytes", r.tg_weight_bytes},
                       {"expert_tokens", r.expert_tokens}};
+  if (a.params.profile) {
+    j["pp_profile"] = profile_json(profile_rows(r.pp_profile, a.params.reps));
+    j["tg_profile"] = profile_json(profile_rows(r.tg_profile, static_cast<double>(a.params.reps) * a.params.n_gen));
+  }
   std::size_t i = 0;
   if (!r.pp_tps.empty()) {
     j["pp_tps"] = rows[i].tps.mean;
@@ -133,6 +138,18 @@ void print_json(const std::string& name, const std::string& dtype, const BenchAr
     j["gbps"] = rows[i].gbps;
   }
   std::printf("%s\n", j.dump(2).c_str());
+}
+
+void print_profiles(const BenchArgs& a, const BenchResult& r) {
+  const std::string reps = " x " + std::to_string(a.params.reps) + " reps";
+  if (!r.pp_tps.empty()) {
+    print_profile("\nprefill profile (pp" + std::to_string(a.params.n_prompt) + reps + ", ms per forward):",
+                  profile_rows(r.pp_profile, a.params.reps));
+  }
+  if (!r.tg_tps.empty()) {
+    print_profile("\ndecode profile (tg" + std::to_string(a.params.n_gen) + reps + ", ms per token):",
+                  profile_rows(r.tg_profile, static_cast<double>(a.params.reps) * a.params.n_gen));
+  }
 }
 
 int run(const BenchArgs& args) {
@@ -162,6 +179,7 @@ int run(const BenchArgs& args) {
   } else {
     print_table(name, dtype, args, roof, *result, rows);
     print_expert_load(model->config(), *result);
+    if (args.params.profile) print_profiles(args, *result);
   }
   return 0;
 }
@@ -180,6 +198,9 @@ Verb add_bench(CLI::App& app) {
   cmd->add_option("-t,--threads", args->threads, "Threads")->capture_default_str();
   cmd->add_option("--seed", args->params.seed, "Seed of the random prompt tokens")->capture_default_str();
   cmd->add_flag("--json", args->json, "Print one JSON object instead of the table");
+  cmd->add_flag("--profile", args->params.profile,
+                "Also time each op kind of the forwards (matmuls by role, attention, norms, RoPE, ...) and print where "
+                "a forward's time goes, with each matmul's weight GB/s");
   add_spec_bench_options(*cmd, args->spec);
   cmd->add_option("--spec-reps", args->spec.reps, "With --spec: passes over the prompts")->capture_default_str();
   cmd->add_flag("--roofline", args->roofline_only,

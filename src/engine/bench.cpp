@@ -33,6 +33,24 @@ auto counting_bytes(const LlamaModel& model, double& bytes, Run timed) {
   return r;
 }
 
+/// Runs `run`, profiling the model's forwards meanwhile into `totals` when `on`.
+template <typename Run>
+auto profiling(const LlamaModel& model, bool on, ForwardProfileTotals& totals, Run run) {
+  if (!on) return run();
+  ForwardProfile& profile = model.profile();
+  const ForwardProfileTotals before = profile.totals();
+  profile.set_enabled(true);
+  auto r = run();
+  profile.set_enabled(false);
+  const ForwardProfileTotals window = profile.totals() - before;
+  for (std::size_t i = 0; i < kForwardOpCount; ++i) {
+    totals[i].seconds += window[i].seconds;
+    totals[i].calls += window[i].calls;
+    totals[i].weight_bytes += window[i].weight_bytes;
+  }
+  return r;
+}
+
 /// Tokens per expert routed since `start` (a counters().expert_tokens() snapshot).
 std::vector<std::uint64_t> tokens_since(const LlamaModel& model, const std::vector<std::uint64_t>& start) {
   std::vector<std::uint64_t> now = model.counters().expert_tokens();
@@ -81,13 +99,13 @@ Expected<double> time_decode(const LlamaModel& model, std::int64_t n, KvCache& c
   return seconds_since(t0);
 }
 
-/// One untimed warm-up, then `reps` timed runs of `run`, as tokens/s of `n` tokens each.
+/// One untimed warm-up, then `reps` timed runs of `run(timed)`, as tokens/s of `n` tokens each.
 template <typename Run>
 Expected<std::vector<double>> repeat(int reps, std::int64_t n, Run run) {
   std::vector<double> tps;
   if (n == 0) return tps;
   for (int r = -1; r < reps; ++r) {
-    auto s = run();
+    auto s = run(r >= 0);
     if (!s) return s.status();
     if (r >= 0) tps.push_back(static_cast<double>(n) / *s);
   }
@@ -131,12 +149,16 @@ Expected<BenchResult> run_bench(const LlamaModel& model, const BenchParams& p, T
   std::mt19937 rng(static_cast<std::mt19937::result_type>(p.seed));
   BenchResult r;
   const std::vector<std::uint64_t> start = model.counters().expert_tokens();
-  auto pp = repeat(p.reps, p.n_prompt, [&] {
-    return counting_bytes(model, r.pp_weight_bytes, [&] { return time_prefill(model, p.n_prompt, *cache, rng, pool); });
+  auto pp = repeat(p.reps, p.n_prompt, [&](bool timed) {
+    return profiling(model, timed && p.profile, r.pp_profile, [&] {
+      return counting_bytes(model, r.pp_weight_bytes, [&] { return time_prefill(model, p.n_prompt, *cache, rng, pool); });
+    });
   });
   if (!pp) return pp.status();
-  auto tg = repeat(p.reps, p.n_gen, [&] {
-    return counting_bytes(model, r.tg_weight_bytes, [&] { return time_decode(model, p.n_gen, *cache, rng, pool); });
+  auto tg = repeat(p.reps, p.n_gen, [&](bool timed) {
+    return profiling(model, timed && p.profile, r.tg_profile, [&] {
+      return counting_bytes(model, r.tg_weight_bytes, [&] { return time_decode(model, p.n_gen, *cache, rng, pool); });
+    });
   });
   if (!tg) return tg.status();
   r.pp_tps = std::move(*pp);

@@ -123,6 +123,7 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file) {
   m.token_embd_ = f.find("token_embd.weight");
   m.output_ = f.config.tied_embeddings ? m.token_embd_ : f.find("output.weight");
   m.counters_ = std::make_unique<ForwardCounters>(f.config.n_layers, f.config.n_experts);
+  m.profile_ = std::make_unique<ForwardProfile>();
   // YaRN scales RoPE's cos and sin by its attention factor m: q·k by m² (V is not rotated).
   const float m_rope = rope_attention_factor(f.config.rope_scaling);
   const float base = f.config.attn_scale > 0.0f ? f.config.attn_scale : 1.0f / std::sqrt(static_cast<float>(f.config.head_dim));
@@ -298,6 +299,7 @@ Status LlamaModel::reserve(const Batch& batch, const BatchLayout& layout, KvCach
 }
 
 void LlamaModel::embed(const Batch& batch, std::span<float> x) const {
+  const ForwardOpTimer timed = timer(ForwardOp::kEmbedding);
   const std::int64_t dim = config().dim;
   for (std::int64_t i = 0; i < batch.size(); ++i) {
     dequantize_row(*token_embd_, batch.tokens[i], x.subspan(static_cast<std::size_t>(i * dim), static_cast<std::size_t>(dim)));
@@ -307,35 +309,53 @@ void LlamaModel::embed(const Batch& batch, std::span<float> x) const {
   }
 }
 
-void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch& batch,
-                                 const BatchLayout& layout, KvCache& cache, Scratch& s,
-                                 ThreadPool& pool) const {
-  const ModelConfig& c = config();
-  const std::int64_t n = s.n, dim = c.dim, hd = c.head_dim;
-  const std::int64_t q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd;
-  for (std::int64_t i = 0; i < n; ++i) {
-    rmsnorm(&s.x[i * dim], layer.attn_norm.data(), &s.xb[i * dim], dim, c.rms_eps);
-  }
-  s.observe(l, LinearInput::kAttention, s.xb);
+void LlamaModel::norm_rows(const std::vector<float>& weight, Scratch& s) const {
+  const ForwardOpTimer timed = timer(ForwardOp::kNorm);
+  const std::int64_t dim = config().dim;
+  for (std::int64_t i = 0; i < s.n; ++i) rmsnorm(&s.x[i * dim], weight.data(), &s.xb[i * dim], dim, config().rms_eps);
+}
+
+void LlamaModel::add_residual(std::vector<float>& block_out, const std::vector<float>& post_norm, Scratch& s) const {
+  const ForwardOpTimer timed = timer(ForwardOp::kNorm);
+  add_block_output(s.x, block_out, config().dim, post_norm, config().rms_eps);
+}
+
+void LlamaModel::qkv_projection(const Layer& layer, Scratch& s, ThreadPool& pool) const {
+  const ForwardOpTimer timed = timer(ForwardOp::kQkvProjection);
+  const std::int64_t n = s.n;
   linear(*layer.wq, s.xb, n, s.q, pool);
   linear(*layer.wk, s.xb, n, s.k, pool);
   linear(*layer.wv, s.xb, n, s.v, pool);
   add_bias(s.q, n, layer.bq);
   add_bias(s.k, n, layer.bk);
   add_bias(s.v, n, layer.bv);
-  group_rmsnorm(s.q, layer.q_norm, c.rms_eps);
-  group_rmsnorm(s.k, layer.k_norm, c.rms_eps);
+  group_rmsnorm(s.q, layer.q_norm, config().rms_eps);
+  group_rmsnorm(s.k, layer.k_norm, config().rms_eps);
+}
+
+void LlamaModel::rope_and_cache(std::int64_t l, const Batch& batch, const BatchLayout& layout, KvCache& cache,
+                                Scratch& s) const {
+  const ForwardOpTimer timed = timer(ForwardOp::kRopeKvWrite);
+  const ModelConfig& c = config();
+  const std::int64_t hd = c.head_dim, q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd;
   std::vector<float> rope_cos(static_cast<std::size_t>(hd)), rope_sin(rope_cos.size());
-  for (std::int64_t i = 0; i < n; ++i) {
+  for (std::int64_t i = 0; i < s.n; ++i) {
     rope_table(batch.positions[i], hd, c.rope_theta, c.rope_style, rope_cos.data(), rope_sin.data(),
                rope_freq_factors_.empty() ? nullptr : rope_freq_factors_.data());
     rope_rotate(&s.q[i * q_dim], c.n_heads, hd, rope_cos.data(), rope_sin.data(), c.rope_style);
     rope_rotate(&s.k[i * kv_dim], c.n_kv_heads, hd, rope_cos.data(), rope_sin.data(), c.rope_style);
     cache.write(batch.seq_ids[i], l, layout.slots[i], &s.k[i * kv_dim], &s.v[i * kv_dim]);
   }
+}
+
+void LlamaModel::attend(std::int64_t l, const BatchLayout& layout, const KvCache& cache, Scratch& s,
+                        ThreadPool& pool) const {
+  const ForwardOpTimer timed = timer(ForwardOp::kAttention);
+  const ModelConfig& c = config();
+  const std::int64_t q_dim = c.n_heads * c.head_dim;
   // A prompt chunk or a token tree takes the tiled prefill kernel (causal or tree-masked), a
   // lone row (decode) the split-K one.
-  const AttentionShape shape{c.n_heads, c.n_kv_heads, hd, c.layer_window(l), c.attn_softcap, attention_scale_};
+  const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, c.layer_window(l), c.attn_softcap, attention_scale_};
   for (const BatchLayout::Run& run : layout.runs) {
     const KvLayerView k = cache.k_view(run.seq, l), v = cache.v_view(run.seq, l);
     const float* q = &s.q[run.begin * q_dim];
@@ -347,33 +367,50 @@ void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch
       attention_decode(q, k, v, run.slot0 + 1, shape, out, pool);
     }
   }
+}
+
+void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch& batch,
+                                 const BatchLayout& layout, KvCache& cache, Scratch& s,
+                                 ThreadPool& pool) const {
+  norm_rows(layer.attn_norm, s);
+  s.observe(l, LinearInput::kAttention, s.xb);
+  qkv_projection(layer, s, pool);
+  rope_and_cache(l, batch, layout, cache, s);
+  attend(l, layout, cache, s, pool);
   s.observe(l, LinearInput::kAttentionOutput, s.attn);
-  linear(*layer.wo, s.attn, n, s.xb, pool);
-  add_block_output(s.x, s.xb, dim, layer.post_attn_norm, c.rms_eps);
+  {
+    const ForwardOpTimer timed = timer(ForwardOp::kOutputProjection);
+    linear(*layer.wo, s.attn, s.n, s.xb, pool);
+  }
+  add_residual(s.xb, layer.post_attn_norm, s);
 }
 
 void LlamaModel::ffn_block(const Layer& layer, std::int64_t l, Scratch& s, ThreadPool& pool) const {
-  const ModelConfig& c = config();
-  const std::int64_t dim = c.dim;
-  for (std::int64_t i = 0; i < s.n; ++i) {
-    rmsnorm(&s.x[i * dim], layer.ffn_norm.data(), &s.xb[i * dim], dim, c.rms_eps);
-  }
+  norm_rows(layer.ffn_norm, s);
   s.observe(l, LinearInput::kFfn, s.xb);
   if (layer.moe.router != nullptr) {
+    const ForwardOpTimer timed = timer(ForwardOp::kMoeFfn);
     moe_ffn(layer.moe, s.xb, s.n, s.moe_out, pool, counters_.get(), l);
   } else {
     dense_ffn(layer, l, s, pool);
   }
-  add_block_output(s.x, layer.moe.router != nullptr ? s.moe_out : s.xb, dim, layer.post_ffw_norm, c.rms_eps);
+  add_residual(layer.moe.router != nullptr ? s.moe_out : s.xb, layer.post_ffw_norm, s);
 }
 
 void LlamaModel::dense_ffn(const Layer& layer, std::int64_t l, Scratch& s, ThreadPool& pool) const {
   const ModelConfig& c = config();
-  linear(*layer.w_gate, s.xb, s.n, s.gate, pool);
-  linear(*layer.w_up, s.xb, s.n, s.up, pool);
-  gated_activation(c.activation, s.gate.data(), s.up.data(), static_cast<std::int64_t>(s.gate.size()));
-  if (c.ffn_down_hadamard) hadamard_transform(s.gate.data(), s.n, c.ffn_dim);
+  {
+    const ForwardOpTimer timed = timer(ForwardOp::kFfnGateUp);
+    linear(*layer.w_gate, s.xb, s.n, s.gate, pool);
+    linear(*layer.w_up, s.xb, s.n, s.up, pool);
+  }
+  {
+    const ForwardOpTimer timed = timer(ForwardOp::kActivation);
+    gated_activation(c.activation, s.gate.data(), s.up.data(), static_cast<std::int64_t>(s.gate.size()));
+    if (c.ffn_down_hadamard) hadamard_transform(s.gate.data(), s.n, c.ffn_dim);
+  }
   s.observe(l, LinearInput::kFfnDown, s.gate);
+  const ForwardOpTimer timed = timer(ForwardOp::kFfnDown);
   linear(*layer.w_down, s.gate, s.n, s.xb, pool);
 }
 
@@ -385,6 +422,7 @@ void LlamaModel::linear(const TensorView& w, std::span<const float> x, std::int6
 
 void LlamaModel::lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits,
                          ThreadPool& pool) const {
+  const ForwardOpTimer timed = timer(ForwardOp::kLmHead);
   const std::int64_t dim = config().dim, n_out = batch.n_logits();
   std::vector<float> normed(static_cast<std::size_t>(n_out * dim));
   std::int64_t r = 0;
@@ -408,6 +446,7 @@ Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float
     return invalid_argument("forward: the KV cache has " + std::to_string(cache.n_layers()) + " layers, the forward runs " +
                             std::to_string(n_layers));
   }
+  const ForwardOpTimer timed = timer(ForwardOp::kForward);
   PEREGRINE_RETURN_IF_ERROR(validate(batch, cache));
   const BatchLayout rows = layout(batch);
   PEREGRINE_RETURN_IF_ERROR(reserve(batch, rows, cache));

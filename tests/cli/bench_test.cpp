@@ -32,6 +32,26 @@ TEST(CliBench, TablePrintsOneRowPerTestAndTheRoofline) {
   EXPECT_NE(r.out.find("roofline"), std::string::npos) << r.out;
 }
 
+TEST(CliBench, ProfilePrintsWhereTheForwardTimeGoes) {
+  const auto table = test::run_cli({"bench", "-p", "8", "-n", "4", "-r", "1", "--profile"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  for (const char* line : {"prefill profile (pp8", "decode profile (tg4", "| qkv projection ", "| attention ", "| ffn down ",
+                           "| lm head ", "| other ", "| forward (total)    |", "100.0%"}) {
+    EXPECT_NE(table.out.find(line), std::string::npos) << line << "\n" << table.out;
+  }
+  const auto json = test::run_cli({"bench", "-p", "8", "-n", "4", "-r", "1", "--profile", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto j = nlohmann::json::parse(json.out);
+  ASSERT_TRUE(j["tg_profile"].is_array());
+  const auto& total = j["tg_profile"].back();
+  EXPECT_EQ(total["op"], "forward (total)");
+  EXPECT_DOUBLE_EQ(total["share"].get<double>(), 1.0);
+  double shares = 0.0;
+  for (const auto& row : j["tg_profile"]) shares += row["op"] == "forward (total)" ? 0.0 : row["share"].get<double>();
+  EXPECT_NEAR(shares, 1.0, 1e-9);  // the op kinds and "other" add up to the forward
+  EXPECT_GT(j["pp_profile"].size(), 3u);
+}
+
 TEST(CliBench, RooflineAloneNeedsNoModel) {
   const auto r = test::run_cli({"bench", "--roofline", "-t", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

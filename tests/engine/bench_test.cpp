@@ -94,6 +94,52 @@ TEST_F(BenchTest, MeasuredWeightBytesOfADenseModelAreItsMatrices) {
   EXPECT_TRUE(r->expert_tokens.empty());
 }
 
+// --profile: every timed forward is counted, the op kinds nest inside the forward's time, and
+// each matmul's bytes land on its op kind (Q/K/V on "qkv projection", the tied head on "lm head").
+TEST_F(BenchTest, ProfileAttributesTimeAndBytesToOpKinds) {
+  BenchParams p;
+  p.n_prompt = 16;
+  p.n_gen = 4;
+  p.reps = 2;
+  p.profile = true;
+  auto r = run_bench(*model_, p, pool_);
+  ASSERT_TRUE(r) << r.status().message();
+  const auto at = [](const ForwardProfileTotals& t, ForwardOp op) { return t[static_cast<std::size_t>(op)]; };
+  const ModelConfig& c = model_->config();
+  double qkv = 0.0;
+  for (const auto& [name, t] : model_->file().tensors) {
+    if (name.ends_with("attn_q.weight") || name.ends_with("attn_k.weight") || name.ends_with("attn_v.weight")) {
+      qkv += static_cast<double>(t.nbytes);
+    }
+  }
+  for (const auto* t : {&r->pp_profile, &r->tg_profile}) {
+    const bool decode = t == &r->tg_profile;
+    const std::uint64_t forwards = decode ? p.reps * p.n_gen : p.reps;
+    const ForwardOpTotals whole = at(*t, ForwardOp::kForward);
+    EXPECT_EQ(whole.calls, forwards);
+    EXPECT_EQ(at(*t, ForwardOp::kAttention).calls, forwards * c.n_layers);
+    EXPECT_EQ(at(*t, ForwardOp::kNorm).calls, 4 * forwards * c.n_layers);  // two norms, two residual adds
+    EXPECT_EQ(at(*t, ForwardOp::kMoeFfn).calls, 0u);
+    double seconds = 0.0, bytes = 0.0;
+    for (std::size_t i = 0; i + 1 < kForwardOpCount; ++i) {
+      seconds += (*t)[i].seconds;
+      bytes += (*t)[i].weight_bytes;
+    }
+    EXPECT_LE(seconds, whole.seconds);
+    EXPECT_GT(seconds, 0.0);
+    EXPECT_DOUBLE_EQ(bytes, whole.weight_bytes);
+    EXPECT_DOUBLE_EQ(whole.weight_bytes, static_cast<double>(forwards) * (decode ? r->tg_weight_bytes : r->pp_weight_bytes));
+    EXPECT_DOUBLE_EQ(at(*t, ForwardOp::kQkvProjection).weight_bytes, static_cast<double>(forwards) * qkv);
+    EXPECT_DOUBLE_EQ(at(*t, ForwardOp::kLmHead).weight_bytes,
+                     static_cast<double>(forwards) * static_cast<double>(model_->file().find("token_embd.weight")->nbytes));
+  }
+  // Without --profile nothing is timed.
+  p.profile = false;
+  auto plain = run_bench(*model_, p, pool_);
+  ASSERT_TRUE(plain) << plain.status().message();
+  EXPECT_EQ(plain->tg_profile[static_cast<std::size_t>(ForwardOp::kForward)].calls, 0u);
+}
+
 // A Mixture-of-Experts model (the OLMoE test model: 8 experts, top-2): a decode step reads the
 // router and 2 experts per layer, a prefill each chosen expert once per layer (not once per
 // token), and the routing statistics add up to top-k per token per layer.

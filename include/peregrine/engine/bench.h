@@ -16,6 +16,7 @@ struct BenchParams {
   std::int64_t n_gen = 128;     // tg test: this many single-token decode forwards (0 = skip)
   int reps = 5;                 // timed repetitions of each test (after one untimed warm-up)
   std::uint64_t seed = 1234;    // random token ids (speed does not depend on them)
+  bool profile = false;         // time the forwards' op kinds over the timed repetitions
 };
 
 /// Per-forward costs of a model, from its config and tensor sizes.
@@ -47,6 +48,9 @@ struct BenchResult {
   /// Tokens routed to each expert over every forward of the bench (warm-ups included),
   /// [n_layers * n_experts] layer-major; empty for a dense model.
   std::vector<std::uint64_t> expert_tokens;
+  /// With BenchParams::profile: per op kind, totals over the timed repetitions of each test
+  /// (model/forward_profile.h); all zero otherwise.
+  ForwardProfileTotals pp_profile{}, tg_profile{};
 };
 
 /// Runs the pp and tg tests like llama-bench: pp = one forward of n_prompt random tokens into an

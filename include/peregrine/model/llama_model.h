@@ -24,6 +24,7 @@
 #include "peregrine/model/activation_observer.h"
 #include "peregrine/model/batch.h"
 #include "peregrine/model/forward_counters.h"
+#include "peregrine/model/forward_profile.h"
 #include "peregrine/model/moe_ffn.h"
 
 namespace peregrine {
@@ -49,6 +50,9 @@ class LlamaModel {
   const ModelConfig& config() const { return file_.config; }
   /// Weight bytes read and tokens per expert since creation (model/forward_counters.h).
   const ForwardCounters& counters() const { return *counters_; }
+  /// Time per op kind of the forwards run while profile().enabled() (model/forward_profile.h):
+  /// a measuring instrument, switched and read from any thread, hence mutable through const.
+  ForwardProfile& profile() const { return *profile_; }
   const ModelFile& file() const { return file_; }
 
   /// Runs the decoder over `batch`, writing each row's K/V into the paged `cache`, and writes
@@ -105,6 +109,12 @@ class LlamaModel {
   static BatchLayout layout(const Batch& batch);
   static Status reserve(const Batch& batch, const BatchLayout& layout, KvCache& cache);
   void embed(const Batch& batch, std::span<float> x) const;
+  // The steps of a layer, each timed as its ForwardOp in profile_.
+  void norm_rows(const std::vector<float>& weight, Scratch& s) const;  // s.xb = RMSNorm(s.x)
+  void add_residual(std::vector<float>& block_out, const std::vector<float>& post_norm, Scratch& s) const;
+  void qkv_projection(const Layer& layer, Scratch& s, ThreadPool& pool) const;
+  void rope_and_cache(std::int64_t l, const Batch& batch, const BatchLayout& layout, KvCache& cache, Scratch& s) const;
+  void attend(std::int64_t l, const BatchLayout& layout, const KvCache& cache, Scratch& s, ThreadPool& pool) const;
   void attention_block(const Layer& layer, std::int64_t l, const Batch& batch,
                        const BatchLayout& layout, KvCache& cache, Scratch& s, ThreadPool& pool) const;
   void ffn_block(const Layer& layer, std::int64_t l, Scratch& s, ThreadPool& pool) const;
@@ -112,6 +122,7 @@ class LlamaModel {
   // matmul, counted in counters_.
   void linear(const TensorView& w, std::span<const float> x, std::int64_t n, std::span<float> y, ThreadPool& pool) const;
   void lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits, ThreadPool& pool) const;
+  ForwardOpTimer timer(ForwardOp op) const { return ForwardOpTimer(*profile_, op, *counters_); }
 
   ModelFile file_;
   std::vector<Layer> layers_;
@@ -120,6 +131,7 @@ class LlamaModel {
   const TensorView* token_embd_ = nullptr;
   const TensorView* output_ = nullptr;  // token_embd_ when tied
   std::unique_ptr<ForwardCounters> counters_;
+  std::unique_ptr<ForwardProfile> profile_;
   float attention_scale_ = 0.0f;  // AttentionShape::scale: config().attn_scale (0: 1/sqrt(head_dim)),
                                   // times YaRN's attention factor squared
 };
