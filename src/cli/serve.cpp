@@ -34,6 +34,7 @@ struct ServeArgs {
   std::string kv_type = "f32";
   std::int32_t block_size = 16;
   std::int64_t max_batch_tokens = 256;
+  std::int64_t prefill_budget = 32;
   std::int32_t max_queue = 64;
   bool no_prefix_cache = false;
   std::string chat_template;
@@ -128,6 +129,7 @@ Expected<EngineOptions> engine_options(const ServeArgs& a, const ModelConfig& co
   const std::int64_t ctx = a.ctx > 0 ? a.ctx : config.max_seq_len;
   PEREGRINE_ASSIGN_OR_RETURN(o.kv.n_blocks, pool_blocks(a, config, o.kv.dtype, ctx));
   o.max_batch_tokens = a.max_batch_tokens;
+  o.prefill_budget = a.prefill_budget;
   o.max_running = a.parallel;
   o.max_waiting = a.max_queue;
   o.prefix_caching = !a.no_prefix_cache;
@@ -204,6 +206,11 @@ Verb add_serve(CLI::App& app) {
   cmd->add_option("--kv-type", args->kv_type, "KV cache dtype: f32, f16, q8_0, i8, f8_e4m3 or f8_e5m2")->capture_default_str();
   cmd->add_option("--block-size", args->block_size, "Tokens per KV block")->capture_default_str();
   cmd->add_option("--max-batch-tokens", args->max_batch_tokens, "Token budget of one engine step")->capture_default_str();
+  cmd->add_option("--prefill-budget", args->prefill_budget,
+                  "Prompt tokens a step that also decodes may carry (stall-free batching, Sarathi-Serve): lower keeps "
+                  "inter-token latency near a decode step's, higher lowers time to first token; 0 = up to "
+                  "--max-batch-tokens")
+      ->capture_default_str();
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching");
   cmd->add_option("--chat-template", args->chat_template,
                   "Chat template: a Jinja file or a built-in name (chatml, llama-2, llama-3); default the model's");

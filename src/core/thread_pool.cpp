@@ -66,10 +66,17 @@ void ThreadPool::parallel_for(std::int64_t n,
 }
 
 std::uint64_t ThreadPool::await_job(std::uint64_t seen) {
-  for (int i = 0; i < kSpinIterations; ++i) {
+  for (int i = 0;; ++i) {
     const std::uint64_t g = generation_.load(std::memory_order_acquire);
     if (g != seen) return g;
-    cpu_relax();
+    if (i < kSpinIterations) {
+      cpu_relax();
+    } else if (warm_.load(std::memory_order_relaxed) > 0) {
+      std::this_thread::yield();  // warm: spin on, letting an oversubscribed core run others
+      i = 0;
+    } else {
+      break;
+    }
   }
   generation_.wait(seen, std::memory_order_acquire);
   return generation_.load(std::memory_order_acquire);

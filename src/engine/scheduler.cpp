@@ -91,6 +91,7 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
   // Running sequences: decodes first (they wait on one token each), then prefill chunks.
   // Reserving may preempt others, so iterate over a snapshot and skip the preempted.
   for (const bool decode : {true, false}) {
+    if (!decode && !chunks.empty() && limits_.prefill_budget > 0) budget = std::min(budget, limits_.prefill_budget);
     std::vector<Sequence*> order;
     for (const auto& p : running_) order.push_back(p.get());
     for (Sequence* seq : order) {

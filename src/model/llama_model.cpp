@@ -447,6 +447,7 @@ Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float
                             std::to_string(n_layers));
   }
   const ForwardOpTimer timed = timer(ForwardOp::kForward);
+  const ThreadPool::WarmScope warm(pool);  // workers spin between this forward's ops
   PEREGRINE_RETURN_IF_ERROR(validate(batch, cache));
   const BatchLayout rows = layout(batch);
   PEREGRINE_RETURN_IF_ERROR(reserve(batch, rows, cache));

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -104,6 +107,29 @@ TEST(ThreadPool, ResultsAreVisibleToCallerAfterReturn) {
     });
     for (std::int64_t i = 0; i < 1000; ++i) ASSERT_EQ(out[static_cast<std::size_t>(i)], i * iter);
   }
+}
+
+// Warm workers spin through gaps far longer than the spin budget (here 5 ms between jobs,
+// more threads than cores) and still run every job; after the scopes end they block again,
+// and the pool still runs jobs and shuts down.
+TEST(ThreadPool, WarmScopesNestAndOutliveLongGaps) {
+  ThreadPool pool(4);
+  std::atomic<std::int64_t> total{0};
+  const auto job = [&] { pool.parallel_for(8, [&](std::int64_t b, std::int64_t e) { total.fetch_add(e - b); }); };
+  {
+    const ThreadPool::WarmScope outer(pool);
+    job();
+    {
+      const ThreadPool::WarmScope inner(pool);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      job();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    job();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  job();
+  EXPECT_EQ(total.load(), 32);
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 // workers must cost far less than that: workers spin on an atomic job counter for a short
 // while (kSpinIterations pause instructions, a few tens of microseconds) before blocking on it
 // (C++20 atomic wait = futex on Linux), and the caller spins for completion, yielding when the
-// machine is oversubscribed.
+// machine is oversubscribed. Inside a forward, where single-threaded steps (norms, RoPE, short
+// attention) can outlast that spin, a WarmScope keeps the workers spinning throughout, as
+// llama.cpp's threads spin for a whole graph: a futex wake-up costs tens of microseconds per op.
 #pragma once
 
 #include <atomic>
@@ -32,6 +34,19 @@ class ThreadPool {
   /// fn(begin, end) for each non-empty chunk, returning when all are done. fn must not throw.
   void parallel_for(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& fn);
 
+  /// While one lives, idle workers spin (yielding now and then) instead of blocking between
+  /// jobs; scopes nest. Create it on the thread that calls parallel_for.
+  class WarmScope {
+   public:
+    explicit WarmScope(ThreadPool& pool) : pool_(pool) { pool_.warm_.fetch_add(1, std::memory_order_relaxed); }
+    ~WarmScope() { pool_.warm_.fetch_sub(1, std::memory_order_relaxed); }
+    WarmScope(const WarmScope&) = delete;
+    WarmScope& operator=(const WarmScope&) = delete;
+
+   private:
+    ThreadPool& pool_;
+  };
+
  private:
   void worker_loop(int index);
   /// Waits until generation_ differs from `seen` (spin, then block); returns the new value.
@@ -45,6 +60,7 @@ class ThreadPool {
   std::atomic<std::uint64_t> generation_{0};  // bumped once per job; stop_ is checked after
   std::atomic<int> pending_{0};               // workers still running the current job
   std::atomic<bool> stop_{false};
+  std::atomic<int> warm_{0};                  // live WarmScopes
 };
 
 }  // namespace peregrine

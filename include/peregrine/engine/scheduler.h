@@ -20,6 +20,12 @@ namespace peregrine {
 struct SchedulerLimits {
   std::int64_t max_batch_tokens = 256;  // rows of one step's Batch
   std::int32_t max_running = 16;        // sequences holding KV at once
+  /// Prompt tokens a step that also decodes may carry; 0 = up to max_batch_tokens. Stall-free
+  /// batching (Sarathi-Serve, Agrawal et al. 2024): a prompt chunk beside running decodes
+  /// lengthens that step, i.e. every decoding stream's inter-token latency, by its compute;
+  /// a small budget keeps such a step near a decode step's time (lower ITL p99), a large one
+  /// admits prompts faster (lower TTFT). A step without decodes is not capped by it.
+  std::int64_t prefill_budget = 0;
 };
 
 /// One sequence's share of a step: compute tokens [seq->n_computed, + n_tokens), plus
@@ -41,7 +47,8 @@ class Scheduler {
 
   /// Plans one step, in this order: every running sequence in decode (1 token each, oldest
   /// first, plus up to seq->spec.budget draft rows when blocks are free without preempting
-  /// anyone and the token budget allows), running prefills (chunks), then waiting requests in FCFS order while there are
+  /// anyone and the token budget allows), running prefills (chunks; when the step decodes,
+  /// at most limits.prefill_budget prompt tokens in all), then waiting requests in FCFS order while there are
   /// running slots, budget and blocks (a request that does not fit blocks the ones behind
   /// it). KV blocks for every planned chunk are reserved here; when the pool runs dry the
   /// prefix cache evicts, and then the most recently admitted running sequence is preempted
