@@ -8,6 +8,7 @@
 #include "peregrine/kernels/cpu/elementwise.h"
 #include "peregrine/kernels/cpu/hadamard.h"
 #include "peregrine/kernels/cpu/matmul.h"
+#include "peregrine/kernels/cpu/q4_0_packed.h"
 #include "peregrine/model/moe_ffn.h"
 #include "peregrine/quant/dequantize.h"
 
@@ -110,6 +111,7 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file) {
       add_norm_offset(*norm, f.config.norm_weight_offset);
     }
   }
+  PEREGRINE_RETURN_IF_ERROR(m.pack_weights());
   m.output_norm_ = to_f32(*f.find("output_norm.weight"));
   add_norm_offset(m.output_norm_, f.config.norm_weight_offset);
   const TensorView* rope_freqs = f.find("rope_freqs.weight");
@@ -129,6 +131,17 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file) {
   const float base = f.config.attn_scale > 0.0f ? f.config.attn_scale : 1.0f / std::sqrt(static_cast<float>(f.config.head_dim));
   m.attention_scale_ = m_rope == 1.0f ? f.config.attn_scale : base * m_rope * m_rope;
   return m;
+}
+
+Status LlamaModel::pack_weights() {
+  if (!q4_0_packed_gemv_available()) return Status::ok();
+  for (auto& [name, t] : file_.tensors) {
+    if (!q4_0_packable(t) || (name == "token_embd.weight" && !file_.config.tied_embeddings)) continue;
+    PEREGRINE_ASSIGN_OR_RETURN(PackedQ4_0 p, pack_q4_0(t));
+    t.packed = p.data.get();
+    packed_.push_back(std::move(p));
+  }
+  return Status::ok();
 }
 
 namespace {

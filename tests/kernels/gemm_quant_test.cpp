@@ -16,55 +16,14 @@
 #include "peregrine/quant/dequantize.h"
 #include "peregrine/quant/fp16.h"
 #include "peregrine/quant/unpack_int8.h"
+#include "weight_fixtures.h"
 
 namespace peregrine {
 namespace {
 
-// A weight matrix [out, in] of random GGUF blocks (every int8 / nibble value possible, f16
-// scales over several octaves) stored `offset` bytes past an aligned address.
-struct Weights {
-  std::vector<std::uint8_t> storage;
-  TensorView view;
-};
-
-Weights random_weights(DType t, std::int64_t out, std::int64_t in, std::size_t offset, std::mt19937& rng) {
-  const std::size_t block_bytes = dtype_block_bytes(t);
-  const std::size_t n_blocks = static_cast<std::size_t>(out * in / 32);
-  Weights w;
-  w.storage.resize(offset + n_blocks * block_bytes);
-  std::uniform_int_distribution<int> byte(0, 255), octave(-12, 2);
-  std::uniform_real_distribution<float> mantissa(0.5f, 1.0f);
-  for (std::size_t b = 0; b < n_blocks; ++b) {
-    std::uint8_t* block = w.storage.data() + offset + b * block_bytes;
-    const std::uint16_t d = f32_to_f16(std::ldexp(mantissa(rng), octave(rng)) * (byte(rng) < 128 ? -1.0f : 1.0f));
-    std::memcpy(block, &d, 2);
-    for (std::size_t j = 2; j < block_bytes; ++j) block[j] = static_cast<std::uint8_t>(byte(rng));
-  }
-  w.view = TensorView{std::string("w"), t, {out, in}, w.storage.data() + offset, n_blocks * block_bytes, {}};
-  return w;
-}
-
-std::vector<float> random_activations(std::int64_t n_tokens, std::int64_t in, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(static_cast<std::size_t>(n_tokens * in));
-  for (auto& v : x) v = normal(rng);
-  return x;
-}
-
-// M = Σ_b |d_w d_x| Σ_j |q_w q_x|: the sum of the magnitudes of every term the kernels add.
-double term_magnitude(const TensorView& w, const QuantizedActivations& xq, std::int64_t row, std::int64_t token) {
-  const std::int64_t blocks = xq.in / 32;
-  const auto* wb = static_cast<const std::uint8_t*>(w.data) + row * blocks * dtype_block_bytes(w.dtype);
-  std::int8_t q[32];
-  double m = 0.0;
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const double d = unpack_block_int8(w.dtype, wb + b * dtype_block_bytes(w.dtype), q);
-    double s = 0.0;
-    for (int j = 0; j < 32; ++j) s += std::abs(q[j] * xq.q[static_cast<std::size_t>(token * xq.in + b * 32 + j)]);
-    m += std::fabs(d * xq.d[static_cast<std::size_t>(token * blocks + b)]) * s;
-  }
-  return m;
-}
+using test::random_activations;
+using test::random_block_weights;
+using test::term_magnitude;
 
 struct Shape {
   std::int64_t out, in;
@@ -84,7 +43,7 @@ TEST(GemmQuant, MatchesScalarTwinUpToSummationOrder) {
   std::mt19937 rng(11);
   for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
     for (Shape s : kShapes) {
-      const Weights w = random_weights(t, s.out, s.in, /*offset=*/1 + s.out % 3, rng);
+      const test::BlockWeights w = random_block_weights(t, s.out, s.in, /*offset=*/1 + s.out % 3, rng);
       const double u = std::ldexp(1.0, -24), k = 2.0 * (s.in / 32 + 8);
       for (std::int64_t n_tokens : kTokenCounts) {
         const auto x = random_activations(n_tokens, s.in, rng);
@@ -122,7 +81,7 @@ TEST(GemmQuant, MatmulIsWithinActivationQuantizationErrorOfFloatReference) {
   std::mt19937 rng(12);
   for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
     for (Shape s : kShapes) {
-      const Weights w = random_weights(t, s.out, s.in, /*offset=*/3, rng);
+      const test::BlockWeights w = random_block_weights(t, s.out, s.in, /*offset=*/3, rng);
       std::vector<float> wf(static_cast<std::size_t>(s.out * s.in));
       dequantize(t, w.view.data, wf);
       const double u = std::ldexp(1.0, -24), k = 2.0 * (s.in / 32 + 8);

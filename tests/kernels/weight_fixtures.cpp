@@ -10,6 +10,7 @@
 
 #include "peregrine/quant/fp16.h"
 #include "peregrine/quant/fp8.h"
+#include "peregrine/quant/unpack_int8.h"
 
 namespace peregrine::test {
 
@@ -77,6 +78,44 @@ StoredWeights random_fp8_weights(DType t, std::int64_t out, std::int64_t in, std
 double f32_gamma(double k) {
   const double u = std::ldexp(1.0, -24);
   return k * u / (1.0 - k * u);
+}
+
+BlockWeights random_block_weights(DType t, std::int64_t out, std::int64_t in, std::size_t offset, std::mt19937& rng) {
+  const std::size_t block_bytes = dtype_block_bytes(t);
+  const std::size_t n_blocks = static_cast<std::size_t>(out * in / 32);
+  BlockWeights w;
+  w.storage.resize(offset + n_blocks * block_bytes);
+  std::uniform_int_distribution<int> byte(0, 255), octave(-12, 2);
+  std::uniform_real_distribution<float> mantissa(0.5f, 1.0f);
+  for (std::size_t b = 0; b < n_blocks; ++b) {
+    std::uint8_t* block = w.storage.data() + offset + b * block_bytes;
+    const std::uint16_t d = f32_to_f16(std::ldexp(mantissa(rng), octave(rng)) * (byte(rng) < 128 ? -1.0f : 1.0f));
+    std::memcpy(block, &d, 2);
+    for (std::size_t j = 2; j < block_bytes; ++j) block[j] = static_cast<std::uint8_t>(byte(rng));
+  }
+  w.view = TensorView{std::string("w"), t, {out, in}, w.storage.data() + offset, n_blocks * block_bytes, {}};
+  return w;
+}
+
+std::vector<float> random_activations(std::int64_t n_tokens, std::int64_t in, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(n_tokens * in));
+  for (auto& v : x) v = normal(rng);
+  return x;
+}
+
+double term_magnitude(const TensorView& w, const QuantizedActivations& xq, std::int64_t row, std::int64_t token) {
+  const std::int64_t blocks = xq.in / 32;
+  const auto* wb = static_cast<const std::uint8_t*>(w.data) + row * blocks * dtype_block_bytes(w.dtype);
+  std::int8_t q[32];
+  double m = 0.0;
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const double d = unpack_block_int8(w.dtype, wb + b * dtype_block_bytes(w.dtype), q);
+    double s = 0.0;
+    for (int j = 0; j < 32; ++j) s += std::abs(q[j] * xq.q[static_cast<std::size_t>(token * xq.in + b * 32 + j)]);
+    m += std::fabs(d * xq.d[static_cast<std::size_t>(token * blocks + b)]) * s;
+  }
+  return m;
 }
 
 }  // namespace peregrine::test

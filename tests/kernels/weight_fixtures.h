@@ -7,7 +7,10 @@
 #include <memory>
 #include <random>
 
+#include <vector>
+
 #include "peregrine/core/tensor.h"
+#include "peregrine/kernels/cpu/quantize_activations.h"
 
 namespace peregrine::test {
 
@@ -39,6 +42,23 @@ StoredWeights random_int_weights(std::int64_t out, std::int64_t in, const QuantP
 /// [out, in] F8_E4M3 / F8_E5M2 weights: f32 row scales of random sign and magnitude, random
 /// finite codes (no NaN or infinity).
 StoredWeights random_fp8_weights(DType t, std::int64_t out, std::int64_t in, std::mt19937& rng);
+
+/// A Q8_0 / Q4_0 weight matrix and the bytes it views.
+struct BlockWeights {
+  std::vector<std::uint8_t> storage;
+  TensorView view;
+};
+
+/// [out, in] Q8_0 or Q4_0 weights of random GGUF blocks (every int8 / nibble value possible, f16
+/// scales over several octaves, either sign) stored `offset` bytes past an aligned address.
+BlockWeights random_block_weights(DType t, std::int64_t out, std::int64_t in, std::size_t offset, std::mt19937& rng);
+
+/// [n_tokens, in] standard normal activations.
+std::vector<float> random_activations(std::int64_t n_tokens, std::int64_t in, std::mt19937& rng);
+
+/// M = Σ_b |d_w d_x| Σ_j |q_w q_x| of row `row` of Q8_0 / Q4_0 `w` and token `token` of `xq`:
+/// the sum of the magnitudes of every term the integer-dot kernels add.
+double term_magnitude(const TensorView& w, const QuantizedActivations& xq, std::int64_t row, std::int64_t token);
 
 /// γ_k = k·u / (1 − k·u), u = 2^-24: a floating-point sum in f32 whose terms each pass through at
 /// most k roundings is within γ_k · Σ|terms| of the exact sum (Higham, "Accuracy and Stability of

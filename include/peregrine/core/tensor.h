@@ -24,6 +24,10 @@ struct TensorView {
   const void* data = nullptr;
   std::size_t nbytes = 0;
   QuantParams quant{};
+  /// Optional: the same weights repacked at load for a faster kernel (kernels/cpu/
+  /// q4_0_packed.h for Q4_0), owned by whoever packed them; `data` keeps the stored layout,
+  /// which every other reader uses.
+  const void* packed = nullptr;
 
   /// Product of the dims (1 for a scalar).
   std::int64_t numel() const;

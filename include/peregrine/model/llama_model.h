@@ -25,6 +25,7 @@
 #include "peregrine/model/batch.h"
 #include "peregrine/model/forward_counters.h"
 #include "peregrine/model/forward_profile.h"
+#include "peregrine/kernels/cpu/q4_0_packed.h"
 #include "peregrine/model/moe_ffn.h"
 
 namespace peregrine {
@@ -105,6 +106,11 @@ class LlamaModel {
   struct BatchLayout;
 
   explicit LlamaModel(ModelFile file) : file_(std::move(file)) {}
+  // Q4_0 matrices repacked 16 rows in lanes for the decode GEMV when the CPU has its kernel
+  // (kernels/cpu/q4_0_packed.h; llama.cpp's CPU repack): every 2-D Q4_0 tensor the forward
+  // multiplies (not an untied embedding, which is only looked up). Costs a copy of those
+  // weights in memory; the mapped file pages stay clean and reclaimable.
+  Status pack_weights();
   Status validate(const Batch& batch, const KvCache& cache) const;
   static BatchLayout layout(const Batch& batch);
   static Status reserve(const Batch& batch, const BatchLayout& layout, KvCache& cache);
@@ -132,6 +138,7 @@ class LlamaModel {
   const TensorView* output_ = nullptr;  // token_embd_ when tied
   std::unique_ptr<ForwardCounters> counters_;
   std::unique_ptr<ForwardProfile> profile_;
+  std::vector<PackedQ4_0> packed_;  // owns the buffers file_.tensors[...].packed point to
   float attention_scale_ = 0.0f;  // AttentionShape::scale: config().attn_scale (0: 1/sqrt(head_dim)),
                                   // times YaRN's attention factor squared
 };

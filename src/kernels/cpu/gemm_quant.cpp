@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/row_split.h"
+#include "peregrine/kernels/cpu/q4_0_packed.h"
 #include "peregrine/quant/unpack_int8.h"
 
 #ifndef PEREGRINE_KERNELS_CPU_GEMM_QUANT_OPERANDS
@@ -534,6 +535,10 @@ void gemm_quant(const TensorView& w, const QuantizedActivations& xq, std::span<f
                 ThreadPool& pool, std::int64_t min_parallel_macs) {
   const auto op = operands(w, xq, y);
   if (op.n_tokens == 0 || op.out == 0) return;
+  if (w.packed != nullptr && op.n_tokens <= kQ4_0PackedTokens) {
+    gemv_q4_0_packed(static_cast<const std::uint8_t*>(w.packed), op.out, xq, y, pool, min_parallel_macs);
+    return;
+  }
   if (op.out * op.in * op.n_tokens < min_parallel_macs) {
     HWY_DYNAMIC_DISPATCH(GemmQuantRows)(op, 0, op.out);
     return;

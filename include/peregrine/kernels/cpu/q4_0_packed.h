@@ -1,0 +1,76 @@
+// Q4_0 weights repacked at load time for the decode GEMV: 16 rows interleaved so that one
+// AVX-512 VNNI vpdpbusd multiplies 16 rows × 4 values by 4 activation bytes, with the rows in
+// the vector's lanes (llama.cpp's CPU "repack" buffers do this for Q4_0 as block_q4_0x8 /
+// ggml_gemv_q4_0_8x8_q8_0). Reading a row-major Q4_0 row per tile spends ~12 vector ops per 64
+// values (nibble shuffles, per-block scale conversions, a horizontal sum per row); 16 rows in
+// lanes spend ~25 per 16 × 32 values and store 16 outputs at once.
+//
+// Layout of a group of 16 rows (g = row / 16) with B = in / 32 blocks per row, 18·B·16 bytes
+// (the same bytes as the 16 Q4_0 rows), groups in row order, block b of the group at b·288:
+//   nibbles [4][64] u8: for quarter h and row e (0..15), bytes k = 0..3 at h·64 + 4e + k hold
+//     value 4h + k of row e's block b in the low nibble and value 4(h + 4) + k in the high
+//     nibble (each nibble is Q4_0's q, value = d · (q − 8));
+//   scales [16] f16 at 256 + 2e: row e's block-b scale d.
+// So `and 0x0f` of quarter h gives vpdpbusd's unsigned operand for values 4h..4h+3 of the 16
+// rows (one int32 lane per row), the shift by 4 the one for values 4h+16..4h+19. Each thread
+// reads its groups as one sequential stream: with the scales in a separate array after the
+// nibbles (two streams per group) the GEMV read ~25% slower from DRAM than row-major Q4_0.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "peregrine/core/status.h"
+#include "peregrine/core/tensor.h"
+#include "peregrine/core/thread_pool.h"
+#include "peregrine/kernels/cpu/quantize_activations.h"
+
+namespace peregrine {
+
+/// Rows per interleaved group.
+inline constexpr std::int64_t kQ4_0PackRows = 16;
+
+/// An owned, 64-byte aligned buffer of packed weights.
+struct PackedQ4_0 {
+  struct Free {
+    void operator()(std::uint8_t* p) const;
+  };
+  std::unique_ptr<std::uint8_t[], Free> data;
+  std::size_t nbytes = 0;
+};
+
+/// Whether this CPU runs the packed GEMV's SIMD kernel (AVX-512 VNNI); without it packing
+/// would only cost memory, so the model does not pack.
+bool q4_0_packed_gemv_available();
+
+/// Whether `w` can be packed: dtype kQ4_0, 2-D, rows a multiple of kQ4_0PackRows, row length
+/// a multiple of 32, nbytes matching.
+bool q4_0_packable(const TensorView& w);
+
+/// Repacks `w` ([out, in] Q4_0, q4_0_packable) into the layout above. Errors:
+/// kInvalidArgument when !q4_0_packable(w), kResourceExhausted when the buffer cannot be
+/// allocated.
+Expected<PackedQ4_0> pack_q4_0(const TensorView& w);
+
+/// Token rows the packed GEMV takes at once (more go through gemm_quant's prefill GEMM).
+inline constexpr std::int64_t kQ4_0PackedTokens = 4;
+
+/// y = xq · Wᵀ from the packed weights `packed` of a [out, in] Q4_0 matrix W and the
+/// activations `xq` (blocks of 32, kActivationBlockQ8_0): exactly gemm_quant's formula
+/// y[t, o] = Σ_b (d_w · d_x) · (Σ_j q_w·q_x in int32), the block sum in f32 (here fused
+/// multiply-adds, one lane per row). y: [xq.n_tokens, out] f32, overwritten. Threaded over
+/// whole 16-row groups (guided split; on the calling thread below `min_parallel_macs`
+/// multiply-adds, see matmul.h). AVX-512 VNNI when available, else the scalar twin's loop.
+/// Preconditions: out % kQ4_0PackRows == 0, xq.in == in, 1 <= xq.n_tokens <=
+/// kQ4_0PackedTokens, y.size() == n_tokens·out; not called from inside a pool.parallel_for.
+void gemv_q4_0_packed(const std::uint8_t* packed, std::int64_t out, const QuantizedActivations& xq,
+                           std::span<float> y, ThreadPool& pool, std::int64_t min_parallel_macs);
+
+/// Scalar twin over the packed layout: per token and row, blocks in order, the int32 dot of
+/// the unpacked nibbles (q − 8) with q_x, then acc += (d_w · d_x) · dot in f32 — the same
+/// arithmetic as gemm_quant_reference on the unpacked matrix, so equal to it bit for bit.
+void gemv_q4_0_packed_reference(const std::uint8_t* packed, std::int64_t out, const QuantizedActivations& xq,
+                                std::span<float> y);
+
+}  // namespace peregrine

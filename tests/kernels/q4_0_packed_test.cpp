@@ -1,0 +1,95 @@
+// Q4_0 weights repacked 16 rows in lanes (kernels/cpu/q4_0_packed.h): the scalar twin over the
+// packed layout equals gemm_quant_reference on the original rows bit for bit (so the packing
+// loses nothing and puts every nibble and scale where the layout says), and the SIMD GEMV
+// matches the twin up to summation order on every target.
+#include "peregrine/kernels/cpu/q4_0_packed.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "peregrine/kernels/cpu/gemm_quant.h"
+#include "simd_targets.h"
+#include "weight_fixtures.h"
+
+namespace peregrine {
+namespace {
+
+struct Shape {
+  std::int64_t out, in;
+};
+// Odd block counts (33·32, 257·32) as well as the tinyllama row lengths.
+constexpr Shape kShapes[] = {{16, 32}, {32, 96}, {48, 2048}, {16, 33 * 32}, {64, 5632}, {16, 257 * 32}};
+
+QuantizedActivations quantized(std::int64_t n_tokens, std::int64_t in, std::mt19937& rng) {
+  QuantizedActivations xq;
+  quantize_activations_reference(test::random_activations(n_tokens, in, rng), n_tokens, in, xq);
+  return xq;
+}
+
+TEST(Q4_0Packed, TwinOverThePackedLayoutEqualsTheRowMajorReference) {
+  std::mt19937 rng(21);
+  for (Shape s : kShapes) {
+    const test::BlockWeights w = test::random_block_weights(DType::kQ4_0, s.out, s.in, /*offset=*/5, rng);
+    auto packed = pack_q4_0(w.view);
+    ASSERT_TRUE(packed) << packed.status().message();
+    EXPECT_EQ(packed->nbytes, w.view.nbytes);
+    for (std::int64_t n_tokens = 1; n_tokens <= kQ4_0PackedTokens; ++n_tokens) {
+      const QuantizedActivations xq = quantized(n_tokens, s.in, rng);
+      std::vector<float> expected(static_cast<std::size_t>(n_tokens * s.out)), got(expected.size());
+      gemm_quant_reference(w.view, xq, expected);
+      gemv_q4_0_packed_reference(packed->data.get(), s.out, xq, got);
+      EXPECT_EQ(got, expected) << s.out << "x" << s.in << " n_tokens=" << n_tokens;
+    }
+  }
+}
+
+// The SIMD kernel adds the same exact terms d_w·d_x·(int dot) per row in block order, with a
+// fused multiply-add instead of the twin's product and sum (k <= blocks + 2 roundings per term
+// in both): |simd − twin| <= 2·γ_{blocks+2}·M.
+TEST(Q4_0Packed, GemvMatchesTheTwinUpToRounding) {
+  std::mt19937 rng(22);
+  for (Shape s : kShapes) {
+    const test::BlockWeights w = test::random_block_weights(DType::kQ4_0, s.out, s.in, /*offset=*/0, rng);
+    auto packed = pack_q4_0(w.view);
+    ASSERT_TRUE(packed) << packed.status().message();
+    const double bound = 2.0 * test::f32_gamma(static_cast<double>(s.in / 32 + 2));
+    for (std::int64_t n_tokens = 1; n_tokens <= kQ4_0PackedTokens; ++n_tokens) {
+      const QuantizedActivations xq = quantized(n_tokens, s.in, rng);
+      std::vector<float> ref(static_cast<std::size_t>(n_tokens * s.out));
+      gemv_q4_0_packed_reference(packed->data.get(), s.out, xq, ref);
+      test::for_each_simd_target([&] {
+        for (int threads : {1, 3}) {
+          ThreadPool pool(threads);
+          std::vector<float> y(ref.size(), NAN);
+          gemv_q4_0_packed(packed->data.get(), s.out, xq, y, pool, /*min_parallel_macs=*/0);
+          for (std::int64_t t = 0; t < n_tokens; ++t) {
+            for (std::int64_t o = 0; o < s.out; ++o) {
+              const auto i = static_cast<std::size_t>(t * s.out + o);
+              ASSERT_NEAR(y[i], ref[i], bound * test::term_magnitude(w.view, xq, o, t))
+                  << s.out << "x" << s.in << " n_tokens=" << n_tokens << " threads=" << threads << " token " << t
+                  << " row " << o;
+            }
+          }
+        }
+      });
+    }
+  }
+}
+
+TEST(Q4_0Packed, RefusesWhatItCannotPack) {
+  std::mt19937 rng(23);
+  const test::BlockWeights q8 = test::random_block_weights(DType::kQ8_0, 16, 64, 0, rng);
+  const test::BlockWeights rows = test::random_block_weights(DType::kQ4_0, 24, 64, 0, rng);  // not whole groups
+  for (const TensorView* w : {&q8.view, &rows.view}) {
+    EXPECT_FALSE(q4_0_packable(*w));
+    EXPECT_EQ(pack_q4_0(*w).status().code(), ErrorCode::kInvalidArgument);
+  }
+  TensorView flat = rows.view;
+  flat.shape = {24 * 64};
+  EXPECT_FALSE(q4_0_packable(flat));
+}
+
+}  // namespace
+}  // namespace peregrine
