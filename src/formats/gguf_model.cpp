@@ -107,7 +107,8 @@ Expected<std::vector<float>> take_rope_factors(ModelFile& m, const std::string& 
 /// llama-model.cpp): the rope_factors_long.weight / rope_factors_short.weight tensors (moved into
 /// m.config.rope_scaling), {arch}.rope.scaling.original_context_length (else context_length),
 /// .attn_factor (cos and sin multiplied by it, as llama.cpp's rope kernel does; absent: 1, its
-/// hparams default), factor = context_length / original context, as HF derives it for Phi-3. Without the tensors nothing changes, unless {arch}.rope.scaling.type said longrope.
+/// hparams default), factor = context_length / original context, as HF derives it for Phi-3.
+/// Without the tensors nothing changes, unless {arch}.rope.scaling.type said longrope.
 /// Errors: kCorruptFile (a missing or misshapen factor tensor, the tensors beside another
 /// scaling type), kUnsupported (a factor tensor not f32); optional_int / optional_float's.
 Status read_longrope(const GgufFile& g, ModelFile& m) {

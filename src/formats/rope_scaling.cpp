@@ -78,6 +78,9 @@ std::string longrope_list_error(const std::vector<float>& factors, const char* n
 }
 
 std::string longrope_error(const RopeScaling& s, std::int64_t head_dim) {
+  if (s.attention_factor == 0.0f && s.factor > 1.0f && s.original_context < 2) {  // its default divides by ln(L)
+    return "rope_scaling longrope's default attention_factor needs original_max_position_embeddings > 1";
+  }
   if (std::string e = longrope_list_error(s.short_factor, "short_factor", head_dim); !e.empty()) return e;
   return longrope_list_error(s.long_factor, "long_factor", head_dim);
 }

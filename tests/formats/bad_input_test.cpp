@@ -373,7 +373,8 @@ TEST_F(BadInput, GgufRopeScaling) {
          g.tensor_f32("rope_freqs.weight", {2}, {1.0f, 2.0f});
        }},
       {"'rope_factors_short.weight' is missing", ErrorCode::kCorruptFile, long_factors},
-      {"'rope_factors_long.weight' is missing", ErrorCode::kCorruptFile, [](test::GgufWriter& g) { g.kv_string("llama.rope.scaling.type", "longrope"); }},
+      {"'rope_factors_long.weight' is missing", ErrorCode::kCorruptFile,
+       [](test::GgufWriter& g) { g.kv_string("llama.rope.scaling.type", "longrope"); }},
       {"also holds LongRoPE's rope_factors", ErrorCode::kCorruptFile, [&](test::GgufWriter& g) {
          g.kv_string("llama.rope.scaling.type", "linear");
          g.kv_f32("llama.rope.scaling.factor", 2.0f);

@@ -71,6 +71,10 @@ TEST(RopeScaling, ErrorsNameTheField) {
   s = longrope();
   s.original_context = 0;
   EXPECT_NE(rope_scaling_error(s, 4).find("original_max_position_embeddings must be positive"), std::string::npos);
+  s.original_context = 1;  // ln(1) = 0 under the default attention factor
+  EXPECT_NE(rope_scaling_error(s, 4).find("original_max_position_embeddings > 1"), std::string::npos);
+  s.attention_factor = 1.0f;
+  EXPECT_EQ(rope_scaling_error(s, 4), "");
   RopeScaling d = dynamic_ntk();
   EXPECT_EQ(rope_scaling_error(d, 4), "");
   d.factor = 0.5f;

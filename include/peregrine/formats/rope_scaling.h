@@ -87,7 +87,8 @@ float rope_attention_factor(const RopeScaling& s);
 /// (longrope: > 0); every kind but linear needs original_context > 0; llama3
 /// 0 < low_freq_factor < high_freq_factor, finite; yarn beta_fast > beta_slow > 0; yarn and
 /// longrope attention_factor >= 0, finite; longrope short_factor and long_factor of
-/// head_dim / 2 positive finite values each.
+/// head_dim / 2 positive finite values each, and original_context > 1 where its default
+/// attention factor applies.
 std::string rope_scaling_error(const RopeScaling& s, std::int64_t head_dim);
 
 }  // namespace peregrine
