@@ -67,6 +67,8 @@ class Variant:
     softcaps: tuple = ()      # Gemma 2 (attn_logit_softcapping, final_logit_softcapping)
     gguf_defaults: bool = False  # GGUF without the soft-cap / scale keys (llama.cpp's defaults)
     mistral: bool = False     # HF config as MistralForCausalLM / model_type mistral
+    original_context: int = 0  # Phi-3's top-level original_max_position_embeddings (GGUF:
+                               # rope.scaling.original_context_length); 0 = none
 
 
 # RoPE scaling of the test shape (head_dim 16, theta 1e4: pair wavelengths 6.3, 20, 63, 199, ...
@@ -80,6 +82,16 @@ LINEAR_ROPE = (("rope_type", "linear"), ("factor", 4.0))
 # or by an explicit attention_factor with non-default betas (HF).
 YARN_ROPE = (("rope_type", "yarn"), ("factor", 4.0), ("original_max_position_embeddings", 64))
 YARN_ROPE_EXPLICIT = YARN_ROPE + (("beta_fast", 16.0), ("beta_slow", 2.0), ("attention_factor", 1.25))
+# Scalings that follow the sequence length, over a pre-training context of 16 the 24 test tokens
+# cross (a prefill of them and a token-by-token decode differ): LongRoPE as Phi-3 128k writes it
+# (original_max_position_embeddings at the top level, Variant.original_context; factor 128 / 16,
+# so cos/sin scale by sqrt(1 + ln 8 / ln 16)), per-pair divisors for head_dim 16; dynamic NTK
+# with its original context inside rope_scaling.
+LONG_CONTEXT = 16
+LONGROPE = (("type", "longrope"),
+            ("short_factor", (1.0, 1.02, 1.1, 1.25, 1.5, 1.8, 2.2, 2.6)),
+            ("long_factor", (1.0, 1.4, 2.3, 3.6, 5.2, 6.8, 7.7, 8.0)))
+DYNAMIC_ROPE = (("rope_type", "dynamic"), ("factor", 4.0), ("original_max_position_embeddings", LONG_CONTEXT))
 
 
 VARIANTS = [
@@ -100,6 +112,11 @@ VARIANTS = [
     Variant("hf-bf16-linear-rope", "hf", "bf16", 2, 2, 160, False, 1e4, 1e-5, 305, rope_scaling=LINEAR_ROPE),
     Variant("gguf-f32-qwen2-yarn", "gguf", "f32", 2, 2, 172, True, 1e4, 1e-6, 229, arch="qwen2", rope_scaling=YARN_ROPE),
     Variant("hf-f32-qwen2-yarn", "hf", "f32", 2, 2, 172, False, 1e4, 1e-6, 329, arch="qwen2", rope_scaling=YARN_ROPE_EXPLICIT),
+    Variant("hf-f32-phi3-longrope", "hf", "f32", 2, 2, 172, False, 1e4, 1e-5, 330, arch="phi3", rope_scaling=LONGROPE,
+            original_context=LONG_CONTEXT),
+    Variant("gguf-f32-phi3-longrope", "gguf", "f32", 2, 4, 172, True, 1e4, 1e-5, 230, arch="phi3", rope_scaling=LONGROPE,
+            original_context=LONG_CONTEXT),
+    Variant("hf-f32-dynamic-rope", "hf", "f32", 2, 2, 160, False, 1e4, 1e-5, 331, rope_scaling=DYNAMIC_ROPE),
     Variant("gguf-f32-qwen2", "gguf", "f32", 2, 4, 172, True, 1e6, 1e-6, 209, arch="qwen2"),  # MHA: scale folding
     Variant("gguf-q8_0-qwen2", "gguf", "q8_0", 2, 1, 160, False, 1e6, 1e-6, 210, arch="qwen2"),
     Variant("gguf-f32-qwen3", "gguf", "f32", 2, 2, 172, True, 1e6, 1e-6, 211, arch="qwen3", head_dim=32),
@@ -320,6 +337,11 @@ def gguf_metadata(v, cfg, tokenizer_kv):
     if scaling.get("rope_type") == "yarn":  # llama.cpp's keys (its default betas 32 / 1)
         extra = [(f"{a}.rope.scaling.type", s, "yarn"), (f"{a}.rope.scaling.factor", f32, scaling["factor"]),
                  (f"{a}.rope.scaling.original_context_length", u32, scaling["original_max_position_embeddings"])]
+    if scaling.get("type") == "longrope":  # convert_hf_to_gguf.py Phi3MiniModel: no type key, the
+        scale = cfg.max_seq_len / v.original_context  # attention factor of its scale
+        attn = math.sqrt(1 + math.log(scale) / math.log(v.original_context)) if scale > 1 else 1.0
+        extra = [(f"{a}.rope.scaling.original_context_length", u32, v.original_context),
+                 (f"{a}.rope.scaling.attn_factor", f32, attn)]
     if cfg.head_dim * cfg.n_heads != cfg.dim:
         extra += [(f"{a}.attention.key_length", u32, cfg.head_dim),
                   (f"{a}.attention.value_length", u32, cfg.head_dim)]
@@ -392,6 +414,9 @@ def gguf_tensors(v, cfg, w):
     scaling = dict(v.rope_scaling)
     if scaling.get("rope_type") == "llama3":
         out.append(("rope_freqs.weight", llama3_rope_freqs(cfg, scaling), GGML_F32))
+    if scaling.get("type") == "longrope":  # Phi3MiniModel.generate_extra_tensors
+        out += [(f"rope_factors_{k}.weight", np.array(scaling[f"{k}_factor"], dtype=np.float32), GGML_F32)
+                for k in ("long", "short")]
     return out
 
 
@@ -477,6 +502,8 @@ def hf_config_json(v, cfg):
     if v.mistral:
         hf_class, model_type = "MistralForCausalLM", "mistral"
     extra = {"sliding_window": v.window} if v.window else {}
+    if v.original_context:  # Phi3Config's field
+        extra["original_max_position_embeddings"] = v.original_context
     if v.arch == "gemma2":  # Gemma2Config's fields
         extra |= {"hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": v.pre_attn_scalar or cfg.head_dim,
                   "attn_logit_softcapping": v.softcaps[0], "final_logit_softcapping": v.softcaps[1]}
@@ -548,15 +575,25 @@ def write_variant(out_dir, v, tokenizer_kv):
     return rel
 
 
-def manifest_entry(out_dir, name, fmt, model, tokens):
+def manifest_entry(out_dir, name, fmt, model, tokens, decode=False):
     """Run the reference on `model` (relative to out_dir, or absolute; the inputs of Q8_0/Q4_0
     matmuls quantized like the engine's), write name.logits.f32 ([len(tokens), vocab] float32
-    LE) and return the manifest entry."""
-    logits = reference.compute_logits(os.path.join(out_dir, model), tokens, act_quant=True)
-    logits_file = name + ".logits.f32"
-    logits.astype("<f4").tofile(os.path.join(out_dir, logits_file))
-    return {"name": name, "format": fmt, "model": model, "tokens": tokens,
-            "logits": logits_file, "vocab": int(logits.shape[1])}
+    LE) and return the manifest entry. decode: also name.decode_logits.f32, the logits of a
+    token-by-token decode (reference.forward's decode), for RoPE scalings that follow the
+    sequence length."""
+    path = os.path.join(out_dir, model)
+    entry = {"name": name, "format": fmt, "model": model, "tokens": tokens}
+    for key, step_by_step in (("logits", False), ("decode_logits", True))[:1 + decode]:
+        logits = reference.compute_logits(path, tokens, act_quant=True, decode=step_by_step)
+        entry[key] = f"{name}.{key}.f32"
+        logits.astype("<f4").tofile(os.path.join(out_dir, entry[key]))
+    return entry | {"vocab": int(logits.shape[1])}
+
+
+def follows_length(v):
+    """Whether the variant's RoPE scaling follows the sequence length (longrope, dynamic)."""
+    scaling = dict(v.rope_scaling)
+    return scaling.get("rope_type", scaling.get("type")) in ("longrope", "dynamic")
 
 
 def main():
@@ -570,7 +607,10 @@ def main():
     manifest = []
     for v in VARIANTS:
         model = write_variant(out_dir, v, tokenizer_kv)
-        manifest.append(manifest_entry(out_dir, v.name, v.fmt, model, RANDOM_TOKENS))
+        manifest.append(manifest_entry(out_dir, v.name, v.fmt, model, RANDOM_TOKENS, follows_length(v)))
+        if follows_length(v):  # a prompt within the original context: the unscaled / short frequencies
+            short = RANDOM_TOKENS[:LONG_CONTEXT - 4]
+            manifest.append(manifest_entry(out_dir, v.name + "-short", v.fmt, model, short, True))
     for ext, fmt in (("bin", "llama2c"), ("gguf", "gguf")):
         model = os.path.join(STORIES, "stories260K." + ext)
         manifest.append(manifest_entry(out_dir, "stories260K-" + ext, fmt, model, STORY_TOKENS))

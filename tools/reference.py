@@ -56,7 +56,8 @@ class LlamaConfig:
     rope_theta: float
     rms_eps: float
     max_seq_len: int  # 0 = unknown / unlimited
-    rope_scaling: dict = None  # HF config.json rope_scaling (linear / llama3), or None
+    rope_scaling: dict = None  # HF config.json rope_scaling (linear / llama3 / yarn / longrope / dynamic), or None
+    original_max_position_embeddings: int = 0  # Phi3Config's top-level field (LongRoPE); 0 = absent
     rope_freqs: tuple = None   # GGUF rope_freqs.weight: per-pair frequency divisors, or None
     arch: str = "llama"        # llama (Llama, Mistral, Mixtral), qwen2 (Q/K/V biases), qwen3 (Q/K
                                # norms), phi3, qwen2moe (Qwen2-MoE), olmoe (OLMoE), gemma2
@@ -475,7 +476,7 @@ def gguf_config(gguf, path):
                    "beta_slow": gguf_value(gguf, f"{arch}.rope.scaling.yarn_beta_slow", 1.0)}
         if f"{arch}.rope.scaling.attn_factor" in gguf.metadata:
             scaling["attention_factor"] = gguf_value(gguf, f"{arch}.rope.scaling.attn_factor") * yarn_mscale(factor)
-    elif kind != "none":
+    elif kind not in ("none", "longrope"):  # LongRoPE's factors are tensors: gguf_longrope
         raise ModelError(f"{path}: RoPE scaling type {kind!r} unsupported")
     hidden_dim = gguf_value(gguf, f"{arch}.feed_forward_length")
     n_experts = gguf_value(gguf, f"{arch}.expert_count", 0)  # llama.cpp's LLM_KV_EXPERT_* keys
@@ -574,6 +575,8 @@ def load_gguf(path):
     if "rope_freqs.weight" in gguf.tensors:  # Llama 3.1+ RoPE scaling, per-pair divisors
         freqs = gguf_tensor_f32(buf, gguf.tensors["rope_freqs.weight"], path)
         cfg = dataclasses.replace(cfg, rope_freqs=tuple(float(f) for f in freqs.reshape(-1)))
+    if "rope_factors_long.weight" in gguf.tensors:
+        cfg = gguf_longrope(cfg, gguf, buf, path)
     weights.setdefault("lm_head.weight", weights.get("model.embed_tokens.weight"))
     if cfg.arch == "gemma2":  # undo convert_hf_to_gguf.py's norm.weight + 1
         weights = {k: v - np.float32(1) if k.endswith("norm.weight") else v for k, v in weights.items()}
@@ -581,6 +584,21 @@ def load_gguf(path):
     if cfg.arch == "llama":  # llama.cpp's rope type NORM: the converter permuted Q/K; Qwen's NEOX did not
         unpermute_all_qk(cfg, weights)
     return cfg, weights
+
+
+def gguf_longrope(cfg, gguf, buf, path):
+    """cfg with LongRoPE as llama.cpp's Phi-3 GGUFs hold it (convert_hf_to_gguf.py
+    Phi3MiniModel; read by llama-model.cpp): rope_factors_long / rope_factors_short.weight,
+    {arch}.rope.scaling.original_context_length (else context_length) as Phi-3's top-level
+    original_max_position_embeddings, and {arch}.rope.scaling.attn_factor, which llama.cpp's rope
+    kernel multiplies cos and sin by (absent: its hparams default 1)."""
+    arch = gguf_value(gguf, "general.architecture")
+    factors = {k: [float(f) for f in gguf_tensor_f32(buf, gguf.tensors[f"rope_factors_{k}.weight"], path).reshape(-1)]
+               for k in ("long", "short")}
+    scaling = {"rope_type": "longrope", "long_factor": factors["long"], "short_factor": factors["short"],
+               "attention_factor": gguf_value(gguf, f"{arch}.rope.scaling.attn_factor", 1.0)}
+    original = gguf_value(gguf, f"{arch}.rope.scaling.original_context_length", cfg.max_seq_len)
+    return dataclasses.replace(cfg, rope_scaling=scaling, original_max_position_embeddings=original)
 
 
 # --------------------------------------------------------------------------------------------
@@ -641,7 +659,8 @@ def hf_config(folder):
     if arch == "qwen2" and not c.get("use_sliding_window", False):
         window = 0
     scaling = c.get("rope_scaling")
-    if scaling and scaling.get("rope_type", scaling.get("type")) not in ("default", "linear", "llama3", "yarn"):
+    if scaling and scaling.get("rope_type", scaling.get("type")) not in ("default", "linear", "llama3", "yarn", "longrope",
+                                                                         "dynamic"):
         raise ModelError(f"{folder}: rope_scaling {scaling} unsupported")
     try:
         dim, n_heads = c["hidden_size"], c["num_attention_heads"]
@@ -653,6 +672,7 @@ def hf_config(folder):
             vocab_size=c["vocab_size"], rope_theta=float(c.get("rope_theta", 10000.0)),
             rms_eps=float(c["rms_norm_eps"]), max_seq_len=c.get("max_position_embeddings", 0),
             rope_scaling=scaling, arch=arch, sliding_window=window,
+            original_max_position_embeddings=c.get("original_max_position_embeddings") or 0,
             query_pre_attn_scalar=float(c.get("query_pre_attn_scalar") or 0.0),
             attn_softcap=float(c.get("attn_logit_softcapping") or 0.0),
             final_softcap=float(c.get("final_logit_softcapping") or 0.0),
@@ -793,24 +813,81 @@ def yarn_parameters(cfg, scaling):
     return inv_freq, attention_factor
 
 
-def rope_tables(n, cfg):
-    """cos, sin: float32 [n, head_dim] for positions 0..n-1, HF layout (freqs repeated twice);
-    frequencies scaled by cfg.rope_scaling (HF) or divided by cfg.rope_freqs (GGUF's tensor,
-    as llama.cpp's rope kernels do); YaRN's attention factor multiplies both, as HF's rotary
-    embedding does."""
+def longrope_parameters(cfg, scaling, seq_len):
+    """(inv_freq float32 [head_dim / 2], attention_factor) of rope_type longrope for a forward of
+    seq_len positions, as transformers' _compute_longrope_parameters computes them, with
+    dynamic_rope_update's longrope_frequency_update choosing the factors: original context L =
+    Phi-3's top-level original_max_position_embeddings (then factor = max_position_embeddings /
+    L), else rope_scaling's (factor from rope_scaling, else that ratio), else
+    max_position_embeddings; attention_factor, else sqrt(1 + ln(factor) / ln(L)) for factor > 1
+    (else 1); inv_freq = 1 / (ext_factors * base ** (2i / dim)) with long_factor once seq_len > L,
+    short_factor otherwise."""
+    base, dim = cfg.rope_theta, cfg.head_dim
+    if cfg.original_max_position_embeddings:
+        original = cfg.original_max_position_embeddings
+        factor = cfg.max_seq_len / original
+    else:
+        original = scaling.get("original_max_position_embeddings") or cfg.max_seq_len
+        factor = scaling.get("factor") or cfg.max_seq_len / original
+    attention_factor = scaling.get("attention_factor")
+    if attention_factor is None:
+        attention_factor = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(original))
+    ext_factors = torch.tensor(scaling["long_factor" if seq_len > original else "short_factor"], dtype=torch.float32)
+    inv_freq_shape = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
+    return 1.0 / (ext_factors * base ** inv_freq_shape), attention_factor
+
+
+def dynamic_ntk_inv_freq(cfg, scaling, seq_len):
+    """inv_freq float32 [head_dim / 2] of rope_type dynamic for a forward of seq_len positions, as
+    transformers' _compute_dynamic_ntk_parameters computes it: with L the original context and
+    seq_len raised to at least L, base * (factor * seq_len / L - (factor - 1)) ** (dim / (dim - 2))
+    as the new base. L: original_max_position_embeddings (rope_scaling's, else the top level's),
+    else max_position_embeddings, which is what HF's function always takes (its TODO: "use the
+    new original_max_position_embeddings"); with L the context scaling could never apply."""
+    base, dim, factor = cfg.rope_theta, cfg.head_dim, scaling["factor"]
+    original = (scaling.get("original_max_position_embeddings") or cfg.original_max_position_embeddings
+                or cfg.max_seq_len)
+    seq_len = max(seq_len, original)
+    base = base * ((factor * seq_len / original) - (factor - 1)) ** (dim / (dim - 2))
+    return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+
+
+def rope_parameters(cfg, seq_len):
+    """(inv_freq float32 [head_dim / 2], cos/sin scale) of a forward over seq_len positions:
+    frequencies scaled by cfg.rope_scaling (HF) or divided by cfg.rope_freqs (GGUF's tensor, as
+    llama.cpp's rope kernels do); YaRN's and LongRoPE's attention factor is the scale."""
     head_dim = cfg.head_dim
     inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
     scale = 1.0
     scaling = cfg.rope_scaling or {}
-    if scaling.get("rope_type", scaling.get("type")) == "yarn":
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if kind == "yarn":
         inv_freq, scale = yarn_parameters(cfg, scaling)
+    elif kind == "longrope":
+        inv_freq, scale = longrope_parameters(cfg, scaling, seq_len)
+    elif kind == "dynamic":
+        inv_freq = dynamic_ntk_inv_freq(cfg, scaling, seq_len)
     elif scaling:
         inv_freq = scaled_inv_freq(inv_freq, scaling)
     if cfg.rope_freqs is not None:
         inv_freq = inv_freq / torch.tensor(cfg.rope_freqs, dtype=torch.float32)
-    freqs = torch.outer(torch.arange(n, dtype=torch.float32), inv_freq)
-    emb = torch.cat([freqs, freqs], dim=-1)
-    return emb.cos() * scale, emb.sin() * scale
+    return inv_freq, scale
+
+
+def rope_tables(n, cfg, seq_lens=None):
+    """cos, sin: float32 [n, head_dim] for positions 0..n-1, HF layout (freqs repeated twice),
+    times the attention factor, as HF's rotary embedding computes them. seq_lens: per position
+    the seq_len of the forward that rotated it (longrope and dynamic follow it: HF's
+    dynamic_rope_update takes max(position_ids) + 1); None: n for all (one forward)."""
+    seq_lens = seq_lens or [n] * n
+    cos, sin = torch.empty(n, cfg.head_dim), torch.empty(n, cfg.head_dim)
+    for seq_len in sorted(set(seq_lens)):
+        inv_freq, scale = rope_parameters(cfg, seq_len)
+        rows = [i for i, length in enumerate(seq_lens) if length == seq_len]
+        freqs = torch.outer(torch.tensor(rows, dtype=torch.float32), inv_freq)
+        emb = torch.cat([freqs, freqs], dim=-1)
+        cos[rows], sin[rows] = emb.cos() * scale, emb.sin() * scale
+    return cos, sin
 
 
 def apply_rope(x, cos, sin):
@@ -922,13 +999,18 @@ def check_tokens(cfg, tokens):
 
 
 @torch.no_grad()
-def forward(cfg, weights, tokens, act_quant=frozenset()):
+def forward(cfg, weights, tokens, act_quant=frozenset(), decode=False):
     """Full causal forward. tokens: list of n ints -> float32 numpy logits [n, vocab].
-    act_quant: HF names of the weights whose matmul input is quantize_activations-rounded."""
+    act_quant: HF names of the weights whose matmul input is quantize_activations-rounded.
+    decode: the logits of a token-by-token decode with a KV cache instead (transformers'
+    generate after a one-token prompt): position i's query and key rotated by its own forward,
+    of seq_len i + 1, and cached keys keeping theirs; the same logits as one forward unless the
+    RoPE scaling follows the sequence length (longrope, dynamic)."""
     check_tokens(cfg, tokens)
     w = {k: torch.tensor(v) for k, v in weights.items()}
     x = w["model.embed_tokens.weight"][torch.tensor(tokens)]
-    cos, sin = rope_tables(len(tokens), cfg)
+    n = len(tokens)
+    cos, sin = rope_tables(n, cfg, list(range(1, n + 1)) if decode else None)
     if cfg.arch == "gemma2":
         return gemma2_forward(cfg, w, x, cos, sin, act_quant)
     for i in range(cfg.n_layers):
@@ -962,12 +1044,13 @@ def gemma2_forward(cfg, w, x, cos, sin, act_quant):
     return logits.numpy().astype(np.float32)
 
 
-def compute_logits(model_path, tokens, act_quant=False):
+def compute_logits(model_path, tokens, act_quant=False, decode=False):
     """Load `model_path` and return float32 logits [len(tokens), vocab]. act_quant: quantize
-    the activations entering Q8_0/Q4_0 matmuls (W8A8, see quantize_activations)."""
+    the activations entering Q8_0/Q4_0 matmuls (W8A8, see quantize_activations); decode: a
+    token-by-token decode's logits (forward's decode)."""
     cfg, weights = load_model(model_path)
     quantized = gguf_block_quantized(model_path) if act_quant else frozenset()
-    return forward(cfg, weights, tokens, quantized)
+    return forward(cfg, weights, tokens, quantized, decode)
 
 
 # --------------------------------------------------------------------------------------------

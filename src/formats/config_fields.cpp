@@ -36,12 +36,21 @@ Expected<std::optional<std::int64_t>> ConfigFields::optional_int(const char* key
 Expected<std::optional<float>> ConfigFields::optional_float(const char* key) const {
   const json* v = get(key);
   if (!v) return std::optional<float>();
-  if (!v->is_number()) return ill_typed(key, *v, "a number");
-  const double d = v->get<double>();
-  if (!std::isfinite(d) || std::fabs(d) > std::numeric_limits<float>::max()) {
-    return corrupt_file(what_ + ": field '" + key + "' = " + json_util::printable(v->dump(), 40) + " is out of range");
+  PEREGRINE_ASSIGN_OR_RETURN(const float f, to_float(key, *v));
+  return std::optional<float>(f);
+}
+
+Expected<std::vector<float>> ConfigFields::required_float_list(const char* key) const {
+  const json* v = get(key);
+  if (!v) return corrupt_file(what_ + ": required field '" + key + "' is missing");
+  if (!v->is_array()) return ill_typed(key, *v, "a list of numbers");
+  std::vector<float> out;
+  out.reserve(v->size());
+  for (const json& e : *v) {
+    PEREGRINE_ASSIGN_OR_RETURN(const float f, to_float(key, e));
+    out.push_back(f);
   }
-  return std::optional<float>(static_cast<float>(d));
+  return out;
 }
 
 Expected<std::optional<bool>> ConfigFields::optional_bool(const char* key) const {
@@ -62,6 +71,15 @@ Expected<std::int64_t> ConfigFields::to_int(const char* key, const json& v) cons
   auto i = json_util::as_i64(v);
   if (!i) return ill_typed(key, v, "an integer");
   return *i;
+}
+
+Expected<float> ConfigFields::to_float(const char* key, const json& v) const {
+  if (!v.is_number()) return ill_typed(key, v, "a number");
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || std::fabs(d) > std::numeric_limits<float>::max()) {
+    return corrupt_file(what_ + ": field '" + key + "' = " + json_util::printable(v.dump(), 40) + " is out of range");
+  }
+  return static_cast<float>(d);
 }
 
 Status ConfigFields::ill_typed(const char* key, const json& v, const char* expected) const {

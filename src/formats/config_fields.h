@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "peregrine/core/json_util.h"
 
@@ -28,6 +29,9 @@ class ConfigFields {
   Expected<std::optional<std::int64_t>> optional_int(const char* key) const;
   /// A number that fits in a float; nullopt when absent. Errors: kCorruptFile.
   Expected<std::optional<float>> optional_float(const char* key) const;
+  /// A list of numbers that each fit in a float. Errors: kCorruptFile (missing, not a list,
+  /// an element not such a number).
+  Expected<std::vector<float>> required_float_list(const char* key) const;
   /// nullopt when absent. Errors: kCorruptFile (not true/false).
   Expected<std::optional<bool>> optional_bool(const char* key) const;
   /// nullopt when absent. Errors: kCorruptFile (not a string).
@@ -37,6 +41,7 @@ class ConfigFields {
 
  private:
   Expected<std::int64_t> to_int(const char* key, const nlohmann::json& v) const;
+  Expected<float> to_float(const char* key, const nlohmann::json& v) const;
   Status ill_typed(const char* key, const nlohmann::json& v, const char* expected) const;
 
   const nlohmann::json& j_;

@@ -59,15 +59,27 @@ namespace {
 
 /// {arch}.rope.scaling.* for linear and YaRN scaling as llama.cpp reads them (the YaRN betas
 /// only where they differ from llama.cpp's 32 / 1; attn_factor as the multiple of YaRN's
-/// default 0.1·ln(factor) + 1). Llama 3 scaling is the rope_freqs.weight tensor instead.
+/// default 0.1·ln(factor) + 1), and LongRoPE's as convert_hf_to_gguf.py Phi3MiniModel writes
+/// them (no type key; original_context_length and the absolute attn_factor, which llama.cpp's
+/// rope kernel multiplies cos and sin by; its factors are the caller's tensors). Llama 3
+/// scaling is the rope_freqs.weight tensor instead. Errors: kUnsupported for dynamic NTK
+/// scaling (llama.cpp has none).
 Status add_rope_scaling(GgufWriter& w, const ModelConfig& c) {
   const RopeScaling& r = c.rope_scaling;
-  if (r.kind != RopeScaling::Kind::kLinear && r.kind != RopeScaling::Kind::kYarn) return Status::ok();
   const auto key = [&](const char* k) { return c.arch + ".rope.scaling." + k; };
+  const auto original_context = [&] { return w.add(key("original_context_length"), gguf_u32(static_cast<std::uint32_t>(r.original_context))); };
+  if (r.kind == RopeScaling::Kind::kDynamic) {
+    return unsupported("dynamic NTK RoPE scaling has no GGUF form (llama.cpp has none); save this model as a Hugging Face folder");
+  }
+  if (r.kind == RopeScaling::Kind::kLongRope) {
+    PEREGRINE_RETURN_IF_ERROR(original_context());
+    return w.add(key("attn_factor"), gguf_f32(rope_attention_factor(r)));
+  }
+  if (r.kind != RopeScaling::Kind::kLinear && r.kind != RopeScaling::Kind::kYarn) return Status::ok();
   PEREGRINE_RETURN_IF_ERROR(w.add(key("type"), gguf_string(rope_scaling_name(r.kind))));
   PEREGRINE_RETURN_IF_ERROR(w.add(key("factor"), gguf_f32(r.factor)));
   if (r.kind == RopeScaling::Kind::kLinear) return Status::ok();
-  PEREGRINE_RETURN_IF_ERROR(w.add(key("original_context_length"), gguf_u32(static_cast<std::uint32_t>(r.original_context))));
+  PEREGRINE_RETURN_IF_ERROR(original_context());
   if (r.beta_fast != 32.0f) PEREGRINE_RETURN_IF_ERROR(w.add(key("yarn_beta_fast"), gguf_f32(r.beta_fast)));
   if (r.beta_slow != 1.0f) PEREGRINE_RETURN_IF_ERROR(w.add(key("yarn_beta_slow"), gguf_f32(r.beta_slow)));
   if (r.attention_factor > 0.0f) {

@@ -1,6 +1,7 @@
 #include "peregrine/formats/gguf_model.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 
@@ -49,8 +50,8 @@ Expected<bool> optional_bool(const GgufFile& g, const std::string& key, const st
 /// {arch}.rope.scaling.type / .factor (llama.cpp's llm_kv ROPE_SCALING_*): none, linear, or
 /// yarn with .original_context_length (else `context_length`), .yarn_beta_fast / .yarn_beta_slow
 /// (llama.cpp's defaults 32 / 1) and .attn_factor (× YaRN's 0.1·ln(factor) + 1, as llama.cpp's
-/// rope kernel applies it); the other types are refused by name. Llama 3.1's factors come as
-/// the rope_freqs.weight tensor.
+/// rope kernel applies it); longrope is only marked here (read_longrope reads it); the other
+/// types are refused by name. Llama 3.1's factors come as the rope_freqs.weight tensor.
 Expected<RopeScaling> read_rope_scaling(const GgufFile& g, const std::string& arch, std::int64_t context,
                                         const std::string& path) {
   RopeScaling s;
@@ -59,9 +60,13 @@ Expected<RopeScaling> read_rope_scaling(const GgufFile& g, const std::string& ar
   auto type = g.get_string(key("type"));
   if (!type) return corrupt_file(path + ": " + type.status().message());
   if (*type == "none") return s;
+  if (*type == "longrope") {
+    s.kind = RopeScaling::Kind::kLongRope;
+    return s;
+  }
   if (*type != "linear" && *type != "yarn") {
     return unsupported(path + ": GGUF " + key("type") + " '" + json_util::printable(*type) +
-                       "' is not supported (none, linear and yarn are; Llama 3.1's factors come as rope_freqs.weight)");
+                       "' is not supported (none, linear, yarn and longrope are; Llama 3.1's factors come as rope_freqs.weight)");
   }
   PEREGRINE_ASSIGN_OR_RETURN(auto factor, optional_float(g, key("factor"), path));
   if (!factor) return corrupt_file(path + ": GGUF " + key("type") + " is " + *type + " but " + key("factor") + " is missing");
@@ -77,6 +82,54 @@ Expected<RopeScaling> read_rope_scaling(const GgufFile& g, const std::string& ar
   s.beta_slow = slow.value_or(1.0f);
   if (attn && *attn != 1.0f) s.attention_factor = *attn * rope_attention_factor(s);
   return s;
+}
+
+/// One of LongRoPE's factor tensors, f32 [head_dim / 2] (as convert_hf_to_gguf.py writes it),
+/// moved out of m.tensors. Errors: kCorruptFile (missing, another shape), kUnsupported (another
+/// dtype).
+Expected<std::vector<float>> take_rope_factors(ModelFile& m, const std::string& name) {
+  const TensorView* t = m.find(name);
+  if (!t) return corrupt_file(m.path + ": tensor '" + name + "' is missing (LongRoPE needs rope_factors_long and rope_factors_short)");
+  if (t->dtype != DType::kF32) {
+    return unsupported(m.path + ": tensor '" + name + "' is " + std::string(dtype_name(t->dtype)) + ", expected f32 (LongRoPE factors)");
+  }
+  if (t->shape != std::vector<std::int64_t>{m.config.head_dim / 2}) {
+    return corrupt_file(m.path + ": tensor '" + name + "' has shape " + t->shape_string() + ", expected [" +
+                        std::to_string(m.config.head_dim / 2) + "] (head_dim / 2 LongRoPE factors)");
+  }
+  std::vector<float> out(static_cast<std::size_t>(t->numel()));
+  std::memcpy(out.data(), t->data, out.size() * sizeof(float));
+  m.tensors.erase(name);
+  return out;
+}
+
+/// LongRoPE as llama.cpp's Phi-3 GGUFs hold it (convert_hf_to_gguf.py Phi3MiniModel; read by
+/// llama-model.cpp): the rope_factors_long.weight / rope_factors_short.weight tensors (moved into
+/// m.config.rope_scaling), {arch}.rope.scaling.original_context_length (else context_length),
+/// .attn_factor (cos and sin multiplied by it, as llama.cpp's rope kernel does; absent: 1, its
+/// hparams default), factor = context_length / original context, as HF derives it for Phi-3.
+/// Without the tensors nothing changes, unless {arch}.rope.scaling.type said longrope.
+/// Errors: kCorruptFile (a missing or misshapen factor tensor, the tensors beside another
+/// scaling type), kUnsupported (a factor tensor not f32); optional_int / optional_float's.
+Status read_longrope(const GgufFile& g, ModelFile& m) {
+  RopeScaling& s = m.config.rope_scaling;
+  const auto key = [&](const char* k) { return m.config.arch + ".rope.scaling." + k; };
+  const bool tensors = m.find("rope_factors_long.weight") || m.find("rope_factors_short.weight");
+  if (!tensors && s.kind != RopeScaling::Kind::kLongRope) return Status::ok();
+  if (s.kind != RopeScaling::Kind::kNone && s.kind != RopeScaling::Kind::kLongRope) {
+    return corrupt_file(m.path + ": GGUF " + key("type") + " is " + rope_scaling_name(s.kind) +
+                        " but the file also holds LongRoPE's rope_factors tensors");
+  }
+  s.kind = RopeScaling::Kind::kLongRope;
+  PEREGRINE_ASSIGN_OR_RETURN(s.long_factor, take_rope_factors(m, "rope_factors_long.weight"));
+  PEREGRINE_ASSIGN_OR_RETURN(s.short_factor, take_rope_factors(m, "rope_factors_short.weight"));
+  PEREGRINE_ASSIGN_OR_RETURN(auto original, optional_int(g, key("original_context_length"), m.path));
+  s.original_context = original.value_or(m.config.max_seq_len);
+  if (s.original_context > 0) s.factor = static_cast<float>(static_cast<double>(m.config.max_seq_len) / static_cast<double>(s.original_context));
+  PEREGRINE_ASSIGN_OR_RETURN(auto attn, optional_float(g, key("attn_factor"), m.path));
+  const float attention = attn.value_or(1.0f);  // llama.cpp's hparams default
+  if (attention != rope_attention_factor(s)) s.attention_factor = attention;
+  return Status::ok();
 }
 
 /// The Mixture-of-Experts keys of llama.cpp (LLM_KV_EXPERT_*): expert_count (absent or 0: a
@@ -193,9 +246,7 @@ Expected<ModelFile> gguf_to_model_file(GgufFile g, const std::string& path) {
   m.path = path;
   PEREGRINE_ASSIGN_OR_RETURN(m.config, read_config(g, *family, path));
   for (const auto& t : g.tensors()) m.tensors.emplace(t.name, t);
-  if (m.find("rope_factors_long.weight") || m.find("rope_factors_short.weight")) {
-    return unsupported(path + ": LongRoPE (rope_factors_long / rope_factors_short) is not supported yet");
-  }
+  PEREGRINE_RETURN_IF_ERROR(read_longrope(g, m));
   if (family->fused_gate_up) name_gguf_fused_gate_up(m);  // llama.cpp's Phi-3 ffn_up holds gate and up rows
   PEREGRINE_RETURN_IF_ERROR(split_fused_projections(m));
   PEREGRINE_RETURN_IF_ERROR(split_expert_tensors(m));

@@ -52,11 +52,15 @@ Status add_tokenizer(GgufWriter& w, const ModelFile& m, const std::string& token
   return add_llama2c_tokenizer_metadata(w, tokenizer_path, m.config.vocab_size);
 }
 
-/// Llama 3.1-style RoPE scaling as llama.cpp stores it: the rope_freqs.weight tensor (f32
-/// [head_dim / 2], convert_hf_to_gguf.py), empty for other scalings (metadata keys instead).
-std::vector<float> rope_freqs_tensor(const ModelConfig& c) {
-  if (c.rope_scaling.kind != RopeScaling::Kind::kLlama3) return {};
-  return rope_freq_factors(c.rope_scaling, c.head_dim, c.rope_theta);
+/// The RoPE tensors llama.cpp's convert_hf_to_gguf.py writes beside the weights, f32
+/// [head_dim / 2] each: Llama 3.1+'s rope_freqs.weight (LlamaModel.generate_extra_tensors),
+/// LongRoPE's rope_factors_long.weight and rope_factors_short.weight
+/// (Phi3MiniModel.generate_extra_tensors); none for other scalings (metadata keys instead).
+std::vector<std::pair<std::string, std::vector<float>>> rope_tensors(const ModelConfig& c) {
+  const RopeScaling& r = c.rope_scaling;
+  if (r.kind == RopeScaling::Kind::kLlama3) return {{"rope_freqs.weight", rope_freq_factors(r, c.head_dim, c.rope_theta)}};
+  if (r.kind == RopeScaling::Kind::kLongRope) return {{"rope_factors_long.weight", r.long_factor}, {"rope_factors_short.weight", r.short_factor}};
+  return {};
 }
 
 /// Whether `name` is blk.L.<ffn>.weight.
@@ -110,9 +114,9 @@ Status save_gguf_model(const ModelFile& m, const std::string& path, const std::s
   GgufWriter w;
   PEREGRINE_RETURN_IF_ERROR(add_llama_metadata(w, model_name(m), m.config, main_matrix_dtype(m), file_type));
   PEREGRINE_RETURN_IF_ERROR(add_tokenizer(w, m, tokenizer_path));
-  const std::vector<float> rope_freqs = rope_freqs_tensor(m.config);
-  if (!rope_freqs.empty()) {
-    PEREGRINE_RETURN_IF_ERROR(w.add_tensor("rope_freqs.weight", DType::kF32, {static_cast<std::int64_t>(rope_freqs.size())}));
+  const auto rope = rope_tensors(m.config);
+  for (const auto& [name, values] : rope) {
+    PEREGRINE_RETURN_IF_ERROR(w.add_tensor(name, DType::kF32, {static_cast<std::int64_t>(values.size())}));
   }
   for (const auto& [name, t] : m.tensors) {
     const GgufTensor g = gguf_tensor_of(m, *arch, name);
@@ -121,8 +125,8 @@ Status save_gguf_model(const ModelFile& m, const std::string& path, const std::s
     PEREGRINE_RETURN_IF_ERROR(w.add_tensor(g.name, shifted(m, name) ? DType::kF32 : t.dtype, g.shape));
   }
   PEREGRINE_RETURN_IF_ERROR(w.begin(path));
-  if (!rope_freqs.empty()) {
-    PEREGRINE_RETURN_IF_ERROR(w.write_tensor_data({reinterpret_cast<const std::uint8_t*>(rope_freqs.data()), rope_freqs.size() * sizeof(float)}));
+  for (const auto& [name, values] : rope) {
+    PEREGRINE_RETURN_IF_ERROR(w.write_tensor_data({reinterpret_cast<const std::uint8_t*>(values.data()), values.size() * sizeof(float)}));
   }
   for (const auto& [name, t] : m.tensors) {
     const GgufTensor g = gguf_tensor_of(m, *arch, name);

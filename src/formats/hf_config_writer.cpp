@@ -58,6 +58,47 @@ void add_attention_variant(nlohmann::ordered_json& j, const ModelConfig& c) {
   if (c.final_softcap > 0.0f) j["final_logit_softcapping"] = as_decimal(c.final_softcap);
 }
 
+/// LongRoPE as Phi3Config holds it: original_max_position_embeddings at the top level when the
+/// factor is max_position_embeddings / it (Phi-3's form), else factor and
+/// original_max_position_embeddings inside rope_scaling (hf_model.cpp read_longrope).
+void add_longrope(nlohmann::ordered_json& j, nlohmann::ordered_json& s, const ModelConfig& c) {
+  const RopeScaling& r = c.rope_scaling;
+  const auto ratio = static_cast<float>(static_cast<double>(c.max_seq_len) / static_cast<double>(r.original_context));
+  if (r.factor == ratio) {
+    j["original_max_position_embeddings"] = r.original_context;
+    s.erase("factor");
+  } else {
+    s["original_max_position_embeddings"] = r.original_context;
+  }
+  if (r.attention_factor > 0.0f) s["attention_factor"] = as_decimal(r.attention_factor);
+  for (const auto& [key, factors] : {std::pair{"short_factor", &r.short_factor}, std::pair{"long_factor", &r.long_factor}}) {
+    auto& list = s[key] = nlohmann::ordered_json::array();
+    for (float f : *factors) list.push_back(as_decimal(f));
+  }
+}
+
+/// config.json's rope_scaling (read back by hf_model.cpp read_rope_scaling): rope_type and
+/// factor, and each kind's own fields.
+void add_rope_scaling(nlohmann::ordered_json& j, const ModelConfig& c) {
+  const RopeScaling& r = c.rope_scaling;
+  if (r.kind == RopeScaling::Kind::kNone) return;
+  nlohmann::ordered_json s = {{"rope_type", rope_scaling_name(r.kind)}, {"factor", as_decimal(r.factor)}};
+  if (r.kind == RopeScaling::Kind::kLlama3) {
+    s["low_freq_factor"] = as_decimal(r.low_freq_factor);
+    s["high_freq_factor"] = as_decimal(r.high_freq_factor);
+  }
+  if (r.kind != RopeScaling::Kind::kLinear && r.kind != RopeScaling::Kind::kLongRope) {
+    s["original_max_position_embeddings"] = r.original_context;
+  }
+  if (r.kind == RopeScaling::Kind::kYarn) {
+    s["beta_fast"] = as_decimal(r.beta_fast);
+    s["beta_slow"] = as_decimal(r.beta_slow);
+    if (r.attention_factor > 0.0f) s["attention_factor"] = as_decimal(r.attention_factor);
+  }
+  if (r.kind == RopeScaling::Kind::kLongRope) add_longrope(j, s, c);
+  j["rope_scaling"] = s;
+}
+
 }  // namespace
 
 nlohmann::ordered_json hf_config(const ModelConfig& c, DType dtype) {
@@ -86,22 +127,7 @@ nlohmann::ordered_json hf_config(const ModelConfig& c, DType dtype) {
   if (c.ffn_down_hadamard) j["peregrine_ffn_down_hadamard"] = true;
   add_attention_variant(j, c);
   if (c.n_experts > 0) add_experts(j, c, family);
-  const RopeScaling& r = c.rope_scaling;
-  if (r.kind != RopeScaling::Kind::kNone) {
-    nlohmann::ordered_json s = {{"rope_type", rope_scaling_name(r.kind)}, {"factor", as_decimal(r.factor)}};
-    if (r.kind == RopeScaling::Kind::kLlama3) {
-      s["low_freq_factor"] = as_decimal(r.low_freq_factor);
-      s["high_freq_factor"] = as_decimal(r.high_freq_factor);
-      s["original_max_position_embeddings"] = r.original_context;
-    }
-    if (r.kind == RopeScaling::Kind::kYarn) {
-      s["original_max_position_embeddings"] = r.original_context;
-      s["beta_fast"] = as_decimal(r.beta_fast);
-      s["beta_slow"] = as_decimal(r.beta_slow);
-      if (r.attention_factor > 0.0f) s["attention_factor"] = as_decimal(r.attention_factor);
-    }
-    j["rope_scaling"] = s;
-  }
+  add_rope_scaling(j, c);
   return j;
 }
 

@@ -73,13 +73,35 @@ Status read_yarn(const ConfigFields& f, std::int64_t max_position_embeddings, Ro
   return Status::ok();
 }
 
+/// LongRoPE's fields (HF _compute_longrope_parameters, Phi3Config): short_factor and
+/// long_factor (required); original_max_position_embeddings at the top level (Phi-3: factor =
+/// max_position_embeddings / it), else in rope_scaling (factor from rope_scaling, else that
+/// ratio), else max_position_embeddings; attention_factor (else the default, rope_scaling.h).
+Status read_longrope(const ConfigFields& config, const ConfigFields& f, std::int64_t max_position_embeddings, RopeScaling& s) {
+  s.kind = RopeScaling::Kind::kLongRope;
+  PEREGRINE_ASSIGN_OR_RETURN(s.short_factor, f.required_float_list("short_factor"));
+  PEREGRINE_ASSIGN_OR_RETURN(s.long_factor, f.required_float_list("long_factor"));
+  PEREGRINE_ASSIGN_OR_RETURN(auto top, config.optional_int("original_max_position_embeddings"));
+  PEREGRINE_ASSIGN_OR_RETURN(auto inner, f.optional_int("original_max_position_embeddings"));
+  s.original_context = top ? *top : inner.value_or(max_position_embeddings);
+  PEREGRINE_ASSIGN_OR_RETURN(auto factor, f.optional_float("factor"));
+  const float ratio =  // a non-positive context is refused by rope_scaling_error
+      s.original_context > 0 ? static_cast<float>(static_cast<double>(max_position_embeddings) / static_cast<double>(s.original_context)) : 1.0f;
+  s.factor = top || !factor ? ratio : *factor;
+  PEREGRINE_ASSIGN_OR_RETURN(auto attention, f.optional_float("attention_factor"));
+  s.attention_factor = attention.value_or(0.0f);
+  return Status::ok();
+}
+
 /// config.json's rope_scaling (transformers/modeling_rope_utils.py): absent, null or rope_type
 /// "default" → none; "linear" (factor); "llama3" (factor, low_freq_factor, high_freq_factor,
 /// original_max_position_embeddings, all required as in HF's validation); "yarn" (factor;
 /// original_max_position_embeddings, else `max_position_embeddings`; beta_fast, beta_slow;
-/// attention_factor, else from mscale / mscale_all_dim as _compute_yarn_parameters does). The
-/// legacy key "type" is read when rope_type is absent. Other types are refused by name.
-Expected<RopeScaling> read_rope_scaling(const ConfigFields& config, std::int64_t max_position_embeddings) {
+/// attention_factor, else from mscale / mscale_all_dim as _compute_yarn_parameters does);
+/// "longrope" (read_longrope); "dynamic" (factor; original_max_position_embeddings from
+/// rope_scaling, else the top level, else `max_position_embeddings`). The legacy key "type" is
+/// read when rope_type is absent. Other types are refused by name.
+Expected<RopeScaling> read_rope_scaling(const ConfigFields& config, std::int64_t max_position_embeddings, std::int64_t head_dim) {
   RopeScaling s;
   const json* j = config.get("rope_scaling");
   if (!j) return s;
@@ -92,17 +114,21 @@ Expected<RopeScaling> read_rope_scaling(const ConfigFields& config, std::int64_t
   }
   if (!type) return corrupt_file(what + " names no rope_type");
   if (*type == "default") return s;
-  if (*type != "linear" && *type != "llama3" && *type != "yarn") {
+  if (*type != "linear" && *type != "llama3" && *type != "yarn" && *type != "longrope" && *type != "dynamic") {
     return unsupported(what + ": rope_type '" + json_util::printable(*type) +
-                       "' is not supported (default, linear, llama3 and yarn are)");
+                       "' is not supported (default, linear, llama3, yarn, longrope and dynamic are)");
   }
   const auto required = [&](const char* key) -> Expected<float> {
     PEREGRINE_ASSIGN_OR_RETURN(auto v, f.optional_float(key));
     if (!v) return corrupt_file(what + ": rope_type " + *type + " needs '" + key + "'");
     return *v;
   };
-  PEREGRINE_ASSIGN_OR_RETURN(s.factor, required("factor"));
-  s.kind = RopeScaling::Kind::kLinear;
+  if (*type == "longrope") {
+    PEREGRINE_RETURN_IF_ERROR(read_longrope(config, f, max_position_embeddings, s));
+  } else {
+    PEREGRINE_ASSIGN_OR_RETURN(s.factor, required("factor"));
+    s.kind = RopeScaling::Kind::kLinear;
+  }
   if (*type == "llama3") {
     s.kind = RopeScaling::Kind::kLlama3;
     PEREGRINE_ASSIGN_OR_RETURN(s.low_freq_factor, required("low_freq_factor"));
@@ -110,7 +136,13 @@ Expected<RopeScaling> read_rope_scaling(const ConfigFields& config, std::int64_t
     PEREGRINE_ASSIGN_OR_RETURN(s.original_context, f.required_int("original_max_position_embeddings"));
   }
   if (*type == "yarn") PEREGRINE_RETURN_IF_ERROR(read_yarn(f, max_position_embeddings, s));
-  if (const std::string e = rope_scaling_error(s); !e.empty()) return corrupt_file(what + ": " + e);
+  if (*type == "dynamic") {
+    s.kind = RopeScaling::Kind::kDynamic;
+    PEREGRINE_ASSIGN_OR_RETURN(auto inner, f.optional_int("original_max_position_embeddings"));
+    PEREGRINE_ASSIGN_OR_RETURN(auto top, config.optional_int("original_max_position_embeddings"));
+    s.original_context = inner ? *inner : top.value_or(max_position_embeddings);
+  }
+  if (const std::string e = rope_scaling_error(s, head_dim); !e.empty()) return corrupt_file(what + ": " + e);
   return s;
 }
 
@@ -245,7 +277,7 @@ Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   c.rms_eps = eps.value_or(1e-6f);
   PEREGRINE_ASSIGN_OR_RETURN(auto theta, f.optional_float("rope_theta"));
   c.rope_theta = theta.value_or(10000.0f);
-  PEREGRINE_ASSIGN_OR_RETURN(c.rope_scaling, read_rope_scaling(f, c.max_seq_len));
+  PEREGRINE_ASSIGN_OR_RETURN(c.rope_scaling, read_rope_scaling(f, c.max_seq_len, c.head_dim));
   PEREGRINE_ASSIGN_OR_RETURN(auto tied, f.optional_bool("tie_word_embeddings"));
   c.tied_embeddings = tied.value_or(false);
   PEREGRINE_ASSIGN_OR_RETURN(auto hadamard, f.optional_bool("peregrine_ffn_down_hadamard"));

@@ -171,7 +171,7 @@ Status ModelConfig::validate() const {
   if (!(rope_theta > 0.0f) || !(rms_eps > 0.0f)) {
     return corrupt_file("model config: rope_theta and rms_eps must be positive");
   }
-  if (const std::string e = rope_scaling_error(rope_scaling); !e.empty()) return corrupt_file("model config: " + e);
+  if (const std::string e = rope_scaling_error(rope_scaling, head_dim); !e.empty()) return corrupt_file("model config: " + e);
   PEREGRINE_RETURN_IF_ERROR(validate_gemma_fields(*this));
   return validate_experts();
 }

@@ -115,7 +115,11 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file) {
   m.output_norm_ = to_f32(*f.find("output_norm.weight"));
   add_norm_offset(m.output_norm_, f.config.norm_weight_offset);
   const TensorView* rope_freqs = f.find("rope_freqs.weight");
-  m.rope_freq_factors_ = rope_freqs ? to_f32(*rope_freqs) : rope_freq_factors(f.config.rope_scaling, f.config.head_dim, f.config.rope_theta);
+  if (rope_freqs) {
+    m.rope_freq_factors_ = to_f32(*rope_freqs);
+  } else if (!rope_scaling_follows_length(f.config.rope_scaling)) {  // else per forward, per sequence
+    m.rope_freq_factors_ = rope_freq_factors(f.config.rope_scaling, f.config.head_dim, f.config.rope_theta);
+  }
   for (float factor : m.rope_freq_factors_) {
     if (!std::isfinite(factor) || !(factor > 0.0f)) {
       return corrupt_file(f.path + ": rope_freqs.weight holds the RoPE frequency divisor " + std::to_string(factor) +
@@ -126,7 +130,8 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file) {
   m.output_ = f.config.tied_embeddings ? m.token_embd_ : f.find("output.weight");
   m.counters_ = std::make_unique<ForwardCounters>(f.config.n_layers, f.config.n_experts);
   m.profile_ = std::make_unique<ForwardProfile>();
-  // YaRN scales RoPE's cos and sin by its attention factor m: q·k by m² (V is not rotated).
+  // YaRN and LongRoPE scale RoPE's cos and sin by their attention factor m: q·k by m² (V is
+  // not rotated).
   const float m_rope = rope_attention_factor(f.config.rope_scaling);
   const float base = f.config.attn_scale > 0.0f ? f.config.attn_scale : 1.0f / std::sqrt(static_cast<float>(f.config.head_dim));
   m.attention_scale_ = m_rope == 1.0f ? f.config.attn_scale : base * m_rope * m_rope;
@@ -256,15 +261,18 @@ std::vector<std::uint8_t> tree_mask(const Batch& batch, std::int64_t begin, std:
 
 /// Where forward puts a validated batch: the KV cache slot of every row (a sequence's rows at
 /// consecutive slots from its first row's position; equal to the positions unless the batch
-/// holds a token tree) and its attention runs.
+/// holds a token tree), its attention runs and their RoPE divisors.
 struct LlamaModel::BatchLayout {
   /// Rows [begin, end) of one sequence, contiguous in the batch, at slots [slot0, slot0 +
-  /// end - begin); `mask` is the run's tree mask for attention_prefill, empty when causal.
+  /// end - begin); `mask` is the run's tree mask for attention_prefill, empty when causal;
+  /// `rope_factors` its sequence's RoPE divisors [head_dim / 2] under length-dependent scaling
+  /// (set by add_rope_factors), empty when the model's static rope_freq_factors_ apply.
   struct Run {
     std::int64_t begin, end;
     std::int32_t seq;
     std::int64_t slot0;
     std::vector<std::uint8_t> mask;
+    std::vector<float> rope_factors = {};
   };
   std::vector<std::int32_t> slots;  // [n]
   std::vector<Run> runs;            // in batch order
@@ -282,6 +290,19 @@ LlamaModel::BatchLayout LlamaModel::layout(const Batch& batch) {
     out.runs.push_back({i, end, seq, out.slots[i], tree_mask(batch, i, end)});
   }
   return out;
+}
+
+void LlamaModel::add_rope_factors(const Batch& batch, BatchLayout& layout) const {
+  const ModelConfig& c = config();
+  if (!rope_scaling_follows_length(c.rope_scaling)) return;
+  std::map<std::int32_t, std::int64_t> seq_len;  // the sequence's largest position in the batch + 1
+  for (std::int64_t i = 0; i < batch.size(); ++i) {
+    std::int64_t& len = seq_len[batch.seq_ids[i]];
+    len = std::max<std::int64_t>(len, batch.positions[i] + 1);
+  }
+  for (BatchLayout::Run& run : layout.runs) {
+    run.rope_factors = rope_freq_factors(c.rope_scaling, c.head_dim, c.rope_theta, seq_len[run.seq]);
+  }
 }
 
 // Blocks for every sequence's slots, all or nothing: the free-block check counts, for a
@@ -352,12 +373,15 @@ void LlamaModel::rope_and_cache(std::int64_t l, const Batch& batch, const BatchL
   const ModelConfig& c = config();
   const std::int64_t hd = c.head_dim, q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd;
   std::vector<float> rope_cos(static_cast<std::size_t>(hd)), rope_sin(rope_cos.size());
-  for (std::int64_t i = 0; i < s.n; ++i) {
-    rope_table(batch.positions[i], hd, c.rope_theta, c.rope_style, rope_cos.data(), rope_sin.data(),
-               rope_freq_factors_.empty() ? nullptr : rope_freq_factors_.data());
-    rope_rotate(&s.q[i * q_dim], c.n_heads, hd, rope_cos.data(), rope_sin.data(), c.rope_style);
-    rope_rotate(&s.k[i * kv_dim], c.n_kv_heads, hd, rope_cos.data(), rope_sin.data(), c.rope_style);
-    cache.write(batch.seq_ids[i], l, layout.slots[i], &s.k[i * kv_dim], &s.v[i * kv_dim]);
+  for (const BatchLayout::Run& run : layout.runs) {
+    const std::vector<float>& divisors = run.rope_factors.empty() ? rope_freq_factors_ : run.rope_factors;
+    for (std::int64_t i = run.begin; i < run.end; ++i) {
+      rope_table(batch.positions[i], hd, c.rope_theta, c.rope_style, rope_cos.data(), rope_sin.data(),
+                 divisors.empty() ? nullptr : divisors.data());
+      rope_rotate(&s.q[i * q_dim], c.n_heads, hd, rope_cos.data(), rope_sin.data(), c.rope_style);
+      rope_rotate(&s.k[i * kv_dim], c.n_kv_heads, hd, rope_cos.data(), rope_sin.data(), c.rope_style);
+      cache.write(batch.seq_ids[i], l, layout.slots[i], &s.k[i * kv_dim], &s.v[i * kv_dim]);
+    }
   }
 }
 
@@ -462,7 +486,8 @@ Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float
   const ForwardOpTimer timed = timer(ForwardOp::kForward);
   const ThreadPool::WarmScope warm(pool);  // workers spin between this forward's ops
   PEREGRINE_RETURN_IF_ERROR(validate(batch, cache));
-  const BatchLayout rows = layout(batch);
+  BatchLayout rows = layout(batch);
+  add_rope_factors(batch, rows);
   PEREGRINE_RETURN_IF_ERROR(reserve(batch, rows, cache));
   Scratch s(config(), batch.size());
   s.observer = observer;

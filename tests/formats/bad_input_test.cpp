@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <tuple>
 
 #include "gguf_writer.h"
 #include "peregrine/formats/gguf.h"
@@ -308,8 +309,9 @@ TEST_F(BadInput, GgufArchitectureAndHyperParameters) {
   EXPECT_TRUE(load_model_file(write("v2.gguf", tiny_gguf("llama", 2))));
 }
 
-// GGUF RoPE scaling (llama.cpp's rope.scaling keys, Llama 3.1's rope_freqs.weight tensor): the
-// supported forms load, the rest is one error naming what is wrong.
+// GGUF RoPE scaling (llama.cpp's rope.scaling keys, Llama 3.1's rope_freqs.weight tensor,
+// Phi-3's LongRoPE factor tensors): the supported forms load, the rest is one error naming what
+// is wrong.
 TEST_F(BadInput, GgufRopeScaling) {
   const auto load_with = [&](const std::function<void(test::GgufWriter&)>& extra) {
     return load_model_file(write("rope.gguf", tiny_gguf("llama", 3, [&](test::GgufWriter& g) {
@@ -327,28 +329,69 @@ TEST_F(BadInput, GgufRopeScaling) {
   auto freqs = load_with([](test::GgufWriter& g) { g.tensor_f32("rope_freqs.weight", {2}, {1.0f, 8.0f}); });
   ASSERT_TRUE(freqs) << freqs.status().message();
   EXPECT_TRUE(LlamaModel::create(std::move(*freqs)));
-  const std::pair<const char*, std::function<void(test::GgufWriter&)>> bad[] = {
-      {"longrope", [](test::GgufWriter& g) { g.kv_string("llama.rope.scaling.type", "longrope"); }},
-      {"beta_fast > beta_slow", [](test::GgufWriter& g) {
+  // LongRoPE as convert_hf_to_gguf.py writes Phi-3 128k (head_dim 4: two factors each); without
+  // rope.scaling.attn_factor llama.cpp scales cos/sin by 1, not by LongRoPE's default.
+  const auto long_factors = [](test::GgufWriter& g) { g.tensor_f32("rope_factors_long.weight", {2}, {1.0f, 4.0f}); };
+  const auto short_factors = [](test::GgufWriter& g) { g.tensor_f32("rope_factors_short.weight", {2}, {1.0f, 1.5f}); };
+  auto longrope = load_with([&](test::GgufWriter& g) {
+    long_factors(g);
+    short_factors(g);
+    g.kv_u32("llama.rope.scaling.original_context_length", 16);
+  });
+  ASSERT_TRUE(longrope) << longrope.status().message();
+  const RopeScaling& lr = longrope->config.rope_scaling;
+  EXPECT_EQ(lr.kind, RopeScaling::Kind::kLongRope);
+  EXPECT_EQ(lr.long_factor, (std::vector<float>{1.0f, 4.0f}));
+  EXPECT_EQ(lr.short_factor, (std::vector<float>{1.0f, 1.5f}));
+  EXPECT_EQ(lr.original_context, 16);
+  EXPECT_EQ(lr.factor, 4.0f);  // context_length / original
+  EXPECT_EQ(rope_attention_factor(lr), 1.0f);
+  EXPECT_EQ(longrope->find("rope_factors_long.weight"), nullptr);  // moved into the config
+  EXPECT_TRUE(LlamaModel::create(std::move(*longrope)));
+  const auto factors_with = [](std::vector<float> values, std::vector<std::int64_t> shape = {2}) {
+    return [=](test::GgufWriter& g) {
+      g.tensor_f32("rope_factors_short.weight", shape, values);
+      g.tensor_f32("rope_factors_long.weight", {2}, {1.0f, 4.0f});
+    };
+  };
+  const std::tuple<const char*, ErrorCode, std::function<void(test::GgufWriter&)>> bad[] = {
+      {"'dynamic'", ErrorCode::kUnsupported, [](test::GgufWriter& g) { g.kv_string("llama.rope.scaling.type", "dynamic"); }},
+      {"beta_fast > beta_slow", ErrorCode::kCorruptFile, [](test::GgufWriter& g) {
          g.kv_string("llama.rope.scaling.type", "yarn");
          g.kv_f32("llama.rope.scaling.factor", 4.0f);
          g.kv_f32("llama.rope.scaling.yarn_beta_fast", 1.0f);
        }},
-      {"llama.rope.scaling.factor", [](test::GgufWriter& g) { g.kv_string("llama.rope.scaling.type", "linear"); }},
-      {"factor must be >= 1", [](test::GgufWriter& g) {
+      {"llama.rope.scaling.factor", ErrorCode::kCorruptFile, [](test::GgufWriter& g) { g.kv_string("llama.rope.scaling.type", "linear"); }},
+      {"factor must be >= 1", ErrorCode::kCorruptFile, [](test::GgufWriter& g) {
          g.kv_string("llama.rope.scaling.type", "linear");
          g.kv_f32("llama.rope.scaling.factor", 0.5f);
        }},
-      {"rope_freqs.weight", [](test::GgufWriter& g) { g.tensor_f32("rope_freqs.weight", {3}, {1.0f, 2.0f, 4.0f}); }},
-      {"both", [](test::GgufWriter& g) {
+      {"rope_freqs.weight", ErrorCode::kCorruptFile, [](test::GgufWriter& g) { g.tensor_f32("rope_freqs.weight", {3}, {1.0f, 2.0f, 4.0f}); }},
+      {"both", ErrorCode::kCorruptFile, [](test::GgufWriter& g) {
          g.kv_string("llama.rope.scaling.type", "linear");
          g.kv_f32("llama.rope.scaling.factor", 2.0f);
          g.tensor_f32("rope_freqs.weight", {2}, {1.0f, 2.0f});
        }},
+      {"'rope_factors_short.weight' is missing", ErrorCode::kCorruptFile, long_factors},
+      {"'rope_factors_long.weight' is missing", ErrorCode::kCorruptFile,
+       [](test::GgufWriter& g) { g.kv_string("llama.rope.scaling.type", "longrope"); }},
+      {"also holds LongRoPE's rope_factors", ErrorCode::kCorruptFile, [&](test::GgufWriter& g) {
+         g.kv_string("llama.rope.scaling.type", "linear");
+         g.kv_f32("llama.rope.scaling.factor", 2.0f);
+         factors_with({1.0f, 2.0f})(g);
+       }},
+      {"expected [2]", ErrorCode::kCorruptFile, factors_with({1.0f, 2.0f, 3.0f}, {3})},
+      {"short_factor[1] = 0", ErrorCode::kCorruptFile, factors_with({1.0f, 0.0f})},
+      {"short_factor[0] = nan", ErrorCode::kCorruptFile, factors_with({std::nanf(""), 1.0f})},
+      {"short_factor[1] = -inf", ErrorCode::kCorruptFile, factors_with({1.0f, -INFINITY})},
+      {"is f16, expected f32", ErrorCode::kUnsupported, [](test::GgufWriter& g) {
+         g.tensor_raw("rope_factors_short.weight", {2}, 1, Bytes{0x00, 0x3c, 0x00, 0x3c});  // GGML_TYPE_F16 1, 1
+         g.tensor_f32("rope_factors_long.weight", {2}, {1.0f, 4.0f});
+       }},
   };
-  for (const auto& [part, extra] : bad) {
+  for (const auto& [part, code, extra] : bad) {
     auto r = load_with(extra);
-    expect_error(r, part == std::string("longrope") ? ErrorCode::kUnsupported : ErrorCode::kCorruptFile, part);
+    expect_error(r, code, part);
     if (!r) {
       EXPECT_NE(r.status().message().find(part), std::string::npos) << r.status().message();
     }
@@ -401,8 +444,6 @@ TEST_F(BadInput, GgufFamilyTensors) {
   auto many = load_model_file(write("many.gguf", tiny_gguf("phi3", 3, {}, 1u << 24)));
   expect_error(many, ErrorCode::kCorruptFile, "phi3 claiming 2^24 layers");
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
-  auto longrope = family("phi3", [](test::GgufWriter& g) { g.tensor_f32("rope_factors_long.weight", {2}, {1.0f, 2.0f}); });
-  expect_error(longrope, ErrorCode::kUnsupported, "LongRoPE");
   auto unknown = family("gemma3", [](test::GgufWriter&) {});
   expect_error(unknown, ErrorCode::kUnsupported, "gemma3");
   EXPECT_NE(unknown.status().message().find("gemma2"), std::string::npos) << unknown.status().message();

@@ -5,6 +5,7 @@
 // llama.cpp stores it; refusals.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "model_compare.h"
@@ -214,6 +215,46 @@ TEST(SaveGgufModel, RopeScalingAsLlamaCppStoresIt) {
   EXPECT_EQ(back.beta_fast, 16.0f);
   EXPECT_EQ(back.beta_slow, 2.0f);
   EXPECT_EQ(back.original_context, 64);
+}
+
+// The scalings that follow the sequence length: LongRoPE to GGUF as convert_hf_to_gguf.py writes
+// Phi-3 128k (the rope_factors_long / rope_factors_short tensors, original_context_length and
+// the absolute attn_factor, no type key) and back to config.json in Phi-3's form, the same
+// config both ways; dynamic NTK has no GGUF form and round-trips through config.json.
+TEST(SaveGgufModel, LengthFollowingRopeScaling) {
+  const std::string tok = test::testdata_dir() + "/tok512.bin";
+  test::TempDir dir;
+  const ModelFile hf = load(test::testdata_dir() + "/hf-f32-phi3-longrope");
+  ASSERT_EQ(hf.config.rope_scaling.kind, RopeScaling::Kind::kLongRope);
+  EXPECT_EQ(hf.config.rope_scaling.original_context, 16);
+  EXPECT_EQ(hf.config.rope_scaling.factor, 8.0f);  // max_position_embeddings 128 / 16
+  ASSERT_TRUE(save_gguf_model(hf, dir.file("longrope.gguf"), tok).is_ok());
+  const ModelFile g = load(dir.file("longrope.gguf"));
+  test::expect_same_config(hf.config, g.config);
+  EXPECT_FALSE(g.gguf->find("phi3.rope.scaling.type"));
+  EXPECT_TRUE(g.gguf->find("phi3.rope.scaling.original_context_length"));
+  auto attn = g.gguf->get_float("phi3.rope.scaling.attn_factor");
+  ASSERT_TRUE(attn) << attn.status().message();
+  EXPECT_FLOAT_EQ(static_cast<float>(*attn), std::sqrt(1.0f + std::log(8.0f) / std::log(16.0f)));
+  std::vector<std::string> rope_tensors;
+  for (const TensorView& t : g.gguf->tensors()) {
+    if (t.name.starts_with("rope_factors_")) rope_tensors.push_back(t.name + " " + t.shape_string() + " " + std::string(dtype_name(t.dtype)));
+  }
+  EXPECT_EQ(rope_tensors, (std::vector<std::string>{"rope_factors_long.weight [8] f32", "rope_factors_short.weight [8] f32"}));
+  EXPECT_LE(test::max_abs_diff(test::prefill_logits(hf, false), test::prefill_logits(g, false)), 1e-5f);
+  ASSERT_TRUE(save_hf_model(g, dir.file("longrope-hf"), HfQuantLayout::kGptq, tok).is_ok());
+  test::expect_same_config(hf.config, load(dir.file("longrope-hf")).config);
+  const ModelFile gguf = load(test::testdata_dir() + "/gguf-f32-phi3-longrope.gguf");
+  ASSERT_TRUE(save_hf_model(gguf, dir.file("gguf-longrope-hf"), HfQuantLayout::kGptq, "").is_ok());
+  test::expect_same_config(gguf.config, load(dir.file("gguf-longrope-hf")).config);
+
+  const ModelFile dynamic = load(test::testdata_dir() + "/hf-f32-dynamic-rope");
+  ASSERT_EQ(dynamic.config.rope_scaling.kind, RopeScaling::Kind::kDynamic);
+  const Status st = save_gguf_model(dynamic, dir.file("dynamic.gguf"), tok);
+  EXPECT_EQ(st.code(), ErrorCode::kUnsupported) << st.message();
+  EXPECT_NE(st.message().find("dynamic NTK"), std::string::npos) << st.message();
+  ASSERT_TRUE(save_hf_model(dynamic, dir.file("dynamic-hf"), HfQuantLayout::kGptq, tok).is_ok());
+  test::expect_same_config(dynamic.config, load(dir.file("dynamic-hf")).config);
 }
 
 // The Qwen and Phi-3 families through both writers: GGUF under the family's key prefix (qwen3's

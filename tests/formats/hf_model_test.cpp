@@ -335,6 +335,44 @@ void expect_error(const json& cfg, const std::vector<StTensor>& tensors, ErrorCo
   EXPECT_NE(m.status().message().find(part), std::string::npos) << m.status().message();
 }
 
+// The RoPE scalings that follow the sequence length, in the forms config.json holds them:
+// LongRoPE as Phi-3 128k writes it (original_max_position_embeddings at the top level, factor
+// its ratio to max_position_embeddings) or with factor and original context in rope_scaling;
+// dynamic NTK with or without an original context (else max_position_embeddings).
+TEST(HfModel, RopeScalingThatFollowsTheLength) {
+  TinyHf tiny;
+  const auto tensors = tiny.tensors();
+  const auto scaling_of = [&](const json& cfg) {
+    auto m = load_hf_model(write_folder(cfg, tensors));
+    EXPECT_TRUE(m) << m.status().message();
+    return m ? m->config.rope_scaling : RopeScaling{};
+  };
+  json cfg = tiny.config();
+  cfg["original_max_position_embeddings"] = 64;
+  cfg["rope_scaling"] = {{"type", "longrope"}, {"short_factor", {1.0, 1.5}}, {"long_factor", {1.0, 4.0}}, {"factor", 9.0}};
+  RopeScaling s = scaling_of(cfg);
+  EXPECT_EQ(s.kind, RopeScaling::Kind::kLongRope);
+  EXPECT_EQ(s.original_context, 64);
+  EXPECT_EQ(s.factor, 4.0f);  // 256 / 64: the top-level context overrides rope_scaling's factor
+  EXPECT_EQ(s.short_factor, (std::vector<float>{1.0f, 1.5f}));
+  EXPECT_EQ(s.long_factor, (std::vector<float>{1.0f, 4.0f}));
+  EXPECT_EQ(s.attention_factor, 0.0f);
+  cfg.erase("original_max_position_embeddings");
+  cfg["rope_scaling"]["original_max_position_embeddings"] = 32;
+  cfg["rope_scaling"]["attention_factor"] = 1.25;
+  s = scaling_of(cfg);
+  EXPECT_EQ(s.original_context, 32);
+  EXPECT_EQ(s.factor, 9.0f);
+  EXPECT_EQ(s.attention_factor, 1.25f);
+  cfg["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}, {"original_max_position_embeddings", 64}};
+  s = scaling_of(cfg);
+  EXPECT_EQ(s.kind, RopeScaling::Kind::kDynamic);
+  EXPECT_EQ(s.factor, 2.0f);
+  EXPECT_EQ(s.original_context, 64);
+  cfg["rope_scaling"].erase("original_max_position_embeddings");
+  EXPECT_EQ(scaling_of(cfg).original_context, 256);
+}
+
 TEST(HfModel, ConfigErrors) {
   TinyHf tiny;
   const auto tensors = tiny.tensors();
@@ -369,8 +407,28 @@ TEST(HfModel, ConfigErrors) {
   cfg = tiny.config();
   cfg["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};  // HF requires all four llama3 fields
   expect_error(cfg, tensors, ErrorCode::kCorruptFile, "low_freq_factor");
-  cfg["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 4.0}};  // frequencies that follow the sequence length
-  expect_error(cfg, tensors, ErrorCode::kUnsupported, "dynamic");
+  cfg["rope_scaling"] = {{"type", "su"}, {"factor", 4.0}};  // Phi-3's early name for longrope
+  expect_error(cfg, tensors, ErrorCode::kUnsupported, "'su'");
+  cfg["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 0.5}};
+  expect_error(cfg, tensors, ErrorCode::kCorruptFile, "factor must be >= 1");
+  cfg["rope_scaling"] = {{"rope_type", "dynamic"}};
+  expect_error(cfg, tensors, ErrorCode::kCorruptFile, "needs 'factor'");
+  // LongRoPE's factor lists: head_dim / 2 = 2 positive, finite values each.
+  const json two = {1.0, 1.5};
+  cfg["rope_scaling"] = {{"type", "longrope"}, {"long_factor", two}};
+  expect_error(cfg, tensors, ErrorCode::kCorruptFile, "'short_factor' is missing");
+  cfg["rope_scaling"] = {{"type", "longrope"}, {"short_factor", 1.5}, {"long_factor", two}};
+  expect_error(cfg, tensors, ErrorCode::kCorruptFile, "expected a list of numbers");
+  cfg["rope_scaling"] = {{"type", "longrope"}, {"short_factor", two}, {"long_factor", {1.0, 2.0, 4.0}}};
+  expect_error(cfg, tensors, ErrorCode::kCorruptFile, "long_factor has 3 values, expected head_dim / 2 = 2");
+  cfg["rope_scaling"] = {{"type", "longrope"}, {"short_factor", {1.0, -1.5}}, {"long_factor", two}};
+  expect_error(cfg, tensors, ErrorCode::kCorruptFile, "short_factor[1] = -1.5");
+  cfg["rope_scaling"] = {{"type", "longrope"}, {"short_factor", two}, {"long_factor", {1.0, 1e300}}};  // inf as a float
+  expect_error(cfg, tensors, ErrorCode::kCorruptFile, "'long_factor' = 1e+300 is out of range");
+  cfg["rope_scaling"] = {{"type", "longrope"}, {"short_factor", two}, {"long_factor", {1.0, "2"}}};
+  expect_error(cfg, tensors, ErrorCode::kCorruptFile, "long_factor");
+  cfg["rope_scaling"] = {{"type", "longrope"}, {"short_factor", two}, {"long_factor", two}, {"attention_factor", -1.0}};
+  expect_error(cfg, tensors, ErrorCode::kCorruptFile, "attention_factor must be >= 0");
   cfg["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"beta_fast", 1.0}, {"beta_slow", 2.0}};
   expect_error(cfg, tensors, ErrorCode::kCorruptFile, "beta_fast > beta_slow");
   cfg["rope_scaling"] = {{"type", "linear"}, {"factor", 0.5}};  // the legacy key; a factor below 1

@@ -5,9 +5,13 @@
 // 24 test tokens, in GGUF and HF form). For Q8_0/Q4_0
 // weights the reference rounds each matmul input to 8-bit blocks as the engine's integer
 // kernels do (kernels/cpu/quantize_activations.h; reference.py --act-quant), so the same f32
-// tolerance applies (that rounding itself moves these logits by up to 0.25).
+// tolerance applies (that rounding itself moves these logits by up to 0.25). Models whose RoPE
+// scaling follows the sequence length (LongRoPE, dynamic NTK; formats/rope_scaling.h) carry a
+// second reference, the logits of a token-by-token decode, which crosses their original
+// context of 16 positions, and a "-short" twin entry whose prompt stays within it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -24,9 +28,18 @@ constexpr float kTolerance = 1e-4f;
 struct Case {
   std::string name, model;
   std::vector<std::int32_t> tokens;
-  std::vector<float> logits;  // [tokens, vocab]
+  std::vector<float> logits;         // [tokens, vocab]: one forward over all tokens
+  std::vector<float> decode_logits;  // [tokens, vocab]: a token-by-token decode's, where they differ
   std::int64_t vocab = 0;
 };
+
+// The raw float32 [n_tokens, vocab] file `name` of the testdata folder.
+std::vector<float> read_logits(const std::string& name, std::size_t n_tokens, std::int64_t vocab) {
+  std::vector<float> out(n_tokens * static_cast<std::size_t>(vocab));
+  std::ifstream lf(test::testdata_dir() + "/" + name, std::ios::binary);
+  lf.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size() * sizeof(float)));
+  return out;
+}
 
 std::vector<Case> load_cases() {
   const std::string dir = test::testdata_dir();
@@ -40,9 +53,8 @@ std::vector<Case> load_cases() {
     c.model = model.starts_with("/") ? model : dir + "/" + model;
     c.tokens = e["tokens"].get<std::vector<std::int32_t>>();
     c.vocab = e["vocab"];
-    c.logits.resize(c.tokens.size() * static_cast<std::size_t>(c.vocab));
-    std::ifstream lf(dir + "/" + e["logits"].get<std::string>(), std::ios::binary);
-    lf.read(reinterpret_cast<char*>(c.logits.data()), static_cast<std::streamsize>(c.logits.size() * sizeof(float)));
+    c.logits = read_logits(e["logits"], c.tokens.size(), c.vocab);
+    if (e.contains("decode_logits")) c.decode_logits = read_logits(e["decode_logits"], c.tokens.size(), c.vocab);
     cases.push_back(std::move(c));
   }
   return cases;
@@ -60,7 +72,8 @@ TEST(LogitsParity, ManifestCoversEveryFormat) {
 }
 
 
-// One batched prefill with logits on every row, then the same tokens one decode step at a time.
+// One batched prefill with logits on every row, then the same tokens one decode step at a time
+// (against the decode reference where the case has one).
 void check_case(const Case& c, ThreadPool& pool) {
     auto file = load_model_file(c.model);
     ASSERT_TRUE(file) << file.status().message();
@@ -78,12 +91,13 @@ void check_case(const Case& c, ThreadPool& pool) {
     EXPECT_LE(prefill_diff, kTolerance);
 
     KvCache decode_cache = test::make_kv_cache(model->config(), n);
+    const std::vector<float>& decode_want = c.decode_logits.empty() ? c.logits : c.decode_logits;
     float decode_diff = 0.0f;
     for (std::int32_t i = 0; i < n; ++i) {
       batch.clear();
       batch.add(c.tokens[i], i, 0, true);
       ASSERT_TRUE(model->forward(batch, decode_cache, logits, pool).is_ok());
-      decode_diff = std::max(decode_diff, max_abs_diff(logits, &c.logits[static_cast<std::size_t>(i * c.vocab)]));
+      decode_diff = std::max(decode_diff, max_abs_diff(logits, &decode_want[static_cast<std::size_t>(i * c.vocab)]));
     }
     EXPECT_LE(decode_diff, kTolerance);
     std::printf("[ parity ] %-24s prefill max|dlogit| %.2e  decode max|dlogit| %.2e\n", c.name.c_str(),
@@ -96,6 +110,35 @@ TEST(LogitsParity, PrefillAndDecodeMatchReference) {
     SCOPED_TRACE(c.name);
     check_case(c, pool);
   }
+}
+
+// A length-following RoPE scaling applies per sequence: one ragged prefill of a prompt within
+// the original context (sequence 7) and one past it (sequence 3) gives each sequence the logits
+// of its own forward, short frequencies for the one and long / NTK-scaled for the other.
+TEST(LogitsParity, RaggedBatchScalesEachSequenceByItsLength) {
+  ThreadPool pool(2);
+  const auto cases = load_cases();
+  int checked = 0;
+  for (const Case& long_case : cases) {
+    const auto twin = std::find_if(cases.begin(), cases.end(), [&](const Case& c) { return c.name == long_case.name + "-short"; });
+    if (twin == cases.end()) continue;
+    SCOPED_TRACE(long_case.name);
+    auto file = load_model_file(long_case.model);
+    ASSERT_TRUE(file) << file.status().message();
+    auto model = LlamaModel::create(std::move(*file));
+    ASSERT_TRUE(model) << model.status().message();
+    Batch batch;
+    for (std::size_t i = 0; i < twin->tokens.size(); ++i) batch.add(twin->tokens[i], static_cast<std::int32_t>(i), 7, true);
+    for (std::size_t i = 0; i < long_case.tokens.size(); ++i) batch.add(long_case.tokens[i], static_cast<std::int32_t>(i), 3, true);
+    KvCache cache = test::make_kv_cache(model->config(), static_cast<std::int64_t>(long_case.tokens.size()), 2);
+    std::vector<float> logits;
+    ASSERT_TRUE(model->forward(batch, cache, logits, pool).is_ok());
+    const auto split = logits.begin() + static_cast<std::ptrdiff_t>(twin->logits.size());
+    EXPECT_LE(max_abs_diff(std::vector<float>(logits.begin(), split), twin->logits.data()), kTolerance);
+    EXPECT_LE(max_abs_diff(std::vector<float>(split, logits.end()), long_case.logits.data()), kTolerance);
+    ++checked;
+  }
+  EXPECT_GE(checked, 3) << "the longrope (HF, GGUF) and dynamic test models";
 }
 
 }  // namespace

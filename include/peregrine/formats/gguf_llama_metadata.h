@@ -25,14 +25,17 @@ std::uint32_t llama_file_type(DType t);
 /// {arch}.{vocab_size, context_length, embedding_length, block_count, feed_forward_length,
 /// rope.dimension_count, attention.head_count, attention.head_count_kv,
 /// attention.layer_norm_rms_epsilon, rope.freq_base} from `c` (plus attention.key_length /
-/// value_length when head_dim · n_heads != dim, as llama.cpp writes Qwen3's; rope.scaling.type
-/// = linear and rope.scaling.factor for linear RoPE scaling; llama3 scaling is not metadata
-/// but the rope_freqs.weight tensor, which the caller writes), and peregrine.ffn_down_hadamard
+/// value_length when head_dim · n_heads != dim, as llama.cpp writes Qwen3's; rope.scaling.type,
+/// .factor and YaRN's keys for linear and yarn RoPE scaling, LongRoPE's
+/// rope.scaling.original_context_length and .attn_factor; llama3 scaling is not metadata but
+/// the rope_freqs.weight tensor, LongRoPE's factors the rope_factors_short / rope_factors_long
+/// tensors, which the caller writes), and peregrine.ffn_down_hadamard
 /// = true when c.ffn_down_hadamard (a key llama.cpp ignores: such a file runs only in Peregrine),
 /// and for a Mixture-of-Experts config {arch}.expert_count, expert_used_count,
 /// expert_feed_forward_length, expert_shared_feed_forward_length (with a shared expert) and
 /// expert_weights_norm (only where it differs from the family's rule).
-/// Errors: those of GgufWriter::add (a key already added).
+/// Errors: those of GgufWriter::add (a key already added); kUnsupported (dynamic NTK RoPE
+/// scaling, which GGUF cannot hold).
 Status add_llama_metadata(GgufWriter& w, const std::string& name, const ModelConfig& c, DType matrix_dtype,
                           std::optional<std::uint32_t> file_type = std::nullopt);
 

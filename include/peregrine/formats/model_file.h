@@ -75,7 +75,8 @@ struct ModelConfig {
   float rope_theta = 10000.0f;
   float rms_eps = 1e-5f;
   RopeStyle rope_style = RopeStyle::kInterleaved;
-  RopeScaling rope_scaling;      // HF rope_scaling / GGUF {arch}.rope.scaling.*; a GGUF
+  RopeScaling rope_scaling;      // HF rope_scaling / GGUF {arch}.rope.scaling.* (+ LongRoPE's
+                                 // rope_factors_* tensors, moved in here); a GGUF
                                  // rope_freqs.weight tensor (Llama 3.1+) is kept as a tensor
   bool tied_embeddings = true;   // LM head reuses token_embd.weight
   bool ffn_down_hadamard = false; // the SwiGLU output is rotated by the orthonormal Hadamard

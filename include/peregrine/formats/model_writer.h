@@ -46,8 +46,11 @@ Expected<std::string> tokenizer_file_of(const ModelFile& m);
 /// qwen3 / phi3 keep NeoX); Phi-3's gate and up rows are written fused as its ffn_up, as
 /// llama.cpp requires (Q/K/V stay split, which it accepts). config.ffn_down_hadamard
 /// is written as peregrine.ffn_down_hadamard (llama.cpp does not know it: such a file runs only
-/// in Peregrine). Spec: ggml/docs/gguf.md, llama.cpp's llama keys.
-/// Errors: kUnsupported (another dtype; a tokenizer.json / tokenizer.model, which only
+/// in Peregrine). RoPE scaling: linear / yarn as rope.scaling keys, llama3 as the
+/// rope_freqs.weight tensor, LongRoPE as llama.cpp's Phi-3 files hold it (rope_factors_long /
+/// rope_factors_short.weight f32 [head_dim / 2] and rope.scaling.original_context_length /
+/// .attn_factor). Spec: ggml/docs/gguf.md, llama.cpp's llama keys.
+/// Errors: kUnsupported (another dtype; dynamic NTK RoPE scaling; a tokenizer.json / tokenizer.model, which only
 /// llama.cpp's converter turns into GGUF metadata), kNotFound (no tokenizer), kCorruptFile
 /// (tokenizer file), kInvalidArgument (a tokenizer of another vocabulary size; Phi-3 gate and
 /// up of different dtypes), kIoError.

@@ -35,8 +35,9 @@ class LlamaModel {
   /// Takes ownership of a validated ModelFile. Weights stay in their stored dtype in the
   /// mapping (matmul decodes rows on the fly); norm weights are converted to f32.
   /// RoPE: scaled by the file's rope_freqs.weight divisors when it has one (llama.cpp's Llama
-  /// 3.1+ GGUFs), else by config().rope_scaling (formats/rope_scaling.h; YaRN's attention factor
-  /// m, which multiplies cos and sin, is applied as m² on the attention scores).
+  /// 3.1+ GGUFs), else by config().rope_scaling (formats/rope_scaling.h; YaRN's and LongRoPE's
+  /// attention factor m, which multiplies cos and sin, is applied as m² on the attention
+  /// scores).
   /// Errors: those of validate_llama_tensors; kCorruptFile (a rope_freqs.weight divisor that is
   /// not positive and finite).
   static Expected<LlamaModel> create(ModelFile file);
@@ -59,7 +60,9 @@ class LlamaModel {
   /// Runs the decoder over `batch`, writing each row's K/V into the paged `cache`, and writes
   /// logits [batch.n_logits(), vocab_size] f32 (rows in batch order) into `logits` (resized).
   /// KV slots: a sequence's rows go to consecutive cache slots starting at its first row's
-  /// position, in row order (for plain rows slot = position); RoPE uses the rows' positions.
+  /// position, in row order (for plain rows slot = position); RoPE uses the rows' positions,
+  /// and under length-dependent scaling (LongRoPE, dynamic NTK) the divisors of each sequence's
+  /// largest position in this batch + 1 (formats/rope_scaling.h: HF's seq_len per sequence).
   /// First every sequence of the batch gets its blocks (cache.reserve(seq, last slot + 1); a
   /// sequence whose rows start before cache.length(seq) is truncated to that position first, so
   /// the rows overwrite its tail); afterwards cache.length(seq) = first position + its rows.
@@ -113,6 +116,9 @@ class LlamaModel {
   Status pack_weights();
   Status validate(const Batch& batch, const KvCache& cache) const;
   static BatchLayout layout(const Batch& batch);
+  // Length-dependent RoPE scaling (formats/rope_scaling.h): each run's divisors from its
+  // sequence's largest position in `batch` + 1, once per run; nothing for static scaling.
+  void add_rope_factors(const Batch& batch, BatchLayout& layout) const;
   static Status reserve(const Batch& batch, const BatchLayout& layout, KvCache& cache);
   void embed(const Batch& batch, std::span<float> x) const;
   // The steps of a layer, each timed as its ForwardOp in profile_.
@@ -134,13 +140,14 @@ class LlamaModel {
   std::vector<Layer> layers_;
   std::vector<float> output_norm_;
   std::vector<float> rope_freq_factors_;  // [head_dim / 2] or empty: rope_table's divisors
+                                          // (empty too under length-dependent scaling: per run)
   const TensorView* token_embd_ = nullptr;
   const TensorView* output_ = nullptr;  // token_embd_ when tied
   std::unique_ptr<ForwardCounters> counters_;
   std::unique_ptr<ForwardProfile> profile_;
   std::vector<PackedQ4_0> packed_;  // owns the buffers file_.tensors[...].packed point to
   float attention_scale_ = 0.0f;  // AttentionShape::scale: config().attn_scale (0: 1/sqrt(head_dim)),
-                                  // times YaRN's attention factor squared
+                                  // times YaRN's / LongRoPE's attention factor squared
 };
 
 }  // namespace peregrine
