@@ -1,45 +1,118 @@
 #!/usr/bin/env bash
-# Serving benchmark (issue #4's targets): `peregrine serve` on MODEL, then `peregrine loadgen`
-# at 1, 8 and 32 concurrent streaming clients (128-token prompts, 128 output tokens each,
-# ignore_eos), then the TTFT of one request with a 1024-token prefix the first time (cold) and
-# the second time (prefix-cache hit) it is served. Prints each loadgen JSON line and a summary.
-# Usage: bench/serving_bench.sh [MODEL] [THREADS] [OUT_DIR]
-#   MODEL defaults to a tinyllama-1.1b Q4_0 synth model (made with `peregrine synth` if absent).
+# Serving benchmark: `peregrine serve` under `peregrine loadgen --stream` (128-token prompts,
+# 128 output tokens each, ignore_eos), and, given a llama-server binary, llama-server on the same
+# GGUF file with the same load in the same run, side by side.
+#
+# Usage: bench/serving_bench.sh [--llama-server PATH] [--model M.gguf] [--threads N]
+#                               [--clients "1 8 32"] [--prefill-budget "32"] [--out DIR]
+#   --llama-server   a llama-server binary (llama.cpp built by hand, outside this repository;
+#                    DEVELOPERS.md); it runs with -np = clients, a 512-token context per slot
+#   --model          default: a tinyllama-1.1b Q4_0 synth model (made with `peregrine synth`)
+#   --clients        concurrent streaming clients per run (2·clients requests; 4 for one)
+#   --prefill-budget Peregrine runs once per value (serve --prefill-budget; 0 = none)
+# Per client count: llama-server (if given), Peregrine at each budget, llama-server again; the
+# llama-server figure is the mean of its two runs (the machine's speed drifts), and every
+# Peregrine row carries its ratios to it. Without --llama-server, Peregrine alone, plus the
+# TTFT of a 1024-token shared prefix served cold and then from the prefix cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=build/bin/peregrine
-OUT=${3:-build/serving-bench}
-MODEL=${1:-$OUT/tinyllama-1.1b-q4_0.gguf}
-THREADS=${2:-2}
-mkdir -p "$OUT"
-[ -f "$MODEL" ] || "$BIN" synth --shape tinyllama-1.1b --dtype q4_0 -o "$MODEL"
-
-"$BIN" serve -m "$MODEL" -t "$THREADS" --port 0 --parallel 32 --max-queue 64 --ctx 2048 \
-  --ctx-total 65536 --max-batch-tokens 512 2> "$OUT/serve.log" &
-SERVER=$!
-trap 'kill -TERM $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true' EXIT
-for _ in $(seq 1200); do grep -q "listening on" "$OUT/serve.log" && break; sleep 0.1; done
-URL=$(grep -o 'http://[0-9.]*:[0-9]*' "$OUT/serve.log" | head -1)
-[ -n "$URL" ] || { echo "serve did not start:"; cat "$OUT/serve.log"; exit 1; }
-
-loadgen() { "$BIN" loadgen -m "$MODEL" --url "$URL" --stream --json "$@"; }
-for c in 1 8 32; do
-  n=$(( c < 2 ? 4 : 2 * c ))
-  loadgen -c "$c" -n "$n" --prompt-len 128 --max-tokens 128 | tee "$OUT/clients-$c.json"
+LLAMA_SERVER="" MODEL="" THREADS=2 CLIENTS="1 8 32" BUDGETS=32 OUT=build/serving-bench
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --llama-server) LLAMA_SERVER="$2"; shift 2 ;;
+    --model) MODEL="$2"; shift 2 ;;
+    --threads) THREADS="$2"; shift 2 ;;
+    --clients) CLIENTS="$2"; shift 2 ;;
+    --prefill-budget) BUDGETS="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    *) echo "unknown argument: $1 (see the header of $0)" >&2; exit 2 ;;
+  esac
 done
-loadgen -c 1 -n 1 --prompt-len 1056 --shared-prefix 1024 --max-tokens 4 --seed 1 | tee "$OUT/prefix-cold.json"
-loadgen -c 1 -n 1 --prompt-len 1056 --shared-prefix 1024 --max-tokens 4 --seed 2 | tee "$OUT/prefix-warm.json"
+mkdir -p "$OUT"
+rm -f "$OUT"/*.json  # no figure of an earlier run in this table
+MODEL=${MODEL:-$OUT/tinyllama-1.1b-q4_0.gguf}
+[ -f "$MODEL" ] || "$BIN" synth --shape tinyllama-1.1b --dtype q4_0 -o "$MODEL"
+[ -z "$LLAMA_SERVER" ] || [ -x "$LLAMA_SERVER" ] || { echo "not an executable: $LLAMA_SERVER" >&2; exit 2; }
 
-/usr/bin/python3 - "$OUT" <<'PY'
-import json, sys
+SERVER=""
+stop_server() { [ -z "$SERVER" ] || { kill -TERM "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; SERVER=""; }; }
+trap stop_server EXIT
+# wait_url LOG: sets URL to the base URL once the server answers /health (empty after 120 s).
+wait_url() {
+  URL=""
+  for _ in $(seq 1200); do
+    local url
+    url=$(grep -o 'http://[0-9.]*:[0-9]*' "$1" | head -1 || true)
+    if [ -n "$url" ] && curl -sf "$url/health" >/dev/null 2>&1; then URL="$url"; return; fi
+    sleep 0.1
+  done
+}
+start_peregrine() {  # CLIENTS BUDGET (in this shell: SERVER and URL are set)
+  "$BIN" serve -m "$MODEL" -t "$THREADS" --port 0 --parallel "$1" --max-queue 256 --ctx 2048 \
+    --ctx-total 65536 --prefill-budget "$2" > "$OUT/serve.log" 2>&1 &
+  SERVER=$!
+  wait_url "$OUT/serve.log"
+}
+start_llama() {  # CLIENTS
+  local port=$((20000 + RANDOM % 20000))
+  echo "http://127.0.0.1:$port" > "$OUT/llama-server.log"
+  "$LLAMA_SERVER" -m "$MODEL" -t "$THREADS" -np "$1" -c $((512 * $1)) --host 127.0.0.1 --port "$port" \
+    >> "$OUT/llama-server.log" 2>&1 &
+  SERVER=$!
+  wait_url "$OUT/llama-server.log"
+}
+run_load() {  # URL CLIENTS NAME → $OUT/NAME.json
+  local n=$(($2 < 2 ? 4 : 2 * $2))
+  "$BIN" loadgen -m "$MODEL" --url "$1" --stream --json -c "$2" -n "$n" --prompt-len 128 --max-tokens 128 > "$OUT/$3.json"
+}
+measure() {  # ENGINE CLIENTS TAG [BUDGET] → $OUT/ENGINE-c<clients>-<tag>.json
+  if [ "$1" = llama ]; then start_llama "$2"; else start_peregrine "$2" "$4"; fi
+  [ -n "$URL" ] || { echo "$1 did not start, see $OUT" >&2; exit 1; }
+  run_load "$URL" "$2" "$1-c$2-$3"
+  stop_server
+}
+
+for c in $CLIENTS; do
+  [ -z "$LLAMA_SERVER" ] || measure llama "$c" 1
+  for b in $BUDGETS; do measure peregrine "$c" "b$b" "$b"; done
+  [ -z "$LLAMA_SERVER" ] || measure llama "$c" 2
+done
+if [ -z "$LLAMA_SERVER" ]; then
+  start_peregrine 1 0
+  "$BIN" loadgen -m "$MODEL" --url "$URL" --stream --json -c 1 -n 1 --prompt-len 1056 --shared-prefix 1024 --max-tokens 4 --seed 1 > "$OUT/prefix-cold.json"
+  "$BIN" loadgen -m "$MODEL" --url "$URL" --stream --json -c 1 -n 1 --prompt-len 1056 --shared-prefix 1024 --max-tokens 4 --seed 2 > "$OUT/prefix-warm.json"
+  stop_server
+fi
+/usr/bin/python3 - "$OUT" $CLIENTS -- $BUDGETS <<'PY'
+import json, os, sys
 out = sys.argv[1]
-r = {c: json.load(open(f"{out}/clients-{c}.json")) for c in (1, 8, 32)}
-print(f"{'clients':>7} {'req/s':>7} {'out tok/s':>9} {'TTFT p50/p99 ms':>17} {'ITL p50/p99 ms':>15} errors")
-for c, j in r.items():
-    print(f"{c:>7} {j['req_per_s']:7.2f} {j['output_tps']:9.1f} {j['ttft_ms']['p50']:8.0f}/{j['ttft_ms']['p99']:<8.0f} "
-          f"{j['itl_ms']['p50']:7.1f}/{j['itl_ms']['p99']:<7.1f} {j['errors']}")
-print(f"output tokens/s, 8 clients / 1 client: {r[8]['output_tps'] / r[1]['output_tps']:.2f}x")
-cold = json.load(open(f"{out}/prefix-cold.json"))["ttft_ms"]["p50"]
-warm = json.load(open(f"{out}/prefix-warm.json"))["ttft_ms"]["p50"]
-print(f"1024-token shared prefix TTFT: first {cold:.0f} ms, second {warm:.0f} ms ({cold / warm:.1f}x lower)")
+sep = sys.argv.index("--")
+clients, budgets = sys.argv[2:sep], sys.argv[sep + 1:]
+def load(name):
+    path = f"{out}/{name}.json"
+    return json.load(open(path)) if os.path.exists(path) else None
+def errors(j): return sum(j["errors"].values()) if isinstance(j["errors"], dict) else j["errors"]
+print("| engine | clients | out tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | ITL p99/p50 | errors | vs llama-server: tok/s, TTFT p99, ITL p99 |")
+print("|---|---|---|---|---|---|---|---|")
+for c in clients:
+    llama = [j for j in (load(f"llama-c{c}-1"), load(f"llama-c{c}-2")) if j]
+    mean = lambda f: sum(f(j) for j in llama) / len(llama)
+    rows = [("llama-server (mean of 2 runs)" if len(llama) > 1 else "llama-server", None)] if llama else []
+    rows += [(f"Peregrine, prefill budget {b}", load(f"peregrine-c{c}-b{b}")) for b in budgets]
+    for label, j in rows:
+        if j is None:  # the llama-server row: means of its runs
+            v = [mean(lambda x: x["output_tps"]), mean(lambda x: x["ttft_ms"]["p50"]), mean(lambda x: x["ttft_ms"]["p99"]),
+                 mean(lambda x: x["itl_ms"]["p50"]), mean(lambda x: x["itl_ms"]["p99"])]
+            err, ref = sum(errors(x) for x in llama), ""
+        else:
+            v = [j["output_tps"], j["ttft_ms"]["p50"], j["ttft_ms"]["p99"], j["itl_ms"]["p50"], j["itl_ms"]["p99"]]
+            err = errors(j)
+            ref = (f"{v[0] / mean(lambda x: x['output_tps']):.2f}×, {v[2] / mean(lambda x: x['ttft_ms']['p99']):.2f}×, "
+                   f"{v[4] / mean(lambda x: x['itl_ms']['p99']):.2f}×") if llama else ""
+        print(f"| {label} | {c} | {v[0]:.1f} | {v[1]:.0f} / {v[2]:.0f} | {v[3]:.1f} / {v[4]:.1f} | {v[4] / v[3]:.2f} | {err} | {ref} |")
+cold, warm = load("prefix-cold"), load("prefix-warm")
+if cold and warm:
+    c, w = cold["ttft_ms"]["p50"], warm["ttft_ms"]["p50"]
+    print(f"1024-token shared prefix TTFT: first {c:.0f} ms, second {w:.0f} ms ({c / w:.1f}x lower)")
 PY

@@ -357,9 +357,7 @@ void LlamaModel::add_residual(std::vector<float>& block_out, const std::vector<f
 void LlamaModel::qkv_projection(const Layer& layer, Scratch& s, ThreadPool& pool) const {
   const ForwardOpTimer timed = timer(ForwardOp::kQkvProjection);
   const std::int64_t n = s.n;
-  linear(*layer.wq, s.xb, n, s.q, pool);
-  linear(*layer.wk, s.xb, n, s.k, pool);
-  linear(*layer.wv, s.xb, n, s.v, pool);
+  linear_fused({{{layer.wq, s.q}, {layer.wk, s.k}, {layer.wv, s.v}}}, s.xb, n, pool);
   add_bias(s.q, n, layer.bq);
   add_bias(s.k, n, layer.bk);
   add_bias(s.v, n, layer.bv);
@@ -438,8 +436,7 @@ void LlamaModel::dense_ffn(const Layer& layer, std::int64_t l, Scratch& s, Threa
   const ModelConfig& c = config();
   {
     const ForwardOpTimer timed = timer(ForwardOp::kFfnGateUp);
-    linear(*layer.w_gate, s.xb, s.n, s.gate, pool);
-    linear(*layer.w_up, s.xb, s.n, s.up, pool);
+    linear_fused({{{layer.w_gate, s.gate}, {layer.w_up, s.up}}}, s.xb, s.n, pool);
   }
   {
     const ForwardOpTimer timed = timer(ForwardOp::kActivation);
@@ -455,6 +452,12 @@ void LlamaModel::linear(const TensorView& w, std::span<const float> x, std::int6
                         ThreadPool& pool) const {
   matmul(w, x, n, y, pool);
   counters_->add_weight_bytes(w.nbytes);
+}
+
+void LlamaModel::linear_fused(std::span<const MatmulOut> products, std::span<const float> x, std::int64_t n,
+                              ThreadPool& pool) const {
+  matmul_fused(products, x, n, pool);
+  for (const MatmulOut& p : products) counters_->add_weight_bytes(p.w->nbytes);
 }
 
 void LlamaModel::lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits,

@@ -63,7 +63,8 @@ TEST(Q4_0Packed, GemvMatchesTheTwinUpToRounding) {
         for (int threads : {1, 3}) {
           ThreadPool pool(threads);
           std::vector<float> y(ref.size(), NAN);
-          gemv_q4_0_packed(packed->data.get(), s.out, xq, y, pool, /*min_parallel_macs=*/0);
+          const PackedProduct product{packed->data.get(), s.out, y};
+          gemv_q4_0_packed({&product, 1}, xq, pool, /*min_parallel_macs=*/0);
           for (std::int64_t t = 0; t < n_tokens; ++t) {
             for (std::int64_t o = 0; o < s.out; ++o) {
               const auto i = static_cast<std::size_t>(t * s.out + o);

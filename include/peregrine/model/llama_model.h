@@ -25,6 +25,7 @@
 #include "peregrine/model/batch.h"
 #include "peregrine/model/forward_counters.h"
 #include "peregrine/model/forward_profile.h"
+#include "peregrine/kernels/cpu/matmul.h"
 #include "peregrine/kernels/cpu/q4_0_packed.h"
 #include "peregrine/model/moe_ffn.h"
 
@@ -133,6 +134,8 @@ class LlamaModel {
   void dense_ffn(const Layer& layer, std::int64_t l, Scratch& s, ThreadPool& pool) const;
   // matmul, counted in counters_.
   void linear(const TensorView& w, std::span<const float> x, std::int64_t n, std::span<float> y, ThreadPool& pool) const;
+  // Several products of one input x (kernels/cpu/matmul.h matmul_fused), each counted.
+  void linear_fused(std::span<const MatmulOut> products, std::span<const float> x, std::int64_t n, ThreadPool& pool) const;
   void lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits, ThreadPool& pool) const;
   ForwardOpTimer timer(ForwardOp op) const { return ForwardOpTimer(*profile_, op, *counters_); }
 

@@ -1,5 +1,6 @@
 #include "peregrine/kernels/cpu/matmul.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/row_split.h"
@@ -11,6 +12,7 @@
 #include "peregrine/kernels/cpu/gemm_int8_act.h"
 #include "peregrine/kernels/cpu/gemm_quant.h"
 #include "peregrine/kernels/cpu/gemv_float.h"
+#include "peregrine/kernels/cpu/q4_0_packed.h"
 #include "peregrine/kernels/cpu/quantize_activations.h"
 #include "peregrine/quant/dequantize.h"
 
@@ -60,6 +62,24 @@ void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens
     return;
   }
   gemm_quant(w, xq, y, pool, min_parallel_macs);
+}
+
+void matmul_fused(std::span<const MatmulOut> products, std::span<const float> x, std::int64_t n_tokens, ThreadPool& pool,
+                  std::int64_t min_parallel_macs) {
+  const bool all_packed = std::all_of(products.begin(), products.end(), [](const MatmulOut& p) {
+    return p.w->packed != nullptr && p.w->dtype == DType::kQ4_0;
+  });
+  if (!all_packed || n_tokens < 1 || n_tokens > kQ4_0PackedTokens) {
+    for (const MatmulOut& p : products) matmul(*p.w, x, n_tokens, p.y, pool, min_parallel_macs);
+    return;
+  }
+  thread_local QuantizedActivations xq;
+  quantize_activations(x, n_tokens, products.front().w->row_length(), xq, pool, kMinParallelQuantize, kActivationBlockQ8_0);
+  std::vector<PackedProduct> packed;
+  for (const MatmulOut& p : products) {
+    packed.push_back({static_cast<const std::uint8_t*>(p.w->packed), p.w->n_rows(), p.y});
+  }
+  gemv_q4_0_packed(packed, xq, pool, min_parallel_macs);
 }
 
 void matmul_reference(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,

@@ -77,7 +77,7 @@ void GroupVnni(const Operands& op, std::int64_t group) {
   const std::uint8_t* scales = nib + q4_0_packed_detail::kNibbleBytes;
   const __m512i low = _mm512_set1_epi8(0x0f);
   __m512 acc[RN];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < RN; ++t) acc[t] = _mm512_setzero_ps();
   for (std::int64_t b = 0; b < op.blocks; ++b, nib += q4_0_packed_detail::kGroupBlockBytes) {
     __m512i u[8];
@@ -88,7 +88,7 @@ void GroupVnni(const Operands& op, std::int64_t group) {
       u[h + 4] = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
     }
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + b * q4_0_packed_detail::kGroupBlockBytes)));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < RN; ++t) {
       const auto* x = reinterpret_cast<const std::int32_t*>(op.xq + (t * op.blocks + b) * 32);
       __m512i s0 = _mm512_set1_epi32(op.bias[t * op.blocks + b]), s1 = _mm512_setzero_si512();
@@ -101,7 +101,7 @@ void GroupVnni(const Operands& op, std::int64_t group) {
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), scale, acc[t]);
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < RN; ++t) _mm512_storeu_ps(op.y + t * op.out + group * 16, acc[t]);
 }
 
@@ -111,7 +111,11 @@ void GemvGroups(const Operands& op, std::int64_t g0, std::int64_t g1) {
       case 1: GroupVnni<1>(op, g); break;
       case 2: GroupVnni<2>(op, g); break;
       case 3: GroupVnni<3>(op, g); break;
-      default: GroupVnni<4>(op, g); break;
+      case 4: GroupVnni<4>(op, g); break;
+      case 5: GroupVnni<5>(op, g); break;
+      case 6: GroupVnni<6>(op, g); break;
+      case 7: GroupVnni<7>(op, g); break;
+      default: GroupVnni<8>(op, g); break;
     }
   }
 }
@@ -138,17 +142,20 @@ HWY_EXPORT(HasVnniKernel);
 using q4_0_packed_detail::kBlockBytes;
 using q4_0_packed_detail::Operands;
 
-// The operands, with the per-block activation biases computed into `bias`.
-Operands operands(const std::uint8_t* packed, std::int64_t out, const QuantizedActivations& xq, std::span<float> y,
-                  std::vector<std::int32_t>& bias) {
-  const std::int64_t blocks = xq.in / 32;
-  bias.resize(static_cast<std::size_t>(xq.n_tokens * blocks));
+// Per token and block of `xq`, -8 · Σ q_x: the bias that applies Q4_0's -8 offset.
+std::vector<std::int32_t> activation_biases(const QuantizedActivations& xq) {
+  std::vector<std::int32_t> bias(static_cast<std::size_t>(xq.n_tokens * (xq.in / 32)));
   for (std::size_t i = 0; i < bias.size(); ++i) {
     std::int32_t sum = 0;
     for (int j = 0; j < 32; ++j) sum += xq.q[i * 32 + static_cast<std::size_t>(j)];
     bias[i] = -8 * sum;
   }
-  return {packed, blocks, xq.q.data(), xq.d.data(), bias.data(), xq.n_tokens, out, y.data()};
+  return bias;
+}
+
+Operands operands(const std::uint8_t* packed, std::int64_t out, const QuantizedActivations& xq, std::span<float> y,
+                  const std::vector<std::int32_t>& bias) {
+  return {packed, xq.in / 32, xq.q.data(), xq.d.data(), bias.data(), xq.n_tokens, out, y.data()};
 }
 
 }  // namespace
@@ -195,20 +202,32 @@ Expected<PackedQ4_0> pack_q4_0(const TensorView& w) {
   return p;
 }
 
-void gemv_q4_0_packed(const std::uint8_t* packed, std::int64_t out, const QuantizedActivations& xq,
-                           std::span<float> y, ThreadPool& pool, std::int64_t min_parallel_macs) {
-  std::vector<std::int32_t> bias;
-  const Operands op = operands(packed, out, xq, y, bias);
+void gemv_q4_0_packed(std::span<const PackedProduct> products, const QuantizedActivations& xq, ThreadPool& pool,
+                      std::int64_t min_parallel_macs) {
+  const std::vector<std::int32_t> bias = activation_biases(xq);
+  std::vector<Operands> ops;
+  std::vector<std::int64_t> first_row;  // of each product in the rows of all of them
+  std::int64_t rows = 0;
+  for (const PackedProduct& p : products) {
+    ops.push_back(operands(p.packed, p.out, xq, p.y, bias));
+    first_row.push_back(rows);
+    rows += p.out;
+  }
+  // Rows [begin, end) of the products side by side, in whole groups: each product's share.
   const auto groups = [&](std::int64_t begin, std::int64_t end) {
-    HWY_DYNAMIC_DISPATCH(GemvGroups)(op, begin / kQ4_0PackRows, (end + kQ4_0PackRows - 1) / kQ4_0PackRows);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const std::int64_t b = std::max(begin, first_row[i]) - first_row[i];
+      const std::int64_t e = std::min(end, first_row[i] + ops[i].out) - first_row[i];
+      if (b < e) HWY_DYNAMIC_DISPATCH(GemvGroups)(ops[i], b / kQ4_0PackRows, e / kQ4_0PackRows);
+    }
   };
-  if (out * xq.in * xq.n_tokens < min_parallel_macs) return groups(0, out);
-  split_rows_guided(out, static_cast<std::size_t>(op.blocks) * kBlockBytes, kQ4_0PackRows, pool, groups);
+  if (rows * xq.in * xq.n_tokens < min_parallel_macs) return groups(0, rows);
+  split_rows_guided(rows, static_cast<std::size_t>(xq.in / 32) * kBlockBytes, kQ4_0PackRows, pool, groups);
 }
 
 void gemv_q4_0_packed_reference(const std::uint8_t* packed, std::int64_t out, const QuantizedActivations& xq,
                                 std::span<float> y) {
-  std::vector<std::int32_t> bias;
+  const std::vector<std::int32_t> bias = activation_biases(xq);
   const Operands op = operands(packed, out, xq, y, bias);
   for (std::int64_t g = 0; g < out / kQ4_0PackRows; ++g) q4_0_packed_detail::GroupScalar(op, g);
 }

@@ -34,6 +34,21 @@ inline constexpr std::int64_t kMinParallelMacs = std::int64_t{1} << 18;
 void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
             std::span<float> y, ThreadPool& pool, std::int64_t min_parallel_macs = kMinParallelMacs);
 
+/// One product of matmul_fused: weights `w` [out, in] and its output y [n_tokens, out] f32.
+struct MatmulOut {
+  const TensorView* w;
+  std::span<float> y;
+};
+
+/// y_i = x · W_iᵀ for every product: the products of one input (a layer's Q, K and V; the
+/// FFN's gate and up), with the same results as one matmul each. When every W_i is Q4_0
+/// packed at load and n_tokens <= kQ4_0PackedTokens (kernels/cpu/q4_0_packed.h), x is
+/// quantized once and all of them run in one parallel region (one start and one tail instead
+/// of one per matrix); otherwise they run one matmul after the other. Preconditions: those of
+/// matmul for each product, all W_i of x's row length.
+void matmul_fused(std::span<const MatmulOut> products, std::span<const float> x, std::int64_t n_tokens, ThreadPool& pool,
+                  std::int64_t min_parallel_macs = kMinParallelMacs);
+
 /// Scalar single-threaded reference twin of matmul: every row decoded by dequantize_row
 /// (quant/dequantize.h), then a naive triple loop with f64 accumulation (the products of the
 /// stored weights with x exact, their sum in f64), rounded to f32 once. kInt weights with act_bits 8 instead reproduce the
