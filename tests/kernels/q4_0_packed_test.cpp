@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "peregrine/kernels/cpu/gemm_quant.h"
+#include "peregrine/kernels/cpu/matmul.h"
 #include "simd_targets.h"
 #include "weight_fixtures.h"
 
@@ -90,6 +91,39 @@ TEST(Q4_0Packed, RefusesWhatItCannotPack) {
   TensorView flat = rows.view;
   flat.shape = {24 * 64};
   EXPECT_FALSE(q4_0_packable(flat));
+}
+
+// matmul_fused on Q/K/V-like products (2048 → 2048, 256, 256) of packed weights, in one
+// parallel region, gives exactly what matmul gives for each: every row is the same kernel over
+// the same quantized activations, whichever thread takes it.
+TEST(Q4_0Packed, FusedProductsEqualOneMatmulEach) {
+  std::mt19937 rng(24);
+  const std::int64_t in = 2048;
+  std::vector<test::BlockWeights> weights;
+  std::vector<PackedQ4_0> packed;
+  for (std::int64_t out : {2048, 256, 256}) {
+    weights.push_back(test::random_block_weights(DType::kQ4_0, out, in, /*offset=*/0, rng));
+    auto p = pack_q4_0(weights.back().view);
+    ASSERT_TRUE(p) << p.status().message();
+    weights.back().view.packed = p->data.get();
+    packed.push_back(std::move(*p));
+  }
+  ThreadPool pool(2);
+  for (std::int64_t n_tokens : {1, 3, 8, 9}) {  // 9: past the packed GEMV, one matmul each
+    const auto x = test::random_activations(n_tokens, in, rng);
+    std::vector<std::vector<float>> fused, alone;
+    std::vector<MatmulOut> products;
+    for (const auto& w : weights) {
+      fused.emplace_back(static_cast<std::size_t>(n_tokens * w.view.n_rows()), NAN);
+      alone.emplace_back(fused.back().size(), NAN);
+    }
+    for (std::size_t i = 0; i < weights.size(); ++i) products.push_back({&weights[i].view, fused[i]});
+    matmul_fused(products, x, n_tokens, pool, /*min_parallel_macs=*/0);
+    for (std::size_t i = 0; i < weights.size(); ++i) {
+      matmul(weights[i].view, x, n_tokens, alone[i], pool, 0);
+      EXPECT_EQ(fused[i], alone[i]) << "product " << i << " n_tokens=" << n_tokens;
+    }
+  }
 }
 
 }  // namespace

@@ -17,34 +17,37 @@ HWY_BEFORE_NAMESPACE();
 namespace peregrine::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-/// Sum of x[0, n) read as four concurrent streams (one per quarter, like a GEMV reading four
-/// weight rows at once), each prefetched 4 KiB ahead: hardware prefetchers stop at page
-/// boundaries, and one stream per core leaves DRAM bandwidth unused (measured: ~30 vs ~45 GB/s).
-float SumStream(const float* HWY_RESTRICT x, std::size_t n) {
+/// Sum of x[0, n) read as S concurrent streams (one per 1/S of it: S = 1 is one sequential
+/// stream, like a GEMV reading its rows in order; S = 4 like one reading four rows at once),
+/// each with a software prefetch `ahead` bytes in front of it (0: none, the hardware
+/// prefetchers alone).
+template <std::size_t S>
+float SumStreams(const float* HWY_RESTRICT x, std::size_t n, std::size_t ahead) {
   const hn::ScalableTag<float> d;
   const std::size_t N = hn::Lanes(d);
-  const std::size_t q = n / 4 / N * N;  // stream length, whole vectors
-  const float* s0 = x;
-  const float* s1 = x + q;
-  const float* s2 = x + 2 * q;
-  const float* s3 = x + 3 * q;
-  constexpr std::size_t kAhead = 4096 / sizeof(float);
-  auto a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
-  for (std::size_t i = 0; i < q; i += N) {
-    if (i % (64 / sizeof(float)) == 0) {
-      hwy::Prefetch(s0 + i + kAhead);
-      hwy::Prefetch(s1 + i + kAhead);
-      hwy::Prefetch(s2 + i + kAhead);
-      hwy::Prefetch(s3 + i + kAhead);
+  const std::size_t len = n / S / N * N;  // stream length, whole vectors
+  hn::Vec<decltype(d)> acc[S];
+  for (std::size_t s = 0; s < S; ++s) acc[s] = hn::Zero(d);
+  for (std::size_t i = 0; i < len; i += N) {
+    for (std::size_t s = 0; s < S; ++s) {
+      const float* p = x + s * len + i;
+      if (ahead != 0 && i % (64 / sizeof(float)) == 0) hwy::Prefetch(reinterpret_cast<const char*>(p) + ahead);
+      acc[s] = hn::Add(acc[s], hn::Load(d, p));
     }
-    a0 = hn::Add(a0, hn::Load(d, s0 + i));
-    a1 = hn::Add(a1, hn::Load(d, s1 + i));
-    a2 = hn::Add(a2, hn::Load(d, s2 + i));
-    a3 = hn::Add(a3, hn::Load(d, s3 + i));
   }
-  float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
-  for (std::size_t i = 4 * q; i < n; ++i) s += x[i];
-  return s;
+  for (std::size_t s = 1; s < S; ++s) acc[0] = hn::Add(acc[0], acc[s]);
+  float sum = hn::GetLane(hn::SumOfLanes(d, acc[0]));
+  for (std::size_t i = S * len; i < n; ++i) sum += x[i];
+  return sum;
+}
+
+float SumStream(const float* HWY_RESTRICT x, std::size_t n, std::size_t streams, std::size_t ahead) {
+  switch (streams) {
+    case 1: return SumStreams<1>(x, n, ahead);
+    case 2: return SumStreams<2>(x, n, ahead);
+    case 4: return SumStreams<4>(x, n, ahead);
+    default: return SumStreams<8>(x, n, ahead);
+  }
 }
 
 /// `iters` rounds of 12 independent FMA chains (enough to cover FMA latency × pipes on current
@@ -82,6 +85,13 @@ HWY_EXPORT(CompiledTarget);
 
 namespace {
 
+// The ways a decode kernel may read its weights (streams per thread × software prefetch
+// distance): the roofline takes the fastest, so that no kernel reading the same way beats it.
+struct ReadMethod {
+  std::size_t streams, ahead;
+};
+constexpr ReadMethod kReadMethods[] = {{1, 0}, {1, 4096}, {2, 0}, {2, 2048}, {4, 0}, {4, 4096}, {8, 0}, {8, 1024}};
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -97,17 +107,20 @@ double measure_read_bandwidth(ThreadPool& pool, std::size_t bytes, int reps) {
   pool.parallel_for(n_chunks, [&](std::int64_t b, std::int64_t e) {  // first touch, per thread
     std::fill(buf.get() + b * per_chunk, buf.get() + e * per_chunk, 1.0f);
   });
+  const ThreadPool::WarmScope warm(pool);
   double best = 0.0;
   for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(n_chunks, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t c = b; c < e; ++c) {
-        sums[static_cast<std::size_t>(c)] =
-            HWY_DYNAMIC_DISPATCH(SumStream)(buf.get() + c * per_chunk, per_chunk);
-      }
-    });
-    const double bytes_read = static_cast<double>(per_chunk * sizeof(float)) * n_chunks;
-    best = std::max(best, bytes_read / seconds_since(t0) / 1e9);
+    for (const ReadMethod& m : kReadMethods) {
+      const auto t0 = std::chrono::steady_clock::now();
+      pool.parallel_for(n_chunks, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t c = b; c < e; ++c) {
+          sums[static_cast<std::size_t>(c)] =
+              HWY_DYNAMIC_DISPATCH(SumStream)(buf.get() + c * per_chunk, per_chunk, m.streams, m.ahead);
+        }
+      });
+      const double bytes_read = static_cast<double>(per_chunk * sizeof(float)) * n_chunks;
+      best = std::max(best, bytes_read / seconds_since(t0) / 1e9);
+    }
   }
   return best;
 }

@@ -16,10 +16,14 @@ struct Roofline {
   const char* simd_target = "";  // Highway target the measurement ran on, e.g. "AVX3_DL"
 };
 
-/// Best of `reps` passes of a parallel f32 sum over a `bytes`-sized buffer (must be well above
-/// the last-level cache: default 512 MiB). Returns GB/s. Allocates and touches the buffer first.
+/// Read bandwidth as a ceiling: the best of `reps` rounds over several read methods — every
+/// thread sums its share of a `bytes`-sized buffer (well above the last-level cache: default
+/// 512 MiB) as 1, 2, 4 or 8 concurrent streams, with and without software prefetch — so that a
+/// decode kernel reading its weights in any of these ways stays under it. Returns GB/s.
+/// Allocates and touches the buffer first. A shared machine's bandwidth drifts over minutes:
+/// compare figures measured in the same run.
 double measure_read_bandwidth(ThreadPool& pool, std::size_t bytes = std::size_t{512} << 20,
-                              int reps = 5);
+                              int reps = 3);
 
 /// Best of `reps` runs of register-resident independent FMA chains on every pool thread.
 /// Returns GFLOP/s fp32.
