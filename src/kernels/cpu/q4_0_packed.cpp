@@ -1,5 +1,6 @@
 #include "peregrine/kernels/cpu/q4_0_packed.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -67,7 +68,7 @@ using q4_0_packed_detail::Operands;
 #pragma GCC push_options
 #pragma GCC target("avx512vnni")
 
-// 16 rows × RN tokens: per block, the 4 nibble quarters unpack into 8 vpdpbusd operands (values
+// 16 rows × RN (<= 8) tokens: per block, the 4 nibble quarters unpack into 8 vpdpbusd operands (values
 // 4h..4h+3 and 4h+16..4h+19 of every row, rows in lanes), each multiplied by 4 broadcast
 // activation bytes; two int32 chains per token start from the block's -8·Σq_x bias; then one
 // f32 fused multiply-add by d_w (16 lanes) · d_x. The outputs of the 16 rows are one store.
@@ -105,17 +106,32 @@ void GroupVnni(const Operands& op, std::int64_t group) {
   for (int t = 0; t < RN; ++t) _mm512_storeu_ps(op.y + t * op.out + group * 16, acc[t]);
 }
 
+// One group for up to 8 tokens of `op`.
+void GroupTokens(const Operands& op, std::int64_t g) {
+  switch (op.n_tokens) {
+    case 1: return GroupVnni<1>(op, g);
+    case 2: return GroupVnni<2>(op, g);
+    case 3: return GroupVnni<3>(op, g);
+    case 4: return GroupVnni<4>(op, g);
+    case 5: return GroupVnni<5>(op, g);
+    case 6: return GroupVnni<6>(op, g);
+    case 7: return GroupVnni<7>(op, g);
+    default: return GroupVnni<8>(op, g);
+  }
+}
+
+// Each group for all tokens, 8 at a time: the group's weights (16 rows) stay in L1/L2 between
+// the token chunks, so DRAM sees them once.
 void GemvGroups(const Operands& op, std::int64_t g0, std::int64_t g1) {
   for (std::int64_t g = g0; g < g1; ++g) {
-    switch (op.n_tokens) {
-      case 1: GroupVnni<1>(op, g); break;
-      case 2: GroupVnni<2>(op, g); break;
-      case 3: GroupVnni<3>(op, g); break;
-      case 4: GroupVnni<4>(op, g); break;
-      case 5: GroupVnni<5>(op, g); break;
-      case 6: GroupVnni<6>(op, g); break;
-      case 7: GroupVnni<7>(op, g); break;
-      default: GroupVnni<8>(op, g); break;
+    for (std::int64_t t = 0; t < op.n_tokens; t += 8) {
+      Operands chunk = op;
+      chunk.xq += t * op.blocks * 32;
+      chunk.xd += t * op.blocks;
+      chunk.bias += t * op.blocks;
+      chunk.y += t * op.out;
+      chunk.n_tokens = std::min<std::int64_t>(8, op.n_tokens - t);
+      GroupTokens(chunk, g);
     }
   }
 }
