@@ -15,6 +15,7 @@
 #include "peregrine/quant/dequantize.h"
 #include "peregrine/quant/fp16.h"
 #include "simd_targets.h"
+#include "weight_fixtures.h"
 
 namespace peregrine {
 namespace {
@@ -63,12 +64,7 @@ Weights random_weights(DType t, std::int64_t out, std::int64_t in, std::size_t o
   return w;
 }
 
-std::vector<float> random_activations(std::int64_t n_tokens, std::int64_t in, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(static_cast<std::size_t>(n_tokens * in));
-  for (auto& v : x) v = normal(rng);
-  return x;
-}
+using test::random_activations;
 
 // Row lengths: whole super-groups for every format; the 32-value formats also partial ones.
 std::vector<std::int64_t> row_lengths(DType t) {

@@ -26,12 +26,7 @@
 namespace peregrine {
 namespace {
 
-std::vector<float> random_activations(std::int64_t n_tokens, std::int64_t in, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(static_cast<std::size_t>(n_tokens * in));
-  for (auto& v : x) v = normal(rng);
-  return x;
-}
+using test::random_activations;
 
 // Row lengths: 1 and 7 (below a vector), 33, 100 and 300 (off the SIMD widths and the 32-value
 // decode unit), 172 (stories260K's FFN width), 256 (a whole GEMM input block).
