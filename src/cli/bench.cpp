@@ -168,7 +168,7 @@ int run(const BenchArgs& args) {
   if (!file) return report(file.status());
   const std::string name = std::filesystem::path(file->path).filename().string();
   const std::string dtype = dominant_dtype(*file);
-  auto model = LlamaModel::create(std::move(*file));
+  auto model = LlamaModel::create(std::move(*file), weight_placement(args.model));
   if (!model) return report(model.status());
   const Roofline roof = measure_roofline(pool);
   auto result = run_bench(*model, args.params, pool);
@@ -191,6 +191,7 @@ Verb add_bench(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "Measure prefill (pp) and decode (tg) throughput, llama-bench style, against this machine's roofline");
   add_model_options(*cmd, args->model);
+  add_mmap_option(*cmd, args->model);
   add_dtype_option(*cmd, args->model);
   cmd->add_option("-p,--n-prompt", args->params.n_prompt, "Prompt tokens of the pp test (0 = skip)")->capture_default_str();
   cmd->add_option("-n,--n-gen", args->params.n_gen, "Generated tokens of the tg test (0 = skip)")->capture_default_str();

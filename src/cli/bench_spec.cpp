@@ -139,7 +139,7 @@ int run_spec_bench_cli(const ModelOptions& model_options, const SpecBenchArgs& a
   if (!file) return report(file.status());
   auto tokenizer = load_tokenizer(*file, model_options.tokenizer);
   if (!tokenizer) return report(tokenizer.status());
-  auto model = LlamaModel::create(std::move(*file));
+  auto model = LlamaModel::create(std::move(*file), weight_placement(model_options));
   if (!model) return report(model.status());
   auto tasks = make_tasks(a, **tokenizer);
   if (!tasks) return report(tasks.status());

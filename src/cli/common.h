@@ -10,6 +10,7 @@
 #include "peregrine/core/status.h"
 #include "peregrine/core/thread_pool.h"
 #include "peregrine/formats/model_file.h"
+#include "peregrine/model/llama_model.h"
 #include "peregrine/tokenizer/tokenizer.h"
 
 namespace peregrine::cli {
@@ -19,12 +20,17 @@ struct ModelOptions {
   std::string model;      // empty = the bundled stories260K
   std::string tokenizer;  // override
   std::string dtype;      // empty = as stored; else one of convert_target_dtypes(), converted on load
+  bool mmap = false;      // --mmap: weights read in place (WeightPlacement::kInPlace)
 };
 
 /// Adds -m/--model and --tokenizer to `cmd`.
 void add_model_options(CLI::App& cmd, ModelOptions& o);
 /// Adds --dtype (weight conversion on load) to `cmd`.
 void add_dtype_option(CLI::App& cmd, ModelOptions& o);
+/// Adds --mmap (weights read in place rather than copied into huge pages) to `cmd`.
+void add_mmap_option(CLI::App& cmd, ModelOptions& o);
+/// The WeightPlacement of LlamaModel::create that `o` asks for.
+WeightPlacement weight_placement(const ModelOptions& o);
 
 /// The bundled default model: models/stories260K/stories260K.bin next to the executable's
 /// repository (build/bin/../../models), else the source tree it was built from.

@@ -89,7 +89,7 @@ int run_ppl(const EvalArgs& a, Loaded& in, ThreadPool& pool) {
   const std::string& name = in.name;
   auto tok = load_tokenizer(in.file, a.model.tokenizer);
   if (!tok) return report(tok.status());
-  auto model = LlamaModel::create(std::move(in.file));
+  auto model = LlamaModel::create(std::move(in.file), weight_placement(a.model));
   if (!model) return report(model.status());
   const auto tokens = text_tokens(**tok, in.text, a.max_tokens);
   const EvalWindowOptions o = window_options(a, model->config().max_seq_len, in.kv_type);
@@ -116,9 +116,9 @@ int run_kld(const EvalArgs& a, Loaded& in, ThreadPool& pool) {
   const std::string ref_name = file_name(ref_file->path);
   auto tok = load_tokenizer(*ref_file, a.model.tokenizer);  // --tokenizer overrides the reference's
   if (!tok) return report(tok.status());
-  auto ref = LlamaModel::create(std::move(*ref_file));
+  auto ref = LlamaModel::create(std::move(*ref_file), weight_placement(a.model));
   if (!ref) return report(ref.status());
-  auto model = LlamaModel::create(std::move(in.file));
+  auto model = LlamaModel::create(std::move(in.file), weight_placement(a.model));
   if (!model) return report(model.status());
   const auto tokens = text_tokens(**tok, in.text, a.max_tokens);
   const std::int64_t model_ctx = std::min(model->config().max_seq_len, ref->config().max_seq_len);
@@ -146,6 +146,7 @@ int run_kld(const EvalArgs& a, Loaded& in, ThreadPool& pool) {
 
 void add_common_options(CLI::App& cmd, EvalArgs& a) {
   add_model_options(cmd, a.model);
+  add_mmap_option(cmd, a.model);
   add_dtype_option(cmd, a.model);
   cmd.add_option("-f,--file", a.text_file, "Text to evaluate on (tokenized as one text)")->required();
   cmd.add_option("--ctx", a.ctx, "Tokens per window (0 = the model's context)")->capture_default_str();

@@ -77,7 +77,7 @@ int run(const GenerateArgs& args) {
   if (!file) return report(file.status());
   auto tokenizer = load_tokenizer(*file, args.model.tokenizer);
   if (!tokenizer) return report(tokenizer.status());
-  auto model = LlamaModel::create(std::move(*file));
+  auto model = LlamaModel::create(std::move(*file), weight_placement(args.model));
   if (!model) return report(model.status());
   auto spec = spec_params(args.spec);
   if (!spec) return report(spec.status());
@@ -124,6 +124,7 @@ Verb add_generate(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt");
   add_model_options(*cmd, args->model);
+  add_mmap_option(*cmd, args->model);
   add_dtype_option(*cmd, args->model);
   auto* p = cmd->add_option("-p,--prompt", args->prompt, "Prompt text")->capture_default_str();
   auto* f = cmd->add_option("-f,--file", args->prompt_file, "Read the prompt from a file");

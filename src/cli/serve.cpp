@@ -145,7 +145,7 @@ int run(const ServeArgs& args) {
   if (!tokenizer) return report(tokenizer.status());
   auto chat_template = chat_template_for(args, *file);
   if (!chat_template) return report(chat_template.status());
-  auto model = LlamaModel::create(std::move(*file));
+  auto model = LlamaModel::create(std::move(*file), weight_placement(args.model));
   if (!model) return report(model.status());
   auto options = engine_options(args, model->config());
   if (!options) return report(options.status());
@@ -192,6 +192,7 @@ Verb add_serve(CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (continuous batching, paged KV cache)");
   add_model_options(*cmd, args->model);
+  add_mmap_option(*cmd, args->model);
   add_dtype_option(*cmd, args->model);
   cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", args->port, "Port (0 = any free port, printed when listening)")->capture_default_str();

@@ -9,7 +9,7 @@ namespace {
 
 Expected<std::unique_ptr<LlamaModel>> load(const ModelOptions& o, ThreadPool& pool) {
   PEREGRINE_ASSIGN_OR_RETURN(ModelFile file, open_model(o, &pool));
-  PEREGRINE_ASSIGN_OR_RETURN(LlamaModel model, LlamaModel::create(std::move(file)));
+  PEREGRINE_ASSIGN_OR_RETURN(LlamaModel model, LlamaModel::create(std::move(file), weight_placement(o)));
   return std::make_unique<LlamaModel>(std::move(model));
 }
 

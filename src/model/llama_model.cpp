@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "peregrine/kernels/cpu/attention.h"
@@ -92,7 +93,7 @@ struct LlamaModel::Scratch {
   }
 };
 
-Expected<LlamaModel> LlamaModel::create(ModelFile file) {
+Expected<LlamaModel> LlamaModel::create(ModelFile file, WeightPlacement placement) {
   PEREGRINE_RETURN_IF_ERROR(validate_llama_tensors(file));
   LlamaModel m(std::move(file));
   const ModelFile& f = m.file_;
@@ -111,7 +112,7 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file) {
       add_norm_offset(*norm, f.config.norm_weight_offset);
     }
   }
-  PEREGRINE_RETURN_IF_ERROR(m.pack_weights());
+  PEREGRINE_RETURN_IF_ERROR(m.place_weights(placement));
   m.output_norm_ = to_f32(*f.find("output_norm.weight"));
   add_norm_offset(m.output_norm_, f.config.norm_weight_offset);
   const TensorView* rope_freqs = f.find("rope_freqs.weight");
@@ -138,13 +139,28 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file) {
   return m;
 }
 
-Status LlamaModel::pack_weights() {
-  if (!q4_0_packed_gemv_available()) return Status::ok();
+Status LlamaModel::place_weights(WeightPlacement placement) {
+  const bool pack = q4_0_packed_gemv_available();
+  const auto placed = [&](const std::string& name, const TensorView& t) {
+    const bool matrix = t.shape.size() >= 2 && (name != "token_embd.weight" || file_.config.tied_embeddings);
+    return matrix && ((pack && q4_0_packable(t)) || placement == WeightPlacement::kHugePages);
+  };
+  const auto aligned = [](std::size_t n) { return (n + 63) / 64 * 64; };
+  std::size_t total = 0;
+  for (const auto& [name, t] : file_.tensors) total += placed(name, t) ? aligned(t.nbytes) : 0;
+  PEREGRINE_ASSIGN_OR_RETURN(weights_, HugePageBuffer::allocate(total));
+  std::size_t offset = 0;
   for (auto& [name, t] : file_.tensors) {
-    if (!q4_0_packable(t) || (name == "token_embd.weight" && !file_.config.tied_embeddings)) continue;
-    PEREGRINE_ASSIGN_OR_RETURN(PackedQ4_0 p, pack_q4_0(t));
-    t.packed = p.data.get();
-    packed_.push_back(std::move(p));
+    if (!placed(name, t)) continue;
+    const std::span<std::uint8_t> dst = weights_.bytes().subspan(offset, t.nbytes);
+    if (pack && q4_0_packable(t)) {
+      PEREGRINE_RETURN_IF_ERROR(pack_q4_0(t, dst));
+      t.packed = dst.data();
+    } else {
+      std::memcpy(dst.data(), t.data, t.nbytes);
+      t.data = dst.data();
+    }
+    offset += aligned(t.nbytes);
   }
   return Status::ok();
 }

@@ -135,7 +135,7 @@ struct Pipeline {
 
   // Layers' statistics on the current working copy.
   Expected<std::vector<LayerStats>> stats(std::int64_t first, std::int64_t last, bool hessian) {
-    PEREGRINE_ASSIGN_OR_RETURN(auto model, LlamaModel::create(fm.view()));
+    PEREGRINE_ASSIGN_OR_RETURN(auto model, LlamaModel::create(fm.view(), WeightPlacement::kInPlace));
     return calibrate(model, first, last, chunks, {hessian, 512}, pool);
   }
 

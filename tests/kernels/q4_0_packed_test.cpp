@@ -23,6 +23,14 @@ struct Shape {
 // Odd block counts (33·32, 257·32) as well as the tinyllama row lengths.
 constexpr Shape kShapes[] = {{16, 32}, {32, 96}, {48, 2048}, {16, 33 * 32}, {64, 5632}, {16, 257 * 32}};
 
+// `w` packed into a buffer of its own.
+std::vector<std::uint8_t> packed_copy(const TensorView& w) {
+  std::vector<std::uint8_t> dst(w.nbytes);
+  const Status st = pack_q4_0(w, dst);
+  EXPECT_TRUE(st) << st.message();
+  return dst;
+}
+
 QuantizedActivations quantized(std::int64_t n_tokens, std::int64_t in, std::mt19937& rng) {
   QuantizedActivations xq;
   quantize_activations_reference(test::random_activations(n_tokens, in, rng), n_tokens, in, xq);
@@ -33,14 +41,12 @@ TEST(Q4_0Packed, TwinOverThePackedLayoutEqualsTheRowMajorReference) {
   std::mt19937 rng(21);
   for (Shape s : kShapes) {
     const test::BlockWeights w = test::random_block_weights(DType::kQ4_0, s.out, s.in, /*offset=*/5, rng);
-    auto packed = pack_q4_0(w.view);
-    ASSERT_TRUE(packed) << packed.status().message();
-    EXPECT_EQ(packed->nbytes, w.view.nbytes);
+    const std::vector<std::uint8_t> packed = packed_copy(w.view);
     for (std::int64_t n_tokens = 1; n_tokens <= kQ4_0PackedTokens; ++n_tokens) {
       const QuantizedActivations xq = quantized(n_tokens, s.in, rng);
       std::vector<float> expected(static_cast<std::size_t>(n_tokens * s.out)), got(expected.size());
       gemm_quant_reference(w.view, xq, expected);
-      gemv_q4_0_packed_reference(packed->data.get(), s.out, xq, got);
+      gemv_q4_0_packed_reference(packed.data(), s.out, xq, got);
       EXPECT_EQ(got, expected) << s.out << "x" << s.in << " n_tokens=" << n_tokens;
     }
   }
@@ -53,18 +59,17 @@ TEST(Q4_0Packed, GemvMatchesTheTwinUpToRounding) {
   std::mt19937 rng(22);
   for (Shape s : kShapes) {
     const test::BlockWeights w = test::random_block_weights(DType::kQ4_0, s.out, s.in, /*offset=*/0, rng);
-    auto packed = pack_q4_0(w.view);
-    ASSERT_TRUE(packed) << packed.status().message();
+    const std::vector<std::uint8_t> packed = packed_copy(w.view);
     const double bound = 2.0 * test::f32_gamma(static_cast<double>(s.in / 32 + 2));
     for (std::int64_t n_tokens = 1; n_tokens <= kQ4_0PackedTokens; ++n_tokens) {
       const QuantizedActivations xq = quantized(n_tokens, s.in, rng);
       std::vector<float> ref(static_cast<std::size_t>(n_tokens * s.out));
-      gemv_q4_0_packed_reference(packed->data.get(), s.out, xq, ref);
+      gemv_q4_0_packed_reference(packed.data(), s.out, xq, ref);
       test::for_each_simd_target([&] {
         for (int threads : {1, 3}) {
           ThreadPool pool(threads);
           std::vector<float> y(ref.size(), NAN);
-          const PackedProduct product{packed->data.get(), s.out, y};
+          const PackedProduct product{packed.data(), s.out, y};
           gemv_q4_0_packed({&product, 1}, xq, pool, /*min_parallel_macs=*/0);
           for (std::int64_t t = 0; t < n_tokens; ++t) {
             for (std::int64_t o = 0; o < s.out; ++o) {
@@ -86,8 +91,12 @@ TEST(Q4_0Packed, RefusesWhatItCannotPack) {
   const test::BlockWeights rows = test::random_block_weights(DType::kQ4_0, 24, 64, 0, rng);  // not whole groups
   for (const TensorView* w : {&q8.view, &rows.view}) {
     EXPECT_FALSE(q4_0_packable(*w));
-    EXPECT_EQ(pack_q4_0(*w).status().code(), ErrorCode::kInvalidArgument);
+    std::vector<std::uint8_t> dst(w->nbytes);
+    EXPECT_EQ(pack_q4_0(*w, dst).code(), ErrorCode::kInvalidArgument);
   }
+  const test::BlockWeights ok = test::random_block_weights(DType::kQ4_0, 16, 64, 0, rng);
+  std::vector<std::uint8_t> short_dst(ok.view.nbytes - 1);
+  EXPECT_EQ(pack_q4_0(ok.view, short_dst).code(), ErrorCode::kInvalidArgument);
   TensorView flat = rows.view;
   flat.shape = {24 * 64};
   EXPECT_FALSE(q4_0_packable(flat));
@@ -100,13 +109,11 @@ TEST(Q4_0Packed, FusedProductsEqualOneMatmulEach) {
   std::mt19937 rng(24);
   const std::int64_t in = 2048;
   std::vector<test::BlockWeights> weights;
-  std::vector<PackedQ4_0> packed;
+  std::vector<std::vector<std::uint8_t>> packed;
   for (std::int64_t out : {2048, 256, 256}) {
     weights.push_back(test::random_block_weights(DType::kQ4_0, out, in, /*offset=*/0, rng));
-    auto p = pack_q4_0(weights.back().view);
-    ASSERT_TRUE(p) << p.status().message();
-    weights.back().view.packed = p->data.get();
-    packed.push_back(std::move(*p));
+    packed.push_back(packed_copy(weights.back().view));
+    weights.back().view.packed = packed.back().data();
   }
   ThreadPool pool(2);
   for (std::int64_t n_tokens : {1, 3, 8, 9}) {  // 9: past the packed GEMV, one matmul each

@@ -1,4 +1,5 @@
-// Read-only memory-mapped files (model weights are used in place, never copied on load).
+// Read-only memory-mapped files: model files are parsed and validated in place (LlamaModel then
+// copies the weight matrices into huge pages unless --mmap asks it to read them here).
 #pragma once
 
 #include <cstddef>

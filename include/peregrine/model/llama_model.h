@@ -26,22 +26,34 @@
 #include "peregrine/model/forward_counters.h"
 #include "peregrine/model/forward_profile.h"
 #include "peregrine/kernels/cpu/matmul.h"
-#include "peregrine/kernels/cpu/q4_0_packed.h"
+#include "peregrine/core/huge_page_buffer.h"
 #include "peregrine/model/moe_ffn.h"
 
 namespace peregrine {
 
+/// Where LlamaModel::create keeps the weight matrices the forward streams.
+enum class WeightPlacement {
+  /// Copied once into one HugePageBuffer (2 MiB transparent huge pages): decode reads them
+  /// with a TLB miss per 2 MiB instead of per 4 KiB (the default; costs their bytes in
+  /// anonymous memory and a copy at load, ~0.2 s per GB).
+  kHugePages,
+  /// Read in place from the ModelFile's storage (the file mapping: pages shared with the page
+  /// cache, reclaimable, faulted in on first use), as `--mmap` asks.
+  kInPlace,
+};
+
 class LlamaModel {
  public:
-  /// Takes ownership of a validated ModelFile. Weights stay in their stored dtype in the
-  /// mapping (matmul decodes rows on the fly); norm weights are converted to f32.
+  /// Takes ownership of a validated ModelFile. Weights stay in their stored dtype (matmul
+  /// decodes rows on the fly), placed as `placement` says; norm weights are converted to f32.
   /// RoPE: scaled by the file's rope_freqs.weight divisors when it has one (llama.cpp's Llama
   /// 3.1+ GGUFs), else by config().rope_scaling (formats/rope_scaling.h; YaRN's and LongRoPE's
   /// attention factor m, which multiplies cos and sin, is applied as m² on the attention
   /// scores).
   /// Errors: those of validate_llama_tensors; kCorruptFile (a rope_freqs.weight divisor that is
   /// not positive and finite).
-  static Expected<LlamaModel> create(ModelFile file);
+  /// kResourceExhausted when the weights' huge-page buffer cannot be mapped.
+  static Expected<LlamaModel> create(ModelFile file, WeightPlacement placement = WeightPlacement::kHugePages);
 
   // Layers hold pointers into file_.tensors: movable (std::map nodes keep their addresses),
   // not copyable.
@@ -110,11 +122,12 @@ class LlamaModel {
   struct BatchLayout;
 
   explicit LlamaModel(ModelFile file) : file_(std::move(file)) {}
-  // Q4_0 matrices repacked 16 rows in lanes for the decode GEMV when the CPU has its kernel
-  // (kernels/cpu/q4_0_packed.h; llama.cpp's CPU repack): every 2-D Q4_0 tensor the forward
-  // multiplies (not an untied embedding, which is only looked up). Costs a copy of those
-  // weights in memory; the mapped file pages stay clean and reclaimable.
-  Status pack_weights();
+  // Fills weights_ with every matrix the forward multiplies (not an untied embedding, which
+  // is only looked up): a Q4_0 matrix repacked 16 rows in lanes for the decode GEMV when the
+  // CPU has its kernel (kernels/cpu/q4_0_packed.h; llama.cpp's CPU repack), its view's
+  // `packed` pointing there (`data`, the stored layout the prefill GEMM reads, stays in the
+  // file); under kHugePages every other matrix copied, its view's `data` pointing there.
+  Status place_weights(WeightPlacement placement);
   Status validate(const Batch& batch, const KvCache& cache) const;
   static BatchLayout layout(const Batch& batch);
   // Length-dependent RoPE scaling (formats/rope_scaling.h): each run's divisors from its
@@ -148,7 +161,7 @@ class LlamaModel {
   const TensorView* output_ = nullptr;  // token_embd_ when tied
   std::unique_ptr<ForwardCounters> counters_;
   std::unique_ptr<ForwardProfile> profile_;
-  std::vector<PackedQ4_0> packed_;  // owns the buffers file_.tensors[...].packed point to
+  HugePageBuffer weights_;  // what file_.tensors[...].packed (and under kHugePages .data) point into
   float attention_scale_ = 0.0f;  // AttentionShape::scale: config().attn_scale (0: 1/sqrt(head_dim)),
                                   // times YaRN's / LongRoPE's attention factor squared
 };

@@ -176,8 +176,6 @@ Operands operands(const std::uint8_t* packed, std::int64_t out, const QuantizedA
 
 }  // namespace
 
-void PackedQ4_0::Free::operator()(std::uint8_t* p) const { std::free(p); }
-
 bool q4_0_packed_gemv_available() { return HWY_DYNAMIC_DISPATCH(HasVnniKernel)(); }
 
 bool q4_0_packable(const TensorView& w) {
@@ -187,19 +185,19 @@ bool q4_0_packable(const TensorView& w) {
          w.nbytes == static_cast<std::size_t>(out * (in / 32)) * kBlockBytes;
 }
 
-Expected<PackedQ4_0> pack_q4_0(const TensorView& w) {
+Status pack_q4_0(const TensorView& w, std::span<std::uint8_t> dst) {
   if (!q4_0_packable(w)) {
     return invalid_argument("pack_q4_0: " + w.name + " is not a 2-D Q4_0 matrix of whole 16-row groups");
   }
+  if (dst.size() < w.nbytes) {
+    return invalid_argument("pack_q4_0: " + std::to_string(dst.size()) + " bytes cannot hold the " +
+                            std::to_string(w.nbytes) + " of " + w.name);
+  }
   const std::int64_t out = w.shape[0], blocks = w.shape[1] / 32;
-  PackedQ4_0 p;
-  p.nbytes = w.nbytes;
-  p.data.reset(static_cast<std::uint8_t*>(std::aligned_alloc(64, (w.nbytes + 63) / 64 * 64)));
-  if (!p.data) return resource_exhausted("pack_q4_0: cannot allocate " + std::to_string(w.nbytes) + " bytes for " + w.name);
   const auto* src = static_cast<const std::uint8_t*>(w.data);
   const std::size_t row_bytes = static_cast<std::size_t>(blocks) * kBlockBytes;
   for (std::int64_t g = 0; g < out / kQ4_0PackRows; ++g) {
-    std::uint8_t* nib = p.data.get() + static_cast<std::size_t>(g) * 16 * row_bytes;
+    std::uint8_t* nib = dst.data() + static_cast<std::size_t>(g) * 16 * row_bytes;
     std::uint8_t* scales = nib + q4_0_packed_detail::kNibbleBytes;
     for (int e = 0; e < 16; ++e) {
       const std::uint8_t* row = src + static_cast<std::size_t>(g * 16 + e) * row_bytes;
@@ -215,7 +213,7 @@ Expected<PackedQ4_0> pack_q4_0(const TensorView& w) {
       }
     }
   }
-  return p;
+  return Status::ok();
 }
 
 void gemv_q4_0_packed(std::span<const PackedProduct> products, const QuantizedActivations& xq, ThreadPool& pool,

@@ -1,5 +1,7 @@
 #include "peregrine/kernels/cpu/roofline.h"
 
+#include "peregrine/core/huge_page_buffer.h"
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/roofline.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -100,12 +102,14 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 double measure_read_bandwidth(ThreadPool& pool, std::size_t bytes, int reps) {
   const std::size_t n = bytes / sizeof(float);
-  auto buf = hwy::AllocateAligned<float>(n);
+  auto pages = HugePageBuffer::allocate(n * sizeof(float));  // where LlamaModel keeps the weights
+  if (!pages) return 0.0;
+  auto* const data = reinterpret_cast<float*>(pages->data());
   const std::int64_t n_chunks = pool.n_threads();
   const std::size_t per_chunk = n / static_cast<std::size_t>(n_chunks) / 64 * 64;
   std::vector<float> sums(static_cast<std::size_t>(n_chunks));
   pool.parallel_for(n_chunks, [&](std::int64_t b, std::int64_t e) {  // first touch, per thread
-    std::fill(buf.get() + b * per_chunk, buf.get() + e * per_chunk, 1.0f);
+    std::fill(data + b * per_chunk, data + e * per_chunk, 1.0f);
   });
   const ThreadPool::WarmScope warm(pool);
   double best = 0.0;
@@ -115,7 +119,7 @@ double measure_read_bandwidth(ThreadPool& pool, std::size_t bytes, int reps) {
       pool.parallel_for(n_chunks, [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t c = b; c < e; ++c) {
           sums[static_cast<std::size_t>(c)] =
-              HWY_DYNAMIC_DISPATCH(SumStream)(buf.get() + c * per_chunk, per_chunk, m.streams, m.ahead);
+              HWY_DYNAMIC_DISPATCH(SumStream)(data + c * per_chunk, per_chunk, m.streams, m.ahead);
         }
       });
       const double bytes_read = static_cast<double>(per_chunk * sizeof(float)) * n_chunks;

@@ -18,7 +18,6 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <span>
 
 #include "peregrine/core/status.h"
@@ -31,15 +30,6 @@ namespace peregrine {
 /// Rows per interleaved group.
 inline constexpr std::int64_t kQ4_0PackRows = 16;
 
-/// An owned, 64-byte aligned buffer of packed weights.
-struct PackedQ4_0 {
-  struct Free {
-    void operator()(std::uint8_t* p) const;
-  };
-  std::unique_ptr<std::uint8_t[], Free> data;
-  std::size_t nbytes = 0;
-};
-
 /// Whether this CPU runs the packed GEMV's SIMD kernel (AVX-512 VNNI); without it packing
 /// would only cost memory, so the model does not pack.
 bool q4_0_packed_gemv_available();
@@ -48,10 +38,11 @@ bool q4_0_packed_gemv_available();
 /// a multiple of 32, nbytes matching.
 bool q4_0_packable(const TensorView& w);
 
-/// Repacks `w` ([out, in] Q4_0, q4_0_packable) into the layout above. Errors:
-/// kInvalidArgument when !q4_0_packable(w), kResourceExhausted when the buffer cannot be
-/// allocated.
-Expected<PackedQ4_0> pack_q4_0(const TensorView& w);
+/// Repacks `w` ([out, in] Q4_0, q4_0_packable) into the layout above, in the first w.nbytes
+/// bytes of `dst` (the layout holds the same bytes; LlamaModel packs into one
+/// HugePageBuffer). Errors: kInvalidArgument when !q4_0_packable(w) or dst is shorter than
+/// w.nbytes.
+Status pack_q4_0(const TensorView& w, std::span<std::uint8_t> dst);
 
 /// Token rows the packed GEMV takes (more go through gemm_quant's prefill GEMM): it unpacks a
 /// block for 8 tokens at a time, each 16-row group staying in cache for the next 8, where the

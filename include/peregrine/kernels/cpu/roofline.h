@@ -19,8 +19,10 @@ struct Roofline {
 /// Read bandwidth as a ceiling: the best of `reps` rounds over several read methods — every
 /// thread sums its share of a `bytes`-sized buffer (well above the last-level cache: default
 /// 512 MiB) as 1, 2, 4 or 8 concurrent streams, with and without software prefetch — so that a
-/// decode kernel reading its weights in any of these ways stays under it. Returns GB/s.
-/// Allocates and touches the buffer first. A shared machine's bandwidth drifts over minutes:
+/// decode kernel reading its weights in any of these ways stays under it. The buffer is a
+/// HugePageBuffer, as the model's weights are (2 MiB pages read faster than 4 KiB ones, which
+/// the file mapping of an engine reading in place mostly has). Returns GB/s, 0 when the
+/// buffer cannot be mapped. Allocates and touches the buffer first. A shared machine's bandwidth drifts over minutes:
 /// compare figures measured in the same run.
 double measure_read_bandwidth(ThreadPool& pool, std::size_t bytes = std::size_t{512} << 20,
                               int reps = 3);

@@ -1,0 +1,51 @@
+// LlamaModel's WeightPlacement: the weight matrices copied into huge pages (and Q4_0 packed
+// there) or read in place give bit-identical logits (the same bytes through the same
+// kernels), for stories260K as stored (f32) and converted on load to q8_0 and q4_0, on a
+// prompt forward and the decode steps after it.
+#include <gtest/gtest.h>
+
+#include "peregrine/model/llama_model.h"
+#include "peregrine/quant/convert_model.h"
+#include "formats/test_files.h"
+#include "test_models.h"
+
+namespace peregrine {
+namespace {
+
+// Logits of a 6-token prompt forward, then of 4 decode steps, in one vector.
+std::vector<float> logits_of(DType dtype, WeightPlacement placement, ThreadPool& pool) {
+  auto file = load_model_file(test::shared_dir() + "/models/stories260K/stories260K.bin");
+  EXPECT_TRUE(file) << file.status().message();
+  if (dtype != DType::kF32) {
+    EXPECT_TRUE(convert_model_weights(*file, dtype, &pool));
+  }
+  auto model = LlamaModel::create(std::move(*file), placement);
+  EXPECT_TRUE(model) << model.status().message();
+  const std::vector<std::int32_t> tokens = {1, 403, 407, 261, 378, 280, 300, 310, 320, 330};
+  KvCache cache = test::make_kv_cache(model->config(), static_cast<std::int64_t>(tokens.size()));
+  std::vector<float> all, logits;
+  Batch batch;
+  for (std::int32_t i = 0; i < 6; ++i) batch.add(tokens[i], i, 0, true);
+  EXPECT_TRUE(model->forward(batch, cache, logits, pool));
+  all = logits;
+  for (std::int32_t i = 6; i < static_cast<std::int32_t>(tokens.size()); ++i) {
+    batch.clear();
+    batch.add(tokens[i], i, 0, true);
+    EXPECT_TRUE(model->forward(batch, cache, logits, pool));
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  return all;
+}
+
+TEST(WeightPlacement, HugePagesAndInPlaceGiveTheSameLogits) {
+  ThreadPool pool(2);
+  for (DType dtype : {DType::kF32, DType::kQ8_0, DType::kQ4_0}) {
+    const std::vector<float> huge = logits_of(dtype, WeightPlacement::kHugePages, pool);
+    const std::vector<float> in_place = logits_of(dtype, WeightPlacement::kInPlace, pool);
+    ASSERT_FALSE(huge.empty());
+    EXPECT_EQ(huge, in_place) << dtype_name(dtype);
+  }
+}
+
+}  // namespace
+}  // namespace peregrine
