@@ -373,7 +373,7 @@ void LlamaModel::add_residual(std::vector<float>& block_out, const std::vector<f
 void LlamaModel::qkv_projection(const Layer& layer, Scratch& s, ThreadPool& pool) const {
   const ForwardOpTimer timed = timer(ForwardOp::kQkvProjection);
   const std::int64_t n = s.n;
-  linear_fused({{{layer.wq, s.q}, {layer.wk, s.k}, {layer.wv, s.v}}}, s.xb, n, pool);
+  linear_fused({{{layer.wq, s.xb, s.q}, {layer.wk, s.xb, s.k}, {layer.wv, s.xb, s.v}}}, n, pool);
   add_bias(s.q, n, layer.bq);
   add_bias(s.k, n, layer.bk);
   add_bias(s.v, n, layer.bv);
@@ -452,7 +452,7 @@ void LlamaModel::dense_ffn(const Layer& layer, std::int64_t l, Scratch& s, Threa
   const ModelConfig& c = config();
   {
     const ForwardOpTimer timed = timer(ForwardOp::kFfnGateUp);
-    linear_fused({{{layer.w_gate, s.gate}, {layer.w_up, s.up}}}, s.xb, s.n, pool);
+    linear_fused({{{layer.w_gate, s.xb, s.gate}, {layer.w_up, s.xb, s.up}}}, s.n, pool);
   }
   {
     const ForwardOpTimer timed = timer(ForwardOp::kActivation);
@@ -470,10 +470,9 @@ void LlamaModel::linear(const TensorView& w, std::span<const float> x, std::int6
   counters_->add_weight_bytes(w.nbytes);
 }
 
-void LlamaModel::linear_fused(std::span<const MatmulOut> products, std::span<const float> x, std::int64_t n,
-                              ThreadPool& pool) const {
-  matmul_fused(products, x, n, pool);
-  for (const MatmulOut& p : products) counters_->add_weight_bytes(p.w->nbytes);
+void LlamaModel::linear_fused(std::span<const MatmulProduct> products, std::int64_t n, ThreadPool& pool) const {
+  matmul_fused(products, n, pool);
+  for (const MatmulProduct& p : products) counters_->add_weight_bytes(p.w->nbytes);
 }
 
 void LlamaModel::lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits,

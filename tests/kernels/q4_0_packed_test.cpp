@@ -69,8 +69,8 @@ TEST(Q4_0Packed, GemvMatchesTheTwinUpToRounding) {
         for (int threads : {1, 3}) {
           ThreadPool pool(threads);
           std::vector<float> y(ref.size(), NAN);
-          const PackedProduct product{packed.data(), s.out, y};
-          gemv_q4_0_packed({&product, 1}, xq, pool, /*min_parallel_macs=*/0);
+          const PackedProduct product{packed.data(), s.out, &xq, y};
+          gemv_q4_0_packed({&product, 1}, pool, /*min_parallel_macs=*/0);
           for (std::int64_t t = 0; t < n_tokens; ++t) {
             for (std::int64_t o = 0; o < s.out; ++o) {
               const auto i = static_cast<std::size_t>(t * s.out + o);
@@ -102,32 +102,38 @@ TEST(Q4_0Packed, RefusesWhatItCannotPack) {
   EXPECT_FALSE(q4_0_packable(flat));
 }
 
-// matmul_fused on Q/K/V-like products (2048 → 2048, 256, 256) of packed weights, in one
-// parallel region, gives exactly what matmul gives for each: every row is the same kernel over
-// the same quantized activations, whichever thread takes it.
+// matmul_fused on Q/K/V-like products (2048 → 2048, 256, 256) of one input plus a down-like
+// product (5632 → 2048) of another, all packed, in one parallel region, gives exactly what
+// matmul gives for each: every row is the same kernel over the same quantized activations,
+// whichever thread takes it.
 TEST(Q4_0Packed, FusedProductsEqualOneMatmulEach) {
   std::mt19937 rng(24);
-  const std::int64_t in = 2048;
+  struct Shape {
+    std::int64_t out, in;
+  };
+  const Shape shapes[] = {{2048, 2048}, {256, 2048}, {256, 2048}, {2048, 5632}};
   std::vector<test::BlockWeights> weights;
   std::vector<std::vector<std::uint8_t>> packed;
-  for (std::int64_t out : {2048, 256, 256}) {
-    weights.push_back(test::random_block_weights(DType::kQ4_0, out, in, /*offset=*/0, rng));
+  for (Shape s : shapes) {
+    weights.push_back(test::random_block_weights(DType::kQ4_0, s.out, s.in, /*offset=*/0, rng));
     packed.push_back(packed_copy(weights.back().view));
     weights.back().view.packed = packed.back().data();
   }
   ThreadPool pool(2);
-  for (std::int64_t n_tokens : {1, 3, 8, 9}) {  // 9: past the packed GEMV, one matmul each
-    const auto x = test::random_activations(n_tokens, in, rng);
+  for (std::int64_t n_tokens : {1, 3, 8, 9, 33}) {  // 33: past the packed GEMV, one matmul each
+    const auto x = test::random_activations(n_tokens, 2048, rng), x_down = test::random_activations(n_tokens, 5632, rng);
     std::vector<std::vector<float>> fused, alone;
-    std::vector<MatmulOut> products;
+    std::vector<MatmulProduct> products;
     for (const auto& w : weights) {
       fused.emplace_back(static_cast<std::size_t>(n_tokens * w.view.n_rows()), NAN);
       alone.emplace_back(fused.back().size(), NAN);
     }
-    for (std::size_t i = 0; i < weights.size(); ++i) products.push_back({&weights[i].view, fused[i]});
-    matmul_fused(products, x, n_tokens, pool, /*min_parallel_macs=*/0);
     for (std::size_t i = 0; i < weights.size(); ++i) {
-      matmul(weights[i].view, x, n_tokens, alone[i], pool, 0);
+      products.push_back({&weights[i].view, weights[i].view.row_length() == 2048 ? std::span<const float>(x) : x_down, fused[i]});
+    }
+    matmul_fused(products, n_tokens, pool, /*min_parallel_macs=*/0);
+    for (std::size_t i = 0; i < weights.size(); ++i) {
+      matmul(weights[i].view, products[i].x, n_tokens, alone[i], pool, 0);
       EXPECT_EQ(fused[i], alone[i]) << "product " << i << " n_tokens=" << n_tokens;
     }
   }

@@ -147,8 +147,8 @@ class LlamaModel {
   void dense_ffn(const Layer& layer, std::int64_t l, Scratch& s, ThreadPool& pool) const;
   // matmul, counted in counters_.
   void linear(const TensorView& w, std::span<const float> x, std::int64_t n, std::span<float> y, ThreadPool& pool) const;
-  // Several products of one input x (kernels/cpu/matmul.h matmul_fused), each counted.
-  void linear_fused(std::span<const MatmulOut> products, std::span<const float> x, std::int64_t n, ThreadPool& pool) const;
+  // Several products in one parallel region (kernels/cpu/matmul.h matmul_fused), each counted.
+  void linear_fused(std::span<const MatmulProduct> products, std::int64_t n, ThreadPool& pool) const;
   void lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits, ThreadPool& pool) const;
   ForwardOpTimer timer(ForwardOp op) const { return ForwardOpTimer(*profile_, op, *counters_); }
 

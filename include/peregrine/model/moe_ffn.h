@@ -49,7 +49,8 @@ void route_top_k(std::span<const float> logits, std::int64_t n, std::int64_t n_e
 /// out[t, :] = Σ_j weight_tj · FFN_{expert_tj}(x[t, :]) (+ sigmoid(shared_expert_gate · x[t, :])
 /// · FFN_shared(x[t, :])), FFN(x) = down(silu(gate·x) ⊙ (up·x)). x: [n, dim] f32; out: [n, dim]
 /// f32 (overwritten). Every chosen expert's matrices are multiplied once over all its tokens
-/// (matmul, any weight dtype). `counters` (may be null) gets the weight bytes read and the
+/// (matmul, any weight dtype); for one token (decode) all its experts' gate and up products
+/// run as one matmul_fused call and their down products as another. `counters` (may be null) gets the weight bytes read and the
 /// tokens per expert of `layer`. Preconditions: the shapes of model_file.h, out.size() ==
 /// x.size() == n·dim.
 void moe_ffn(const MoeWeights& w, std::span<const float> x, std::int64_t n, std::span<float> out, ThreadPool& pool,

@@ -536,8 +536,8 @@ void gemm_quant(const TensorView& w, const QuantizedActivations& xq, std::span<f
   const auto op = operands(w, xq, y);
   if (op.n_tokens == 0 || op.out == 0) return;
   if (w.packed != nullptr && op.n_tokens <= kQ4_0PackedTokens) {
-    const PackedProduct product{static_cast<const std::uint8_t*>(w.packed), op.out, y};
-    gemv_q4_0_packed({&product, 1}, xq, pool, min_parallel_macs);
+    const PackedProduct product{static_cast<const std::uint8_t*>(w.packed), op.out, &xq, y};
+    gemv_q4_0_packed({&product, 1}, pool, min_parallel_macs);
     return;
   }
   if (op.out * op.in * op.n_tokens < min_parallel_macs) {

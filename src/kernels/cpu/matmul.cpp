@@ -1,6 +1,7 @@
 #include "peregrine/kernels/cpu/matmul.h"
 
 #include <algorithm>
+#include <map>
 #include <vector>
 
 #include "kernels/cpu/row_split.h"
@@ -64,22 +65,23 @@ void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens
   gemm_quant(w, xq, y, pool, min_parallel_macs);
 }
 
-void matmul_fused(std::span<const MatmulOut> products, std::span<const float> x, std::int64_t n_tokens, ThreadPool& pool,
+void matmul_fused(std::span<const MatmulProduct> products, std::int64_t n_tokens, ThreadPool& pool,
                   std::int64_t min_parallel_macs) {
-  const bool all_packed = std::all_of(products.begin(), products.end(), [](const MatmulOut& p) {
+  const bool all_packed = std::all_of(products.begin(), products.end(), [](const MatmulProduct& p) {
     return p.w->packed != nullptr && p.w->dtype == DType::kQ4_0;
   });
   if (!all_packed || n_tokens < 1 || n_tokens > kQ4_0PackedTokens) {
-    for (const MatmulOut& p : products) matmul(*p.w, x, n_tokens, p.y, pool, min_parallel_macs);
+    for (const MatmulProduct& p : products) matmul(*p.w, p.x, n_tokens, p.y, pool, min_parallel_macs);
     return;
   }
-  thread_local QuantizedActivations xq;
-  quantize_activations(x, n_tokens, products.front().w->row_length(), xq, pool, kMinParallelQuantize, kActivationBlockQ8_0);
+  std::map<const float*, QuantizedActivations> inputs;  // each distinct x quantized once
   std::vector<PackedProduct> packed;
-  for (const MatmulOut& p : products) {
-    packed.push_back({static_cast<const std::uint8_t*>(p.w->packed), p.w->n_rows(), p.y});
+  for (const MatmulProduct& p : products) {
+    auto [it, added] = inputs.try_emplace(p.x.data());
+    if (added) quantize_activations(p.x, n_tokens, p.w->row_length(), it->second, pool, kMinParallelQuantize, kActivationBlockQ8_0);
+    packed.push_back({static_cast<const std::uint8_t*>(p.w->packed), p.w->n_rows(), &it->second, p.y});
   }
-  gemv_q4_0_packed(packed, xq, pool, min_parallel_macs);
+  gemv_q4_0_packed(packed, pool, min_parallel_macs);
 }
 
 void matmul_reference(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,

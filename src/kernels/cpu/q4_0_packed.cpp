@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "kernels/cpu/row_split.h"
 #include "peregrine/quant/fp16.h"
@@ -216,16 +217,19 @@ Status pack_q4_0(const TensorView& w, std::span<std::uint8_t> dst) {
   return Status::ok();
 }
 
-void gemv_q4_0_packed(std::span<const PackedProduct> products, const QuantizedActivations& xq, ThreadPool& pool,
-                      std::int64_t min_parallel_macs) {
-  const std::vector<std::int32_t> bias = activation_biases(xq);
+void gemv_q4_0_packed(std::span<const PackedProduct> products, ThreadPool& pool, std::int64_t min_parallel_macs) {
+  std::map<const QuantizedActivations*, std::vector<std::int32_t>> biases;  // one per distinct input
   std::vector<Operands> ops;
   std::vector<std::int64_t> first_row;  // of each product in the rows of all of them
-  std::int64_t rows = 0;
+  std::int64_t rows = 0, macs = 0, max_in = 0;
   for (const PackedProduct& p : products) {
-    ops.push_back(operands(p.packed, p.out, xq, p.y, bias));
+    auto [it, added] = biases.try_emplace(p.xq);
+    if (added) it->second = activation_biases(*p.xq);
+    ops.push_back(operands(p.packed, p.out, *p.xq, p.y, it->second));
     first_row.push_back(rows);
     rows += p.out;
+    macs += p.out * p.xq->in * p.xq->n_tokens;
+    max_in = std::max(max_in, p.xq->in);
   }
   // Rows [begin, end) of the products side by side, in whole groups: each product's share.
   const auto groups = [&](std::int64_t begin, std::int64_t end) {
@@ -235,8 +239,8 @@ void gemv_q4_0_packed(std::span<const PackedProduct> products, const QuantizedAc
       if (b < e) HWY_DYNAMIC_DISPATCH(GemvGroups)(ops[i], b / kQ4_0PackRows, e / kQ4_0PackRows);
     }
   };
-  if (rows * xq.in * xq.n_tokens < min_parallel_macs) return groups(0, rows);
-  split_rows_guided(rows, static_cast<std::size_t>(xq.in / 32) * kBlockBytes, kQ4_0PackRows, pool, groups);
+  if (macs < min_parallel_macs) return groups(0, rows);
+  split_rows_guided(rows, static_cast<std::size_t>(max_in / 32) * kBlockBytes, kQ4_0PackRows, pool, groups);
 }
 
 void gemv_q4_0_packed_reference(const std::uint8_t* packed, std::int64_t out, const QuantizedActivations& xq,

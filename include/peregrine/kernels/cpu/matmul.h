@@ -34,19 +34,22 @@ inline constexpr std::int64_t kMinParallelMacs = std::int64_t{1} << 18;
 void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
             std::span<float> y, ThreadPool& pool, std::int64_t min_parallel_macs = kMinParallelMacs);
 
-/// One product of matmul_fused: weights `w` [out, in] and its output y [n_tokens, out] f32.
-struct MatmulOut {
+/// One product of matmul_fused: weights `w` [out, in], its input x [n_tokens, in] f32 and its
+/// output y [n_tokens, out] f32.
+struct MatmulProduct {
   const TensorView* w;
+  std::span<const float> x;
   std::span<float> y;
 };
 
-/// y_i = x · W_iᵀ for every product: the products of one input (a layer's Q, K and V; the
-/// FFN's gate and up), with the same results as one matmul each. When every W_i is Q4_0
-/// packed at load and n_tokens <= kQ4_0PackedTokens (kernels/cpu/q4_0_packed.h), x is
-/// quantized once and all of them run in one parallel region (one start and one tail instead
-/// of one per matrix); otherwise they run one matmul after the other. Preconditions: those of
-/// matmul for each product, all W_i of x's row length.
-void matmul_fused(std::span<const MatmulOut> products, std::span<const float> x, std::int64_t n_tokens, ThreadPool& pool,
+/// y_i = x_i · W_iᵀ for every product — of one input (a layer's Q, K and V; the FFN's gate and
+/// up) or of several (the down projections of one token's experts) — with the same results as
+/// one matmul each. When every W_i is Q4_0 packed at load and n_tokens <= kQ4_0PackedTokens
+/// (kernels/cpu/q4_0_packed.h), each distinct input (by address) is quantized once and all
+/// the products run in one parallel region (one start and one tail instead of one per
+/// matrix); otherwise they run one matmul after the other. Preconditions: those of matmul for
+/// each product.
+void matmul_fused(std::span<const MatmulProduct> products, std::int64_t n_tokens, ThreadPool& pool,
                   std::int64_t min_parallel_macs = kMinParallelMacs);
 
 /// Scalar single-threaded reference twin of matmul: every row decoded by dequantize_row

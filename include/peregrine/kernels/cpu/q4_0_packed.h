@@ -52,26 +52,27 @@ Status pack_q4_0(const TensorView& w, std::span<std::uint8_t> dst);
 /// chunk of 16) against ~77 and ~106 here.
 inline constexpr std::int64_t kQ4_0PackedTokens = 32;
 
-/// One product of the packed GEMV: the packed weights of a [out, in] Q4_0 matrix W and its
-/// output y: [n_tokens, out] f32.
+/// One product of the packed GEMV: the packed weights of a [out, in] Q4_0 matrix W, its
+/// activations xq ([n_tokens, in], blocks of 32, kActivationBlockQ8_0) and its output y:
+/// [n_tokens, out] f32.
 struct PackedProduct {
   const std::uint8_t* packed;
   std::int64_t out;
+  const QuantizedActivations* xq;
   std::span<float> y;
 };
 
-/// y = xq · Wᵀ for every product (weights of the same row length, e.g. a layer's Q, K and V)
-/// from the activations `xq` (blocks of 32, kActivationBlockQ8_0): exactly gemm_quant's
-/// formula y[t, o] = Σ_b (d_w · d_x) · (Σ_j q_w·q_x in int32), the block sum in f32 (here fused
+/// y = xq · Wᵀ for every product (of one input, e.g. a layer's Q, K and V, or of several,
+/// e.g. the down projections of a token's experts): exactly gemm_quant's formula
+/// y[t, o] = Σ_b (d_w · d_x) · (Σ_j q_w·q_x in int32), the block sum in f32 (here fused
 /// multiply-adds, one lane per row); each y overwritten. The products' rows are split over the
 /// pool as one range (guided, in whole 16-row groups): one parallel region, every thread one
 /// stream through them, instead of one region per matrix with its start and its tail each; on
 /// the calling thread below `min_parallel_macs` multiply-adds in all (see matmul.h). AVX-512
 /// VNNI when available, else the scalar twin's loop. Preconditions: every out %
-/// kQ4_0PackRows == 0, xq.in == in, 1 <= xq.n_tokens <= kQ4_0PackedTokens, y.size() ==
-/// n_tokens·out; not called from inside a pool.parallel_for.
-void gemv_q4_0_packed(std::span<const PackedProduct> products, const QuantizedActivations& xq, ThreadPool& pool,
-                      std::int64_t min_parallel_macs);
+/// kQ4_0PackRows == 0, xq->in == in, all xq->n_tokens equal and in [1, kQ4_0PackedTokens],
+/// y.size() == n_tokens·out; not called from inside a pool.parallel_for.
+void gemv_q4_0_packed(std::span<const PackedProduct> products, ThreadPool& pool, std::int64_t min_parallel_macs);
 
 /// Scalar twin over the packed layout: per token and row, blocks in order, the int32 dot of
 /// the unpacked nibbles (q − 8) with q_x, then acc += (d_w · d_x) · dot in f32 — the same
