@@ -1,9 +1,12 @@
 #include "peregrine/model/llama_model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <thread>
 
 #include "peregrine/kernels/cpu/attention.h"
 #include "peregrine/kernels/cpu/elementwise.h"
@@ -139,6 +142,24 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file, WeightPlacement placemen
   return m;
 }
 
+namespace {
+
+// Runs job(0 .. n_jobs - 1) on one thread per core, each taking the next job from a shared
+// counter (load-time work: copying or packing weights, where each thread's page faults proceed
+// in parallel).
+void run_on_all_cores(std::size_t n_jobs, const std::function<void(std::size_t)>& job) {
+  std::atomic<std::size_t> next{0};
+  const auto work = [&] {
+    for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n_jobs;) job(i);
+  };
+  const std::size_t n_threads = std::min<std::size_t>(n_jobs, std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::jthread> helpers;
+  for (std::size_t t = 1; t < n_threads; ++t) helpers.emplace_back(work);
+  work();
+}
+
+}  // namespace
+
 Status LlamaModel::place_weights(WeightPlacement placement) {
   const bool pack = q4_0_packed_gemv_available();
   const auto placed = [&](const std::string& name, const TensorView& t) {
@@ -146,22 +167,27 @@ Status LlamaModel::place_weights(WeightPlacement placement) {
     return matrix && ((pack && q4_0_packable(t)) || placement == WeightPlacement::kHugePages);
   };
   const auto aligned = [](std::size_t n) { return (n + 63) / 64 * 64; };
+  std::vector<std::pair<TensorView*, std::size_t>> jobs;  // tensor, offset in weights_
   std::size_t total = 0;
-  for (const auto& [name, t] : file_.tensors) total += placed(name, t) ? aligned(t.nbytes) : 0;
-  PEREGRINE_ASSIGN_OR_RETURN(weights_, HugePageBuffer::allocate(total));
-  std::size_t offset = 0;
   for (auto& [name, t] : file_.tensors) {
     if (!placed(name, t)) continue;
-    const std::span<std::uint8_t> dst = weights_.bytes().subspan(offset, t.nbytes);
+    jobs.emplace_back(&t, total);
+    total += aligned(t.nbytes);
+  }
+  PEREGRINE_ASSIGN_OR_RETURN(weights_, HugePageBuffer::allocate(total));
+  std::vector<Status> done(jobs.size());
+  run_on_all_cores(jobs.size(), [&](std::size_t i) {
+    TensorView& t = *jobs[i].first;
+    const std::span<std::uint8_t> dst = weights_.bytes().subspan(jobs[i].second, t.nbytes);
     if (pack && q4_0_packable(t)) {
-      PEREGRINE_RETURN_IF_ERROR(pack_q4_0(t, dst));
+      done[i] = pack_q4_0(t, dst);
       t.packed = dst.data();
     } else {
       std::memcpy(dst.data(), t.data, t.nbytes);
       t.data = dst.data();
     }
-    offset += aligned(t.nbytes);
-  }
+  });
+  for (const Status& st : done) PEREGRINE_RETURN_IF_ERROR(st);
   return Status::ok();
 }
 

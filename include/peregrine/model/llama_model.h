@@ -33,9 +33,11 @@ namespace peregrine {
 
 /// Where LlamaModel::create keeps the weight matrices the forward streams.
 enum class WeightPlacement {
-  /// Copied once into one HugePageBuffer (2 MiB transparent huge pages): decode reads them
-  /// with a TLB miss per 2 MiB instead of per 4 KiB (the default; costs their bytes in
-  /// anonymous memory and a copy at load, ~0.2 s per GB).
+  /// Copied once into one HugePageBuffer (2 MiB transparent huge pages) by one thread per
+  /// core: decode reads them with a TLB miss per 2 MiB instead of per 4 KiB (the default;
+  /// costs their bytes in anonymous memory and, at load, the copy and the kernel's zeroing of
+  /// fresh pages: tinyllama F16, 2.2 GB, loads in 0.4–2.5 s on the 2-core VM of README's
+  /// measurements, against 0.2–0.3 s in place).
   kHugePages,
   /// Read in place from the ModelFile's storage (the file mapping: pages shared with the page
   /// cache, reclaimable, faulted in on first use), as `--mmap` asks.
