@@ -24,7 +24,7 @@ Expected<HugePageBuffer> HugePageBuffer::allocate(std::size_t size) {
   const auto start = reinterpret_cast<std::uintptr_t>(raw);
   const std::uintptr_t aligned = (start + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
   if (aligned > start) ::munmap(raw, aligned - start);
-  const std::size_t tail = start + mapped + kHugePageBytes - (aligned + mapped);
+  const std::size_t tail = kHugePageBytes - (aligned - start);  // past aligned + mapped
   if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + mapped), tail);
   auto* data = reinterpret_cast<std::uint8_t*>(aligned);
   ::madvise(data, mapped, MADV_HUGEPAGE);  // a hint: EINVAL where THP is not built in changes nothing

@@ -167,19 +167,24 @@ Status LlamaModel::place_weights(WeightPlacement placement) {
     return matrix && ((pack && q4_0_packable(t)) || placement == WeightPlacement::kHugePages);
   };
   const auto aligned = [](std::size_t n) { return (n + 63) / 64 * 64; };
-  std::vector<std::pair<TensorView*, std::size_t>> jobs;  // tensor, offset in weights_
+  struct Job {
+    TensorView* t;
+    std::size_t offset;  // in weights_
+    bool pack;           // else copied
+  };
+  std::vector<Job> jobs;
   std::size_t total = 0;
   for (auto& [name, t] : file_.tensors) {
     if (!placed(name, t)) continue;
-    jobs.emplace_back(&t, total);
+    jobs.push_back({&t, total, pack && q4_0_packable(t)});
     total += aligned(t.nbytes);
   }
   PEREGRINE_ASSIGN_OR_RETURN(weights_, HugePageBuffer::allocate(total));
   std::vector<Status> done(jobs.size());
   run_on_all_cores(jobs.size(), [&](std::size_t i) {
-    TensorView& t = *jobs[i].first;
-    const std::span<std::uint8_t> dst = weights_.bytes().subspan(jobs[i].second, t.nbytes);
-    if (pack && q4_0_packable(t)) {
+    TensorView& t = *jobs[i].t;
+    const std::span<std::uint8_t> dst = weights_.bytes().subspan(jobs[i].offset, t.nbytes);
+    if (jobs[i].pack) {
       done[i] = pack_q4_0(t, dst);
       t.packed = dst.data();
     } else {

@@ -1,7 +1,6 @@
 #include "peregrine/kernels/cpu/matmul.h"
 
 #include <algorithm>
-#include <map>
 #include <vector>
 
 #include "kernels/cpu/row_split.h"
@@ -74,12 +73,19 @@ void matmul_fused(std::span<const MatmulProduct> products, std::int64_t n_tokens
     for (const MatmulProduct& p : products) matmul(*p.w, p.x, n_tokens, p.y, pool, min_parallel_macs);
     return;
   }
-  std::map<const float*, QuantizedActivations> inputs;  // each distinct x quantized once
+  // Each distinct x (by address) quantized once, into buffers this thread keeps between calls.
+  thread_local std::vector<QuantizedActivations> quantized;
+  if (quantized.size() < products.size()) quantized.resize(products.size());
+  std::vector<const float*> inputs;
   std::vector<PackedProduct> packed;
   for (const MatmulProduct& p : products) {
-    auto [it, added] = inputs.try_emplace(p.x.data());
-    if (added) quantize_activations(p.x, n_tokens, p.w->row_length(), it->second, pool, kMinParallelQuantize, kActivationBlockQ8_0);
-    packed.push_back({static_cast<const std::uint8_t*>(p.w->packed), p.w->n_rows(), &it->second, p.y});
+    const auto at = std::find(inputs.begin(), inputs.end(), p.x.data());
+    QuantizedActivations& xq = quantized[static_cast<std::size_t>(at - inputs.begin())];
+    if (at == inputs.end()) {
+      inputs.push_back(p.x.data());
+      quantize_activations(p.x, n_tokens, p.w->row_length(), xq, pool, kMinParallelQuantize, kActivationBlockQ8_0);
+    }
+    packed.push_back({static_cast<const std::uint8_t*>(p.w->packed), p.w->n_rows(), &xq, p.y});
   }
   gemv_q4_0_packed(packed, pool, min_parallel_macs);
 }
