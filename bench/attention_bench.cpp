@@ -2,7 +2,7 @@
 // cache, at TinyLlama-1.1B's attention shape (32 query heads, 4 KV heads, head_dim 64), random
 // inputs.
 //
-//   build/bin/attention_bench [--reps N]
+//   build/bin/attention_bench [--reps N] [--paging-only | --decode-only]
 //
 // Paging cost: the same f32 K/V read through one block holding every position ("contiguous",
 // what the kernels read before the paged cache) and through 16-position blocks in shuffled
@@ -14,7 +14,7 @@
 // 4096 positions, prefill and decode (the window's kernels skip the KV tiles below it, so the
 // cost follows min(n_ctx, window)).
 // Then the decode threshold sweep: attention_decode on the calling thread vs split over the
-// pool.
+// pool; and decode at each model family's attention shape (--decode-only: these two alone).
 // Compared variants alternate within each repetition; medians are printed with their ratios.
 
 #include <algorithm>
@@ -42,6 +42,7 @@ using peregrine::KvLayerView;
 using peregrine::ThreadPool;
 
 constexpr AttentionShape kTinyLlama{32, 4, 64};
+constexpr AttentionShape kOlmoe{16, 16, 128};  // one query head per KV head
 constexpr std::int32_t kBlockSize = 16;
 
 std::vector<float> random_vec(std::int64_t n, std::mt19937& rng) {
@@ -204,7 +205,7 @@ void bench_window(std::int64_t n_ctx, std::int64_t window, int reps, std::mt1993
 // attention_decode on the calling thread vs forced onto the pool: where splitting pays.
 void bench_decode_threshold(const AttentionShape& s, const char* name, int reps, std::mt19937& rng) {
   ThreadPool pool(2);
-  for (std::int64_t n_ctx : {64, 128, 256, 512, 1024, 2048, 4096, 8192}) {
+  for (std::int64_t n_ctx : {16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192}) {
     const std::int64_t kv_dim = s.n_kv_heads * s.head_dim;
     const auto q = random_vec(s.n_heads * s.head_dim, rng);
     const PagedRows k = page(random_vec(n_ctx * kv_dim, rng), kv_dim, kBlockSize, DType::kF32, rng);
@@ -218,16 +219,54 @@ void bench_decode_threshold(const AttentionShape& s, const char* name, int reps,
   }
 }
 
+
+// One decode call at each family's attention shape (paged f32, one thread): the query-lane
+// kernel serves large KV groups, the head-rows kernel small ones (attention.cpp's
+// use_head_rows), so the time per multiply-add shows whether either wastes its SIMD lanes.
+void bench_family_decode(int reps, std::mt19937& rng) {
+  struct Family {
+    const char* name;
+    AttentionShape s;
+  };
+  const Family families[] = {{"tinyllama-1.1b", kTinyLlama},   {"qwen2.5-0.5b", {14, 2, 64}}, {"llama3.2-1b", {32, 8, 64}},
+                             {"qwen3-0.6b", {16, 8, 128}},     {"gemma2-2b", {8, 4, 256}},    {"phi3-mini", {32, 32, 96}},
+                             {"olmoe-1b-7b", kOlmoe}};
+  ThreadPool pool(1);
+  for (const Family& f : families) {
+    const AttentionShape& s = f.s;
+    for (std::int64_t n_ctx : {64, 512, 4096}) {
+      const std::int64_t kv_dim = s.n_kv_heads * s.head_dim;
+      const auto q = random_vec(s.n_heads * s.head_dim, rng);
+      const PagedRows k = page(random_vec(n_ctx * kv_dim, rng), kv_dim, kBlockSize, DType::kF32, rng);
+      const PagedRows v = page(random_vec(n_ctx * kv_dim, rng), kv_dim, kBlockSize, DType::kF32, rng);
+      std::vector<float> out(q.size());
+      const auto call = [&] { peregrine::attention_decode(q.data(), k.view, v.view, n_ctx, s, out.data(), pool); };
+      std::vector<double> t;
+      for (int r = 0; r < reps; ++r) t.push_back(ms_per_call(call, 20.0));
+      const double ms = median(t), macs = 2.0 * static_cast<double>(n_ctx * s.n_heads * s.head_dim);
+      std::printf("family %-15s heads %2lld/%-2lld hd %3lld  n_ctx=%-5lld threads=1  %8.4f ms  %6.2f GMAC/s\n", f.name,
+                  static_cast<long long>(s.n_heads), static_cast<long long>(s.n_kv_heads), static_cast<long long>(s.head_dim),
+                  static_cast<long long>(n_ctx), ms, macs / ms * 1e-6);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int reps = 5;
-  bool paging_only = false;
+  bool paging_only = false, decode_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = std::max(1, std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--paging-only") == 0) paging_only = true;
+    if (std::strcmp(argv[i], "--decode-only") == 0) decode_only = true;
   }
   std::mt19937 rng(1);
+  if (decode_only) {
+    bench_family_decode(reps, rng);
+    bench_decode_threshold(kOlmoe, "olmoe", reps, rng);
+    return 0;
+  }
   for (int threads : {1, 2}) {
     for (std::int64_t len : {512, 2048}) bench_prefill(len, threads, len > 1024 ? std::min(reps, 3) : reps, rng);
   }
@@ -243,5 +282,7 @@ int main(int argc, char** argv) {
   bench_window(4096, 4096, reps, rng);
   bench_decode_threshold(kTinyLlama, "tinyllama", reps, rng);
   bench_decode_threshold({6, 1, 128}, "mqa-6x128", reps, rng);
+  bench_decode_threshold(kOlmoe, "olmoe", reps, rng);
+  bench_family_decode(reps, rng);
   return 0;
 }

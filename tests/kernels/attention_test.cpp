@@ -244,6 +244,24 @@ TEST(AttentionDecode, MatchesReferenceAcrossHeadLayoutsAndLengths) {
   }
 }
 
+// Small KV groups (the head-rows decode kernel: head_dim in lanes) at head dims whose last
+// vector is partial under AVX2 or AVX-512 (20, Phi-3's 96, 80), from one to three query heads
+// per KV head.
+TEST(AttentionDecode, MatchesReferenceAtHeadDimsWithPartialVectors) {
+  std::mt19937 rng(96);
+  for (const Heads& h : {Heads{3, 3}, Heads{4, 2}, Heads{6, 2}}) {
+    for (std::int64_t hd : {20, 80, 96}) {
+      for (std::int64_t n_ctx : {1, 65, 300}) {
+        const AttentionShape s = shape_of(h, hd);
+        const bool large = n_ctx == 65;
+        const std::int32_t block = kBlockSizes[static_cast<std::size_t>(n_ctx + hd) % 4];
+        const Inputs in = random_inputs(s, 1, n_ctx, large, rng, block);
+        check_decode(in, n_ctx, s, describe(s, "decode", n_ctx, 0, large, in.kv));
+      }
+    }
+  }
+}
+
 TEST(AttentionPrefill, MatchesReferenceAcrossHeadLayoutsRowsAndOffsets) {
   std::mt19937 rng(77);
   for (const Heads& h : kHeadConfigs) {

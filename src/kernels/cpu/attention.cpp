@@ -21,7 +21,10 @@
 // is masked. Soft-capped scores (Gemma 2) are capped once per tile, softcap · tanh(scale · s /
 // softcap), and then carry their scale already (the exponents use 1).
 //
-// K/V tiles come from the paged cache through a KvLayerView: a tile of positions is a list of
+// Decode with a KV group too small to fill the lanes (use_head_rows) takes the head-rows kernel
+// instead (attention_head_rows-inl.h: head_dim in lanes, the same softmax state and chunk merge).
+//
+// K/V tiles (attention_tiles-inl.h) come from the paged cache through a KvLayerView: a tile of positions is a list of
 // runs of f32 rows with a stride ("tile runs"). f32 blocks of >= kMinDirectRows rows are read
 // in place, one run per block the tile touches; smaller f32 blocks, f16, q8_0 and the per-token
 // scaled i8 / f8 rows are widened into one contiguous f32 run in the workspace. The score product walks the K runs
@@ -32,189 +35,15 @@
 
 #include <algorithm>
 #include <atomic>
-#include <array>
 #include <cmath>
 #include <cstddef>
-#include <cstring>
 #include <numeric>
 #include <utility>
 #include <vector>
 
 #include <hwy/aligned_allocator.h>
-#include <hwy/cache_control.h>
 
-#include "peregrine/quant/fp8.h"
-
-#ifndef PEREGRINE_KERNELS_CPU_ATTENTION_SHARED_
-#define PEREGRINE_KERNELS_CPU_ATTENTION_SHARED_
-namespace peregrine::attention_detail {
-
-// KV positions per softmax update: a [kKvTile, lanes] score tile stays in L1.
-inline constexpr std::int64_t kKvTile = 64;
-
-// f32 blocks of at least this many rows are read in place; smaller ones are gathered (a run per
-// row or two would cost more in per-run overhead than the copy).
-inline constexpr std::int64_t kMinDirectRows = 8;
-
-// Rows of a KV tile as f32: runs of n_rows rows `stride` floats apart, in position order.
-struct RowRun {
-  const float* p;
-  std::size_t stride, n_rows;
-};
-struct TileRuns {
-  std::array<RowRun, kKvTile> runs;
-  std::size_t n = 0;
-};
-
-// Buffers of one thread: the query block (qt [head_dim, r_pad], qpos [r_pad], the first slot
-// each lane sees under a sliding window qlo [r_pad]), a score tile
-// st [kKvTile, r_pad], the per-tile rescale corr [r_pad], a softmax state (ot, m, l) for calls
-// that do not keep it in a shared partials buffer, and the widened K/V tiles kbuf, vbuf
-// [kKvTile, head_dim] with a row buffer row_tmp [kv_dim] (q8_0 rows whose heads do not start
-// on a block). r_pad is a multiple of the vector length, so every row starts vector-aligned.
-struct Workspace {
-  Workspace(std::int64_t head_dim, std::int64_t r_pad, std::int64_t kv_dim)
-      : r_pad(r_pad),
-        buf(hwy::AllocateAligned<float>(static_cast<std::size_t>((2 * head_dim + kKvTile + 5) * r_pad +
-                                                                  2 * kKvTile * head_dim + kv_dim))),
-        qt(buf.get()),
-        ot(qt + head_dim * r_pad),
-        st(ot + head_dim * r_pad),
-        qpos(st + kKvTile * r_pad),
-        qlo(qpos + r_pad),
-        m(qlo + r_pad),
-        l(m + r_pad),
-        corr(l + r_pad),
-        kbuf(corr + r_pad),
-        vbuf(kbuf + kKvTile * head_dim),
-        row_tmp(vbuf + kKvTile * head_dim) {}
-  std::int64_t r_pad;
-  hwy::AlignedFreeUniquePtr<float[]> buf;
-  float *qt, *ot, *st, *qpos, *qlo, *m, *l, *corr, *kbuf, *vbuf, *row_tmp;
-  TileRuns k_runs, v_runs;
-  std::array<const float*, kKvTile> vrows;  // the tile's V rows, one pointer per key
-};
-
-// Calls fn(j, row, n_rows) for each run of positions [t, t + n) that lies in one block of
-// `view`: tile rows j .. j + n_rows - 1, the first of them at address `row`.
-template <class Fn>
-void for_each_block_run(const KvLayerView& view, std::int64_t t, std::int64_t n, const Fn& fn) {
-  for (std::int64_t j = 0; j < n;) {
-    const std::int64_t pos = t + j, n_rows = std::min<std::int64_t>(view.block_size - pos % view.block_size, n - j);
-    fn(j, view.row(pos), n_rows);
-    j += n_rows;
-  }
-}
-
-// Where one KV head's values sit in a row: byte offset and length of the slice to read
-// (q8_0 with head_dim % 32 != 0: the whole row), and whether the row's f32 scale at byte 0 is
-// read too (i8 / f8: one scale per row, then one byte per value).
-struct HeadSlice {
-  std::int64_t offset, bytes;
-  bool row_scale = false;
-};
-inline HeadSlice head_slice(const KvLayerView& view, std::int64_t kv_head, std::int64_t head_dim) {
-  const std::int64_t first = kv_head * head_dim;
-  switch (view.dtype) {
-    case DType::kF16: return {first * 2, head_dim * 2};
-    case DType::kQ8_0:
-      if (head_dim % 32 != 0) return {0, view.row_bytes};
-      return {first / 32 * 34, head_dim / 32 * 34};
-    case DType::kI8:
-    case DType::kF8E4M3:
-    case DType::kF8E5M2: return {static_cast<std::int64_t>(kRowScaleBytes) + first, head_dim, true};
-    default: return {first * 4, head_dim * 4};
-  }
-}
-
-// The 256 values of an FP8 byte (kF8E4M3 or kF8E5M2), decoded once (quant/fp8.h).
-inline const float* fp8_table(DType t) {
-  auto make = [](float (*decode)(std::uint8_t)) {
-    std::array<float, 256> table;
-    for (int b = 0; b < 256; ++b) table[static_cast<std::size_t>(b)] = decode(static_cast<std::uint8_t>(b));
-    return table;
-  };
-  static const std::array<float, 256> e4m3 = make(fp8_e4m3_to_f32), e5m2 = make(fp8_e5m2_to_f32);
-  return t == DType::kF8E4M3 ? e4m3.data() : e5m2.data();
-}
-
-// Softmax state of one query block: ot [head_dim, r_pad], m and l [r_pad].
-struct SoftmaxState {
-  float *ot, *m, *l;
-};
-
-// Which query rows form a block: rows [row_begin, row_end) of a run starting at position p0,
-// all query heads of KV head `kv_head`.
-struct QueryBlock {
-  std::int64_t row_begin, row_end, kv_head;
-};
-
-// The token-tree mask of a prefill run (SpecInfer, Miao et al. 2024): the run's rows sit at
-// slots p0 .. p0 + n_q - 1, and row i sees run slot p0 + j iff mask[i * n_q + j] != 0 (slots
-// before p0 are always visible, up to a sliding window). Causal runs pass no RunMask. With a
-// window, `depth` holds each row's depth (its position is p0 + depth) and `mask` already drops
-// the ancestors out of the window.
-struct RunMask {
-  const std::uint8_t* mask;
-  std::int64_t p0, n_q;
-  const std::int32_t* depth = nullptr;
-};
-
-// How a tile's raw scores q·k become softmax inputs and which of them are masked.
-struct TileScores {
-  float exp_scale;             // multiplier of (score - max) inside the exponent
-  float softcap, cap_scale;    // softcap > 0: score → softcap · tanh(score · cap_scale)
-  std::int64_t min_qpos;       // the block's earliest query slot (causal mask past it)
-  const RunMask* tree;         // the run's tree mask, or nullptr (causal)
-  std::int64_t max_lo;         // window: keys below this slot are masked for some lane (ws.qlo)
-  std::int64_t lo_end;         // window: the mask applies to keys below this slot (tree: p0)
-};
-
-// Row `row` of a prefill run starting at p0 sits at position p0 + row, or p0 + its depth in a
-// token tree with a window.
-inline std::int64_t row_position(std::int64_t p0, const RunMask* tree, std::int64_t row) {
-  return p0 + (tree != nullptr && tree->depth != nullptr ? tree->depth[row] : row);
-}
-
-// The first KV slot a query at position `pos` sees under a sliding window (0: none).
-inline std::int64_t first_visible_slot(std::int64_t pos, std::int64_t window) {
-  return window > 0 ? std::max<std::int64_t>(0, pos - window + 1) : 0;
-}
-
-// With a window, the depth of every row of a tree mask [n_q, n_q] (its ancestors-or-self count
-// minus one) into `depth`, and the mask without the ancestors a window or more positions above
-// the row into `windowed`.
-inline void window_tree_mask(const std::uint8_t* mask, std::int64_t n_q, std::int64_t window,
-                             std::vector<std::int32_t>& depth, std::vector<std::uint8_t>& windowed) {
-  depth.assign(static_cast<std::size_t>(n_q), 0);
-  for (std::int64_t i = 0; i < n_q; ++i) {
-    for (std::int64_t j = 0; j < i; ++j) depth[i] += mask[i * n_q + j] != 0;
-  }
-  windowed.assign(mask, mask + n_q * n_q);
-  for (std::int64_t i = 0; i < n_q; ++i) {
-    for (std::int64_t j = 0; j <= i; ++j) {
-      if (depth[i] - depth[j] >= window) windowed[i * n_q + j] = 0;
-    }
-  }
-}
-
-// Runs body(item, workspace) for every item in [0, n_items): on the calling thread, or on all of
-// the pool's threads taking items from a shared counter (items of unequal cost balance out).
-template <class Body>
-void run_items(ThreadPool& pool, bool parallel, std::int64_t n_items, const AttentionShape& s,
-               std::int64_t r_pad, const Body& body) {
-  std::atomic<std::int64_t> next{0};
-  const std::int64_t n_workers = parallel ? std::min<std::int64_t>(pool.n_threads(), n_items) : 1;
-  pool.parallel_for(n_workers, [&](std::int64_t, std::int64_t) {
-    Workspace ws(s.head_dim, r_pad, s.n_kv_heads * s.head_dim);
-    for (std::int64_t item; (item = next.fetch_add(1, std::memory_order_relaxed)) < n_items;) {
-      body(item, ws);
-    }
-  });
-}
-
-}  // namespace peregrine::attention_detail
-#endif  // PEREGRINE_KERNELS_CPU_ATTENTION_SHARED_
+#include "kernels/cpu/attention_detail.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/attention.cpp"
@@ -222,15 +51,13 @@ void run_items(ThreadPool& pool, bool parallel, std::int64_t n_items, const Atte
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
-#include "kernels/cpu/float_weight_load-inl.h"
+#include "kernels/cpu/attention_head_rows-inl.h"
+#include "kernels/cpu/attention_tiles-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace peregrine::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-using namespace attention_detail;  // NOLINT(google-build-using-namespace)
-
-using D = hn::ScalableTag<float>;
-using V = hn::Vec<D>;
+// attention_detail, D and V: from attention_tiles-inl.h.
 
 // Register blocks of the two products: kR K rows (or V dims) × kV query-lane vectors, with
 // kR · kV = kAccumulators independent FMA chains (enough to hide the FMA latency).
@@ -342,16 +169,6 @@ void mask_window(const float* HWY_RESTRICT qlo, std::int64_t pos0, std::size_t n
   }
 }
 
-// Attention-score soft-capping (Gemma 2): st → softcap · tanh(st · cap_scale) for the n_keys
-// score rows of a tile.
-void softcap_scores(std::size_t n_keys, std::size_t r_pad, float softcap, float cap_scale, float* HWY_RESTRICT st) {
-  const D d;
-  const V cap = hn::Set(d, softcap), in_scale = hn::Set(d, cap_scale);
-  for (std::size_t i = 0; i < n_keys * r_pad; i += hn::Lanes(d)) {
-    hn::Store(hn::Mul(cap, hn::Tanh(d, hn::Mul(hn::Load(d, st + i), in_scale))), d, st + i);
-  }
-}
-
 // Tree mask: score st[j, r] of key slot pos0 + j >= m.p0 becomes -inf unless the lane's row
 // (qpos[r] - m.p0: qpos holds p0 + row, exact in f32 below 2^24) sees that run slot. Scalar:
 // one byte test per score, ~1/head_dim of the score product's work, on the tiles a run's
@@ -426,117 +243,10 @@ void attend_tile(std::int64_t pos0, std::size_t n_keys, std::size_t head_dim, co
     if (n_lo > 0) mask_window(ws.qlo, pos0, static_cast<std::size_t>(n_lo), r_pad, ws.st);
   }
   softmax_update(n_keys, r_pad, ts.exp_scale, ws.st, state, ws.corr);
-  std::size_t j = 0;
-  for (std::size_t r = 0; r < ws.v_runs.n; ++r) {
-    const RowRun& run = ws.v_runs.runs[r];
-    for (std::size_t i = 0; i < run.n_rows; ++i) ws.vrows[j++] = run.p + i * run.stride;
-  }
+  row_pointers(ws.v_runs, ws.vrows);
   for_blocks(head_dim, n_vecs, [&]<std::size_t kR, std::size_t kV>(std::size_t i, std::size_t x) {
     value_block<kR, kV>(ws.vrows.data(), i, ws.st + x * n, n_keys, r_pad, ws.corr + x * n, state.ot + i * r_pad + x * n);
   });
-}
-
-// out[0, 32 · n_blocks) = the q8_0 blocks at src widened to f32 (x = d · q).
-void dequantize_q8_0(const std::uint8_t* src, std::int64_t n_blocks, float* HWY_RESTRICT out) {
-  const D d;
-  const hn::Rebind<std::int8_t, D> d8;
-  const hn::RebindToSigned<D> di;
-  const auto n = static_cast<std::int64_t>(hn::Lanes(d));
-  for (std::int64_t b = 0; b < n_blocks; ++b, src += 34, out += 32) {
-    const V scale = hn::Set(d, ScalarAsF32(reinterpret_cast<const hwy::float16_t*>(src)));
-    const auto* q = reinterpret_cast<const std::int8_t*>(src + 2);
-    for (std::int64_t i = 0; i < 32; i += n) {
-      hn::StoreU(hn::Mul(scale, hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, q + i)))), d, out + i);
-    }
-  }
-}
-
-// out[0, n) = n f16 values at src widened to f32.
-void widen_f16(const std::uint8_t* src, std::int64_t n_values, float* HWY_RESTRICT out) {
-  const D d;
-  const auto n = static_cast<std::int64_t>(hn::Lanes(d));
-  const auto* h = reinterpret_cast<const hwy::float16_t*>(src);
-  std::int64_t i = 0;
-  for (; i + n <= n_values; i += n) hn::StoreU(LoadAsF32(d, h + i), d, out + i);
-  for (; i < n_values; ++i) out[i] = ScalarAsF32(h + i);
-}
-
-// One vector of FP8 bytes at p as f32, exactly, through f16 (F16C): an E5M2 byte is the top
-// byte of the f16 of the same value; E4M3's 7 magnitude bits go 3 bits lower, into an f16
-// whose exponent bias (15) exceeds E4M3's (7) by 8, so the widened value times 2^8 is exact
-// (E4M3 subnormals become f16 subnormals). E4M3's NaN (magnitude 0x7f) lands on ±480, which
-// no E4M3 byte encodes, and is replaced by NaN.
-V widen_fp8(DType t, const std::uint8_t* HWY_RESTRICT p) {
-  const D d;
-  const hn::Rebind<std::uint8_t, D> du8;
-  const hn::Rebind<std::uint16_t, D> du16;
-  const hn::Rebind<hwy::float16_t, D> df16;
-  const auto b = hn::PromoteTo(du16, hn::LoadU(du8, p));
-  if (t == DType::kF8E5M2) return hn::PromoteTo(d, hn::BitCast(df16, hn::ShiftLeft<8>(b)));
-  const auto h = hn::Or(hn::ShiftLeft<7>(hn::And(b, hn::Set(du16, 0x7f))), hn::ShiftLeft<8>(hn::And(b, hn::Set(du16, 0x80))));
-  const V x = hn::Mul(hn::PromoteTo(d, hn::BitCast(df16, h)), hn::Set(d, 256.0f));
-  return hn::IfThenElse(hn::Eq(hn::Abs(x), hn::Set(d, 480.0f)), hn::Set(d, NAN), x);
-}
-
-// out[0, n) = s · value(b) for the n bytes b at `values` of an i8 / f8 row whose f32 scale s
-// starts the row at `row` (i8: the signed byte; f8: its FP8 value, widen_fp8 or, for the
-// tail, the decode table). The same products as quant/dequantize, so the reference reads
-// identical values.
-void widen_row_scaled(DType t, const std::uint8_t* row, const std::uint8_t* values, std::int64_t n_values,
-                      float* HWY_RESTRICT out) {
-  const D d;
-  const auto n = static_cast<std::int64_t>(hn::Lanes(d));
-  float s;
-  std::memcpy(&s, row, sizeof s);
-  const V scale = hn::Set(d, s);
-  std::int64_t i = 0;
-  if (t == DType::kI8) {
-    const hn::RebindToSigned<D> di;
-    const hn::Rebind<std::int8_t, D> d8;
-    const auto* q = reinterpret_cast<const std::int8_t*>(values);
-    for (; i + n <= n_values; i += n) hn::StoreU(hn::Mul(scale, hn::ConvertTo(d, hn::PromoteTo(di, hn::LoadU(d8, q + i)))), d, out + i);
-    for (; i < n_values; ++i) out[i] = s * static_cast<float>(q[i]);
-    return;
-  }
-  for (; i + n <= n_values; i += n) hn::StoreU(hn::Mul(scale, widen_fp8(t, values + i)), d, out + i);
-  const float* table = fp8_table(t);
-  for (; i < n_values; ++i) out[i] = s * table[values[i]];
-}
-
-// out[0, head_dim) = the values of KV head `kv_head` in `row` (a row of view.dtype) as f32.
-void widen_head(const KvLayerView& view, const std::uint8_t* row, std::int64_t kv_head, std::int64_t head_dim,
-                float* row_tmp, float* HWY_RESTRICT out) {
-  const HeadSlice slice = head_slice(view, kv_head, head_dim);
-  switch (view.dtype) {
-    case DType::kF16: return widen_f16(row + slice.offset, head_dim, out);
-    case DType::kQ8_0:
-      if (head_dim % 32 == 0) return dequantize_q8_0(row + slice.offset, head_dim / 32, out);
-      dequantize_q8_0(row, view.row_bytes / 34, row_tmp);
-      std::copy_n(row_tmp + kv_head * head_dim, head_dim, out);
-      return;
-    case DType::kI8:
-    case DType::kF8E4M3:
-    case DType::kF8E5M2: return widen_row_scaled(view.dtype, row, row + slice.offset, head_dim, out);
-    default: std::memcpy(out, row + slice.offset, static_cast<std::size_t>(head_dim) * sizeof(float));
-  }
-}
-
-// Lays out the rows of KV head `kv_head` at positions [t, t + n_keys) of `view` as f32 runs:
-// in place for f32 blocks of >= kMinDirectRows rows, else widened into buf [n_keys, head_dim].
-void load_tile(const KvLayerView& view, std::int64_t kv_head, std::int64_t head_dim, std::int64_t t,
-               std::int64_t n_keys, float* buf, float* row_tmp, TileRuns& out) {
-  out.n = 0;
-  if (view.dtype == DType::kF32 && view.block_size >= kMinDirectRows) {
-    const auto stride = static_cast<std::size_t>(view.row_bytes) / sizeof(float);
-    for_each_block_run(view, t, n_keys, [&](std::int64_t, const std::uint8_t* row, std::int64_t n_rows) {
-      out.runs[out.n++] = {reinterpret_cast<const float*>(row) + kv_head * head_dim, stride, static_cast<std::size_t>(n_rows)};
-    });
-    return;
-  }
-  for_each_block_run(view, t, n_keys, [&](std::int64_t j, const std::uint8_t* row, std::int64_t n_rows) {
-    for (std::int64_t r = 0; r < n_rows; ++r) widen_head(view, row + r * view.row_bytes, kv_head, head_dim, row_tmp, buf + (j + r) * head_dim);
-  });
-  out.runs[out.n++] = {buf, static_cast<std::size_t>(head_dim), static_cast<std::size_t>(n_keys)};
 }
 
 // Loads rows [b.row_begin, b.row_end) of q (a run starting at slot p0; tree: its mask, or
@@ -578,35 +288,14 @@ TileScores tile_scores(const AttentionShape& s, std::int64_t min_qpos, const Run
   return {softmax_scale(s), s.softcap, cap_scale, min_qpos, tree, max_lo, lo_end};
 }
 
-// Prefetches the rows [begin, end) of one KV head in `view`: a decode tile takes ~2 µs, so
-// fetching the next tile's rows while computing this one hides the memory latency of the
-// strided per-head rows (n_ctx 8192 decode: ~2.0 → ~1.4 ms, measured).
-void prefetch_rows(const KvLayerView& view, std::int64_t kv_head, std::int64_t head_dim, std::int64_t begin,
-                   std::int64_t end) {
-  if (begin >= end) return;
-  const HeadSlice slice = head_slice(view, kv_head, head_dim);
-  for_each_block_run(view, begin, end - begin, [&](std::int64_t, const std::uint8_t* row, std::int64_t n_rows) {
-    for (std::int64_t r = 0; r < n_rows; ++r) {
-      const std::uint8_t* p = row + r * view.row_bytes;
-      if (slice.row_scale) hwy::Prefetch(p);
-      for (std::int64_t b = 0; b < slice.bytes; b += 64) hwy::Prefetch(p + slice.offset + b);
-    }
-  });
-}
-
 // Attends the block loaded in ws to KV positions [begin, end) of KV head `kv_head`, scores as
 // `ts` says.
-void attend_range(const KvLayerView& k, const KvLayerView& v, const AttentionShape& s, std::int64_t kv_head,
+void attend_block(const KvLayerView& k, const KvLayerView& v, const AttentionShape& s, std::int64_t kv_head,
                   std::int64_t begin, std::int64_t end, const TileScores& ts, Workspace& ws,
                   const SoftmaxState& state) {
-  for (std::int64_t t = begin; t < end; t += kKvTile) {
-    const std::int64_t n_keys = std::min(kKvTile, end - t), next_end = std::min(end, t + 2 * kKvTile);
-    prefetch_rows(k, kv_head, s.head_dim, t + kKvTile, next_end);
-    prefetch_rows(v, kv_head, s.head_dim, t + kKvTile, next_end);
-    load_tile(k, kv_head, s.head_dim, t, n_keys, ws.kbuf, ws.row_tmp, ws.k_runs);
-    load_tile(v, kv_head, s.head_dim, t, n_keys, ws.vbuf, ws.row_tmp, ws.v_runs);
-    attend_tile(t, static_cast<std::size_t>(n_keys), static_cast<std::size_t>(s.head_dim), ts, ws, state);
-  }
+  attend_range(k, v, s.head_dim, kv_head, begin, end, ws, [&](std::int64_t t, std::size_t n_keys) {
+    attend_tile(t, n_keys, static_cast<std::size_t>(s.head_dim), ts, ws, state);
+  });
 }
 
 // out rows of block b = ot / l, transposed back to [row, head, d].
@@ -663,7 +352,7 @@ void PrefillImpl(const float* q, const KvLayerView& k, const KvLayerView& v, std
   const std::int64_t rows_per_block = std::max<std::int64_t>(1, prefill_block_lanes() / group);
   const std::int64_t n_blocks = (n_q + rows_per_block - 1) / rows_per_block;
   const std::int64_t r_pad = padded_lanes(std::min(n_q, rows_per_block) * group);
-  run_items(pool, parallel, n_blocks * s.n_kv_heads, s, r_pad, [&](std::int64_t item, Workspace& ws) {
+  run_items(pool, parallel, n_blocks * s.n_kv_heads, s, r_pad, 0, [&](std::int64_t item, Workspace& ws) {
     const std::int64_t block = n_blocks - 1 - item / s.n_kv_heads;  // longest KV ranges first
     const QueryBlock b{block * rows_per_block, std::min(n_q, (block + 1) * rows_per_block), item % s.n_kv_heads};
     load_queries(q, p0, run_tree, b, s, ws);
@@ -671,7 +360,7 @@ void PrefillImpl(const float* q, const KvLayerView& k, const KvLayerView& v, std
     init_state(s.head_dim, r_pad, state);
     const auto [begin, max_lo] = block_window(p0, run_tree, b, s.window);
     const TileScores ts = tile_scores(s, p0 + b.row_begin, run_tree, max_lo, run_tree != nullptr ? p0 : INT64_MAX);
-    attend_range(k, v, s, b.kv_head, begin, p0 + b.row_end, ts, ws, state);
+    attend_block(k, v, s, b.kv_head, begin, p0 + b.row_end, ts, ws, state);
     write_output(state, b, s, r_pad, out);
   });
 }
@@ -684,9 +373,17 @@ std::int64_t decode_chunk_len(std::int64_t n_ctx, std::int64_t n_kv_heads, std::
   return (tiles + chunks - 1) / chunks * kKvTile;
 }
 
+// Decode takes the head-rows kernel (attention_head_rows-inl.h) when a KV group's query heads
+// would fill at most 3/8 of a vector's lanes in the query-lane kernel: AVX-512, 1 thread,
+// n_ctx 64 / 512 / 4096, lane-kernel time over head-rows time: 7.2 / 6.4 / 3.0 at one query
+// head per KV head (OLMoE), 4.1 / 3.7 / 3.0 at 2 (Qwen3), 1.2 / 1.07 / 1.03 at 6, 1.06 / 0.94 /
+// 0.91 at 7 (Qwen2.5-0.5B), 0.93 / 0.75 / 0.77 at 8 (TinyLlama), bench/attention_bench.
+bool use_head_rows(std::int64_t group) { return 8 * group <= 3 * lanes(); }
+
 void DecodeImpl(const float* q, const KvLayerView& k, const KvLayerView& v, std::int64_t n_ctx,
                 const AttentionShape& s, float* out, ThreadPool& pool, bool parallel) {
   const std::int64_t group = s.n_heads / s.n_kv_heads, hd = s.head_dim, r_pad = padded_lanes(group);
+  const bool head_rows = use_head_rows(group);
   const std::int64_t begin = first_visible_slot(n_ctx - 1, s.window), n_keys = n_ctx - begin;  // every key visible
   const std::int64_t chunk_len = parallel ? decode_chunk_len(n_keys, s.n_kv_heads, pool.n_threads()) : n_keys;
   const std::int64_t n_chunks = (n_keys + chunk_len - 1) / chunk_len;
@@ -699,13 +396,17 @@ void DecodeImpl(const float* q, const KvLayerView& k, const KvLayerView& v, std:
     float* p = partials.get() + item * state_floats;
     return SoftmaxState{p, p + hd * r_pad, p + (hd + 1) * r_pad};
   };
-  run_items(pool, parallel, s.n_kv_heads * n_chunks, s, r_pad, [&](std::int64_t item, Workspace& ws) {
+  run_items(pool, parallel, s.n_kv_heads * n_chunks, s, r_pad, head_rows ? padded_lanes(hd) : 0, [&](std::int64_t item, Workspace& ws) {
     const QueryBlock b{0, 1, item / n_chunks};
-    const std::int64_t chunk = item % n_chunks;
-    load_queries(q, n_ctx - 1, nullptr, b, s, ws);
+    const std::int64_t chunk = item % n_chunks, lo = begin + chunk * chunk_len, hi = std::min(n_ctx, lo + chunk_len);
     const SoftmaxState state = n_chunks > 1 ? partial(item) : workspace_state(ws);
     init_state(hd, r_pad, state);
-    attend_range(k, v, s, b.kv_head, begin + chunk * chunk_len, std::min(n_ctx, begin + (chunk + 1) * chunk_len), ts, ws, state);
+    if (head_rows) {
+      attend_head_rows(q, k, v, s, b.kv_head, lo, hi, ts, ws, state);
+    } else {
+      load_queries(q, n_ctx - 1, nullptr, b, s, ws);
+      attend_block(k, v, s, b.kv_head, lo, hi, ts, ws, state);
+    }
     if (n_chunks == 1) write_output(state, b, s, r_pad, out);
   });
   if (n_chunks == 1) return;

@@ -49,12 +49,12 @@ struct AttentionShape {
 };
 
 /// Below this many multiply-adds (2 · visible positions · n_heads · head_dim summed over the
-/// query rows) a call runs on the calling thread. Measured here: a pool round trip costs
-/// ~4 µs and single-thread decode at TinyLlama's shape ~15 µs at n_ctx 128 (0.5M
-/// multiply-adds), so from there a second thread saves more than the wake-up costs; smaller
-/// calls (e.g. stories260K's heads) stay inline. `attention_bench` prints the 1- vs 2-thread
-/// decode sweep to re-check on a quiet machine (a shared, loaded one shows no 2-thread gain).
-inline constexpr std::int64_t kMinParallelAttentionMacs = std::int64_t{1} << 19;
+/// query rows) a call runs on the calling thread. Measured here (attention_bench's 1- vs
+/// 2-thread decode sweep, AVX-512, 2 cores): at 65536 multiply-adds (TinyLlama's shape at n_ctx
+/// 16) one thread takes 6.0 µs and two 3.6 µs, and the second thread's gain grows from there;
+/// smaller calls (stories260K's heads) stay inline. Re-check on a quiet machine: a shared,
+/// loaded one shows no 2-thread gain.
+inline constexpr std::int64_t kMinParallelAttentionMacs = std::int64_t{1} << 16;
 
 /// Prefill attention for a run of `n_q` query rows of one sequence whose K/V sit at slots
 /// p0 .. p0+n_q-1. Causal (mask == nullptr): row i is at position p0 + i and attends to KV
@@ -92,7 +92,10 @@ void attention_prefill(const float* q, const KvLayerView& k, const KvLayerView& 
 /// `min_parallel_macs` multiply-adds and more than one thread, the KV range is split into
 /// chunks (FlashDecoding, Dao et al. 2023) so that (KV head, chunk) pairs keep every thread
 /// busy; each chunk's (max, sum, unnormalized output) are merged by log-sum-exp rescaling.
-/// Otherwise it runs on the calling thread. f32 accumulation. Preconditions as above.
+/// Otherwise it runs on the calling thread. The query heads of a KV group sit in SIMD lanes and
+/// share each K/V element loaded; a group too small to fill 3/8 of a vector (e.g. OLMoE's and
+/// Phi-3's one query head per KV head) puts head_dim in the lanes instead, one dot product per
+/// score. f32 accumulation. Preconditions as above.
 void attention_decode(const float* q, const KvLayerView& k, const KvLayerView& v, std::int64_t n_ctx,
                       const AttentionShape& s, float* out, ThreadPool& pool,
                       std::int64_t min_parallel_macs = kMinParallelAttentionMacs);
