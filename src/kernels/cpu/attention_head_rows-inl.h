@@ -95,18 +95,26 @@ HWY_INLINE void value_dims(const float* const* HWY_RESTRICT vrows, std::size_t i
   for (std::size_t x = 0; x < kX; ++x) hn::Store(acc[x], d, o + i0 + x * n);
 }
 
-// o = o · corr + Σ_j p[j] · vrows[j] over all head_dim dims, dims [i0 / n, n_full) of whole
-// vectors in blocks of kX vectors (then halving blocks), then the partial tail vector if any.
-template <std::size_t kX = kValueVecs>
-HWY_INLINE void head_values(const float* const* HWY_RESTRICT vrows, std::size_t i0, std::size_t head_dim,
-                            const float* HWY_RESTRICT p, std::size_t n_keys, float corr, float* HWY_RESTRICT o) {
-  const std::size_t n = hn::Lanes(D());
-  for (; i0 + kX * n <= head_dim; i0 += kX * n) value_dims<kX, false>(vrows, i0, head_dim, p, n_keys, corr, o);
-  if constexpr (kX > 1) {
-    head_values<kX / 2>(vrows, i0, head_dim, p, n_keys, corr, o);
-  } else if (i0 < head_dim) {
-    value_dims<1, true>(vrows, i0, head_dim, p, n_keys, corr, o);
-  }
+// value_dims<n_vecs, kTail> for a run-time block width n_vecs in [1, kX].
+template <bool kTail, std::size_t kX = kValueVecs>
+HWY_INLINE void value_dims_n(std::size_t n_vecs, const float* const* HWY_RESTRICT vrows, std::size_t i0,
+                             std::size_t head_dim, const float* HWY_RESTRICT p, std::size_t n_keys, float corr,
+                             float* HWY_RESTRICT o) {
+  if (n_vecs == kX) return value_dims<kX, kTail>(vrows, i0, head_dim, p, n_keys, corr, o);
+  if constexpr (kX > 1) value_dims_n<kTail, kX - 1>(n_vecs, vrows, i0, head_dim, p, n_keys, corr, o);
+}
+
+// o = o · corr + Σ_j p[j] · vrows[j] over all head_dim dims: blocks of kValueVecs vectors, and
+// the rest (with the partial tail vector, if any, as its last) in one block, so a head of up to
+// kValueVecs vectors (Phi-3's 96 dims: 6 under AVX-512) takes one pass over the keys.
+HWY_INLINE void head_values(const float* const* HWY_RESTRICT vrows, std::size_t head_dim, const float* HWY_RESTRICT p,
+                            std::size_t n_keys, float corr, float* HWY_RESTRICT o) {
+  const std::size_t n = hn::Lanes(D()), n_vecs = (head_dim + n - 1) / n;
+  const bool tail = head_dim % n != 0;
+  std::size_t v = 0;
+  for (; n_vecs - v > kValueVecs; v += kValueVecs) value_dims<kValueVecs, false>(vrows, v * n, head_dim, p, n_keys, corr, o);
+  if (tail) return value_dims_n<true>(n_vecs - v, vrows, v * n, head_dim, p, n_keys, corr, o);
+  value_dims_n<false>(n_vecs - v, vrows, v * n, head_dim, p, n_keys, corr, o);
 }
 
 // Online softmax of one head over a tile's scores st[0, n_keys) (st has room for n_keys rounded
@@ -148,7 +156,7 @@ void attend_tile_rows(std::size_t n_keys, std::size_t group, std::size_t head_di
     head_scores(ws.krows.data(), 0, n_keys, ws.qrow + h * row_pad, head_dim, st);
     if (ts.softcap > 0.0f) softcap_scores(1, n_pad, ts.softcap, ts.cap_scale, st);
     const float corr = head_softmax(st, n_keys, ts.exp_scale, state.m[h], state.l[h]);
-    head_values(ws.vrows.data(), 0, head_dim, st, n_keys, corr, ws.orow + h * row_pad);
+    head_values(ws.vrows.data(), head_dim, st, n_keys, corr, ws.orow + h * row_pad);
   }
 }
 
@@ -162,11 +170,14 @@ void load_query_rows(const float* q, std::int64_t kv_head, const AttentionShape&
 }
 
 // state.ot[i, h] = ws.orow[h, i]: the head rows' outputs in the query-lane layout that the chunk
-// merge and the output write read.
+// merge and the output write read. The padding lanes h >= group get the max 0 (with sum and
+// output 0), as a zero query gives them in the query-lane kernel, so the merge computes no NaN
+// there.
 void store_output_rows(std::int64_t group, std::int64_t head_dim, const Workspace& ws, const SoftmaxState& state) {
   for (std::int64_t h = 0; h < group; ++h) {
     for (std::int64_t i = 0; i < head_dim; ++i) state.ot[i * ws.r_pad + h] = ws.orow[h * ws.row_pad + i];
   }
+  std::fill(state.m + group, state.m + ws.r_pad, 0.0f);
 }
 
 // Decode attention of the query heads of KV head `kv_head` (q [n_heads, head_dim]) against KV
