@@ -12,6 +12,7 @@
 #include "peregrine/kernels/cpu/elementwise.h"
 #include "peregrine/kernels/cpu/hadamard.h"
 #include "peregrine/kernels/cpu/matmul.h"
+#include "peregrine/kernels/cpu/half_packed.h"
 #include "peregrine/kernels/cpu/q4_0_packed.h"
 #include "peregrine/model/moe_ffn.h"
 #include "peregrine/quant/dequantize.h"
@@ -161,22 +162,30 @@ void run_on_all_cores(std::size_t n_jobs, const std::function<void(std::size_t)>
 }  // namespace
 
 Status LlamaModel::place_weights(WeightPlacement placement) {
-  const bool pack = q4_0_packed_gemv_available();
-  const auto placed = [&](const std::string& name, const TensorView& t) {
+  // Q4_0 is packed for its VNNI GEMV whatever the placement; F16 / BF16 for theirs in huge
+  // pages only (in place, e.g. the quantizers' calibration models, they stay in the mapping).
+  const bool pack_q4_0s = q4_0_packed_gemv_available();
+  const bool pack_halves = placement == WeightPlacement::kHugePages && half_packed_gemv_available();
+  enum class How { kSkip, kCopy, kPackQ4_0, kPackHalf };
+  const auto how = [&](const std::string& name, const TensorView& t) {
     const bool matrix = t.shape.size() >= 2 && (name != "token_embd.weight" || file_.config.tied_embeddings);
-    return matrix && ((pack && q4_0_packable(t)) || placement == WeightPlacement::kHugePages);
+    if (!matrix) return How::kSkip;
+    if (pack_q4_0s && q4_0_packable(t)) return How::kPackQ4_0;
+    if (pack_halves && half_packable(t)) return How::kPackHalf;
+    return placement == WeightPlacement::kHugePages ? How::kCopy : How::kSkip;
   };
   const auto aligned = [](std::size_t n) { return (n + 63) / 64 * 64; };
   struct Job {
     TensorView* t;
     std::size_t offset;  // in weights_
-    bool pack;           // else copied
+    How how;
   };
   std::vector<Job> jobs;
   std::size_t total = 0;
   for (auto& [name, t] : file_.tensors) {
-    if (!placed(name, t)) continue;
-    jobs.push_back({&t, total, pack && q4_0_packable(t)});
+    const How h = how(name, t);
+    if (h == How::kSkip) continue;
+    jobs.push_back({&t, total, h});
     total += aligned(t.nbytes);
   }
   PEREGRINE_ASSIGN_OR_RETURN(weights_, HugePageBuffer::allocate(total));
@@ -184,12 +193,18 @@ Status LlamaModel::place_weights(WeightPlacement placement) {
   run_on_all_cores(jobs.size(), [&](std::size_t i) {
     TensorView& t = *jobs[i].t;
     const std::span<std::uint8_t> dst = weights_.bytes().subspan(jobs[i].offset, t.nbytes);
-    if (jobs[i].pack) {
-      done[i] = pack_q4_0(t, dst);
-      t.packed = dst.data();
-    } else {
-      std::memcpy(dst.data(), t.data, t.nbytes);
-      t.data = dst.data();
+    switch (jobs[i].how) {
+      case How::kPackQ4_0:
+        done[i] = pack_q4_0(t, dst);
+        t.packed = dst.data();
+        break;
+      case How::kPackHalf:
+        done[i] = pack_half(t, dst);
+        t.packed = dst.data();
+        break;
+      default:
+        std::memcpy(dst.data(), t.data, t.nbytes);
+        t.data = dst.data();
     }
   });
   for (const Status& st : done) PEREGRINE_RETURN_IF_ERROR(st);

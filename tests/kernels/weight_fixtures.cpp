@@ -75,6 +75,17 @@ StoredWeights random_fp8_weights(DType t, std::int64_t out, std::int64_t in, std
   return {bytes, v};
 }
 
+StoredWeights random_half_weights(DType t, std::int64_t out, std::int64_t in, std::mt19937& rng) {
+  GuardedBytes bytes(static_cast<std::size_t>(out * in) * 2);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (std::size_t e = 0; e < bytes.size() / 2; ++e) {
+    const std::uint16_t half = t == DType::kF16 ? f32_to_f16(normal(rng)) : f32_to_bf16(normal(rng));
+    std::memcpy(bytes.data() + 2 * e, &half, 2);
+  }
+  const TensorView v = view_of(t, out, in, bytes);
+  return {bytes, v};
+}
+
 double f32_gamma(double k) {
   const double u = std::ldexp(1.0, -24);
   return k * u / (1.0 - k * u);

@@ -1,4 +1,4 @@
-// Random weight matrices in the run-time quantized formats (kInt, FP8) for the matmul tests,
+// Random weight matrices (F16 / BF16, the run-time quantized formats kInt and FP8, GGUF blocks) for the matmul tests,
 // stored so that reading past the tensor faults, and the f32 summation error bound.
 #pragma once
 
@@ -42,6 +42,9 @@ StoredWeights random_int_weights(std::int64_t out, std::int64_t in, const QuantP
 /// [out, in] F8_E4M3 / F8_E5M2 weights: f32 row scales of random sign and magnitude, random
 /// finite codes (no NaN or infinity).
 StoredWeights random_fp8_weights(DType t, std::int64_t out, std::int64_t in, std::mt19937& rng);
+
+/// [out, in] F16 / BF16 weights: standard normal values rounded to the type (nearest even).
+StoredWeights random_half_weights(DType t, std::int64_t out, std::int64_t in, std::mt19937& rng);
 
 /// A Q8_0 / Q4_0 weight matrix and the bytes it views.
 struct BlockWeights {

@@ -774,7 +774,10 @@ void GemmGgmlRows(const Operands& op, std::int64_t row_begin, std::int64_t row_e
     case DType::kQ4_1: return rows_with<SimdDecoder<decode_legacy<ggml::BlockQ4_1>, false>>(op, row_begin, row_end);
     case DType::kQ5_0: return rows_with<SimdDecoder<decode_legacy<ggml::BlockQ5_0>, false>>(op, row_begin, row_end);
     case DType::kQ5_1: return rows_with<SimdDecoder<decode_legacy<ggml::BlockQ5_1>, false>>(op, row_begin, row_end);
-    default: HWY_ABORT("gemm_ggml: %s is not a ggml block format", dtype_name(op.dtype));
+    default: {
+      const std::string_view name = dtype_name(op.dtype);
+      HWY_ABORT("gemm_ggml: %.*s is not a ggml block format", static_cast<int>(name.size()), name.data());
+    }
   }
 }
 

@@ -12,6 +12,7 @@
 #include "peregrine/kernels/cpu/gemm_int8_act.h"
 #include "peregrine/kernels/cpu/gemm_quant.h"
 #include "peregrine/kernels/cpu/gemv_float.h"
+#include "peregrine/kernels/cpu/half_packed.h"
 #include "peregrine/kernels/cpu/q4_0_packed.h"
 #include "peregrine/kernels/cpu/quantize_activations.h"
 #include "peregrine/quant/dequantize.h"
@@ -34,6 +35,11 @@ void split_decoded(RowKernel kernel, const TensorView& w, std::span<const float>
 
 void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
             std::span<float> y, ThreadPool& pool, std::int64_t min_parallel_macs) {
+  if (w.packed != nullptr && is_float_dtype(w.dtype) && n_tokens <= kHalfPackedTokens) {
+    const MatmulProduct product{&w, x, y};
+    gemv_half_packed({&product, 1}, n_tokens, pool, min_parallel_macs);
+    return;
+  }
   if (is_float_dtype(w.dtype)) {
     matmul_float(w, x, n_tokens, y, pool, min_parallel_macs);
     return;
@@ -66,10 +72,15 @@ void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens
 
 void matmul_fused(std::span<const MatmulProduct> products, std::int64_t n_tokens, ThreadPool& pool,
                   std::int64_t min_parallel_macs) {
-  const bool all_packed = std::all_of(products.begin(), products.end(), [](const MatmulProduct& p) {
-    return p.w->packed != nullptr && p.w->dtype == DType::kQ4_0;
-  });
-  if (!all_packed || n_tokens < 1 || n_tokens > kQ4_0PackedTokens) {
+  const auto all_packed = [&](auto is_type) {
+    return std::all_of(products.begin(), products.end(),
+                       [&](const MatmulProduct& p) { return p.w->packed != nullptr && is_type(p.w->dtype); });
+  };
+  if (n_tokens >= 1 && n_tokens <= kHalfPackedTokens && all_packed(is_float_dtype)) {
+    gemv_half_packed(products, n_tokens, pool, min_parallel_macs);
+    return;
+  }
+  if (!all_packed([](DType t) { return t == DType::kQ4_0; }) || n_tokens < 1 || n_tokens > kQ4_0PackedTokens) {
     for (const MatmulProduct& p : products) matmul(*p.w, p.x, n_tokens, p.y, pool, min_parallel_macs);
     return;
   }

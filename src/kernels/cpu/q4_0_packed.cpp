@@ -220,27 +220,20 @@ Status pack_q4_0(const TensorView& w, std::span<std::uint8_t> dst) {
 void gemv_q4_0_packed(std::span<const PackedProduct> products, ThreadPool& pool, std::int64_t min_parallel_macs) {
   std::map<const QuantizedActivations*, std::vector<std::int32_t>> biases;  // one per distinct input
   std::vector<Operands> ops;
-  std::vector<std::int64_t> first_row;  // of each product in the rows of all of them
-  std::int64_t rows = 0, macs = 0, max_in = 0;
+  std::vector<std::int64_t> outs;
+  std::int64_t macs = 0, max_in = 0;
   for (const PackedProduct& p : products) {
     auto [it, added] = biases.try_emplace(p.xq);
     if (added) it->second = activation_biases(*p.xq);
     ops.push_back(operands(p.packed, p.out, *p.xq, p.y, it->second));
-    first_row.push_back(rows);
-    rows += p.out;
+    outs.push_back(p.out);
     macs += p.out * p.xq->in * p.xq->n_tokens;
     max_in = std::max(max_in, p.xq->in);
   }
-  // Rows [begin, end) of the products side by side, in whole groups: each product's share.
-  const auto groups = [&](std::int64_t begin, std::int64_t end) {
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      const std::int64_t b = std::max(begin, first_row[i]) - first_row[i];
-      const std::int64_t e = std::min(end, first_row[i] + ops[i].out) - first_row[i];
-      if (b < e) HWY_DYNAMIC_DISPATCH(GemvGroups)(ops[i], b / kQ4_0PackRows, e / kQ4_0PackRows);
-    }
-  };
-  if (macs < min_parallel_macs) return groups(0, rows);
-  split_rows_guided(rows, static_cast<std::size_t>(max_in / 32) * kBlockBytes, kQ4_0PackRows, pool, groups);
+  split_products_guided(outs, macs, static_cast<std::size_t>(max_in / 32) * kBlockBytes, kQ4_0PackRows, pool,
+                        min_parallel_macs, [&](std::size_t p, std::int64_t begin, std::int64_t end) {
+                          HWY_DYNAMIC_DISPATCH(GemvGroups)(ops[p], begin / kQ4_0PackRows, end / kQ4_0PackRows);
+                        });
 }
 
 void gemv_q4_0_packed_reference(const std::uint8_t* packed, std::int64_t out, const QuantizedActivations& xq,

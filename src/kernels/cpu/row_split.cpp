@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <vector>
 
 namespace peregrine {
 
@@ -33,6 +34,26 @@ void split_rows_guided(std::int64_t out, std::size_t row_bytes, std::int64_t til
       }
     }
   });
+}
+
+void split_products_guided(std::span<const std::int64_t> outs, std::int64_t macs, std::size_t row_bytes,
+                           std::int64_t tile, ThreadPool& pool, std::int64_t min_parallel_macs,
+                           const std::function<void(std::size_t, std::int64_t, std::int64_t)>& part) {
+  std::vector<std::int64_t> first_row;  // of each product in the rows of all of them
+  std::int64_t rows = 0;
+  for (std::int64_t out : outs) {
+    first_row.push_back(rows);
+    rows += out;
+  }
+  const auto parts = [&](std::int64_t begin, std::int64_t end) {
+    for (std::size_t p = 0; p < outs.size(); ++p) {
+      const std::int64_t b = std::max(begin, first_row[p]) - first_row[p];
+      const std::int64_t e = std::min(end, first_row[p] + outs[p]) - first_row[p];
+      if (b < e) part(p, b, e);
+    }
+  };
+  if (macs < min_parallel_macs) return parts(0, rows);
+  split_rows_guided(rows, row_bytes, tile, pool, parts);
 }
 
 }  // namespace peregrine

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 
 #include "peregrine/core/thread_pool.h"
 
@@ -24,5 +25,15 @@ void split_rows(std::int64_t out, std::int64_t macs_per_row, std::int64_t tile, 
 /// Preconditions: out >= 0, tile >= 1; not called from inside a pool.parallel_for.
 void split_rows_guided(std::int64_t out, std::size_t row_bytes, std::int64_t tile, ThreadPool& pool,
                        const std::function<void(std::int64_t, std::int64_t)>& rows);
+
+/// Several products' output rows side by side (e.g. a layer's Q, K and V, or a token's experts),
+/// split as one range: calls part(p, begin, end) for rows [begin, end) of product p, covering
+/// [0, outs[p]) of every p — on the calling thread when `macs` (the products' multiply-adds in
+/// all) is below min_parallel_macs, else by split_rows_guided over the concatenated rows
+/// (row_bytes: the longest row's bytes), so one parallel region serves all the products.
+/// Preconditions: `tile` divides every outs[p]; not called from inside a pool.parallel_for.
+void split_products_guided(std::span<const std::int64_t> outs, std::int64_t macs, std::size_t row_bytes,
+                           std::int64_t tile, ThreadPool& pool, std::int64_t min_parallel_macs,
+                           const std::function<void(std::size_t, std::int64_t, std::int64_t)>& part);
 
 }  // namespace peregrine

@@ -1,0 +1,191 @@
+#include "peregrine/kernels/cpu/half_packed.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/row_split.h"
+#include "peregrine/quant/fp16.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/half_packed.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/cpu/float_weight_load-inl.h"
+
+#ifndef PEREGRINE_KERNELS_CPU_HALF_PACKED_SHARED
+#define PEREGRINE_KERNELS_CPU_HALF_PACKED_SHARED
+namespace peregrine::half_packed_detail {
+
+constexpr std::size_t kRows = 16;        // rows per group (kHalfPackRows)
+constexpr std::size_t kSums = 4;         // partial sums per output: column i goes to i mod 4
+constexpr std::size_t kChunkTokens = 4;  // tokens per pass over a group
+
+// One product's operands, shared by every target's kernel: W's packed groups (F16 or BF16 bits),
+// x [n_tokens, in] and y [n_tokens, out].
+struct Operands {
+  const std::uint16_t* packed;
+  bool bf16;
+  std::size_t in, out;
+  const float* x;
+  std::size_t n_tokens;
+  float* y;
+};
+
+inline float widen(const Operands& op, std::uint16_t bits) { return op.bf16 ? bf16_to_f32(bits) : f16_to_f32(bits); }
+
+// One group for every token, lane by lane: the scalar twin, and the kernel of targets without
+// 16 f32 lanes.
+inline void GroupScalar(const Operands& op, std::size_t group) {
+  const std::uint16_t* g = op.packed + group * kRows * op.in;
+  for (std::size_t t = 0; t < op.n_tokens; ++t) {
+    const float* x = op.x + t * op.in;
+    for (std::size_t e = 0; e < kRows; ++e) {
+      float s[kSums] = {};
+      for (std::size_t i = 0; i < op.in; ++i) s[i % kSums] = std::fma(widen(op, g[i * kRows + e]), x[i], s[i % kSums]);
+      op.y[t * op.out + group * kRows + e] = (s[0] + s[1]) + (s[2] + s[3]);
+    }
+  }
+}
+
+}  // namespace peregrine::half_packed_detail
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace peregrine::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using half_packed_detail::kRows;
+using half_packed_detail::kSums;
+using half_packed_detail::Operands;
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+
+// 16 rows (one f32 vector) × T (<= 4) tokens of group `g`: per column one 32-byte load widened
+// to f32, then one fused multiply-add per token with the broadcast activation; T·4 accumulators.
+template <std::size_t T, class WT>
+HWY_INLINE void GroupTokens(const Operands& op, std::size_t g, const float* HWY_RESTRICT x, float* HWY_RESTRICT y) {
+  const hn::FixedTag<float, kRows> d;
+  using V = hn::Vec<decltype(d)>;
+  const WT* HWY_RESTRICT w = reinterpret_cast<const WT*>(op.packed) + g * kRows * op.in;
+  const std::size_t in = op.in;
+  V acc[T][kSums];
+  for (std::size_t t = 0; t < T; ++t) {
+    for (std::size_t u = 0; u < kSums; ++u) acc[t][u] = hn::Zero(d);
+  }
+  const auto column = [&](std::size_t i, std::size_t u) {
+    const V wv = LoadAsF32(d, w + i * kRows);
+    for (std::size_t t = 0; t < T; ++t) acc[t][u] = hn::MulAdd(wv, hn::Set(d, x[t * in + i]), acc[t][u]);
+  };
+  std::size_t i = 0;
+  for (; i + kSums <= in; i += kSums) {
+    for (std::size_t u = 0; u < kSums; ++u) column(i + u, u);
+  }
+  for (std::size_t u = 0; i + u < in; ++u) column(i + u, u);
+  for (std::size_t t = 0; t < T; ++t) {
+    hn::StoreU(hn::Add(hn::Add(acc[t][0], acc[t][1]), hn::Add(acc[t][2], acc[t][3])), d, y + t * op.out + g * kRows);
+  }
+}
+
+template <class WT>
+void GroupsOf(const Operands& op, std::size_t g0, std::size_t g1) {
+  for (std::size_t g = g0; g < g1; ++g) {
+    for (std::size_t t = 0; t < op.n_tokens; t += half_packed_detail::kChunkTokens) {
+      const float* x = op.x + t * op.in;
+      float* y = op.y + t * op.out;
+      switch (std::min(half_packed_detail::kChunkTokens, op.n_tokens - t)) {
+        case 1: GroupTokens<1, WT>(op, g, x, y); break;
+        case 2: GroupTokens<2, WT>(op, g, x, y); break;
+        case 3: GroupTokens<3, WT>(op, g, x, y); break;
+        default: GroupTokens<4, WT>(op, g, x, y); break;
+      }
+    }
+  }
+}
+
+// Groups [g0, g1) of `op`, every token: each group read from memory once, the token chunks
+// after the first finding it in L1/L2.
+void GemvGroups(const Operands& op, std::size_t g0, std::size_t g1) {
+  if (op.bf16) return GroupsOf<hwy::bfloat16_t>(op, g0, g1);
+  GroupsOf<hwy::float16_t>(op, g0, g1);
+}
+bool HasSimdKernel() { return true; }
+
+#else
+void GemvGroups(const Operands& op, std::size_t g0, std::size_t g1) {
+  for (std::size_t g = g0; g < g1; ++g) half_packed_detail::GroupScalar(op, g);
+}
+bool HasSimdKernel() { return false; }
+#endif
+
+}  // namespace peregrine::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace peregrine {
+namespace {
+
+HWY_EXPORT(GemvGroups);
+HWY_EXPORT(HasSimdKernel);
+
+using half_packed_detail::Operands;
+
+Operands operands(const TensorView& w, std::span<const float> x, std::int64_t n_tokens, std::span<float> y) {
+  return {static_cast<const std::uint16_t*>(w.packed), w.dtype == DType::kBF16, static_cast<std::size_t>(w.row_length()),
+          static_cast<std::size_t>(w.n_rows()), x.data(), static_cast<std::size_t>(n_tokens), y.data()};
+}
+
+}  // namespace
+
+bool half_packed_gemv_available() { return HWY_DYNAMIC_DISPATCH(HasSimdKernel)(); }
+
+bool half_packable(const TensorView& w) {
+  if ((w.dtype != DType::kF16 && w.dtype != DType::kBF16) || w.shape.size() != 2) return false;
+  const std::int64_t out = w.shape[0], in = w.shape[1];
+  return out > 0 && out % kHalfPackRows == 0 && in > 0 && w.nbytes == static_cast<std::size_t>(out * in) * 2;
+}
+
+Status pack_half(const TensorView& w, std::span<std::uint8_t> dst) {
+  if (!half_packable(w)) {
+    return invalid_argument("pack_half: " + w.name + " is not a 2-D F16 / BF16 matrix of whole 16-row groups");
+  }
+  if (dst.size() < w.nbytes) {
+    return invalid_argument("pack_half: " + std::to_string(dst.size()) + " bytes cannot hold the " +
+                            std::to_string(w.nbytes) + " of " + w.name);
+  }
+  const auto in = static_cast<std::size_t>(w.shape[1]), rows = static_cast<std::size_t>(kHalfPackRows);
+  const auto* src = static_cast<const std::uint8_t*>(w.data);
+  for (std::size_t r = 0; r < static_cast<std::size_t>(w.shape[0]); ++r) {
+    std::uint8_t* group = dst.data() + (r / rows) * rows * in * 2;
+    for (std::size_t i = 0; i < in; ++i) std::memcpy(group + (i * rows + r % rows) * 2, src + (r * in + i) * 2, 2);
+  }
+  return Status::ok();
+}
+
+void gemv_half_packed(std::span<const MatmulProduct> products, std::int64_t n_tokens, ThreadPool& pool,
+                      std::int64_t min_parallel_macs) {
+  std::vector<Operands> ops;
+  std::vector<std::int64_t> outs;
+  std::int64_t macs = 0, max_in = 0;
+  for (const MatmulProduct& p : products) {
+    ops.push_back(operands(*p.w, p.x, n_tokens, p.y));
+    outs.push_back(p.w->n_rows());
+    macs += p.w->n_rows() * p.w->row_length() * n_tokens;
+    max_in = std::max(max_in, p.w->row_length());
+  }
+  split_products_guided(outs, macs, static_cast<std::size_t>(max_in) * 2, kHalfPackRows, pool, min_parallel_macs,
+                        [&](std::size_t p, std::int64_t begin, std::int64_t end) {
+                          HWY_DYNAMIC_DISPATCH(GemvGroups)(ops[p], static_cast<std::size_t>(begin / kHalfPackRows),
+                                                           static_cast<std::size_t>(end / kHalfPackRows));
+                        });
+}
+
+void gemv_half_packed_reference(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
+                                std::span<float> y) {
+  const Operands op = operands(w, x, n_tokens, y);
+  for (std::size_t g = 0; g < op.out / half_packed_detail::kRows; ++g) half_packed_detail::GroupScalar(op, g);
+}
+
+}  // namespace peregrine
+#endif  // HWY_ONCE
