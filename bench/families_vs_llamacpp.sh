@@ -30,7 +30,7 @@ for shape in $shapes; do
   synth "$dir/$shape-Q4_0.gguf" "$shape"
   models+=("$dir/$shape-Q4_0.gguf")
   case "$shape" in
-    qwen2.5-*|qwen3-*|phi3-*)
+    qwen2.5-*|qwen3-*|phi3-*|gemma2-*)
       synth "$dir/$shape-as-llama-Q4_0.gguf" "$shape" --arch llama
       models+=("$dir/$shape-as-llama-Q4_0.gguf") ;;
   esac

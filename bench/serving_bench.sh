@@ -12,7 +12,10 @@
 #   --prefill-budget Peregrine runs once per value (serve --prefill-budget; 0 = none)
 # Per client count: llama-server (if given), Peregrine at each budget, llama-server again; the
 # llama-server figure is the mean of its two runs (the machine's speed drifts), and every
-# Peregrine row carries its ratios to it. Without --llama-server, Peregrine alone, plus the
+# Peregrine row carries its ratios to it. "out tok/s" counts the completed requests' tokens;
+# "streamed tok/s" every text chunk streamed, the streams a server ended with an error partway
+# included (llama-server does that on some random-weight text: "The model produced output that
+# does not match the expected Content-only format"). Without --llama-server, Peregrine alone, plus the
 # TTFT of a 1024-token shared prefix served cold and then from the prefix cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -93,8 +96,8 @@ def load(name):
     path = f"{out}/{name}.json"
     return json.load(open(path)) if os.path.exists(path) else None
 def errors(j): return sum(j["errors"].values()) if isinstance(j["errors"], dict) else j["errors"]
-print("| engine | clients | out tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | ITL p99/p50 | errors | vs llama-server: tok/s, TTFT p99, ITL p99 |")
-print("|---|---|---|---|---|---|---|---|")
+print("| engine | clients | out tok/s | streamed tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | ITL p99/p50 | errors | vs llama-server: tok/s, streamed, TTFT p99, ITL p99 |")
+print("|---|---|---|---|---|---|---|---|---|")
 for c in clients:
     llama = [j for j in (load(f"llama-c{c}-1"), load(f"llama-c{c}-2")) if j]
     mean = lambda f: sum(f(j) for j in llama) / len(llama)
@@ -103,14 +106,14 @@ for c in clients:
     for label, j in rows:
         if j is None:  # the llama-server row: means of its runs
             v = [mean(lambda x: x["output_tps"]), mean(lambda x: x["ttft_ms"]["p50"]), mean(lambda x: x["ttft_ms"]["p99"]),
-                 mean(lambda x: x["itl_ms"]["p50"]), mean(lambda x: x["itl_ms"]["p99"])]
+                 mean(lambda x: x["itl_ms"]["p50"]), mean(lambda x: x["itl_ms"]["p99"]), mean(lambda x: x["streamed_cps"])]
             err, ref = sum(errors(x) for x in llama), ""
         else:
-            v = [j["output_tps"], j["ttft_ms"]["p50"], j["ttft_ms"]["p99"], j["itl_ms"]["p50"], j["itl_ms"]["p99"]]
+            v = [j["output_tps"], j["ttft_ms"]["p50"], j["ttft_ms"]["p99"], j["itl_ms"]["p50"], j["itl_ms"]["p99"], j["streamed_cps"]]
             err = errors(j)
-            ref = (f"{v[0] / mean(lambda x: x['output_tps']):.2f}×, {v[2] / mean(lambda x: x['ttft_ms']['p99']):.2f}×, "
-                   f"{v[4] / mean(lambda x: x['itl_ms']['p99']):.2f}×") if llama else ""
-        print(f"| {label} | {c} | {v[0]:.1f} | {v[1]:.0f} / {v[2]:.0f} | {v[3]:.1f} / {v[4]:.1f} | {v[4] / v[3]:.2f} | {err} | {ref} |")
+            ref = (f"{v[0] / mean(lambda x: x['output_tps']):.2f}×, {v[5] / mean(lambda x: x['streamed_cps']):.2f}×, "
+                   f"{v[2] / mean(lambda x: x['ttft_ms']['p99']):.2f}×, {v[4] / mean(lambda x: x['itl_ms']['p99']):.2f}×") if llama else ""
+        print(f"| {label} | {c} | {v[0]:.1f} | {v[5]:.1f} | {v[1]:.0f} / {v[2]:.0f} | {v[3]:.1f} / {v[4]:.1f} | {v[4] / v[3]:.2f} | {err} | {ref} |")
 cold, warm = load("prefix-cold"), load("prefix-warm")
 if cold and warm:
     c, w = cold["ttft_ms"]["p50"], warm["ttft_ms"]["p50"]

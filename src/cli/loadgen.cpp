@@ -32,6 +32,8 @@ void print_report(const LoadReport& r, bool stream) {
     std::printf("%-8s p50 %9.2f  p90 %9.2f  p99 %9.2f\n", name, p.p50, p.p90, p.p99);
   };
   if (stream) {
+    std::printf("streamed: %lld text chunks, %.1f per s (failed streams included)\n",
+                static_cast<long long>(r.streamed_chunks), r.streamed_cps);
     row("TTFT ms", r.ttft_ms);
     row("ITL ms", r.itl_ms);
   }

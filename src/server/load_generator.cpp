@@ -29,6 +29,7 @@ struct Sample {
   std::string error;  // "" = succeeded
   std::int64_t prompt_tokens = 0;
   std::int64_t output_tokens = 0;
+  std::int64_t text_chunks = 0;  // streaming only: chunks with text, counted whether or not the stream completes
   double e2e_ms = 0;
   double ttft_ms = -1;  // streaming only
   std::vector<double> itl_ms;
@@ -49,6 +50,7 @@ class StreamTimer {
       }
       if (auto usage = chunk.find("usage"); usage != chunk.end() && usage->is_object()) read_usage(*usage, s);
       if (!has_text(chunk)) continue;
+      ++s.text_chunks;
       const auto now = Clock::now();
       if (s.ttft_ms < 0) {
         s.ttft_ms = ms_since(start_, now);
@@ -138,6 +140,7 @@ LoadReport summarize(const LoadOptions& o, const std::vector<Sample>& samples, d
   r.wall_s = wall_s;
   std::vector<double> ttft, itl, e2e;
   for (const Sample& s : samples) {
+    r.streamed_chunks += s.text_chunks;
     if (!s.error.empty()) {
       ++r.errors[s.error];
       continue;
@@ -151,6 +154,7 @@ LoadReport summarize(const LoadOptions& o, const std::vector<Sample>& samples, d
   }
   r.req_per_s = wall_s > 0 ? r.succeeded / wall_s : 0;
   r.output_tps = wall_s > 0 ? static_cast<double>(r.output_tokens) / wall_s : 0;
+  r.streamed_cps = wall_s > 0 ? static_cast<double>(r.streamed_chunks) / wall_s : 0;
   r.ttft_ms = percentiles(ttft);
   r.itl_ms = percentiles(itl);
   r.e2e_ms = percentiles(e2e);
@@ -202,6 +206,7 @@ Json LoadReport::to_json() const {
   return {{"requests", requests},   {"concurrency", concurrency},  {"succeeded", succeeded},
           {"errors", Json(errors)}, {"wall_s", wall_s},            {"req_per_s", req_per_s},
           {"output_tps", output_tps}, {"prompt_tokens", prompt_tokens}, {"output_tokens", output_tokens},
+          {"streamed_chunks", streamed_chunks}, {"streamed_cps", streamed_cps},
           {"ttft_ms", p(ttft_ms)},  {"itl_ms", p(itl_ms)},         {"e2e_ms", p(e2e_ms)}};
 }
 

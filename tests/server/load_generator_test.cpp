@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "server_process.h"
 #include "server_test_util.h"
 #include "test_paths.h"
 
@@ -66,6 +67,27 @@ TEST(LoadGenerator, ConnectionErrorsAreCountedByKind) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["ttft_ms"], nlohmann::json::parse(R"({"p50": 0.0, "p90": 0.0, "p99": 0.0})"));
+}
+
+// Against a real `peregrine serve` (stories260K, ASCII text: one text chunk per token): every
+// stream completes, so the streamed chunks are the completion tokens the usage reports.
+TEST(LoadGenerator, StreamedChunksOfCompletedStreamsAreTheirTokens) {
+  test::ServerProcess server({"--parallel", "2"});
+  ASSERT_TRUE(server.ready()) << server.log();
+  LoadOptions o;
+  o.url = server.url();
+  o.requests = 4;
+  o.concurrency = 2;
+  o.max_tokens = 12;
+  o.stream = true;
+  auto report = run_load(o, std::vector<std::string>{"Once upon a time", "The little dog"});
+  ASSERT_TRUE(report) << report.status().message();
+  EXPECT_EQ(report->succeeded, 4);
+  EXPECT_EQ(report->output_tokens, 4 * 12);
+  EXPECT_EQ(report->streamed_chunks, report->output_tokens);
+  EXPECT_DOUBLE_EQ(report->streamed_cps, static_cast<double>(report->streamed_chunks) / report->wall_s);
+  const nlohmann::json j = report->to_json();
+  EXPECT_EQ(j["streamed_chunks"], 48);
 }
 
 }  // namespace

@@ -49,12 +49,19 @@ struct LoadReport {
   double output_tps = 0;  // completion tokens per second of wall time
   std::int64_t prompt_tokens = 0;  // summed usage of the succeeded requests
   std::int64_t output_tokens = 0;
+  /// Streaming only: chunks with text of every request, the failed streams' included (a server
+  /// that ends streams with an error partway did that work too), and per second of wall time.
+  /// One chunk per token for Peregrine and llama-server, except where a token's bytes wait for
+  /// the rest of a UTF-8 character.
+  std::int64_t streamed_chunks = 0;
+  double streamed_cps = 0;
   Percentiles ttft_ms;  // streaming only: submission → first chunk with text
   Percentiles itl_ms;   // streaming only: gaps between chunks with text
   Percentiles e2e_ms;
 
   /// Stable keys: requests, concurrency, succeeded, errors {kind: count}, wall_s, req_per_s,
-  /// output_tps, prompt_tokens, output_tokens, ttft_ms / itl_ms / e2e_ms {p50, p90, p99}.
+  /// output_tps, prompt_tokens, output_tokens, streamed_chunks, streamed_cps,
+  /// ttft_ms / itl_ms / e2e_ms {p50, p90, p99}.
   nlohmann::json to_json() const;
 };
 
