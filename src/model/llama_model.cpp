@@ -12,6 +12,7 @@
 #include "peregrine/kernels/cpu/elementwise.h"
 #include "peregrine/kernels/cpu/hadamard.h"
 #include "peregrine/kernels/cpu/matmul.h"
+#include "peregrine/core/available_memory.h"
 #include "peregrine/kernels/cpu/half_packed.h"
 #include "peregrine/kernels/cpu/q4_0_packed.h"
 #include "peregrine/model/moe_ffn.h"
@@ -162,10 +163,16 @@ void run_on_all_cores(std::size_t n_jobs, const std::function<void(std::size_t)>
 }  // namespace
 
 Status LlamaModel::place_weights(WeightPlacement placement) {
-  // Q4_0 is packed for its VNNI GEMV whatever the placement; F16 / BF16 for theirs in huge
-  // pages only (in place, e.g. the quantizers' calibration models, they stay in the mapping).
+  // Q4_0 is packed for its VNNI GEMV whatever the placement. F16 / BF16 are packed for theirs
+  // in huge pages only (in place, e.g. the quantizers' calibration models, they stay in the
+  // mapping), and only where their packed copies and their pages of the file both fit in the
+  // memory available: their prefill GEMM then reads the file's stored layout, which would
+  // otherwise be read back from disk every forward; else they are copied as stored.
   const bool pack_q4_0s = q4_0_packed_gemv_available();
-  const bool pack_halves = placement == WeightPlacement::kHugePages && half_packed_gemv_available();
+  std::uint64_t half_bytes = 0;
+  for (const auto& [name, t] : file_.tensors) half_bytes += half_packable(t) ? t.nbytes : 0;
+  const bool pack_halves = placement == WeightPlacement::kHugePages && half_packed_gemv_available() &&
+                           2 * half_bytes <= available_memory_bytes().value_or(0);
   enum class How { kSkip, kCopy, kPackQ4_0, kPackHalf };
   const auto how = [&](const std::string& name, const TensorView& t) {
     const bool matrix = t.shape.size() >= 2 && (name != "token_embd.weight" || file_.config.tied_embeddings);
