@@ -22,6 +22,8 @@ struct Shape {
 };
 // Odd block counts (33·32, 257·32) as well as the tinyllama row lengths.
 constexpr Shape kShapes[] = {{16, 32}, {32, 96}, {48, 2048}, {16, 33 * 32}, {64, 5632}, {16, 257 * 32}};
+// Every chunk remainder of the kernel's 8 tokens per pass, and prefill-sized batches.
+constexpr std::int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 129};
 
 // `w` packed into a buffer of its own.
 std::vector<std::uint8_t> packed_copy(const TensorView& w) {
@@ -42,7 +44,7 @@ TEST(Q4_0Packed, TwinOverThePackedLayoutEqualsTheRowMajorReference) {
   for (Shape s : kShapes) {
     const test::BlockWeights w = test::random_block_weights(DType::kQ4_0, s.out, s.in, /*offset=*/5, rng);
     const std::vector<std::uint8_t> packed = packed_copy(w.view);
-    for (std::int64_t n_tokens = 1; n_tokens <= kQ4_0PackedTokens; ++n_tokens) {
+    for (std::int64_t n_tokens : kTokenCounts) {
       const QuantizedActivations xq = quantized(n_tokens, s.in, rng);
       std::vector<float> expected(static_cast<std::size_t>(n_tokens * s.out)), got(expected.size());
       gemm_quant_reference(w.view, xq, expected);
@@ -61,7 +63,7 @@ TEST(Q4_0Packed, GemvMatchesTheTwinUpToRounding) {
     const test::BlockWeights w = test::random_block_weights(DType::kQ4_0, s.out, s.in, /*offset=*/0, rng);
     const std::vector<std::uint8_t> packed = packed_copy(w.view);
     const double bound = 2.0 * test::f32_gamma(static_cast<double>(s.in / 32 + 2));
-    for (std::int64_t n_tokens = 1; n_tokens <= kQ4_0PackedTokens; ++n_tokens) {
+    for (std::int64_t n_tokens : kTokenCounts) {
       const QuantizedActivations xq = quantized(n_tokens, s.in, rng);
       std::vector<float> ref(static_cast<std::size_t>(n_tokens * s.out));
       gemv_q4_0_packed_reference(packed.data(), s.out, xq, ref);
@@ -120,7 +122,7 @@ TEST(Q4_0Packed, FusedProductsEqualOneMatmulEach) {
     weights.back().view.packed = packed.back().data();
   }
   ThreadPool pool(2);
-  for (std::int64_t n_tokens : {1, 3, 8, 9, 33}) {  // 33: past the packed GEMV, one matmul each
+  for (std::int64_t n_tokens : {1, 3, 8, 9, 33, 130}) {
     const auto x = test::random_activations(n_tokens, 2048, rng), x_down = test::random_activations(n_tokens, 5632, rng);
     std::vector<std::vector<float>> fused, alone;
     std::vector<MatmulProduct> products;

@@ -535,7 +535,7 @@ void gemm_quant(const TensorView& w, const QuantizedActivations& xq, std::span<f
                 ThreadPool& pool, std::int64_t min_parallel_macs) {
   const auto op = operands(w, xq, y);
   if (op.n_tokens == 0 || op.out == 0) return;
-  if (w.packed != nullptr && op.n_tokens <= kQ4_0PackedTokens) {
+  if (w.packed != nullptr) {
     const PackedProduct product{static_cast<const std::uint8_t*>(w.packed), op.out, &xq, y};
     gemv_q4_0_packed({&product, 1}, pool, min_parallel_macs);
     return;

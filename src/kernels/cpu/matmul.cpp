@@ -80,7 +80,7 @@ void matmul_fused(std::span<const MatmulProduct> products, std::int64_t n_tokens
     gemv_half_packed(products, n_tokens, pool, min_parallel_macs);
     return;
   }
-  if (!all_packed([](DType t) { return t == DType::kQ4_0; }) || n_tokens < 1 || n_tokens > kQ4_0PackedTokens) {
+  if (!all_packed([](DType t) { return t == DType::kQ4_0; }) || n_tokens < 1) {
     for (const MatmulProduct& p : products) matmul(*p.w, p.x, n_tokens, p.y, pool, min_parallel_macs);
     return;
   }

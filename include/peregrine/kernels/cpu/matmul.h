@@ -44,7 +44,7 @@ struct MatmulProduct {
 
 /// y_i = x_i · W_iᵀ for every product — of one input (a layer's Q, K and V; the FFN's gate and
 /// up) or of several (the down projections of one token's experts) — with the same results as
-/// one matmul each. When every W_i is Q4_0 packed at load and n_tokens <= kQ4_0PackedTokens
+/// one matmul each. When every W_i is Q4_0 packed at load
 /// (kernels/cpu/q4_0_packed.h), each distinct input (by address) is quantized once and all
 /// the products run in one parallel region (one start and one tail instead of one per
 /// matrix); otherwise they run one matmul after the other. Preconditions: those of matmul for

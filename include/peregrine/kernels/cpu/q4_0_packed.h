@@ -44,14 +44,6 @@ bool q4_0_packable(const TensorView& w);
 /// w.nbytes.
 Status pack_q4_0(const TensorView& w, std::span<std::uint8_t> dst);
 
-/// Token rows the packed GEMV takes (more go through gemm_quant's prefill GEMM): it unpacks a
-/// block for 8 tokens at a time, each 16-row group staying in cache for the next 8, where the
-/// prefill GEMM first repacks its panels for the call's tokens. Measured (tinyllama Q4_0, 2
-/// threads, forwards of n rows): the packed path costs ~3.6 ms per row beyond the first, the
-/// panel GEMM 104 ms at 16 rows and 129 ms at 24 (a serving step of 8 decodes and a prompt
-/// chunk of 16) against ~77 and ~106 here.
-inline constexpr std::int64_t kQ4_0PackedTokens = 32;
-
 /// One product of the packed GEMV: the packed weights of a [out, in] Q4_0 matrix W, its
 /// activations xq ([n_tokens, in], blocks of 32, kActivationBlockQ8_0) and its output y:
 /// [n_tokens, out] f32.
@@ -70,7 +62,7 @@ struct PackedProduct {
 /// stream through them, instead of one region per matrix with its start and its tail each; on
 /// the calling thread below `min_parallel_macs` multiply-adds in all (see matmul.h). AVX-512
 /// VNNI when available, else the scalar twin's loop. Preconditions: every out %
-/// kQ4_0PackRows == 0, xq->in == in, all xq->n_tokens equal and in [1, kQ4_0PackedTokens],
+/// kQ4_0PackRows == 0, xq->in == in, all xq->n_tokens equal and >= 1,
 /// y.size() == n_tokens·out; not called from inside a pool.parallel_for.
 void gemv_q4_0_packed(std::span<const PackedProduct> products, ThreadPool& pool, std::int64_t min_parallel_macs);
 
