@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=build/bin/peregrine
-LLAMA_SERVER="" MODEL="" THREADS=2 CLIENTS="1 8 32" BUDGETS=16 OUT=build/serving-bench
+LLAMA_SERVER="" MODEL="" THREADS=2 CLIENTS="1 8 32" BUDGETS=8 OUT=build/serving-bench
 while [ $# -gt 0 ]; do
   case "$1" in
     --llama-server) LLAMA_SERVER="$2"; shift 2 ;;
