@@ -8,12 +8,12 @@
 #include <map>
 #include <thread>
 
+#include "peregrine/core/available_memory.h"
 #include "peregrine/kernels/cpu/attention.h"
 #include "peregrine/kernels/cpu/elementwise.h"
 #include "peregrine/kernels/cpu/hadamard.h"
-#include "peregrine/kernels/cpu/matmul.h"
-#include "peregrine/core/available_memory.h"
 #include "peregrine/kernels/cpu/half_packed.h"
+#include "peregrine/kernels/cpu/matmul.h"
 #include "peregrine/kernels/cpu/q4_0_packed.h"
 #include "peregrine/model/moe_ffn.h"
 #include "peregrine/quant/dequantize.h"
@@ -168,15 +168,17 @@ Status LlamaModel::place_weights(WeightPlacement placement) {
   // mapping), and only where their packed copies and their pages of the file both fit in the
   // memory available: their prefill GEMM then reads the file's stored layout, which would
   // otherwise be read back from disk every forward; else they are copied as stored.
+  const auto multiplied = [&](const std::string& name, const TensorView& t) {
+    return t.shape.size() >= 2 && (name != "token_embd.weight" || file_.config.tied_embeddings);
+  };
   const bool pack_q4_0s = q4_0_packed_gemv_available();
   std::uint64_t half_bytes = 0;
-  for (const auto& [name, t] : file_.tensors) half_bytes += half_packable(t) ? t.nbytes : 0;
+  for (const auto& [name, t] : file_.tensors) half_bytes += multiplied(name, t) && half_packable(t) ? t.nbytes : 0;
   const bool pack_halves = placement == WeightPlacement::kHugePages && half_packed_gemv_available() &&
                            2 * half_bytes <= available_memory_bytes().value_or(0);
   enum class How { kSkip, kCopy, kPackQ4_0, kPackHalf };
   const auto how = [&](const std::string& name, const TensorView& t) {
-    const bool matrix = t.shape.size() >= 2 && (name != "token_embd.weight" || file_.config.tied_embeddings);
-    if (!matrix) return How::kSkip;
+    if (!multiplied(name, t)) return How::kSkip;
     if (pack_q4_0s && q4_0_packable(t)) return How::kPackQ4_0;
     if (pack_halves && half_packable(t)) return How::kPackHalf;
     return placement == WeightPlacement::kHugePages ? How::kCopy : How::kSkip;
