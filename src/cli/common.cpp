@@ -87,6 +87,11 @@ Expected<ModelFile> open_model(const ModelOptions& o, ThreadPool* pool) {
   return m;
 }
 
+Expected<std::unique_ptr<Tokenizer>> calibration_tokenizer(const ModelFile& m, const ModelOptions& o, bool needed) {
+  if (!needed) return std::unique_ptr<Tokenizer>();
+  return load_tokenizer(m, o.tokenizer);
+}
+
 Status validate_threads(std::int32_t threads) {
   constexpr std::int32_t kMaxThreads = 512;
   if (threads < 1 || threads > kMaxThreads) {

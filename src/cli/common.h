@@ -60,6 +60,10 @@ Expected<ModelFile> open_model(const ModelOptions& o, ThreadPool* pool = nullptr
 /// Checks a -t/--threads value: [1, 512]. Errors: kInvalidArgument naming the value.
 Status validate_threads(std::int32_t threads);
 
+/// The tokenizer calibration text is read with (quantize, prune): m's own or o.tokenizer's when
+/// `needed`, else null. Errors: load_tokenizer's.
+Expected<std::unique_ptr<Tokenizer>> calibration_tokenizer(const ModelFile& m, const ModelOptions& o, bool needed);
+
 /// Prints "peregrine: error: <message>" to stderr; returns the exit code (1).
 int report(const Status& st);
 

@@ -100,15 +100,11 @@ int run(const QuantizeArgs& a) {
   auto src = open_model(a.model, &pool);
   if (!src) return report(src.status());
   if (Status st = check_output_family(*src, *o); !st) return report(st);
-  std::unique_ptr<Tokenizer> tok;
-  if (o->needs_calibration()) {
-    auto t = load_tokenizer(*src, a.model.tokenizer);
-    if (!t) return report(t.status());
-    tok = std::move(*t);
-  }
+  auto tok = calibration_tokenizer(*src, a.model, o->needs_calibration());
+  if (!tok) return report(tok.status());
   const auto start = std::chrono::steady_clock::now();
   QuantizeReport rep;
-  auto q = quantize_model(*src, tok.get(), *o, pool, &rep, progress_line("quantize"));
+  auto q = quantize_model(*src, tok->get(), *o, pool, &rep, progress_line("quantize"));
   if (!q) return report(q.status());
   if (Status st = write(*q, a, *o, *src); !st) return report(st);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

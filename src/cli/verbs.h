@@ -20,5 +20,6 @@ Verb add_synth(CLI::App& app);     // synth.cpp
 Verb add_serve(CLI::App& app);     // serve.cpp
 Verb add_loadgen(CLI::App& app);   // loadgen.cpp
 Verb add_quantize(CLI::App& app);  // quantize.cpp
+Verb add_prune(CLI::App& app);     // prune.cpp
 
 }  // namespace peregrine::cli

@@ -567,9 +567,11 @@ Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float
   embed(batch, s.x);
   for (std::int64_t l = 0; l < n_layers; ++l) {
     const Layer& layer = layers_[static_cast<std::size_t>(l)];
+    if (observer != nullptr) observer->observe_hidden(l, s.x, batch.size());
     attention_block(layer, l, batch, rows, cache, s, pool);
     ffn_block(layer, l, s, pool);
   }
+  if (observer != nullptr) observer->observe_hidden(n_layers, s.x, batch.size());
   for (std::int64_t i = 0; i < batch.size(); ++i) {
     cache.set_length(batch.seq_ids[i], rows.slots[i] + 1);  // a sequence's slots increase
   }

@@ -30,6 +30,7 @@ class StatsObserver final : public ActivationObserver {
     s.width = width;
     s.abs_max.assign(static_cast<std::size_t>(width), 0.0f);
     s.abs_sum.assign(static_cast<std::size_t>(width), 0.0);
+    s.sq_sum.assign(static_cast<std::size_t>(width), 0.0);
     if (o_.hessian) s.xtx.assign(static_cast<std::size_t>(width * width), 0.0);
   }
 
@@ -38,6 +39,7 @@ class StatsObserver final : public ActivationObserver {
     for (std::size_t j = 0; j < w; ++j) {
       s.abs_max[j] = std::max(s.abs_max[j], std::fabs(x[j]));
       s.abs_sum[j] += std::fabs(x[j]);
+      s.sq_sum[j] += static_cast<double>(x[j]) * x[j];
     }
     if (o_.hessian) {
       for (std::size_t i = 0; i < w; ++i) {
@@ -63,11 +65,34 @@ std::vector<float> InputStats::abs_mean() const {
   return out;
 }
 
+std::vector<float> InputStats::l2_norm() const {
+  std::vector<float> out(sq_sum.size());
+  for (std::size_t j = 0; j < out.size(); ++j) out[j] = static_cast<float>(std::sqrt(sq_sum[j]));
+  return out;
+}
+
 std::vector<double> InputStats::hessian() const {
   std::vector<double> h(xtx.size());
   const double f = 2.0 / static_cast<double>(std::max<std::int64_t>(n_rows, 1));
   for (std::size_t i = 0; i < h.size(); ++i) h[i] = xtx[i] * f;
   return h;
+}
+
+Status observe_chunks(const LlamaModel& model, std::span<const std::vector<std::int32_t>> chunks, ActivationObserver& observer,
+                      std::int64_t n_layers, ThreadPool& pool) {
+  if (chunks.empty()) return invalid_argument("calibrate: no calibration chunks");
+  std::vector<float> logits;
+  for (const auto& chunk : chunks) {
+    if (chunk.empty()) return invalid_argument("calibrate: an empty calibration chunk");
+    const auto n = static_cast<std::int64_t>(chunk.size());
+    PEREGRINE_ASSIGN_OR_RETURN(
+        auto cache, KvCache::create(model.config(), {static_cast<std::int32_t>(blocks_for_tokens(n, kDefaultKvBlockSize)),
+                                                     kDefaultKvBlockSize, DType::kF32}));
+    Batch batch;
+    for (std::int64_t i = 0; i < n; ++i) batch.add(chunk[static_cast<std::size_t>(i)], static_cast<std::int32_t>(i), 0, i == n - 1);
+    PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool, n_layers, &observer));
+  }
+  return Status::ok();
 }
 
 Expected<std::vector<LayerStats>> calibrate(const LlamaModel& model, std::int64_t first_layer, std::int64_t last_layer,
@@ -78,19 +103,8 @@ Expected<std::vector<LayerStats>> calibrate(const LlamaModel& model, std::int64_
     return invalid_argument("calibrate: layers [" + std::to_string(first_layer) + ", " + std::to_string(last_layer) +
                             "] are outside [0, " + std::to_string(n_layers) + ")");
   }
-  if (chunks.empty()) return invalid_argument("calibrate: no calibration chunks");
   StatsObserver observer(first_layer, last_layer, o);
-  std::vector<float> logits;
-  for (const auto& chunk : chunks) {
-    if (chunk.empty()) return invalid_argument("calibrate: an empty calibration chunk");
-    const auto n = static_cast<std::int64_t>(chunk.size());
-    PEREGRINE_ASSIGN_OR_RETURN(
-        auto cache, KvCache::create(model.config(), {static_cast<std::int32_t>(blocks_for_tokens(n, kDefaultKvBlockSize)),
-                                                     kDefaultKvBlockSize, DType::kF32}));
-    Batch batch;
-    for (std::int64_t i = 0; i < n; ++i) batch.add(chunk[static_cast<std::size_t>(i)], static_cast<std::int32_t>(i), 0, i == n - 1);
-    PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool, last_layer + 1, &observer));
-  }
+  PEREGRINE_RETURN_IF_ERROR(observe_chunks(model, chunks, observer, last_layer + 1, pool));
   return observer.take();
 }
 

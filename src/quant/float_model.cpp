@@ -33,6 +33,12 @@ void FloatModel::set(const std::string& name, std::vector<std::int64_t> shape, s
   data_[name] = Tensor{std::move(shape), std::make_shared<std::vector<float>>(std::move(values))};
 }
 
+void FloatModel::rename(const std::string& from, const std::string& to) {
+  Tensor t = std::move(data_.at(from));
+  data_.erase(from);
+  data_[to] = std::move(t);
+}
+
 std::vector<std::string> FloatModel::names() const {
   std::vector<std::string> out;
   for (const auto& [name, t] : data_) out.push_back(name);

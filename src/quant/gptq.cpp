@@ -12,23 +12,20 @@
 // are processed in fixed tiles (the unit handed to the thread pool).
 #include "peregrine/quant/gptq.h"
 
-#include <Eigen/Cholesky>
-#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <string>
 
+#include "peregrine/quant/hessian_factor.h"
 #include "peregrine/quant/int_group.h"
 
 namespace peregrine {
 namespace {
 
-using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic>;  // column-major
-using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Matrix = HessianMatrix;
+using RowMatrix = HessianFactor;
 
-constexpr std::int64_t kRowTile = 32;  // rows per independent sweep
-constexpr int kDampRetries = 10;
 
 bool all_finite(auto values) {
   return std::all_of(values.begin(), values.end(), [](auto v) { return std::isfinite(v); });
@@ -77,42 +74,13 @@ std::vector<std::int64_t> column_order(const Matrix& h, bool act_order) {
   return perm;
 }
 
-/// U with Uᵀ U = (H + λI)⁻¹, λ = damp_percent · mean(diag H), doubling λ up to kDampRetries times
-/// while H + λI or its inverse is not numerically positive definite.
-Expected<RowMatrix> inverse_hessian_factor(const Matrix& h, double damp_percent) {
-  const Eigen::Index n = h.rows();
-  double lambda = damp_percent * h.diagonal().mean();
-  for (int attempt = 0; attempt <= kDampRetries; ++attempt, lambda *= 2.0) {
-    Matrix damped = h;
-    damped.diagonal().array() += lambda;
-    const Eigen::LLT<Eigen::Ref<Matrix>> llt(damped);  // factors in place
-    if (llt.info() == Eigen::Success) {
-      Matrix h_inv = llt.solve(Matrix::Identity(n, n));
-      const Eigen::LLT<Eigen::Ref<Matrix>> inverse(h_inv);
-      if (inverse.info() == Eigen::Success) {
-        RowMatrix u = inverse.matrixU();
-        if (u.allFinite()) return u;
-      }
-    }
-    if (!(lambda > 0.0)) break;  // nothing to double
-  }
-  return invalid_argument("gptq: H + λI is not positive definite (damp_percent " + std::to_string(damp_percent) +
-                          ", λ doubled " + std::to_string(kDampRetries) +
-                          " times); use more calibration data or a larger damp_percent");
-}
-
 Expected<Plan> make_plan(std::span<const double> hessian, std::int64_t cols, const GptqOptions& o) {
-  Matrix h = Eigen::Map<const RowMatrix>(hessian.data(), cols, cols);
-  std::vector<bool> dead(static_cast<std::size_t>(cols));
-  for (std::int64_t j = 0; j < cols; ++j) {
-    dead[static_cast<std::size_t>(j)] = h(j, j) == 0.0;
-    if (h(j, j) == 0.0) h(j, j) = 1.0;
-  }
+  auto [h, dead] = live_hessian(hessian, cols);
   std::vector<std::int64_t> perm = column_order(h, o.act_order);
   const auto idx = [&perm](Eigen::Index k) { return perm[static_cast<std::size_t>(k)]; };
   const Matrix permuted =
       Matrix::NullaryExpr(cols, cols, [&](Eigen::Index a, Eigen::Index b) { return h(idx(a), idx(b)); });
-  PEREGRINE_ASSIGN_OR_RETURN(RowMatrix u, inverse_hessian_factor(permuted, o.damp_percent));
+  PEREGRINE_ASSIGN_OR_RETURN(RowMatrix u, inverse_hessian_factor(permuted, o.damp_percent, "gptq"));
   return Plan{o, cols, std::move(perm), std::move(dead), std::move(u)};
 }
 
@@ -222,20 +190,7 @@ Expected<GptqResult> gptq_quantize(std::span<const float> w, std::int64_t rows, 
   const std::size_t rb = *row_bytes(DType::kInt, o.params, static_cast<std::uint64_t>(cols));
   result.packed.resize(rb * static_cast<std::size_t>(rows));
   result.dequantized.resize(w.size());
-  const std::int64_t n_tiles = (rows + kRowTile - 1) / kRowTile;
-  std::vector<double> tile_loss(static_cast<std::size_t>(n_tiles));
-  const auto run = [&](std::int64_t t0, std::int64_t t1) {
-    for (std::int64_t t = t0; t < t1; ++t) {
-      const std::int64_t r0 = t * kRowTile, r1 = std::min(rows, r0 + kRowTile);
-      tile_loss[static_cast<std::size_t>(t)] = quantize_rows(plan, w, r0, r1, result);
-    }
-  };
-  if (pool != nullptr) {
-    pool->parallel_for(n_tiles, run);
-  } else {
-    run(0, n_tiles);
-  }
-  result.loss = std::accumulate(tile_loss.begin(), tile_loss.end(), 0.0);
+  result.loss = sum_over_row_tiles(rows, pool, [&](std::int64_t r0, std::int64_t r1) { return quantize_rows(plan, w, r0, r1, result); });
   return result;
 }
 

@@ -8,38 +8,15 @@
 #include <cstdio>
 #include <map>
 
-#include "peregrine/core/text_file.h"
-#include "peregrine/eval/logit_comparison.h"
+#include "real_model_eval.h"
 #include "test_paths.h"
 
 namespace peregrine {
 namespace {
 
-constexpr std::int64_t kMaxWindow = 256;
+using test::RealModel;
 
-struct RealModel {
-  ModelFile file;
-  std::unique_ptr<Tokenizer> tok;
-  std::unique_ptr<LlamaModel> f32;
-  std::vector<std::int32_t> eval_tokens;
-};
-
-RealModel load(const std::string& rel) {
-  RealModel m;
-  auto f = load_model_file(test::shared_dir() + "/models/" + rel);
-  EXPECT_TRUE(f.has_value()) << f.status().message();
-  m.file = std::move(*f);
-  auto tok = load_tokenizer(m.file);
-  EXPECT_TRUE(tok.has_value()) << tok.status().message();
-  m.tok = std::move(*tok);
-  auto model = LlamaModel::create(m.file);
-  EXPECT_TRUE(model.has_value()) << model.status().message();
-  m.f32 = std::make_unique<LlamaModel>(std::move(*model));
-  auto text = read_text_file(test::shared_dir() + "/data/tinystories/tinystories_valid_excerpt.txt");
-  EXPECT_TRUE(text.has_value());
-  m.eval_tokens = m.tok->encode(*text, true);
-  return m;
-}
+RealModel load(const std::string& rel) { return test::load_real_model(rel); }
 
 QuantizeOptions method(QuantMethod m, int bits, std::int64_t group, bool asymmetric = false) {
   QuantizeOptions o;
@@ -47,7 +24,7 @@ QuantizeOptions method(QuantMethod m, int bits, std::int64_t group, bool asymmet
   o.bits = bits;
   o.group = group;
   o.asymmetric = asymmetric;
-  o.calib_path = test::shared_dir() + "/data/tinystories/tinystories_sample.txt";
+  o.calib_path = test::calibration_text_path();
   return o;
 }
 
@@ -59,24 +36,7 @@ ModelFile quantized(const RealModel& m, const QuantizeOptions& o) {
   return q.has_value() ? std::move(*q) : ModelFile{};
 }
 
-// Mean KL(F32 || q) over the first `max_windows` evaluation windows (default: all), nats.
-double kld_of(const RealModel& m, ModelFile q, std::int64_t max_windows = -1) {
-  ThreadPool pool(2);
-  auto model = LlamaModel::create(std::move(q));
-  EXPECT_TRUE(model.has_value()) << model.status().message();
-  if (!model.has_value()) return 1e9;
-  const std::int64_t window = std::min(kMaxWindow, m.file.config.max_seq_len);
-  auto windows = static_cast<std::int64_t>(m.eval_tokens.size()) / window;
-  if (max_windows > 0) windows = std::min(windows, max_windows);
-  double sum = 0.0;
-  for (std::int64_t w = 0; w < windows; ++w) {
-    auto c = compare_logits(*m.f32, *model, std::span<const std::int32_t>(m.eval_tokens.data() + w * window, window), pool);
-    EXPECT_TRUE(c.has_value()) << c.status().message();
-    if (!c.has_value()) return 1e9;
-    sum += c->mean_kl;
-  }
-  return sum / static_cast<double>(windows);
-}
+double kld_of(const RealModel& m, ModelFile q, std::int64_t max_windows = -1) { return test::mean_kld(m, std::move(q), max_windows); }
 
 double kld(const RealModel& m, const QuantizeOptions& o, std::int64_t max_windows = -1) {
   return kld_of(m, quantized(m, o), max_windows);

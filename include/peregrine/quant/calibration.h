@@ -1,5 +1,6 @@
 // Calibration: statistics of the inputs of a decoder layer's linear layers on real text, the data
-// GPTQ (Hessians), AWQ (mean |x| and a sample), SmoothQuant (max |x|) and LLM.int8() read.
+// GPTQ and SparseGPT (Hessians), AWQ (mean |x| and a sample), SmoothQuant (max |x|), Wanda (‖x_j‖₂)
+// and LLM.int8() read.
 #pragma once
 
 #include <array>
@@ -23,11 +24,14 @@ struct InputStats {
   std::vector<double> xtx;       // [width, width] Σ_t x_t x_tᵀ (empty unless requested)
   std::vector<float> abs_max;    // [width] max_t |x_tj|
   std::vector<double> abs_sum;   // [width] Σ_t |x_tj|
+  std::vector<double> sq_sum;    // [width] Σ_t x_tj²
   std::vector<float> sample;     // [sample_rows(), width]: the first rows seen, in order
 
   std::int64_t sample_rows() const { return width == 0 ? 0 : static_cast<std::int64_t>(sample.size()) / width; }
   /// [width] Σ|x| / n_rows (AWQ's activation salience).
   std::vector<float> abs_mean() const;
+  /// [width] ‖X_j‖₂ = sqrt(Σ_t x_tj²) (Wanda's input-feature norm, Sun et al. 2024).
+  std::vector<float> l2_norm() const;
   /// [width, width] H = (2 / n_rows) Σ x xᵀ (GPTQ's Hessian of ||W X − Ŵ X||²).
   std::vector<double> hessian() const;
 };
@@ -39,6 +43,13 @@ struct CalibrationOptions {
   bool hessian = false;               // accumulate xtx (width² doubles per input)
   std::int64_t max_sample_rows = 512; // rows kept in InputStats::sample
 };
+
+/// Runs `model` over each chunk (a fresh single-sequence f32 KV cache per chunk, its first
+/// `n_layers` layers) showing `observer` every linear input and hidden state on the way.
+/// Errors: kInvalidArgument (no chunks, an empty chunk), the forward's errors (e.g. a chunk
+/// longer than the context).
+Status observe_chunks(const LlamaModel& model, std::span<const std::vector<std::int32_t>> chunks, ActivationObserver& observer,
+                      std::int64_t n_layers, ThreadPool& pool);
 
 /// Runs `model` over each chunk (a fresh single-sequence f32 KV cache per chunk, layers
 /// [0, last_layer]) and returns the statistics of layers [first_layer, last_layer] (one

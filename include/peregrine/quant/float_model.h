@@ -34,6 +34,10 @@ class FloatModel {
   const std::vector<std::int64_t>& shape(const std::string& name) const;
   /// Adds (or replaces) a tensor, e.g. output.weight when untying the LM head.
   void set(const std::string& name, std::vector<std::int64_t> shape, std::vector<float> values);
+  /// Removes a tensor (structured pruning). No-op when absent.
+  void erase(const std::string& name) { data_.erase(name); }
+  /// Moves tensor `from` to the name `to` (replacing any tensor there). Precondition: has(from).
+  void rename(const std::string& from, const std::string& to);
   /// Names of all tensors, sorted.
   std::vector<std::string> names() const;
 
