@@ -1,6 +1,7 @@
 // N:M sparse tensors in GGUF (type ids 1000..1007, core/dtype.h): stories260K's matrices pruned
 // 2:4 by magnitude, encoded in every kept dtype, written by save_gguf_model and read back with
-// the same bytes and decoded values; damaged position masks give one clean kInvalidArgument.
+// the same bytes and decoded values, and the same logits through the sparse kernels as through
+// the decoded f32 weights; damaged position masks give one clean kInvalidArgument.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -73,6 +74,9 @@ TEST(GgufSparseNm, PrunedStoriesRoundTripsThroughSaveGgufModel) {
   const auto a = test::prefill_logits(m, true), b = test::prefill_logits(*g, true);
   ASSERT_FALSE(a.empty());
   EXPECT_EQ(a, b);
+  // The sparse kernels (64-row matrices packed where the CPU has AVX-512, the 172-row ones
+  // through decoded panels) against the decoded f32 model: summation order only.
+  EXPECT_LT(test::max_abs_diff(test::prefill_logits(*g, false), a), 1e-3f);
 }
 
 TEST(GgufSparseNm, DamagedMasksGiveOneCleanError) {
