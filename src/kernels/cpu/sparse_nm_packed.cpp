@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/row_split.h"
+#include "kernels/cpu/token_chunks.h"
 #include "peregrine/quant/fp16.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -26,7 +27,6 @@ constexpr std::size_t kGroupCols = 4;      // columns per 2:4 group
 constexpr std::size_t kChunkGroups = 4;    // groups per chunk (16 columns)
 constexpr std::size_t kSlots = 8;          // kept values per row and chunk
 constexpr std::size_t kSums = 4;           // partial sums per output: slot s goes to s mod 4
-constexpr std::size_t kChunkTokens = 4;    // tokens per pass over a group
 constexpr std::size_t kPosBytes = kRows * 2;
 constexpr std::size_t kChunkBytes = kPosBytes + kSlots * kRows * 2;  // 288
 
@@ -146,26 +146,17 @@ HWY_INLINE void GroupTokens(const Operands& op, std::size_t g, const float* HWY_
   }
 }
 
-template <class WT>
-void GroupsOf(const Operands& op, std::size_t g0, std::size_t g1) {
-  for (std::size_t g = g0; g < g1; ++g) {
-    for (std::size_t t = 0; t < op.n_tokens; t += sparse_packed_detail::kChunkTokens) {
-      const float* x = op.x + t * op.in;
-      float* y = op.y + t * op.out;
-      switch (std::min(sparse_packed_detail::kChunkTokens, op.n_tokens - t)) {
-        case 1: GroupTokens<1, WT>(op, g, x, y); break;
-        case 2: GroupTokens<2, WT>(op, g, x, y); break;
-        case 3: GroupTokens<3, WT>(op, g, x, y); break;
-        default: GroupTokens<4, WT>(op, g, x, y); break;
-      }
-    }
-  }
-}
-
 // Row groups [g0, g1) of `op`, every token: each group read from memory once.
 void SparseGemvGroups(const Operands& op, std::size_t g0, std::size_t g1) {
-  if (op.bf16) return GroupsOf<hwy::bfloat16_t>(op, g0, g1);
-  GroupsOf<hwy::float16_t>(op, g0, g1);
+  for_groups_in_token_chunks(g0, g1, op.n_tokens, [&]<std::size_t T>(std::size_t g, std::size_t t) {
+    const float* x = op.x + t * op.in;
+    float* y = op.y + t * op.out;
+    if (op.bf16) {
+      GroupTokens<T, hwy::bfloat16_t>(op, g, x, y);
+    } else {
+      GroupTokens<T, hwy::float16_t>(op, g, x, y);
+    }
+  });
 }
 bool SparseHasSimdKernel() { return true; }
 
