@@ -18,9 +18,25 @@ namespace {
 constexpr DType kAllDTypes[] = {DType::kF32,    DType::kF16,    DType::kBF16,  DType::kQ8_0,  DType::kQ4_0,
                                 DType::kI8,     DType::kF8E4M3, DType::kF8E5M2, DType::kInt,  DType::kQ4_1,
                                 DType::kQ5_0,   DType::kQ5_1,   DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K,
-                                DType::kQ4_K,   DType::kQ5_K,   DType::kQ6_K,  DType::kIQ4_XS};
+                                DType::kQ4_K,   DType::kQ5_K,   DType::kQ6_K,  DType::kIQ4_XS,
+                                DType::kF16_S24, DType::kBF16_S24, DType::kQ8_0_S24, DType::kQ4_0_S24,
+                                DType::kF16_S48, DType::kBF16_S48, DType::kQ8_0_S48, DType::kQ4_0_S48};
 
 }  // namespace
+
+std::optional<SparseNmFormat> sparse_nm_format(DType t) {
+  switch (t) {
+    case DType::kF16_S24: return SparseNmFormat{2, 4, DType::kF16};
+    case DType::kBF16_S24: return SparseNmFormat{2, 4, DType::kBF16};
+    case DType::kQ8_0_S24: return SparseNmFormat{2, 4, DType::kQ8_0};
+    case DType::kQ4_0_S24: return SparseNmFormat{2, 4, DType::kQ4_0};
+    case DType::kF16_S48: return SparseNmFormat{4, 8, DType::kF16};
+    case DType::kBF16_S48: return SparseNmFormat{4, 8, DType::kBF16};
+    case DType::kQ8_0_S48: return SparseNmFormat{4, 8, DType::kQ8_0};
+    case DType::kQ4_0_S48: return SparseNmFormat{4, 8, DType::kQ4_0};
+    default: return std::nullopt;
+  }
+}
 
 bool is_ggml_block_dtype(DType t) { return dtype_block_size(t) > 1; }
 
@@ -63,6 +79,14 @@ std::size_t dtype_block_bytes(DType t) {
     case DType::kQ5_K: return 176;
     case DType::kQ6_K: return 210;
     case DType::kIQ4_XS: return 136;
+    case DType::kF16_S24:
+    case DType::kBF16_S24:
+    case DType::kQ8_0_S24:
+    case DType::kQ4_0_S24:
+    case DType::kF16_S48:
+    case DType::kBF16_S48:
+    case DType::kQ8_0_S48:
+    case DType::kQ4_0_S48: return 0;
   }
   return 0;
 }
@@ -88,6 +112,14 @@ std::string_view dtype_name(DType t) {
     case DType::kQ5_K: return "q5_k";
     case DType::kQ6_K: return "q6_k";
     case DType::kIQ4_XS: return "iq4_xs";
+    case DType::kF16_S24: return "f16_s24";
+    case DType::kBF16_S24: return "bf16_s24";
+    case DType::kQ8_0_S24: return "q8_0_s24";
+    case DType::kQ4_0_S24: return "q4_0_s24";
+    case DType::kF16_S48: return "f16_s48";
+    case DType::kBF16_S48: return "bf16_s48";
+    case DType::kQ8_0_S48: return "q8_0_s48";
+    case DType::kQ4_0_S48: return "q4_0_s48";
   }
   return "?";
 }
@@ -104,6 +136,13 @@ std::optional<DType> dtype_from_name(std::string_view name) {
 
 std::optional<std::size_t> dtype_row_bytes(DType t, std::uint64_t n) {
   if (t == DType::kInt) return std::nullopt;
+  if (const auto sparse = sparse_nm_format(t)) {
+    const auto m = static_cast<std::uint64_t>(sparse->m);
+    if (n % m != 0) return std::nullopt;
+    const auto kept = dtype_row_bytes(sparse->kept, n / m * static_cast<std::uint64_t>(sparse->n));
+    if (!kept) return std::nullopt;
+    return *kept + static_cast<std::size_t>((n + 7) / 8);
+  }
   const std::size_t bs = dtype_block_size(t);
   if (n % bs != 0) return std::nullopt;
   const std::size_t header = (t == DType::kI8 || t == DType::kF8E4M3 || t == DType::kF8E5M2) ? kRowScaleBytes : 0;

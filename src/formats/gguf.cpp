@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "peregrine/core/json_util.h"
+#include "peregrine/quant/sparse_nm.h"
 
 namespace peregrine {
 namespace {
@@ -16,7 +17,10 @@ constexpr std::uint32_t kMaxDims = 4;
 constexpr std::pair<std::uint32_t, DType> kGgmlTypes[] = {
     {0, DType::kF32},   {1, DType::kF16},   {2, DType::kQ4_0},   {3, DType::kQ4_1},    {6, DType::kQ5_0},
     {7, DType::kQ5_1},  {8, DType::kQ8_0},  {10, DType::kQ2_K},  {11, DType::kQ3_K},   {12, DType::kQ4_K},
-    {13, DType::kQ5_K}, {14, DType::kQ6_K}, {20, DType::kIQ4_NL}, {23, DType::kIQ4_XS}, {30, DType::kBF16}};
+    {13, DType::kQ5_K}, {14, DType::kQ6_K}, {20, DType::kIQ4_NL}, {23, DType::kIQ4_XS}, {30, DType::kBF16},
+    // Peregrine's N:M sparse formats (core/dtype.h), outside ggml's ids: llama.cpp cannot read them.
+    {1000, DType::kF16_S24}, {1001, DType::kBF16_S24}, {1002, DType::kQ8_0_S24}, {1003, DType::kQ4_0_S24},
+    {1004, DType::kF16_S48}, {1005, DType::kBF16_S48}, {1006, DType::kQ8_0_S48}, {1007, DType::kQ4_0_S48}};
 // ggml.h's names of every type id, for errors about the ones Peregrine does not read.
 constexpr std::string_view kGgmlTypeNames[] = {
     "F32",   "F16",     "Q4_0",   "Q4_1",   "Q4_2 (removed)", "Q4_3 (removed)", "Q5_0",  "Q5_1",
@@ -35,7 +39,9 @@ std::string ggml_type_label(std::uint32_t type) {
 
 std::string supported_ggml_types() {
   std::string names;
-  for (const auto& [id, t] : kGgmlTypes) names += (names.empty() ? "" : ", ") + std::string(kGgmlTypeNames[id]);
+  for (const auto& [id, t] : kGgmlTypes) {
+    names += (names.empty() ? "" : ", ") + std::string(id < std::size(kGgmlTypeNames) ? kGgmlTypeNames[id] : dtype_name(t));
+  }
   return names;
 }
 
@@ -205,6 +211,12 @@ Expected<RawTensorInfo> read_tensor_info(ByteReader& r) {
   info.view.dtype = *dtype;
   auto row_bytes = dtype_row_bytes(*dtype, static_cast<std::uint64_t>(info.view.row_length()));
   if (!row_bytes) {
+    if (const auto sparse = sparse_nm_format(*dtype)) {
+      return corrupt_file("GGUF tensor '" + json_util::printable(name) + "' row length " +
+                          std::to_string(info.view.row_length()) + " does not fit " + std::string(dtype_name(*dtype)) +
+                          " (a multiple of " + std::to_string(sparse->m) + " whose kept values are whole " +
+                          std::string(dtype_name(sparse->kept)) + " blocks)");
+    }
     return corrupt_file("GGUF tensor '" + json_util::printable(name) + "' row length " +
                         std::to_string(info.view.row_length()) + " is not a multiple of the " +
                         std::string(dtype_name(*dtype)) + " block size " +
@@ -303,6 +315,9 @@ Expected<GgufFile> GgufFile::parse(std::span<const std::uint8_t> bytes, const st
                           "' extends past the end of the file (truncated?)");
     }
     info.view.data = bytes.data() + data_start + info.offset;
+    if (sparse_nm_format(info.view.dtype)) {
+      if (Status st = validate_sparse_nm(info.view); !st.is_ok()) return in_file(what, st);
+    }
     g.tensors_.push_back(std::move(info.view));
   }
   return g;

@@ -15,6 +15,7 @@
 #include "peregrine/kernels/cpu/half_packed.h"
 #include "peregrine/kernels/cpu/matmul.h"
 #include "peregrine/kernels/cpu/q4_0_packed.h"
+#include "peregrine/kernels/cpu/sparse_nm_packed.h"
 #include "peregrine/model/moe_ffn.h"
 #include "peregrine/quant/dequantize.h"
 
@@ -167,20 +168,25 @@ Status LlamaModel::place_weights(WeightPlacement placement) {
   // in huge pages only (in place, e.g. the quantizers' calibration models, they stay in the
   // mapping), and only where their packed copies and their pages of the file both fit in the
   // memory available: their prefill GEMM then reads the file's stored layout, which would
-  // otherwise be read back from disk every forward; else they are copied as stored.
+  // otherwise be read back from disk every forward; else they are copied as stored. 2:4 sparse
+  // F16 / BF16 are packed for theirs on the same terms (their prefill decodes the stored rows).
   const auto multiplied = [&](const std::string& name, const TensorView& t) {
     return t.shape.size() >= 2 && (name != "token_embd.weight" || file_.config.tied_embeddings);
   };
   const bool pack_q4_0s = q4_0_packed_gemv_available();
   std::uint64_t half_bytes = 0;
-  for (const auto& [name, t] : file_.tensors) half_bytes += multiplied(name, t) && half_packable(t) ? t.nbytes : 0;
-  const bool pack_halves = placement == WeightPlacement::kHugePages && half_packed_gemv_available() &&
-                           2 * half_bytes <= available_memory_bytes().value_or(0);
-  enum class How { kSkip, kCopy, kPackQ4_0, kPackHalf };
+  for (const auto& [name, t] : file_.tensors) {
+    half_bytes += multiplied(name, t) && (half_packable(t) || sparse_packable(t)) ? t.nbytes : 0;
+  }
+  const bool fit_twice = placement == WeightPlacement::kHugePages && 2 * half_bytes <= available_memory_bytes().value_or(0);
+  const bool pack_halves = fit_twice && half_packed_gemv_available();
+  const bool pack_sparse = fit_twice && sparse_packed_gemv_available();
+  enum class How { kSkip, kCopy, kPackQ4_0, kPackHalf, kPackSparse };
   const auto how = [&](const std::string& name, const TensorView& t) {
     if (!multiplied(name, t)) return How::kSkip;
     if (pack_q4_0s && q4_0_packable(t)) return How::kPackQ4_0;
     if (pack_halves && half_packable(t)) return How::kPackHalf;
+    if (pack_sparse && sparse_packable(t)) return How::kPackSparse;
     return placement == WeightPlacement::kHugePages ? How::kCopy : How::kSkip;
   };
   const auto aligned = [](std::size_t n) { return (n + 63) / 64 * 64; };
@@ -195,13 +201,14 @@ Status LlamaModel::place_weights(WeightPlacement placement) {
     const How h = how(name, t);
     if (h == How::kSkip) continue;
     jobs.push_back({&t, total, h});
-    total += aligned(t.nbytes);
+    total += aligned(h == How::kPackSparse ? sparse_packed_bytes(t) : t.nbytes);
   }
   PEREGRINE_ASSIGN_OR_RETURN(weights_, HugePageBuffer::allocate(total));
   std::vector<Status> done(jobs.size());
   run_on_all_cores(jobs.size(), [&](std::size_t i) {
     TensorView& t = *jobs[i].t;
-    const std::span<std::uint8_t> dst = weights_.bytes().subspan(jobs[i].offset, t.nbytes);
+    const std::span<std::uint8_t> dst =
+        weights_.bytes().subspan(jobs[i].offset, jobs[i].how == How::kPackSparse ? sparse_packed_bytes(t) : t.nbytes);
     switch (jobs[i].how) {
       case How::kPackQ4_0:
         done[i] = pack_q4_0(t, dst);
@@ -209,6 +216,10 @@ Status LlamaModel::place_weights(WeightPlacement placement) {
         break;
       case How::kPackHalf:
         done[i] = pack_half(t, dst);
+        t.packed = dst.data();
+        break;
+      case How::kPackSparse:
+        done[i] = pack_sparse_nm(t, dst);
         t.packed = dst.data();
         break;
       default:

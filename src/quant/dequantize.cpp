@@ -5,6 +5,7 @@
 #include "peregrine/quant/fp16.h"
 #include "peregrine/quant/fp8.h"
 #include "peregrine/quant/int_group.h"
+#include "peregrine/quant/sparse_nm.h"
 #include "quant/ggml_dequantize.h"
 
 namespace peregrine {
@@ -52,6 +53,10 @@ float int8_value(std::uint8_t v) { return static_cast<float>(static_cast<std::in
 
 void dequantize(DType t, const void* src, std::span<float> out) {
   const auto* p = static_cast<const std::uint8_t*>(src);
+  if (sparse_nm_format(t)) {
+    decode_sparse_nm_row(t, p, out);
+    return;
+  }
   switch (t) {
     case DType::kF32:
       std::memcpy(out.data(), p, out.size() * sizeof(float));

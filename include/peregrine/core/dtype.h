@@ -23,6 +23,21 @@
 // byte i/2, low nibble for even i). Value i of group g decodes to x = scale[g] * (q_i - zero_g),
 // zero_g = zero[g] (asymmetric) or 2^(bits-1) (symmetric). No alignment: rows may start at any
 // byte.
+//
+// N:M semi-structured sparse formats (Mishra et al. 2021, "Accelerating Sparse Deep Neural
+// Networks"; NVIDIA's 2:4 sparsity): in every group of M consecutive values of a row at most N
+// are nonzero, and only N values per group are stored ("kept"; a group with fewer nonzeros keeps
+// zeros in its remaining slots, the first zero columns of the group). Names "<kept>_s<N><M>":
+// f16_s24, bf16_s24, q8_0_s24, q4_0_s24 (2:4) and f16_s48, bf16_s48, q8_0_s48, q4_0_s48 (4:8).
+// A row of `cols` values (cols a multiple of M) holds K = cols·N/M kept values and is stored as
+//   {kept values: K values in the kept dtype (F16 / BF16: 2 B each; Q8_0 / Q4_0: K/32 ggml
+//    blocks over the kept values in column order, so K must be a multiple of 32);
+//    mask: ceil(cols/8) bytes, bit c % 8 of byte c / 8 set when column c is kept (exactly N set
+//    bits per group, padding bits past cols zero)}
+// = 1 bit per column: 2 bits per kept value for 2:4 and 4:8. Value j of the row is the k-th kept
+// value when it is the k-th set bit of the mask, else 0. GGUF stores them under type ids outside
+// ggml's range (formats/gguf.cpp): 1000 f16_s24, 1001 bf16_s24, 1002 q8_0_s24, 1003 q4_0_s24,
+// 1004 f16_s48, 1005 bf16_s48, 1006 q8_0_s48, 1007 q4_0_s48.
 #pragma once
 
 #include <cstddef>
@@ -34,8 +49,19 @@ namespace peregrine {
 
 enum class DType : std::uint8_t {
   kF32, kF16, kBF16, kQ8_0, kQ4_0, kI8, kF8E4M3, kF8E5M2, kInt,
-  kQ4_1, kQ5_0, kQ5_1, kIQ4_NL, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K, kIQ4_XS
+  kQ4_1, kQ5_0, kQ5_1, kIQ4_NL, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K, kIQ4_XS,
+  kF16_S24, kBF16_S24, kQ8_0_S24, kQ4_0_S24, kF16_S48, kBF16_S48, kQ8_0_S48, kQ4_0_S48
 };
+
+/// An N:M sparse dtype's parameters (layout above): n kept of every m values, stored in `kept`
+/// (kF16, kBF16, kQ8_0 or kQ4_0).
+struct SparseNmFormat {
+  int n = 0;
+  int m = 0;
+  DType kept = DType::kF32;
+};
+/// The N:M parameters of `t`, or nullopt when `t` is not one of the N:M sparse dtypes.
+std::optional<SparseNmFormat> sparse_nm_format(DType t);
 
 /// Whether `t` is one of ggml's block formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, the
 /// K-quants, IQ4_XS): blocks of 32 or 256 values, each with its own scales.
@@ -66,16 +92,18 @@ inline constexpr std::size_t kRowScaleBytes = 4;
 std::size_t dtype_block_size(DType t);
 /// Bytes per block for the block formats (F32 4, F16/BF16 2, Q8_0 34, Q4_0 18, ... as listed
 /// above) and bytes per value after the row scale for I8/F8 (1); 0 for kInt (its row size
-/// depends on QuantParams).
+/// depends on QuantParams) and for the N:M sparse dtypes (their row size: dtype_row_bytes).
 std::size_t dtype_block_bytes(DType t);
 /// Canonical lower-case name: "f32", "f16", "bf16", "q8_0", "q4_0", "i8", "f8_e4m3",
 /// "f8_e5m2", "int", "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k",
-/// "iq4_xs" (ggml's type names in lower case).
+/// "iq4_xs" (ggml's type names in lower case), "f16_s24", "bf16_s24", "q8_0_s24", "q4_0_s24",
+/// "f16_s48", "bf16_s48", "q8_0_s48", "q4_0_s48".
 std::string_view dtype_name(DType t);
 /// Parses a canonical name (case-insensitive); nullopt if unknown.
 std::optional<DType> dtype_from_name(std::string_view name);
 /// Bytes for a row of `n` values, or nullopt if `n` is not a multiple of the block size; for
-/// kInt always nullopt (use row_bytes with its QuantParams).
+/// kInt always nullopt (use row_bytes with its QuantParams); for the N:M sparse dtypes the
+/// layout above, nullopt unless n is a multiple of m and (Q8_0 / Q4_0 kept) n·N/M of 32.
 std::optional<std::size_t> dtype_row_bytes(DType t, std::uint64_t n);
 /// Bytes for a row of `n` values of any dtype; for kInt per the layout above with `p` (nullopt
 /// when !p.valid()), otherwise dtype_row_bytes(t, n).

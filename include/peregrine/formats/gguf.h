@@ -45,7 +45,9 @@ class GgufFile {
  public:
   /// Maps and validates `path`. Errors: those of MappedFile::open; kCorruptFile (bad magic,
   /// truncation, absurd counts/lengths, tensors past the end, misaligned offsets, duplicate
-  /// names); kUnsupported (GGUF v1 or > v3, unknown tensor type, nested arrays).
+  /// names); kUnsupported (GGUF v1 or > v3, unknown tensor type, nested arrays);
+  /// kInvalidArgument for an N:M sparse tensor whose position masks break the pattern
+  /// (quant/sparse_nm.h validate_sparse_nm, naming tensor, row and group).
   static Expected<GgufFile> open(const std::string& path);
   /// Parses an in-memory image (used by the fuzzer); `bytes` must outlive the result.
   static Expected<GgufFile> parse(std::span<const std::uint8_t> bytes, const std::string& what);
@@ -80,8 +82,9 @@ bool is_gguf_file(const std::string& path);
 
 /// ggml type id → DType; nullopt for types Peregrine does not read.
 std::optional<DType> dtype_from_ggml_type(std::uint32_t ggml_type);
-/// DType → ggml type id (F32 0, F16 1, Q4_0 2, Q8_0 8, BF16 30); nullopt for the dtypes GGUF
-/// cannot hold (I8, F8, kInt).
+/// DType → ggml type id (F32 0, F16 1, Q4_0 2, Q8_0 8, BF16 30, ...; Peregrine's N:M sparse
+/// dtypes 1000..1007 as listed in core/dtype.h); nullopt for the dtypes GGUF cannot hold (I8,
+/// F8, kInt).
 std::optional<std::uint32_t> ggml_type_of(DType t);
 
 }  // namespace peregrine

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/row_split.h"
+#include "kernels/cpu/token_chunks.h"
 #include "peregrine/quant/fp16.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -22,7 +23,6 @@ namespace peregrine::half_packed_detail {
 
 constexpr std::size_t kRows = 16;        // rows per group (kHalfPackRows)
 constexpr std::size_t kSums = 4;         // partial sums per output: column i goes to i mod 4
-constexpr std::size_t kChunkTokens = 4;  // tokens per pass over a group
 
 // One product's operands, shared by every target's kernel: W's packed groups (F16 or BF16 bits),
 // x [n_tokens, in] and y [n_tokens, out].
@@ -101,18 +101,9 @@ HWY_INLINE void GroupTokens(const Operands& op, std::size_t g, const float* HWY_
 
 template <class WT>
 void GroupsOf(const Operands& op, std::size_t g0, std::size_t g1) {
-  for (std::size_t g = g0; g < g1; ++g) {
-    for (std::size_t t = 0; t < op.n_tokens; t += half_packed_detail::kChunkTokens) {
-      const float* x = op.x + t * op.in;
-      float* y = op.y + t * op.out;
-      switch (std::min(half_packed_detail::kChunkTokens, op.n_tokens - t)) {
-        case 1: GroupTokens<1, WT>(op, g, x, y); break;
-        case 2: GroupTokens<2, WT>(op, g, x, y); break;
-        case 3: GroupTokens<3, WT>(op, g, x, y); break;
-        default: GroupTokens<4, WT>(op, g, x, y); break;
-      }
-    }
-  }
+  for_groups_in_token_chunks(g0, g1, op.n_tokens, [&]<std::size_t T>(std::size_t g, std::size_t t) {
+    GroupTokens<T, WT>(op, g, op.x + t * op.in, op.y + t * op.out);
+  });
 }
 
 // Groups [g0, g1) of `op`, every token: each group read from memory once, the token chunks

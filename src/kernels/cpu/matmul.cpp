@@ -15,6 +15,8 @@
 #include "peregrine/kernels/cpu/half_packed.h"
 #include "peregrine/kernels/cpu/q4_0_packed.h"
 #include "peregrine/kernels/cpu/quantize_activations.h"
+#include "peregrine/kernels/cpu/sparse_nm_matmul.h"
+#include "peregrine/kernels/cpu/sparse_nm_packed.h"
 #include "peregrine/quant/dequantize.h"
 
 namespace peregrine {
@@ -42,6 +44,15 @@ void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens
   }
   if (is_float_dtype(w.dtype)) {
     matmul_float(w, x, n_tokens, y, pool, min_parallel_macs);
+    return;
+  }
+  if (sparse_nm_format(w.dtype)) {
+    if (w.packed != nullptr && n_tokens <= kSparsePackedTokens) {
+      const MatmulProduct product{&w, x, y};
+      gemv_sparse_packed({&product, 1}, n_tokens, pool, min_parallel_macs);
+    } else {
+      matmul_sparse_nm(w, x, n_tokens, y, pool, min_parallel_macs);
+    }
     return;
   }
   if (w.dtype == DType::kInt && w.quant.act_bits == 8) {
@@ -78,6 +89,10 @@ void matmul_fused(std::span<const MatmulProduct> products, std::int64_t n_tokens
   };
   if (n_tokens >= 1 && n_tokens <= kHalfPackedTokens && all_packed(is_float_dtype)) {
     gemv_half_packed(products, n_tokens, pool, min_parallel_macs);
+    return;
+  }
+  if (n_tokens >= 1 && n_tokens <= kSparsePackedTokens && all_packed([](DType t) { return sparse_nm_format(t).has_value(); })) {
+    gemv_sparse_packed(products, n_tokens, pool, min_parallel_macs);
     return;
   }
   if (!all_packed([](DType t) { return t == DType::kQ4_0; }) || n_tokens < 1) {

@@ -10,7 +10,7 @@
 namespace peregrine {
 
 /// w: [out, in] row-major in dtype F32/F16/BF16, a ggml block format (Q8_0, Q4_0, Q4_1, Q5_0,
-/// Q5_1, IQ4_NL, Q2_K..Q6_K, IQ4_XS; GGUF block layout, rows whole blocks), kInt (group-wise integer, w.quant valid) or F8_E4M3/F8_E5M2 (core/dtype.h; rows at
+/// Q5_1, IQ4_NL, Q2_K..Q6_K, IQ4_XS; GGUF block layout, rows whole blocks), kInt (group-wise integer, w.quant valid), F8_E4M3/F8_E5M2 or an N:M sparse dtype (core/dtype.h; rows at
 /// any byte alignment). x: [n_tokens, in] f32. y: [n_tokens, out] f32 (overwritten).
 /// Threaded over output rows; each weight row is decoded once and reused for every token
 /// (prefill reads the weights once, decode is the n_tokens == 1 GEMV). Accumulates in f32.
@@ -24,6 +24,10 @@ namespace peregrine {
 /// kInt with act_bits 16 and FP8: the weights decoded exactly as dequantize_row does, times the
 /// f32 activations (gemm_int.h, gemm_fp8.h). kInt with act_bits 8: per-token int8 activations
 /// and int32 group dot products, LLM.int8() outlier columns in f32 (gemm_int8_act.h).
+/// N:M sparse dtypes (f16_s24 … q4_0_s48; masks valid): packed 2:4 F16 / BF16 (w.packed) take
+/// gemv_sparse_packed up to kSparsePackedTokens tokens (only kept values multiplied,
+/// sparse_nm_packed.h), everything else matmul_sparse_nm (panels decoded exactly to f32, then
+/// the float tiles: sparse_nm_matmul.h).
 /// Products smaller than `min_parallel_macs` multiply-adds run on the calling thread: waking
 /// the workers costs tens of microseconds, more than stories260K's 64×64 … 512×64 decode
 /// products take (measured: decode 558 → ~6600 tokens/s with -t 2); 0 forces the threaded path.
