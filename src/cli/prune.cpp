@@ -51,13 +51,14 @@ Expected<PruneOptions> options_of(const PruneArgs& a) {
   return o;
 }
 
-Status write(const ModelFile& pruned, const PruneArgs& a, const ModelFile& src, std::vector<std::string>& notes) {
+Status write(const ModelFile& pruned, const PruneArgs& a, const ModelFile& src, const PruneOptions& o, PruneReport& rep) {
   std::string tokenizer = a.model.tokenizer;
   if (tokenizer.empty() && !src.gguf) {
     PEREGRINE_ASSIGN_OR_RETURN(tokenizer, tokenizer_file_of(src));
   }
   if (!writes_gguf(a)) return save_hf_model(pruned, a.output, HfQuantLayout::kGptq, tokenizer);
-  PEREGRINE_ASSIGN_OR_RETURN(const ModelFile stored, gguf_storage(pruned, notes));
+  PEREGRINE_ASSIGN_OR_RETURN(const ModelFile stored, gguf_storage(pruned, o.target, rep.pruned_linears, rep.notes));
+  rep.bytes_after = stored.weight_bytes();
   return save_gguf_model(stored, a.output, tokenizer);
 }
 
@@ -74,7 +75,7 @@ int run(const PruneArgs& a) {
   PruneReport rep;
   auto pruned = prune_model(*src, tok->get(), *o, pool, &rep, progress_line("prune"));
   if (!pruned) return report(pruned.status());
-  if (Status st = write(*pruned, a, *src, rep.notes); !st) return report(st);
+  if (Status st = write(*pruned, a, *src, *o, rep); !st) return report(st);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const std::string& note : rep.notes) {
     if (note.find("distance") == std::string::npos && note.find("loss") == std::string::npos) std::printf("%s\n", note.c_str());

@@ -1,11 +1,13 @@
 #include "peregrine/prune/gguf_storage.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
 #include "peregrine/quant/dequantize.h"
 #include "peregrine/quant/fp16.h"
 #include "peregrine/quant/int_group.h"
+#include "peregrine/quant/sparse_nm.h"
 
 namespace peregrine {
 namespace {
@@ -68,19 +70,95 @@ Converted to_f16(const TensorView& t) {
   return {TensorView{t.name, DType::kF16, t.shape, bytes->data(), bytes->size(), {}}, bytes};
 }
 
+// Which columns of a row a sparse tensor keeps: the nonzero ones, and in a group of m with fewer
+// than n, its first zero columns (quant/sparse_nm.h's rule).
+std::vector<bool> kept_columns(std::vector<bool> keep, const SparsityTarget& t) {
+  for (std::size_t g = 0; g < keep.size(); g += static_cast<std::size_t>(t.m)) {
+    auto missing = t.n - std::count(keep.begin() + static_cast<std::ptrdiff_t>(g), keep.begin() + static_cast<std::ptrdiff_t>(g) + t.m, true);
+    for (std::size_t j = g; missing > 0; ++j) {
+      if (!keep[j]) keep[j] = true, --missing;
+    }
+  }
+  return keep;
+}
+
+// A kInt linear as Q4_0 / Q8_0 sparse rows: the kept codes as blocks of 32 with their group's
+// scale, then the mask (bit c of byte c / 8 set for a kept column).
+Converted to_sparse_blocks(const TensorView& t, DType sparse) {
+  const std::int64_t cols = t.row_length();
+  const SparseNmFormat f = *sparse_nm_format(sparse);
+  QuantParams kept_params = t.quant;  // groups over the kept codes: 32 of them per group
+  kept_params.group_size = t.quant.group_size * f.n / f.m;
+  const std::size_t src_rb = *t.row_bytes(), dst_rb = *dtype_row_bytes(sparse, static_cast<std::uint64_t>(cols));
+  const std::size_t values_bytes = *dtype_row_bytes(f.kept, static_cast<std::uint64_t>(cols * f.n / f.m));
+  auto bytes = std::make_shared<std::vector<std::uint8_t>>(dst_rb * static_cast<std::size_t>(t.n_rows()));
+  for (std::int64_t r = 0; r < t.n_rows(); ++r) {
+    IntRow row = unpack_int_row(t.quant, static_cast<const std::uint8_t*>(t.data) + src_rb * static_cast<std::size_t>(r), cols);
+    std::vector<bool> nonzero(static_cast<std::size_t>(cols));
+    for (std::size_t j = 0; j < nonzero.size(); ++j) nonzero[j] = row.codes[j] != row.groups[j / static_cast<std::size_t>(t.quant.group_size)].zero;
+    const std::vector<bool> keep = kept_columns(std::move(nonzero), {0.0, f.n, f.m});
+    IntRow kept{std::move(row.groups), {}};
+    std::uint8_t* out = bytes->data() + dst_rb * static_cast<std::size_t>(r);
+    for (std::size_t j = 0; j < keep.size(); ++j) {
+      if (!keep[j]) continue;
+      kept.codes.push_back(row.codes[j]);
+      out[values_bytes + j / 8] |= static_cast<std::uint8_t>(1u << (j % 8));
+    }
+    write_blocks(kept_params, kept, out);
+  }
+  return {TensorView{t.name, sparse, t.shape, bytes->data(), bytes->size(), {}}, bytes};
+}
+
+// A float linear as F16 (BF16) sparse rows through encode_sparse_nm.
+Expected<Converted> to_sparse_float(const TensorView& t, const SparsityTarget& target) {
+  std::vector<float> values(static_cast<std::size_t>(t.numel()));
+  const std::int64_t cols = t.row_length();
+  for (std::int64_t r = 0; r < t.n_rows(); ++r) {
+    dequantize_row(t, r, std::span(values).subspan(static_cast<std::size_t>(r * cols), static_cast<std::size_t>(cols)));
+  }
+  const SparseBase base = t.dtype == DType::kBF16 ? SparseBase::kBF16 : SparseBase::kF16;
+  PEREGRINE_ASSIGN_OR_RETURN(auto e, encode_sparse_nm(values, t.n_rows(), cols, {target.n, target.m}, base));
+  auto bytes = std::make_shared<std::vector<std::uint8_t>>(std::move(e.bytes));
+  return Converted{TensorView{t.name, e.dtype, t.shape, bytes->data(), bytes->size(), {}}, bytes};
+}
+
+// The sparse dtype a pruned linear can take under `target`, or nullopt (stays dense).
+std::optional<DType> sparse_dtype_for(const TensorView& t, const SparsityTarget& target) {
+  if (!target.nm() || 2 * target.n != target.m || t.row_length() % target.m != 0) return std::nullopt;
+  SparseBase base = t.dtype == DType::kBF16 ? SparseBase::kBF16 : SparseBase::kF16;
+  if (t.dtype == DType::kInt) {
+    if (!block_compatible(t) || t.quant.group_size * target.n / target.m != kBlock) return std::nullopt;
+    base = t.quant.bits == 4 ? SparseBase::kQ4 : SparseBase::kQ8;
+  }
+  auto d = sparse_nm_dtype(base, {target.n, target.m});
+  return d ? std::optional<DType>(*d) : std::nullopt;
+}
+
 }  // namespace
 
-Expected<ModelFile> gguf_storage(const ModelFile& pruned, std::vector<std::string>& notes) {
+Expected<ModelFile> gguf_storage(const ModelFile& pruned, const SparsityTarget& target, const std::vector<std::string>& linears,
+                                 std::vector<std::string>& notes) {
   ModelFile out = pruned;
   for (auto& [name, t] : out.tensors) {
-    if (t.dtype != DType::kInt) continue;
     if (!t.row_bytes() || *t.row_bytes() * static_cast<std::size_t>(t.n_rows()) != t.nbytes) {
       return invalid_argument("gguf storage: tensor '" + name + "' does not match its " + std::to_string(t.nbytes) + " bytes");
     }
-    Converted c = block_compatible(t) ? to_blocks(t) : to_f16(t);
-    if (c.view.dtype == DType::kF16) {
-      notes.push_back(name + ": " + t.format_string() + " rows of " + std::to_string(t.row_length()) +
-                      " values are not whole Q4_0 / Q8_0 blocks: stored as F16 of its values");
+    const bool pruned_linear = std::find(linears.begin(), linears.end(), name) != linears.end();
+    const std::optional<DType> sparse = pruned_linear ? sparse_dtype_for(t, target) : std::nullopt;
+    Converted c;
+    if (sparse && t.dtype == DType::kInt) {
+      c = to_sparse_blocks(t, *sparse);
+    } else if (sparse) {
+      PEREGRINE_ASSIGN_OR_RETURN(c, to_sparse_float(t, target));
+      if (t.dtype == DType::kF32) notes.push_back(name + ": kept values stored as f16 (the sparse types hold f16 / bf16, q8_0, q4_0)");
+    } else if (t.dtype == DType::kInt) {
+      c = block_compatible(t) ? to_blocks(t) : to_f16(t);
+      if (c.view.dtype == DType::kF16) {
+        notes.push_back(name + ": " + t.format_string() + " rows of " + std::to_string(t.row_length()) +
+                        " values are not whole Q4_0 / Q8_0 blocks: stored as F16 of its values");
+      }
+    } else {
+      continue;
     }
     t = std::move(c.view);
     out.storage.push_back(std::move(c.bytes));

@@ -119,6 +119,7 @@ struct Pipeline {
         }
         report.weights_zero += std::count(m.w.begin(), m.w.end(), 0.0f);
         ++report.tensors_pruned;
+        report.pruned_linears.push_back(m.name);
       }
     }
     return Status::ok();

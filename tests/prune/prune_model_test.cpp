@@ -126,17 +126,21 @@ TEST(PruneModel, LogitsFromTheWrittenFileEqualTheModelInMemory) {
   const Case cases[] = {{options(PruneMethod::kMagnitude, {0.5}), true},
                         {options(PruneMethod::kWanda, {0.0, 2, 4}), false},
                         {options(PruneMethod::kSparseGpt, {0.0, 2, 4}, 4), true},
+                        {options(PruneMethod::kWanda, {0.0, 2, 4}), true},
+                        {options(PruneMethod::kSparseGpt, {0.0, 4, 8}, 8), true},
                         {options(PruneMethod::kSparseGpt, {0.5}, 8), false},
                         {drop, true},
                         {width, false}};
+  ThreadPool pool(2);
   for (const Case& c : cases) {
-    auto p = pruned(m, c.o);
+    PruneReport rep;
+    auto p = prune_model(m.file, m.tok.get(), c.o, pool, &rep);
     ASSERT_TRUE(p.has_value()) << p.status().message();
     std::vector<std::string> notes;
     const std::string path = test::make_temp_dir() + (c.gguf ? "/pruned.gguf" : "/pruned");
     ModelFile in_memory = *p;
     if (c.gguf) {
-      auto stored = gguf_storage(*p, notes);
+      auto stored = gguf_storage(*p, c.o.target, rep.pruned_linears, notes);
       ASSERT_TRUE(stored.has_value()) << stored.status().message();
       in_memory = *stored;
       ASSERT_TRUE(save_gguf_model(in_memory, path, test::shared_dir() + "/models/stories260K/tok512.bin").is_ok());

@@ -68,6 +68,7 @@ std::int64_t quant_group(const SparsityTarget& t);
 /// What prune_model did, for the CLI's summary.
 struct PruneReport {
   std::int64_t tensors_pruned = 0;
+  std::vector<std::string> pruned_linears;            // names of the linears pruned weight by weight
   std::int64_t weights_before = 0, weights_zero = 0;  // over the pruned linears
   std::size_t bytes_before = 0, bytes_after = 0;      // all tensors, as held in memory
   std::int64_t calib_tokens = 0;
