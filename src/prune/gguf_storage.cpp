@@ -139,6 +139,7 @@ std::optional<DType> sparse_dtype_for(const TensorView& t, const SparsityTarget&
 Expected<ModelFile> gguf_storage(const ModelFile& pruned, const SparsityTarget& target, const std::vector<std::string>& linears,
                                  std::vector<std::string>& notes) {
   ModelFile out = pruned;
+  bool rounded = false;
   for (auto& [name, t] : out.tensors) {
     if (!t.row_bytes() || *t.row_bytes() * static_cast<std::size_t>(t.n_rows()) != t.nbytes) {
       return invalid_argument("gguf storage: tensor '" + name + "' does not match its " + std::to_string(t.nbytes) + " bytes");
@@ -150,7 +151,7 @@ Expected<ModelFile> gguf_storage(const ModelFile& pruned, const SparsityTarget& 
       c = to_sparse_blocks(t, *sparse);
     } else if (sparse) {
       PEREGRINE_ASSIGN_OR_RETURN(c, to_sparse_float(t, target));
-      if (t.dtype == DType::kF32) notes.push_back(name + ": kept values stored as f16 (the sparse types hold f16 / bf16, q8_0, q4_0)");
+      rounded = rounded || t.dtype == DType::kF32;
     } else if (t.dtype == DType::kInt) {
       c = block_compatible(t) ? to_blocks(t) : to_f16(t);
       if (c.view.dtype == DType::kF16) {
@@ -163,6 +164,7 @@ Expected<ModelFile> gguf_storage(const ModelFile& pruned, const SparsityTarget& 
     t = std::move(c.view);
     out.storage.push_back(std::move(c.bytes));
   }
+  if (rounded) notes.push_back("the N:M linears of this F32 model keep their values as f16 (the sparse types hold f16 / bf16, q8_0, q4_0)");
   return out;
 }
 
