@@ -4,7 +4,10 @@
 
 #include <cstdlib>
 
+#include "peregrine/engine/generator.h"
 #include "peregrine/formats/model_file.h"
+#include "peregrine/quant/convert_model.h"
+#include "peregrine/tokenizer/tokenizer.h"
 #include "test_paths.h"
 
 namespace peregrine::test {
@@ -26,6 +29,37 @@ std::unique_ptr<LlamaModel> load_model(const std::string& path) {
 }  // namespace
 
 std::unique_ptr<LlamaModel> load_stories260k() { return load_model(stories260k_path()); }
+
+std::string stories260k_greedy_text(DType dtype, DType kv_type, WeightPlacement placement) {
+  auto file = load_model_file(stories260k_path());
+  EXPECT_TRUE(file) << file.status().message();
+  auto tok = load_tokenizer(*file);
+  EXPECT_TRUE(tok) << tok.status().message();
+  ThreadPool pool(2);
+  EXPECT_TRUE(convert_model_weights(*file, dtype, &pool));
+  auto model = LlamaModel::create(std::move(*file), placement);
+  EXPECT_TRUE(model) << model.status().message();
+  const std::string prompt = "Once upon a time";
+  const auto ids = (*tok)->encode(prompt, true);
+  GenerateOptions opt;
+  opt.max_new_tokens = 300;
+  opt.sampling.temperature = 0.0f;
+  opt.kv_type = kv_type;
+  std::string text = prompt;
+  std::int32_t prev = ids.back();
+  auto stats = generate(*model, ids, opt, pool, [&](std::int32_t id) {
+    text += (*tok)->decode_token(prev, id);
+    prev = id;
+  });
+  EXPECT_TRUE(stats) << stats.status().message();
+  return text;
+}
+
+std::string stories260k_reference_text() {
+  std::string s = read_file(shared_dir() + "/models/stories260K/greedy_once_upon_a_time.txt");
+  if (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
 
 std::unique_ptr<LlamaModel> load_test_model(const std::string& name) { return load_model(testdata_dir() + "/" + name); }
 

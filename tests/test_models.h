@@ -16,6 +16,16 @@ std::string stories260k_path();
 /// cannot.
 std::unique_ptr<LlamaModel> load_stories260k();
 
+/// Greedy "Once upon a time" + 300 tokens of stories260K (the .bin) with its weight matrices
+/// converted to `dtype` (convert_model_weights), its K/V cached in `kv_type`, placed per
+/// `placement`, prompt included; fails the calling test (EXPECT) on any error.
+std::string stories260k_greedy_text(DType dtype, DType kv_type = DType::kF32,
+                                    WeightPlacement placement = WeightPlacement::kHugePages);
+
+/// llama2.c's published greedy continuation of "Once upon a time" (prompt included, without its
+/// final newline): models/stories260K/greedy_once_upon_a_time.txt.
+std::string stories260k_reference_text();
+
 /// Loads the generated test model `name` (a file or folder of test::testdata_dir()); fails the
 /// calling test (gtest ASSERT-style, returns nullptr) if it cannot.
 std::unique_ptr<LlamaModel> load_test_model(const std::string& name);

@@ -8,9 +8,19 @@
 
 namespace peregrine::test {
 
-std::string shared_dir() { return PEREGRINE_SHARED_DIR; }
+namespace {
+
+// $name when set (a test binary run on another machine: the GPU checks), else the build's path.
+std::string env_or(const char* name, const char* built) {
+  const char* v = ::getenv(name);
+  return v != nullptr && *v != '\0' ? v : built;
+}
+
+}  // namespace
+
+std::string shared_dir() { return env_or("PEREGRINE_SHARED_DIR", PEREGRINE_SHARED_DIR); }
 std::string source_dir() { return PEREGRINE_SOURCE_DIR; }
-std::string testdata_dir() { return PEREGRINE_TESTDATA_DIR; }
+std::string testdata_dir() { return env_or("PEREGRINE_TESTDATA_DIR", PEREGRINE_TESTDATA_DIR); }
 std::string peregrine_binary() { return PEREGRINE_BINARY; }
 
 std::string make_temp_dir() {

@@ -5,11 +5,12 @@
 
 namespace peregrine::test {
 
-/// ../shared (real models, tokenizers, texts).
+/// ../shared (real models, tokenizers, texts); $PEREGRINE_SHARED_DIR overrides it.
 std::string shared_dir();
 /// The repository root.
 std::string source_dir();
-/// build/testdata (random-weight models + reference logits written by tools/).
+/// build/testdata (random-weight models + reference logits written by tools/);
+/// $PEREGRINE_TESTDATA_DIR overrides it.
 std::string testdata_dir();
 /// The built CLI binary.
 std::string peregrine_binary();

@@ -10,6 +10,7 @@
 #include "bench_profile.h"
 #include "bench_spec.h"
 #include "common.h"
+#include "peregrine/backend/cuda_forward.h"
 #include "peregrine/engine/bench.h"
 #include "peregrine/kernels/cpu/roofline.h"
 #include "verbs.h"
@@ -58,8 +59,11 @@ std::vector<Row> table_rows(const BenchArgs& a, const BenchResult& r) {
   }
   if (!r.tg_tps.empty()) {
     const MeanSd m = mean_sd(r.tg_tps);
-    rows.push_back({"tg" + std::to_string(a.params.n_gen), m, r.tg_weight_bytes * m.mean / 1e9,
-                    r.tg_flops / static_cast<double>(a.params.n_gen) * m.mean / 1e9});
+    const auto batch = static_cast<double>(a.params.batch);
+    const double steps_per_s = m.mean / batch;  // each decode forward makes `batch` tokens
+    const std::string label = "tg" + std::to_string(a.params.n_gen) + (a.params.batch > 1 ? "b" + std::to_string(a.params.batch) : "");
+    rows.push_back({label, m, r.tg_weight_bytes * steps_per_s / 1e9,
+                    r.tg_flops / static_cast<double>(a.params.n_gen) * steps_per_s / 1e9});
   }
   return rows;
 }
@@ -83,7 +87,18 @@ void print_expert_load(const ModelConfig& c, const BenchResult& r) {
               static_cast<unsigned long long>(idle));
 }
 
+/// The GPU's memory roofline for `bench -d cuda`: its device-to-device copy bandwidth (bytes
+/// read + written per second, measured now); no FMA peak (% fma prints n/a).
+Expected<Roofline> cuda_roofline() {
+  PEREGRINE_ASSIGN_OR_RETURN(const double gbps, cuda_copy_bandwidth_gbs());
+  return Roofline{gbps, 0.0, "CUDA device-to-device copy"};
+}
+
 void print_roofline(const Roofline& roof, int threads) {
+  if (roof.fma_gflops == 0.0) {
+    std::printf("roofline (%s): %.1f GB/s\n", roof.simd_target, roof.read_gbps);
+    return;
+  }
   std::printf("roofline (%d threads, %s): read %.1f GB/s, fp32 FMA %.1f GFLOP/s\n", threads,
               roof.simd_target, roof.read_gbps, roof.fma_gflops);
 }
@@ -106,7 +121,7 @@ void print_table(const std::string& name, const std::string& dtype, const BenchA
   std::printf("|---------|--------------------|----------|--------|----------|--------|\n");
   for (const Row& r : rows) {
     char fma[16] = "n/a";
-    if (!int8) std::snprintf(fma, sizeof fma, "%5.1f%%", 100.0 * r.gflops / roof.fma_gflops);
+    if (!int8 && roof.fma_gflops > 0.0) std::snprintf(fma, sizeof fma, "%5.1f%%", 100.0 * r.gflops / roof.fma_gflops);
     std::printf("| %-7s | %9.2f ± %6.2f | %8.2f | %5.1f%% | %8.2f | %6s |\n", r.test.c_str(), r.tps.mean, r.tps.sd,
                 r.gbps, 100.0 * r.gbps / roof.read_gbps, r.gflops, fma);
   }
@@ -116,7 +131,7 @@ void print_table(const std::string& name, const std::string& dtype, const BenchA
 void print_json(const std::string& name, const std::string& dtype, const BenchArgs& a, const Roofline& roof,
                 const BenchResult& r, const std::vector<Row>& rows) {
   nlohmann::json j = {{"model", name},       {"dtype", dtype},         {"threads", a.threads},
-                      {"n_prompt", a.params.n_prompt}, {"n_gen", a.params.n_gen}, {"reps", a.params.reps},
+                      {"n_prompt", a.params.n_prompt}, {"n_gen", a.params.n_gen}, {"reps", a.params.reps}, {"batch", a.params.batch},
                       {"pp_tps", nullptr},   {"pp_sd", nullptr},       {"tg_tps", nullptr},
                       {"tg_sd", nullptr},    {"gbps", nullptr},        {"gflops", nullptr},
                       {"read_gbps", roof.read_gbps}, {"fma_gflops", roof.fma_gflops}, {"simd", roof.simd_target},
@@ -170,14 +185,15 @@ int run(const BenchArgs& args) {
   const std::string dtype = dominant_dtype(*file);
   auto model = LlamaModel::create(std::move(*file), weight_placement(args.model));
   if (!model) return report(model.status());
-  const Roofline roof = measure_roofline(pool);
+  auto roof = args.model.device == "cuda" ? cuda_roofline() : Expected<Roofline>(measure_roofline(pool));
+  if (!roof) return report(roof.status());
   auto result = run_bench(*model, args.params, pool);
   if (!result) return report(result.status());
   const std::vector<Row> rows = table_rows(args, *result);
   if (args.json) {
-    print_json(name, dtype, args, roof, *result, rows);
+    print_json(name, dtype, args, *roof, *result, rows);
   } else {
-    print_table(name, dtype, args, roof, *result, rows);
+    print_table(name, dtype, args, *roof, *result, rows);
     print_expert_load(model->config(), *result);
     if (args.params.profile) print_profiles(args, *result);
   }
@@ -193,6 +209,9 @@ Verb add_bench(CLI::App& app) {
   add_model_options(*cmd, args->model);
   add_mmap_option(*cmd, args->model);
   add_dtype_option(*cmd, args->model);
+  add_device_option(*cmd, args->model);
+  cmd->add_option("--batch", args->params.batch, "Sequences decoding together in the tg test (one row each per forward)")
+      ->capture_default_str();
   cmd->add_option("-p,--n-prompt", args->params.n_prompt, "Prompt tokens of the pp test (0 = skip)")->capture_default_str();
   cmd->add_option("-n,--n-gen", args->params.n_gen, "Generated tokens of the tg test (0 = skip)")->capture_default_str();
   cmd->add_option("-r,--repetitions", args->params.reps, "Timed repetitions of each test")->capture_default_str();

@@ -37,7 +37,15 @@ void add_mmap_option(CLI::App& cmd, ModelOptions& o) {
                "streams faster; Q4_0 is repacked into huge pages either way");
 }
 
+void add_device_option(CLI::App& cmd, ModelOptions& o) {
+  cmd.add_option("-d,--device", o.device,
+                 "Where the forward runs: cpu, or cuda (the first NVIDIA GPU; dense Llama-family "
+                 "models, K/V in f32 or f16)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+}
+
 WeightPlacement weight_placement(const ModelOptions& o) {
+  if (o.device == "cuda") return WeightPlacement::kCuda;
   return o.mmap ? WeightPlacement::kInPlace : WeightPlacement::kHugePages;
 }
 

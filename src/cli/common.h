@@ -21,6 +21,7 @@ struct ModelOptions {
   std::string tokenizer;  // override
   std::string dtype;      // empty = as stored; else one of convert_target_dtypes(), converted on load
   bool mmap = false;      // --mmap: weights read in place (WeightPlacement::kInPlace)
+  std::string device = "cpu";  // -d/--device: cpu, or cuda (WeightPlacement::kCuda)
 };
 
 /// Adds -m/--model and --tokenizer to `cmd`.
@@ -29,7 +30,9 @@ void add_model_options(CLI::App& cmd, ModelOptions& o);
 void add_dtype_option(CLI::App& cmd, ModelOptions& o);
 /// Adds --mmap (weights read in place rather than copied into huge pages) to `cmd`.
 void add_mmap_option(CLI::App& cmd, ModelOptions& o);
-/// The WeightPlacement of LlamaModel::create that `o` asks for.
+/// Adds -d/--device cpu|cuda (where the forward runs; backend/cuda_forward.h) to `cmd`.
+void add_device_option(CLI::App& cmd, ModelOptions& o);
+/// The WeightPlacement of LlamaModel::create that `o` asks for (kCuda for -d cuda).
 WeightPlacement weight_placement(const ModelOptions& o);
 
 /// The bundled default model: models/stories260K/stories260K.bin next to the executable's

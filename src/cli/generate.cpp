@@ -81,6 +81,9 @@ int run(const GenerateArgs& args) {
   if (!model) return report(model.status());
   auto spec = spec_params(args.spec);
   if (!spec) return report(spec.status());
+  if (args.model.device == "cuda" && spec->method != SpecMethod::kNone) {
+    return report(unsupported("speculative decoding does not run on -d cuda yet"));
+  }
   const Tokenizer& tok = **tokenizer;
   const std::vector<std::int32_t> ids = tok.encode(prompt, tok.add_bos_default());
   if (ids.empty()) return report(invalid_argument("the prompt is empty (no tokens)"));
@@ -126,6 +129,7 @@ Verb add_generate(CLI::App& app) {
   add_model_options(*cmd, args->model);
   add_mmap_option(*cmd, args->model);
   add_dtype_option(*cmd, args->model);
+  add_device_option(*cmd, args->model);
   auto* p = cmd->add_option("-p,--prompt", args->prompt, "Prompt text")->capture_default_str();
   auto* f = cmd->add_option("-f,--file", args->prompt_file, "Read the prompt from a file");
   p->excludes(f);

@@ -62,6 +62,7 @@ Status check_params(const LlamaModel& model, const BenchParams& p) {
   if (p.n_prompt < 0 || p.n_gen < 0) return invalid_argument("bench: -p and -n must be >= 0");
   if (p.n_prompt == 0 && p.n_gen == 0) return invalid_argument("bench: both -p and -n are 0, nothing to measure");
   if (p.reps < 1) return invalid_argument("bench: -r must be >= 1");
+  if (p.batch < 1 || p.batch > 1024) return invalid_argument("bench: --batch must be in [1, 1024]");
   const std::int64_t ctx = model.config().max_seq_len;
   if (p.n_prompt > ctx || p.n_gen > ctx) {
     return invalid_argument("bench: a test of " + std::to_string(std::max(p.n_prompt, p.n_gen)) +
@@ -83,17 +84,17 @@ Expected<double> time_prefill(const LlamaModel& model, std::int64_t n, KvCache& 
   return seconds_since(t0);
 }
 
-/// Seconds for `n` single-token decode forwards from position 0.
-Expected<double> time_decode(const LlamaModel& model, std::int64_t n, KvCache& cache,
+/// Seconds for `n` decode forwards from position 0 of `n_seq` sequences, one row each.
+Expected<double> time_decode(const LlamaModel& model, std::int64_t n, std::int64_t n_seq, KvCache& cache,
                              std::mt19937& rng, ThreadPool& pool) {
   std::uniform_int_distribution<std::int32_t> token(0, static_cast<std::int32_t>(model.config().vocab_size - 1));
   Batch batch;
   std::vector<float> logits;
-  cache.free_sequence(0);
+  for (std::int64_t s = 0; s < n_seq; ++s) cache.free_sequence(static_cast<std::int32_t>(s));
   const auto t0 = std::chrono::steady_clock::now();
   for (std::int64_t i = 0; i < n; ++i) {
     batch.clear();
-    batch.add(token(rng), static_cast<std::int32_t>(i), 0, true);
+    for (std::int64_t s = 0; s < n_seq; ++s) batch.add(token(rng), static_cast<std::int32_t>(i), static_cast<std::int32_t>(s), true);
     PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool));
   }
   return seconds_since(t0);
@@ -143,7 +144,8 @@ ModelCost model_cost(const LlamaModel& model) {
 
 Expected<BenchResult> run_bench(const LlamaModel& model, const BenchParams& p, ThreadPool& pool) {
   PEREGRINE_RETURN_IF_ERROR(check_params(model, p));
-  const auto n_blocks = static_cast<std::int32_t>(blocks_for_tokens(std::max(p.n_prompt, p.n_gen), kDefaultKvBlockSize));
+  const auto n_blocks = static_cast<std::int32_t>(std::max(blocks_for_tokens(p.n_prompt, kDefaultKvBlockSize),
+                                                           p.batch * blocks_for_tokens(p.n_gen, kDefaultKvBlockSize)));
   auto cache = KvCache::create(model.config(), {n_blocks, kDefaultKvBlockSize, DType::kF32});
   if (!cache) return cache.status();
   std::mt19937 rng(static_cast<std::mt19937::result_type>(p.seed));
@@ -155,9 +157,9 @@ Expected<BenchResult> run_bench(const LlamaModel& model, const BenchParams& p, T
     });
   });
   if (!pp) return pp.status();
-  auto tg = repeat(p.reps, p.n_gen, [&](bool timed) {
+  auto tg = repeat(p.reps, p.n_gen * p.batch, [&](bool timed) {
     return profiling(model, timed && p.profile, r.tg_profile, [&] {
-      return counting_bytes(model, r.tg_weight_bytes, [&] { return time_decode(model, p.n_gen, *cache, rng, pool); });
+      return counting_bytes(model, r.tg_weight_bytes, [&] { return time_decode(model, p.n_gen, p.batch, *cache, rng, pool); });
     });
   });
   if (!tg) return tg.status();
@@ -170,8 +172,8 @@ Expected<BenchResult> run_bench(const LlamaModel& model, const BenchParams& p, T
   const ModelCost cost = model_cost(model);
   const ModelConfig& c = model.config();
   r.pp_flops = cost.prefill_flops(0, p.n_prompt, c.vocab_size, c.dim);
-  r.tg_flops = static_cast<double>(p.n_gen) * cost.matmul_flops_per_token +
-               0.5 * p.n_gen * (p.n_gen + 1.0) * cost.attention_flops_per_pair;
+  r.tg_flops = static_cast<double>(p.batch) * (static_cast<double>(p.n_gen) * cost.matmul_flops_per_token +
+                                               0.5 * p.n_gen * (p.n_gen + 1.0) * cost.attention_flops_per_pair);
   return r;
 }
 

@@ -118,7 +118,7 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file, WeightPlacement placemen
       add_norm_offset(*norm, f.config.norm_weight_offset);
     }
   }
-  PEREGRINE_RETURN_IF_ERROR(m.place_weights(placement));
+  if (placement != WeightPlacement::kCuda) PEREGRINE_RETURN_IF_ERROR(m.place_weights(placement));
   m.output_norm_ = to_f32(*f.find("output_norm.weight"));
   add_norm_offset(m.output_norm_, f.config.norm_weight_offset);
   const TensorView* rope_freqs = f.find("rope_freqs.weight");
@@ -142,7 +142,34 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file, WeightPlacement placemen
   const float m_rope = rope_attention_factor(f.config.rope_scaling);
   const float base = f.config.attn_scale > 0.0f ? f.config.attn_scale : 1.0f / std::sqrt(static_cast<float>(f.config.head_dim));
   m.attention_scale_ = m_rope == 1.0f ? f.config.attn_scale : base * m_rope * m_rope;
+  if (placement == WeightPlacement::kCuda) PEREGRINE_RETURN_IF_ERROR(m.create_cuda());
   return m;
+}
+
+Status LlamaModel::create_cuda() {
+  const ModelConfig& c = config();
+  const char* refused = c.n_experts > 0                        ? "Mixture-of-Experts FFNs"
+                        : c.activation != FfnActivation::kSilu ? "GeGLU FFNs"
+                        : c.ffn_down_hadamard                  ? "Hadamard-rotated FFNs"
+                                                               : nullptr;
+  for (const Layer& l : layers_) {
+    if (refused != nullptr) break;
+    if (!l.bq.empty() || !l.bk.empty() || !l.bv.empty()) refused = "Q/K/V biases";
+    else if (!l.q_norm.empty() || !l.k_norm.empty()) refused = "Q/K norms";
+    else if (!l.post_attn_norm.empty() || !l.post_ffw_norm.empty()) refused = "post-attention / post-FFN norms";
+  }
+  if (refused != nullptr) {
+    return unsupported("the CUDA backend does not run " + std::string(refused) + " yet (" + c.arch + " model); use -d cpu");
+  }
+  CudaModelWeights w;
+  for (const Layer& l : layers_) {
+    w.layers.push_back({l.wq, l.wk, l.wv, l.wo, l.w_gate, l.w_up, l.w_down, l.attn_norm, l.ffn_norm});
+  }
+  w.output = output_;
+  w.output_norm = output_norm_;
+  const float scale = attention_scale_ > 0.0f ? attention_scale_ : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  PEREGRINE_ASSIGN_OR_RETURN(cuda_, CudaForward::create(c, w, scale));
+  return Status::ok();
 }
 
 namespace {
@@ -567,12 +594,28 @@ Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float
     return invalid_argument("forward: the KV cache has " + std::to_string(cache.n_layers()) + " layers, the forward runs " +
                             std::to_string(n_layers));
   }
+  if (cuda_ != nullptr && (observer != nullptr || !batch.parents.empty())) {
+    return unsupported("forward: the CUDA backend does not run token trees or calibration observers yet");
+  }
   const ForwardOpTimer timed = timer(ForwardOp::kForward);
   const ThreadPool::WarmScope warm(pool);  // workers spin between this forward's ops
   PEREGRINE_RETURN_IF_ERROR(validate(batch, cache));
   BatchLayout rows = layout(batch);
   add_rope_factors(batch, rows);
   PEREGRINE_RETURN_IF_ERROR(reserve(batch, rows, cache));
+  if (cuda_ != nullptr) {
+    PEREGRINE_RETURN_IF_ERROR(forward_cuda(batch, rows, cache, logits, n_layers));
+  } else {
+    forward_cpu(batch, rows, cache, logits, pool, n_layers, observer);
+  }
+  for (std::int64_t i = 0; i < batch.size(); ++i) {
+    cache.set_length(batch.seq_ids[i], rows.slots[i] + 1);  // a sequence's slots increase
+  }
+  return Status::ok();
+}
+
+void LlamaModel::forward_cpu(const Batch& batch, const BatchLayout& rows, KvCache& cache, std::vector<float>& logits,
+                             ThreadPool& pool, std::int64_t n_layers, ActivationObserver* observer) const {
   Scratch s(config(), batch.size());
   s.observer = observer;
   embed(batch, s.x);
@@ -583,10 +626,33 @@ Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float
     ffn_block(layer, l, s, pool);
   }
   if (observer != nullptr) observer->observe_hidden(n_layers, s.x, batch.size());
-  for (std::int64_t i = 0; i < batch.size(); ++i) {
-    cache.set_length(batch.seq_ids[i], rows.slots[i] + 1);  // a sequence's slots increase
-  }
   lm_head(batch, s, logits, pool);
+}
+
+Status LlamaModel::forward_cuda(const Batch& batch, const BatchLayout& rows, KvCache& cache, std::vector<float>& logits,
+                                std::int64_t n_layers) const {
+  const ModelConfig& c = config();
+  const std::int64_t n = batch.size(), hd = c.head_dim;
+  std::vector<float> x(static_cast<std::size_t>(n * c.dim)), cos(static_cast<std::size_t>(n * hd)), sin(cos.size());
+  embed(batch, x);
+  std::vector<std::int32_t> slot(rows.slots), table_offset(static_cast<std::size_t>(n)), tables, logit_rows;
+  for (const BatchLayout::Run& run : rows.runs) {
+    const std::vector<float>& divisors = run.rope_factors.empty() ? rope_freq_factors_ : run.rope_factors;
+    const std::span<const std::int32_t> table = cache.block_table(run.seq);
+    const auto offset = static_cast<std::int32_t>(tables.size());
+    tables.insert(tables.end(), table.begin(), table.end());
+    for (std::int64_t i = run.begin; i < run.end; ++i) {
+      rope_table(batch.positions[i], hd, c.rope_theta, c.rope_style, &cos[i * hd], &sin[i * hd],
+                 divisors.empty() ? nullptr : divisors.data());
+      table_offset[i] = offset;
+    }
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (batch.need_logits[i]) logit_rows.push_back(static_cast<std::int32_t>(i));
+  }
+  counters_->add_weight_bytes(cuda_->weight_bytes());  // every matrix is read once per forward
+  PEREGRINE_RETURN_IF_ERROR(cuda_->forward({n, x, cos, sin, slot, table_offset, tables, logit_rows}, cache, n_layers, logits));
+  softcap_logits(logits, c.final_softcap);
   return Status::ok();
 }
 

@@ -3,50 +3,10 @@
 // characters of the reference each dtype keeps before the first difference.
 #include <gtest/gtest.h>
 
-#include "peregrine/engine/generator.h"
-#include "peregrine/quant/convert_model.h"
-#include "peregrine/tokenizer/tokenizer.h"
-#include "formats/test_files.h"
+#include "test_models.h"
 
 namespace peregrine {
 namespace {
-
-std::string stories(const std::string& file) { return test::shared_dir() + "/models/stories260K/" + file; }
-
-/// The reference (prompt included), without its final newline.
-std::string reference_text() {
-  auto b = test::read_bytes(stories("greedy_once_upon_a_time.txt"));
-  std::string s(b.begin(), b.end());
-  if (!s.empty() && s.back() == '\n') s.pop_back();
-  return s;
-}
-
-/// Greedy prompt + 300 tokens of stories260K with its weight matrices converted to `dtype`
-/// and its K/V cached in `kv_type`.
-std::string greedy_text(DType dtype, DType kv_type = DType::kF32) {
-  auto file = load_model_file(stories("stories260K.bin"));
-  EXPECT_TRUE(file) << file.status().message();
-  auto tok = load_tokenizer(*file);
-  EXPECT_TRUE(tok) << tok.status().message();
-  ThreadPool pool(2);
-  EXPECT_TRUE(convert_model_weights(*file, dtype, &pool));
-  auto model = LlamaModel::create(std::move(*file));
-  EXPECT_TRUE(model) << model.status().message();
-  const std::string prompt = "Once upon a time";
-  const auto ids = (*tok)->encode(prompt, true);
-  GenerateOptions opt;
-  opt.max_new_tokens = 300;
-  opt.sampling.temperature = 0.0f;
-  opt.kv_type = kv_type;
-  std::string text = prompt;
-  std::int32_t prev = ids.back();
-  auto stats = generate(*model, ids, opt, pool, [&](std::int32_t id) {
-    text += (*tok)->decode_token(prev, id);
-    prev = id;
-  });
-  EXPECT_TRUE(stats) << stats.status().message();
-  return text;
-}
 
 std::size_t common_prefix(const std::string& a, const std::string& b) {
   std::size_t n = 0;
@@ -61,12 +21,12 @@ std::size_t common_prefix(const std::string& a, const std::string& b) {
 // kept loose because the divergence point moves with f32 accumulation order (kernel changes);
 // a broken encoder keeps only the 16-character prompt or a few words.
 TEST(DtypeGreedy, Stories260KKeepsTheReferenceTextPerDtype) {
-  const std::string want = reference_text();
+  const std::string want = test::stories260k_reference_text();
   ASSERT_GT(want.size(), 500u);
   const std::pair<DType, std::size_t> cases[] = {
       {DType::kF32, want.size()}, {DType::kF16, want.size()}, {DType::kBF16, 200}, {DType::kQ8_0, 150}, {DType::kQ4_0, 40}};
   for (const auto& [dtype, min_kept] : cases) {
-    const std::size_t kept = common_prefix(greedy_text(dtype), want);
+    const std::size_t kept = common_prefix(test::stories260k_greedy_text(dtype), want);
     std::printf("[ dtype ] %-5s keeps %3zu / %zu characters of the reference greedy text\n",
                 std::string(dtype_name(dtype)).c_str(), kept, want.size());
     EXPECT_GE(kept, min_kept) << dtype_name(dtype);
@@ -79,12 +39,12 @@ TEST(DtypeGreedy, Stories260KKeepsTheReferenceTextPerDtype) {
 // mantissa bits). F16 K/V (11-bit mantissas) must keep the whole text; the others are guarded
 // at about half their measured value, as the weight dtypes above.
 TEST(DtypeGreedy, Stories260KKeepsTheReferenceTextPerKvType) {
-  const std::string want = reference_text();
+  const std::string want = test::stories260k_reference_text();
   ASSERT_GT(want.size(), 500u);
   const std::pair<DType, std::size_t> cases[] = {{DType::kF16, want.size()}, {DType::kQ8_0, 150}, {DType::kI8, 150},
                                                  {DType::kF8E4M3, 85}, {DType::kF8E5M2, 40}};
   for (const auto& [kv_type, min_kept] : cases) {
-    const std::size_t kept = common_prefix(greedy_text(DType::kF32, kv_type), want);
+    const std::size_t kept = common_prefix(test::stories260k_greedy_text(DType::kF32, kv_type), want);
     std::printf("[ kv type ] %-7s keeps %3zu / %zu characters of the reference greedy text\n",
                 std::string(dtype_name(kv_type)).c_str(), kept, want.size());
     EXPECT_GE(kept, min_kept) << dtype_name(kv_type);

@@ -13,7 +13,8 @@ namespace peregrine {
 
 struct BenchParams {
   std::int64_t n_prompt = 512;  // pp test: one prefill forward of this many tokens (0 = skip)
-  std::int64_t n_gen = 128;     // tg test: this many single-token decode forwards (0 = skip)
+  std::int64_t n_gen = 128;     // tg test: this many decode forwards (0 = skip)
+  std::int64_t batch = 1;       // tg test: sequences decoding together, one row each per forward
   int reps = 5;                 // timed repetitions of each test (after one untimed warm-up)
   std::uint64_t seed = 1234;    // random token ids (speed does not depend on them)
   bool profile = false;         // time the forwards' op kinds over the timed repetitions
@@ -39,9 +40,10 @@ ModelCost model_cost(const LlamaModel& model);
 
 struct BenchResult {
   std::vector<double> pp_tps;  // prompt tokens/s of each timed repetition
-  std::vector<double> tg_tps;  // generated tokens/s of each timed repetition
+  std::vector<double> tg_tps;  // generated tokens/s of each timed repetition (all `batch` sequences)
   double pp_flops = 0.0;       // FLOPs of one pp forward
-  double tg_flops = 0.0;       // FLOPs of the whole tg test (n_gen decode steps from position 0)
+  double tg_flops = 0.0;       // FLOPs of the whole tg test (n_gen decode steps from position 0,
+                               // `batch` rows each)
   /// Measured (LlamaModel::counters): weight bytes one pp forward read, and one decode step on
   /// average. A Mixture-of-Experts pp forward reads each chosen expert once per layer.
   double pp_weight_bytes = 0.0, tg_weight_bytes = 0.0;

@@ -118,6 +118,12 @@ class KvCache {
   KvLayerView k_view(std::int32_t seq, std::int64_t layer) const;
   KvLayerView v_view(std::int32_t seq, std::int64_t layer) const;
 
+  /// What a device backend keeps with this cache (backend/cuda_forward.h: its K/V slabs in GPU
+  /// memory, in this cache's layout and block ids), type-erased; null until a device forward
+  /// first uses the cache. Moves with the cache. fork / attach_prefix / compact and
+  /// copy-on-write move host rows only.
+  std::shared_ptr<void>& device_storage() { return device_storage_; }
+
  private:
   struct Sequence {
     std::vector<std::int32_t> blocks;
@@ -135,6 +141,7 @@ class KvCache {
   // [n_layers, 2 (K, V), n_blocks, block_size, row_bytes]; pages are touched on first write.
   std::unique_ptr<std::uint8_t[]> data_;
   std::unordered_map<std::int32_t, Sequence> seqs_;
+  std::shared_ptr<void> device_storage_;
 };
 
 }  // namespace peregrine

@@ -17,6 +17,7 @@
 #include <span>
 #include <vector>
 
+#include "peregrine/backend/cuda_forward.h"
 #include "peregrine/core/status.h"
 #include "peregrine/core/thread_pool.h"
 #include "peregrine/formats/model_file.h"
@@ -42,6 +43,10 @@ enum class WeightPlacement {
   /// Read in place from the ModelFile's storage (the file mapping: pages shared with the page
   /// cache, reclaimable, faulted in on first use), as `--mmap` asks.
   kInPlace,
+  /// Uploaded to the GPU (backend/cuda_forward.h): the decoder layers and the LM head run
+  /// there; the host keeps the file mapping for the embedding lookup. Dense Llama-family
+  /// models with SwiGLU only (LlamaModel::create says which feature it refuses).
+  kCuda,
 };
 
 class LlamaModel {
@@ -55,6 +60,9 @@ class LlamaModel {
   /// Errors: those of validate_llama_tensors; kCorruptFile (a rope_freqs.weight divisor that is
   /// not positive and finite).
   /// kResourceExhausted when the weights' huge-page buffer cannot be mapped.
+  /// kCuda: kUnsupported for a model part 1 of the CUDA backend does not run (MoE, GeGLU,
+  /// Q/K/V biases, Q/K norms, post norms, Hadamard-rotated FFN), and CudaForward::create's
+  /// errors (kUnavailable without a CUDA build or device).
   static Expected<LlamaModel> create(ModelFile file, WeightPlacement placement = WeightPlacement::kHugePages);
 
   // Layers hold pointers into file_.tensors: movable (std::map nodes keep their addresses),
@@ -101,6 +109,8 @@ class LlamaModel {
   /// (model/activation_observer.h; calibration for quantization).
   /// With config().ffn_down_hadamard the SwiGLU output is rotated by kernels/cpu/hadamard.h's
   /// transform before ffn_down (whose weights were rotated to match, quant/rotate_model.h).
+  /// On a kCuda model the layers run on the GPU (backend/cuda_forward.h); it refuses token-tree
+  /// batches and an `observer` (kUnsupported) and returns kUnavailable on a CUDA error.
   /// Gemma 2 (formats/architecture.h): x = embedding · embed_scale; per layer x += post_attn_norm(
   /// attention(attn_norm(x))), x += post_ffw_norm(GeGLU FFN(ffn_norm(x))), every norm weight
   /// w applied as (norm_weight_offset + w); logits → final_softcap · tanh(logits /
@@ -152,6 +162,14 @@ class LlamaModel {
   // Several products in one parallel region (kernels/cpu/matmul.h matmul_fused), each counted.
   void linear_fused(std::span<const MatmulProduct> products, std::int64_t n, ThreadPool& pool) const;
   void lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits, ThreadPool& pool) const;
+  // The CPU layers of forward (after reserve): embedding, decoder layers, LM head.
+  void forward_cpu(const Batch& batch, const BatchLayout& rows, KvCache& cache, std::vector<float>& logits,
+                   ThreadPool& pool, std::int64_t n_layers, ActivationObserver* observer) const;
+  // The same through cuda_: embedding and RoPE tables on the host, the rest on the GPU.
+  Status forward_cuda(const Batch& batch, const BatchLayout& rows, KvCache& cache, std::vector<float>& logits,
+                      std::int64_t n_layers) const;
+  // kCuda: refuses the families part 1 does not run, then uploads the weights.
+  Status create_cuda();
   ForwardOpTimer timer(ForwardOp op) const { return ForwardOpTimer(*profile_, op, *counters_); }
 
   ModelFile file_;
@@ -163,6 +181,7 @@ class LlamaModel {
   const TensorView* output_ = nullptr;  // token_embd_ when tied
   std::unique_ptr<ForwardCounters> counters_;
   std::unique_ptr<ForwardProfile> profile_;
+  std::unique_ptr<CudaForward> cuda_;  // kCuda only
   HugePageBuffer weights_;  // what file_.tensors[...].packed (and under kHugePages .data) point into
   float attention_scale_ = 0.0f;  // AttentionShape::scale: config().attn_scale (0: 1/sqrt(head_dim)),
                                   // times YaRN's / LongRoPE's attention factor squared
