@@ -2,16 +2,23 @@
 // (kernels/cpu/sparse_nm_packed.h) gives its scalar twin's bits on every SIMD target and thread
 // count, the twin is matmul_reference up to summation order (so packing puts every kept value
 // and position where the layout says), and matmul on every sparse dtype — packed or not, decode
-// and prefill token counts, odd row counts — is matmul_reference within the f32 summation bound.
+// and prefill token counts, odd row counts — is matmul_reference within the f32 summation bound,
+// except the quantized dtypes at decode sizes, which take the GEMV against 8-bit activation
+// blocks (sparse_nm_q8.h: its twin's bits; the twin is the dequantized product). The panel
+// decoder (sparse_nm_expand.h) gives the row decoder's bits.
 #include "peregrine/kernels/cpu/sparse_nm_packed.h"
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "peregrine/kernels/cpu/matmul.h"
+#include "peregrine/kernels/cpu/sparse_nm_expand.h"
+#include "peregrine/kernels/cpu/sparse_nm_q8.h"
+#include "peregrine/kernels/cpu/quantize_activations.h"
 #include "peregrine/quant/dequantize.h"
 #include "peregrine/quant/sparse_nm.h"
 #include "simd_targets.h"
@@ -134,6 +141,17 @@ TEST(SparseNmMatmul, EveryDtypeIsTheReferenceProduct) {
         matmul(w.view, x, n_tokens, y, pool, /*min_parallel_macs=*/0);
         const std::string what = std::string(dtype_name(w.view.dtype)) + (c.pack ? " packed" : "") +
                                  " n_tokens=" + std::to_string(n_tokens) + " threads=" + std::to_string(threads);
+        const bool quantized = c.base == SparseBase::kQ8 || c.base == SparseBase::kQ4;
+        if (quantized && n_tokens <= kSparseQ8Tokens && sparse_q8_supported()) {
+          // Decode sizes take gemv_sparse_q8 (8-bit activation blocks): its twin's bits, which
+          // SparseNmQ8 checks against the dequantized product.
+          QuantizedActivations xq;
+          quantize_activations(x, n_tokens, c.s.in, xq, pool, 0, kActivationBlockQ8_0);
+          std::vector<float> twin(y.size());
+          gemv_sparse_q8_reference(w.view, xq, twin);
+          EXPECT_EQ(y, twin) << what;
+          continue;
+        }
         expect_near_reference(w.view, x, n_tokens, y, what);
         if (!c.pack || n_tokens > kSparsePackedTokens) continue;
         std::vector<float> twin(y.size()), fused(y.size(), NAN);
@@ -142,6 +160,73 @@ TEST(SparseNmMatmul, EveryDtypeIsTheReferenceProduct) {
         const MatmulProduct products[] = {{&w.view, x, fused}};
         matmul_fused(products, n_tokens, pool, 0);
         EXPECT_EQ(fused, twin) << what;
+      }
+    }
+  }
+}
+
+TEST(SparseNmExpand, EveryRowIsTheDecodeTwinsBitForBit) {
+  // Widths off 16 (the expand-load's step) and off 8 (a mask byte), every kept dtype, and a row
+  // whose mask was damaged (one bit flipped): that one goes through the twin itself.
+  std::mt19937 rng(44);
+  struct Case { SparseBase base; SparsePattern p; Shape s; };
+  const Case cases[] = {{SparseBase::kF16, {2, 4}, {5, 68}},   {SparseBase::kBF16, {2, 4}, {3, 12}},
+                        {SparseBase::kQ8, {2, 4}, {4, 192}},  {SparseBase::kQ4, {2, 4}, {6, 2048}},
+                        {SparseBase::kF16, {4, 8}, {3, 104}}, {SparseBase::kBF16, {4, 8}, {2, 8}},
+                        {SparseBase::kQ8, {4, 8}, {3, 64}},   {SparseBase::kQ4, {4, 8}, {2, 320}},
+                        {SparseBase::kF16, {2, 4}, {3, 4}}};
+  for (const Case& c : cases) {
+    SparseWeights w = sparse_weights(c.base, c.p, c.s, false, rng);
+    const std::size_t cols = static_cast<std::size_t>(c.s.in), row_bytes = *w.view.row_bytes();
+    w.encoded.bytes[row_bytes - (cols + 7) / 8] ^= 0x01;  // row 0: the first column's mask bit flipped
+    for (std::int64_t r = 0; r < c.s.out; ++r) {
+      std::vector<float> fast(cols, NAN), twin(cols, NAN);
+      expand_sparse_nm_row(w.view, r, fast);
+      decode_sparse_nm_row(w.view.dtype, w.encoded.bytes.data() + static_cast<std::size_t>(r) * row_bytes, twin);
+      for (std::size_t j = 0; j < cols; ++j) {
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(fast[j]), std::bit_cast<std::uint32_t>(twin[j]))
+            << dtype_name(w.view.dtype) << " row " << r << " column " << j;
+      }
+    }
+  }
+}
+
+TEST(SparseNmQ8, GemvIsItsTwinAndTheDequantizedProduct) {
+  // The SIMD GEMV gives its twin's bits; the twin is the product of the dequantized weights and
+  // the dequantized activation blocks within f32 rounding (so every kept code meets the
+  // activation of its column).
+  std::mt19937 rng(45);
+  struct Case { SparseBase base; SparsePattern p; Shape s; };
+  const Case cases[] = {{SparseBase::kQ4, {2, 4}, {7, 64}}, {SparseBase::kQ8, {2, 4}, {5, 192}},
+                        {SparseBase::kQ4, {4, 8}, {3, 256}}, {SparseBase::kQ8, {4, 8}, {9, 128}}};
+  for (const Case& c : cases) {
+    const SparseWeights w = sparse_weights(c.base, c.p, c.s, false, rng);
+    for (std::int64_t n_tokens : {1, 3}) {
+      const auto x = test::random_activations(n_tokens, c.s.in, rng);
+      ThreadPool pool(2);
+      QuantizedActivations xq;
+      quantize_activations(x, n_tokens, c.s.in, xq, pool, 0, kActivationBlockQ8_0);
+      std::vector<float> twin(static_cast<std::size_t>(n_tokens * c.s.out), NAN);
+      gemv_sparse_q8_reference(w.view, xq, twin);
+      const std::string what = std::string(dtype_name(w.view.dtype)) + " n_tokens=" + std::to_string(n_tokens);
+      if (sparse_q8_supported()) {
+        std::vector<float> y(twin.size(), NAN);
+        gemv_sparse_q8(w.view, xq, y, pool, 0);
+        EXPECT_EQ(y, twin) << what;
+      }
+      std::vector<float> row(static_cast<std::size_t>(c.s.in));
+      for (std::int64_t o = 0; o < c.s.out; ++o) {
+        dequantize_row(w.view, o, row);
+        for (std::int64_t t = 0; t < n_tokens; ++t) {
+          double exact = 0.0, magnitude = 0.0;
+          for (std::int64_t j = 0; j < c.s.in; ++j) {
+            const double xv = static_cast<double>(xq.d[static_cast<std::size_t>((t * c.s.in + j) / 32)]) *
+                              xq.q[static_cast<std::size_t>(t * c.s.in + j)];
+            exact += row[static_cast<std::size_t>(j)] * xv;
+            magnitude += std::fabs(row[static_cast<std::size_t>(j)] * xv);
+          }
+          EXPECT_NEAR(twin[static_cast<std::size_t>(t * c.s.out + o)], exact, 1e-5 * magnitude + 1e-6) << what << " row " << o;
+        }
       }
     }
   }

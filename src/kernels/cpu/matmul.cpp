@@ -17,6 +17,7 @@
 #include "peregrine/kernels/cpu/quantize_activations.h"
 #include "peregrine/kernels/cpu/sparse_nm_matmul.h"
 #include "peregrine/kernels/cpu/sparse_nm_packed.h"
+#include "peregrine/kernels/cpu/sparse_nm_q8.h"
 #include "peregrine/quant/dequantize.h"
 
 namespace peregrine {
@@ -50,6 +51,11 @@ void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens
     if (w.packed != nullptr && n_tokens <= kSparsePackedTokens) {
       const MatmulProduct product{&w, x, y};
       gemv_sparse_packed({&product, 1}, n_tokens, pool, min_parallel_macs);
+    } else if (sparse_nm_format(w.dtype)->kept != DType::kF16 && sparse_nm_format(w.dtype)->kept != DType::kBF16 &&
+               n_tokens <= kSparseQ8Tokens && sparse_q8_supported()) {
+      thread_local QuantizedActivations xq;  // reused: no allocation per call
+      quantize_activations(x, n_tokens, w.row_length(), xq, pool, kMinParallelQuantize, kActivationBlockQ8_0);
+      gemv_sparse_q8(w, xq, y, pool, min_parallel_macs);
     } else {
       matmul_sparse_nm(w, x, n_tokens, y, pool, min_parallel_macs);
     }

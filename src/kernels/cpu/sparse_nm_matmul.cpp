@@ -7,7 +7,7 @@
 #include "peregrine/kernels/cpu/float_matmul.h"
 #include "peregrine/kernels/cpu/gemm_float.h"
 #include "peregrine/kernels/cpu/gemv_float.h"
-#include "peregrine/quant/dequantize.h"
+#include "peregrine/kernels/cpu/sparse_nm_expand.h"
 
 namespace peregrine {
 
@@ -22,7 +22,7 @@ void matmul_sparse_nm(const TensorView& w, std::span<const float> x, std::int64_
       panel.resize(static_cast<std::size_t>(rows) * n_in);
       y_panel.resize(static_cast<std::size_t>(rows * n_tokens));
       for (std::int64_t r = 0; r < rows; ++r) {
-        dequantize_row(w, p + r, std::span<float>(panel).subspan(static_cast<std::size_t>(r) * n_in, n_in));
+        expand_sparse_nm_row(w, p + r, std::span<float>(panel).subspan(static_cast<std::size_t>(r) * n_in, n_in));
       }
       const TensorView dense{std::string("panel"), DType::kF32, {rows, in}, panel.data(), panel.size() * sizeof(float)};
       (n_tokens >= kGemmMinTokens ? gemm_float : gemv_float)(dense, x, n_tokens, y_panel, 0, rows);

@@ -19,7 +19,7 @@ inline constexpr std::int64_t kSparsePanelRows = 48;
 
 /// w: [out, in], an N:M sparse dtype (sparse_nm_format has a value). x: [n_tokens, in] f32.
 /// y: [n_tokens, out] f32, overwritten. Per panel of kSparsePanelRows rows: rows decoded by
-/// dequantize_row, then gemm_float from kGemmMinTokens tokens on, gemv_float below (each dot
+/// expand_sparse_nm_row (sparse_nm_expand.h), then gemm_float from kGemmMinTokens tokens on, gemv_float below (each dot
 /// product accumulated in f32, pruned columns included as zeros). Rows split across `pool` in
 /// whole panels; on the calling thread below `min_parallel_macs` dense multiply-adds (matmul.h).
 /// Preconditions: x.size() == n_tokens·in, y.size() == n_tokens·out, the masks valid
