@@ -98,7 +98,7 @@ void expect_same_tensors(const ModelFile& want, const ModelFile& got) {
   }
 }
 
-std::vector<float> prefill_logits(const ModelFile& m, bool decode_to_f32) {
+std::vector<float> prefill_logits(const ModelFile& m, bool decode_to_f32, std::int32_t n_tokens) {
   ModelFile file = m;
   if (decode_to_f32) {
     auto f = FloatModel::from(m);
@@ -110,10 +110,11 @@ std::vector<float> prefill_logits(const ModelFile& m, bool decode_to_f32) {
   EXPECT_TRUE(model) << model.status().message();
   if (!model) return {};
   ThreadPool pool(2);
-  KvCache cache = make_kv_cache(model->config(), 8);
+  KvCache cache = make_kv_cache(model->config(), 16);
   Batch batch;
-  const std::int32_t tokens[] = {1, 403, 407, 261};
-  for (std::int32_t i = 0; i < 4; ++i) batch.add(tokens[i], i, 0, true);
+  const std::int32_t tokens[] = {1, 403, 407, 261, 500, 12, 99, 311, 275, 430, 68, 2};
+  EXPECT_LE(n_tokens, 12);
+  for (std::int32_t i = 0; i < n_tokens && i < 12; ++i) batch.add(tokens[i], i, 0, true);
   std::vector<float> logits;
   const Status st = model->forward(batch, cache, logits, pool);
   EXPECT_TRUE(st.is_ok()) << st.message();

@@ -23,10 +23,11 @@ std::int64_t interleaved_row_of_neox_row(std::int64_t j, std::int64_t head_dim);
 /// matched through interleaved_row_of_neox_row when the two models' RoPE styles differ.
 void expect_same_tensors(const ModelFile& want, const ModelFile& got);
 
-/// The stories260K prompt's prefill logits [4, vocab] of `m` run by LlamaModel; with
-/// `decode_to_f32` the weights are first decoded to f32 (quant/float_model.h), so formats whose
-/// runtime kernels live elsewhere are compared through exactly the values they hold.
-std::vector<float> prefill_logits(const ModelFile& m, bool decode_to_f32);
+/// The prefill logits [n_tokens, vocab] of a fixed stories260K prompt (n_tokens <= 12; the first
+/// 4 are "<s> Once upon a time"-like ids) run by LlamaModel on `m`; with `decode_to_f32` the
+/// weights are first decoded to f32 (quant/float_model.h), so formats whose runtime kernels live
+/// elsewhere are compared through exactly the values they hold.
+std::vector<float> prefill_logits(const ModelFile& m, bool decode_to_f32, std::int32_t n_tokens = 4);
 
 /// Largest |a[i] − b[i]| (a.size() == b.size() is expected, else +inf).
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
