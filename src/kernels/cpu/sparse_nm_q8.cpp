@@ -64,10 +64,12 @@ float reference_dot(const RowLayout& L, const std::uint8_t* row, const std::int8
   return sum_lanes(acc);
 }
 
-// GCC 12 reports a false -Wmaybe-uninitialized inside its own 512 → 256-bit casts (built on
-// _mm256_undefined_pd), as for Eigen's AVX-512 code (CMakeLists.txt).
+// GCC 12 reports a false -Wmaybe-uninitialized (Release) / -Wuninitialized (-Og, the sanitizer
+// build) inside its own 256 ↔ 512-bit casts (built on _mm256_undefined_pd), as for Eigen's
+// AVX-512 code (CMakeLists.txt).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #define PEREGRINE_SPARSE_Q8_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512vbmi2,f16c,fma")))
 
 // The 32 activation bytes under block b's kept columns (16 from each of its two activation
