@@ -47,12 +47,12 @@ void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens
     matmul_float(w, x, n_tokens, y, pool, min_parallel_macs);
     return;
   }
-  if (sparse_nm_format(w.dtype)) {
+  if (const auto sparse = sparse_nm_format(w.dtype)) {
+    const bool quantized_kept = sparse->kept == DType::kQ8_0 || sparse->kept == DType::kQ4_0;
     if (w.packed != nullptr && n_tokens <= kSparsePackedTokens) {
       const MatmulProduct product{&w, x, y};
       gemv_sparse_packed({&product, 1}, n_tokens, pool, min_parallel_macs);
-    } else if (sparse_nm_format(w.dtype)->kept != DType::kF16 && sparse_nm_format(w.dtype)->kept != DType::kBF16 &&
-               n_tokens <= kSparseQ8Tokens && sparse_q8_supported()) {
+    } else if (quantized_kept && n_tokens <= kSparseQ8Tokens && sparse_q8_supported()) {
       thread_local QuantizedActivations xq;  // reused: no allocation per call
       quantize_activations(x, n_tokens, w.row_length(), xq, pool, kMinParallelQuantize, kActivationBlockQ8_0);
       gemv_sparse_q8(w, xq, y, pool, min_parallel_macs);
