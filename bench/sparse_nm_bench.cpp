@@ -1,12 +1,15 @@
-// 2:4 sparse F16 decode GEMV (kernels/cpu/sparse_nm_packed.h) against the dense packed F16 GEMV
-// (kernels/cpu/half_packed.h) at tinyllama-1.1b's shapes, in the same process, alternated within
-// every repetition; both read packed copies in 2 MiB pages as LlamaModel::place_weights places
-// them, cycling through enough copies to defeat the L3 (DRAM bandwidth, as in decode).
+// 2:4 sparse decode GEMVs against their dense twins at tinyllama-1.1b's shapes, in the same
+// process, alternated within every repetition; both read packed copies in 2 MiB pages as
+// LlamaModel::place_weights places them, cycling through enough copies to defeat the L3 (DRAM
+// bandwidth, as in decode):
+//   --kind f16: 2:4 F16 (kernels/cpu/sparse_nm_packed.h) vs dense packed F16 (half_packed.h);
+//   --kind q4:  2:4 Q4_0 (sparse_nm_q8_packed.h) vs dense packed Q4_0 (q4_0_packed.h);
+//   --kind q8:  2:4 Q8_0 (sparse_nm_q8_packed.h) vs dense row-major Q8_0 (gemm_quant.h).
 //
-// Usage: build/bin/sparse_nm_bench [--reps N] [--threads N] [--min-mib M]
-//   (default: 15 repetitions, 2 threads, at least 256 MiB of dense copies per shape)
+// Usage: build/bin/sparse_nm_bench [--kind f16|q4|q8] [--reps N] [--threads N] [--min-mib M]
+//   (default: f16, 15 repetitions, 2 threads, at least 256 MiB of dense copies per shape)
 // Prints per shape and token count: each kernel's best time per matrix, its GB/s of bytes read
-// (dense: 2 B per weight; sparse: the packed bytes, 1.125 B per weight) and dense / sparse time.
+// (the stored / packed bytes of each) and dense / sparse time.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,8 +22,12 @@
 #include "peregrine/core/huge_page_buffer.h"
 #include "peregrine/core/thread_pool.h"
 #include "peregrine/kernels/cpu/half_packed.h"
+#include "peregrine/kernels/cpu/matmul.h"
+#include "peregrine/kernels/cpu/q4_0_packed.h"
 #include "peregrine/kernels/cpu/sparse_nm_packed.h"
+#include "peregrine/kernels/cpu/sparse_nm_q8_packed.h"
 #include "peregrine/quant/fp16.h"
+#include "peregrine/quant/quantize_rtn.h"
 #include "peregrine/quant/sparse_nm.h"
 #include "../tests/sparse_nm_fixtures.h"  // prune_nm_by_magnitude
 
@@ -62,48 +69,96 @@ PackedCopies pack_copies(const TensorView& w, std::size_t packed_bytes, int copi
   return p;
 }
 
-// Seconds per matrix of one pass of the GEMV over every copy.
+// Seconds per matrix of one pass of `gemv(view)` over every copy.
 template <class Gemv>
-double pass_seconds(const PackedCopies& p, std::span<const float> x, std::span<float> y, std::int64_t n_tokens,
-                    ThreadPool& pool, Gemv gemv) {
+double pass_seconds(const PackedCopies& p, Gemv gemv) {
   const auto t0 = std::chrono::steady_clock::now();
-  for (const TensorView& v : p.views) {
-    const MatmulProduct product{&v, x, y};
-    gemv({&product, 1}, n_tokens, pool, kMinParallelMacs);
-  }
+  for (const TensorView& v : p.views) gemv(v);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / static_cast<double>(p.views.size());
 }
 
-void bench_shape(Shape s, int reps, double min_mib, ThreadPool& pool, std::mt19937& rng) {
+// Copies w's stored bytes as they are (for the row-major Q8_0 GEMV): data points at the copy.
+Status copy_stored(const TensorView& w, std::span<std::uint8_t> dst) {
+  std::memcpy(dst.data(), w.data, w.nbytes);
+  return Status::ok();
+}
+
+// The kind's dense and 2:4 matrices of shape s (from the same f32 values), as packed copies.
+struct Pair {
+  std::vector<std::uint8_t> dense_bytes;
+  SparseEncoded sparse_bytes;
+  PackedCopies dense, sparse;
+};
+Pair make_pair(const std::string& kind, Shape s, double min_mib, std::mt19937& rng) {
   const auto n = static_cast<std::size_t>(s.out * s.in);
   std::normal_distribution<float> normal(0.0f, 0.05f);
   std::vector<float> w(n);
   for (float& v : w) v = normal(rng);
-  std::vector<std::uint16_t> dense_bits(n);
-  for (std::size_t i = 0; i < n; ++i) dense_bits[i] = f32_to_f16(w[i]);
-  const TensorView dense{std::string("dense"), DType::kF16, {s.out, s.in}, dense_bits.data(), n * 2};
+  const DType dense_type = kind == "q4" ? DType::kQ4_0 : kind == "q8" ? DType::kQ8_0 : DType::kF16;
+  Pair p;
+  p.dense_bytes.resize(*dtype_row_bytes(dense_type, n));
+  quantize_rtn(dense_type, w, p.dense_bytes.data());
+  const TensorView dense{std::string("dense"), dense_type, {s.out, s.in}, p.dense_bytes.data(), p.dense_bytes.size()};
   prune_nm_by_magnitude(w, 2, 4);
-  auto encoded = encode_sparse_nm(w, s.out, s.in, {2, 4}, SparseBase::kF16);
+  const SparseBase base = kind == "q4" ? SparseBase::kQ4 : kind == "q8" ? SparseBase::kQ8 : SparseBase::kF16;
+  auto encoded = encode_sparse_nm(w, s.out, s.in, {2, 4}, base);
   if (!encoded) {
     std::fprintf(stderr, "sparse_nm_bench: %s\n", encoded.status().message().c_str());
     std::exit(1);
   }
-  const TensorView sparse{std::string("sparse"), encoded->dtype, {s.out, s.in}, encoded->bytes.data(), encoded->bytes.size()};
-  const int copies = std::max(2, static_cast<int>(min_mib * 1048576.0 / static_cast<double>(n * 2)));
-  const PackedCopies d = pack_copies(dense, n * 2, copies, pack_half);
-  const PackedCopies sp = pack_copies(sparse, sparse_packed_bytes(sparse), copies, pack_sparse_nm);
+  p.sparse_bytes = std::move(*encoded);
+  const TensorView sparse{std::string("sparse"), p.sparse_bytes.dtype, {s.out, s.in}, p.sparse_bytes.bytes.data(), p.sparse_bytes.bytes.size()};
+  const int copies = std::max(2, static_cast<int>(min_mib * 1048576.0 / static_cast<double>(dense.nbytes)));
+  if (kind == "f16") {
+    p.dense = pack_copies(dense, dense.nbytes, copies, pack_half);
+    p.sparse = pack_copies(sparse, sparse_packed_bytes(sparse), copies, pack_sparse_nm);
+  } else {
+    p.dense = kind == "q4" ? pack_copies(dense, dense.nbytes, copies, pack_q4_0) : pack_copies(dense, dense.nbytes, copies, copy_stored);
+    if (kind == "q8") {
+      for (TensorView& v : p.dense.views) std::swap(v.data, v.packed);  // row-major copies: matmul reads data
+    }
+    p.sparse = pack_copies(sparse, sparse_q8_packed_bytes(sparse), copies, pack_sparse_q8);
+  }
+  return p;
+}
+
+void bench_shape(const std::string& kind, Shape s, int reps, double min_mib, ThreadPool& pool, std::mt19937& rng) {
+  const Pair p = make_pair(kind, s, min_mib, rng);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
   for (std::int64_t n_tokens : {1, 8}) {
     std::vector<float> x(static_cast<std::size_t>(n_tokens * s.in)), y(static_cast<std::size_t>(n_tokens * s.out));
     for (float& v : x) v = normal(rng);
+    QuantizedActivations xq;
+    quantize_activations(x, n_tokens, s.in, xq, pool, 0, kActivationBlockQ8_0);
+    const auto dense = [&](const TensorView& v) {
+      const MatmulProduct product{&v, x, y};
+      if (kind == "f16") {
+        gemv_half_packed({&product, 1}, n_tokens, pool, kMinParallelMacs);
+      } else if (kind == "q4") {
+        const PackedProduct packed{static_cast<const std::uint8_t*>(v.packed), s.out, &xq, y};
+        gemv_q4_0_packed({&packed, 1}, pool, kMinParallelMacs);
+      } else {
+        matmul(v, x, n_tokens, y, pool);
+      }
+    };
+    const auto sparse = [&](const TensorView& v) {
+      if (kind == "f16") {
+        const MatmulProduct product{&v, x, y};
+        gemv_sparse_packed({&product, 1}, n_tokens, pool, kMinParallelMacs);
+      } else {
+        const SparseQ8Product product{&v, &xq, y};
+        gemv_sparse_q8_packed({&product, 1}, pool, kMinParallelMacs);
+      }
+    };
     double best_dense = 1e30, best_sparse = 1e30;
     for (int r = 0; r < reps; ++r) {  // alternated: background load hits both alike
-      best_dense = std::min(best_dense, pass_seconds(d, x, y, n_tokens, pool, gemv_half_packed));
-      best_sparse = std::min(best_sparse, pass_seconds(sp, x, y, n_tokens, pool, gemv_sparse_packed));
+      best_dense = std::min(best_dense, pass_seconds(p.dense, dense));
+      best_sparse = std::min(best_sparse, pass_seconds(p.sparse, sparse));
     }
     std::printf("%5lld x %-5lld %6lld %10.1f %8.1f %10.1f %8.1f %8.2fx\n", static_cast<long long>(s.out),
                 static_cast<long long>(s.in), static_cast<long long>(n_tokens), best_dense * 1e6,
-                static_cast<double>(d.bytes_each) / best_dense / 1e9, best_sparse * 1e6,
-                static_cast<double>(sp.bytes_each) / best_sparse / 1e9, best_dense / best_sparse);
+                static_cast<double>(p.dense.bytes_each) / best_dense / 1e9, best_sparse * 1e6,
+                static_cast<double>(p.sparse.bytes_each) / best_sparse / 1e9, best_dense / best_sparse);
   }
 }
 
@@ -113,20 +168,28 @@ void bench_shape(Shape s, int reps, double min_mib, ThreadPool& pool, std::mt199
 int main(int argc, char** argv) {
   int reps = 15, threads = 2;
   double min_mib = 256.0;
+  std::string kind = "f16";
   for (int a = 1; a + 1 < argc; a += 2) {
     const std::string flag = argv[a];
     if (flag == "--reps") reps = std::stoi(argv[a + 1]);
     else if (flag == "--threads") threads = std::stoi(argv[a + 1]);
     else if (flag == "--min-mib") min_mib = std::stod(argv[a + 1]);
+    else if (flag == "--kind") kind = argv[a + 1];
   }
-  if (!peregrine::sparse_packed_gemv_available() || !peregrine::half_packed_gemv_available()) {
-    std::fprintf(stderr, "sparse_nm_bench: the packed GEMVs need AVX-512\n");
+  if (kind != "f16" && kind != "q4" && kind != "q8") {
+    std::fprintf(stderr, "sparse_nm_bench: --kind is f16, q4 or q8, not %s\n", kind.c_str());
+    return 1;
+  }
+  const bool simd = kind == "f16" ? peregrine::sparse_packed_gemv_available() && peregrine::half_packed_gemv_available()
+                                  : peregrine::sparse_q8_packed_gemv_available() && peregrine::q4_0_packed_gemv_available();
+  if (!simd) {
+    std::fprintf(stderr, "sparse_nm_bench: the packed GEMVs need AVX-512 (VNNI, VBMI for q4 / q8)\n");
     return 1;
   }
   peregrine::ThreadPool pool(threads);
   std::mt19937 rng(7);
-  std::printf("2:4 F16 vs dense F16 packed GEMV, %d threads, best of %d (time per matrix)\n", threads, reps);
+  std::printf("2:4 %s vs dense %s GEMV, %d threads, best of %d (time per matrix)\n", kind.c_str(), kind.c_str(), threads, reps);
   std::printf("%-13s %6s %10s %8s %10s %8s %9s\n", "out x in", "tokens", "dense us", "GB/s", "2:4 us", "GB/s", "dense/2:4");
-  for (const auto s : peregrine::kTinyllama) peregrine::bench_shape(s, reps, min_mib, pool, rng);
+  for (const auto s : peregrine::kTinyllama) peregrine::bench_shape(kind, s, reps, min_mib, pool, rng);
   return 0;
 }

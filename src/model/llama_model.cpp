@@ -15,6 +15,7 @@
 #include "peregrine/kernels/cpu/half_packed.h"
 #include "peregrine/kernels/cpu/matmul.h"
 #include "peregrine/kernels/cpu/q4_0_packed.h"
+#include "peregrine/kernels/cpu/sparse_nm_q8_packed.h"
 #include "peregrine/kernels/cpu/sparse_nm_packed.h"
 #include "peregrine/model/moe_ffn.h"
 #include "peregrine/quant/dequantize.h"
@@ -196,24 +197,27 @@ Status LlamaModel::place_weights(WeightPlacement placement) {
   // mapping), and only where their packed copies and their pages of the file both fit in the
   // memory available: their prefill GEMM then reads the file's stored layout, which would
   // otherwise be read back from disk every forward; else they are copied as stored. 2:4 sparse
-  // F16 / BF16 are packed for theirs on the same terms (their prefill decodes the stored rows).
+  // F16 / BF16 / Q8_0 / Q4_0 are packed for theirs on the same terms (their prefill decodes the
+  // stored rows).
   const auto multiplied = [&](const std::string& name, const TensorView& t) {
     return t.shape.size() >= 2 && (name != "token_embd.weight" || file_.config.tied_embeddings);
   };
   const bool pack_q4_0s = q4_0_packed_gemv_available();
   std::uint64_t half_bytes = 0;
   for (const auto& [name, t] : file_.tensors) {
-    half_bytes += multiplied(name, t) && (half_packable(t) || sparse_packable(t)) ? t.nbytes : 0;
+    half_bytes += multiplied(name, t) && (half_packable(t) || sparse_packable(t) || sparse_q8_packable(t)) ? t.nbytes : 0;
   }
   const bool fit_twice = placement == WeightPlacement::kHugePages && 2 * half_bytes <= available_memory_bytes().value_or(0);
   const bool pack_halves = fit_twice && half_packed_gemv_available();
   const bool pack_sparse = fit_twice && sparse_packed_gemv_available();
-  enum class How { kSkip, kCopy, kPackQ4_0, kPackHalf, kPackSparse };
+  const bool pack_sparse_q8s = fit_twice && sparse_q8_packed_gemv_available();
+  enum class How { kSkip, kCopy, kPackQ4_0, kPackHalf, kPackSparse, kPackSparseQ8 };
   const auto how = [&](const std::string& name, const TensorView& t) {
     if (!multiplied(name, t)) return How::kSkip;
     if (pack_q4_0s && q4_0_packable(t)) return How::kPackQ4_0;
     if (pack_halves && half_packable(t)) return How::kPackHalf;
     if (pack_sparse && sparse_packable(t)) return How::kPackSparse;
+    if (pack_sparse_q8s && sparse_q8_packable(t)) return How::kPackSparseQ8;
     return placement == WeightPlacement::kHugePages ? How::kCopy : How::kSkip;
   };
   const auto aligned = [](std::size_t n) { return (n + 63) / 64 * 64; };
@@ -247,6 +251,10 @@ Status LlamaModel::place_weights(WeightPlacement placement) {
         break;
       case How::kPackSparse:
         done[i] = pack_sparse_nm(t, dst);
+        t.packed = dst.data();
+        break;
+      case How::kPackSparseQ8:
+        done[i] = pack_sparse_q8(t, dst);
         t.packed = dst.data();
         break;
       default:

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -110,11 +111,10 @@ std::vector<float> prefill_logits(const ModelFile& m, bool decode_to_f32, std::i
   EXPECT_TRUE(model) << model.status().message();
   if (!model) return {};
   ThreadPool pool(2);
-  KvCache cache = make_kv_cache(model->config(), 16);
+  KvCache cache = make_kv_cache(model->config(), std::max(16, n_tokens));
   Batch batch;
   const std::int32_t tokens[] = {1, 403, 407, 261, 500, 12, 99, 311, 275, 430, 68, 2};
-  EXPECT_LE(n_tokens, 12);
-  for (std::int32_t i = 0; i < n_tokens && i < 12; ++i) batch.add(tokens[i], i, 0, true);
+  for (std::int32_t i = 0; i < n_tokens; ++i) batch.add(i < 12 ? tokens[i] : (37 * i + 5) % 512, i, 0, true);
   std::vector<float> logits;
   const Status st = model->forward(batch, cache, logits, pool);
   EXPECT_TRUE(st.is_ok()) << st.message();

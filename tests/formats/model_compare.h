@@ -23,8 +23,8 @@ std::int64_t interleaved_row_of_neox_row(std::int64_t j, std::int64_t head_dim);
 /// matched through interleaved_row_of_neox_row when the two models' RoPE styles differ.
 void expect_same_tensors(const ModelFile& want, const ModelFile& got);
 
-/// The prefill logits [n_tokens, vocab] of a fixed stories260K prompt (n_tokens <= 12; the first
-/// 4 are "<s> Once upon a time"-like ids) run by LlamaModel on `m`; with `decode_to_f32` the
+/// The prefill logits [n_tokens, vocab] of a fixed stories260K prompt (the first 4 ids are
+/// "<s> Once upon a time"-like, 12 fixed ones, then (37·i + 5) mod 512) run by LlamaModel on `m`; with `decode_to_f32` the
 /// weights are first decoded to f32 (quant/float_model.h), so formats whose runtime kernels live
 /// elsewhere are compared through exactly the values they hold.
 std::vector<float> prefill_logits(const ModelFile& m, bool decode_to_f32, std::int32_t n_tokens = 4);

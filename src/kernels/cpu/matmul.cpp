@@ -18,6 +18,7 @@
 #include "peregrine/kernels/cpu/sparse_nm_matmul.h"
 #include "peregrine/kernels/cpu/sparse_nm_packed.h"
 #include "peregrine/kernels/cpu/sparse_nm_q8.h"
+#include "peregrine/kernels/cpu/sparse_nm_q8_packed.h"
 #include "peregrine/quant/dequantize.h"
 
 namespace peregrine {
@@ -32,6 +33,26 @@ void split_decoded(RowKernel kernel, const TensorView& w, std::span<const float>
   const std::int64_t tile = n_tokens >= kGemmMinTokens ? kGemmRows : kGemvRows;
   split_rows(w.n_rows(), w.row_length() * n_tokens, tile, pool, min_parallel_macs,
              [&](std::int64_t begin, std::int64_t end) { kernel(w, x, n_tokens, y, begin, end); });
+}
+
+// Each product's x as Q8_0 blocks, each distinct x (by address) quantized once, into buffers
+// this thread keeps between calls (valid until its next call).
+std::vector<const QuantizedActivations*> quantize_inputs(std::span<const MatmulProduct> products, std::int64_t n_tokens,
+                                                         ThreadPool& pool) {
+  thread_local std::vector<QuantizedActivations> quantized;
+  if (quantized.size() < products.size()) quantized.resize(products.size());
+  std::vector<const float*> inputs;
+  std::vector<const QuantizedActivations*> xq;
+  for (const MatmulProduct& p : products) {
+    const auto at = std::find(inputs.begin(), inputs.end(), p.x.data());
+    QuantizedActivations& q = quantized[static_cast<std::size_t>(at - inputs.begin())];
+    if (at == inputs.end()) {
+      inputs.push_back(p.x.data());
+      quantize_activations(p.x, n_tokens, p.w->row_length(), q, pool, kMinParallelQuantize, kActivationBlockQ8_0);
+    }
+    xq.push_back(&q);
+  }
+  return xq;
 }
 
 }  // namespace
@@ -49,7 +70,10 @@ void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens
   }
   if (const auto sparse = sparse_nm_format(w.dtype)) {
     const bool quantized_kept = sparse->kept == DType::kQ8_0 || sparse->kept == DType::kQ4_0;
-    if (w.packed != nullptr && n_tokens <= kSparsePackedTokens) {
+    if (w.packed != nullptr && quantized_kept && n_tokens >= 1 && n_tokens <= kSparseQ8PackedTokens) {
+      const MatmulProduct product{&w, x, y};
+      matmul_fused({&product, 1}, n_tokens, pool, min_parallel_macs);
+    } else if (w.packed != nullptr && !quantized_kept && n_tokens <= kSparsePackedTokens) {
       const MatmulProduct product{&w, x, y};
       gemv_sparse_packed({&product, 1}, n_tokens, pool, min_parallel_macs);
     } else if (quantized_kept && n_tokens <= kSparseQ8Tokens && sparse_q8_supported()) {
@@ -97,27 +121,28 @@ void matmul_fused(std::span<const MatmulProduct> products, std::int64_t n_tokens
     gemv_half_packed(products, n_tokens, pool, min_parallel_macs);
     return;
   }
-  if (n_tokens >= 1 && n_tokens <= kSparsePackedTokens && all_packed([](DType t) { return sparse_nm_format(t).has_value(); })) {
+  const auto is_half_sparse = [](DType t) { return t == DType::kF16_S24 || t == DType::kBF16_S24; };
+  if (n_tokens >= 1 && n_tokens <= kSparsePackedTokens && all_packed(is_half_sparse)) {
     gemv_sparse_packed(products, n_tokens, pool, min_parallel_macs);
     return;
   }
-  if (!all_packed([](DType t) { return t == DType::kQ4_0; }) || n_tokens < 1) {
+  const bool q4_0 = all_packed([](DType t) { return t == DType::kQ4_0; });
+  const bool sparse_q8 = n_tokens <= kSparseQ8PackedTokens &&
+                         all_packed([](DType t) { return t == DType::kQ4_0_S24 || t == DType::kQ8_0_S24; });
+  if (!(q4_0 || sparse_q8) || n_tokens < 1) {
     for (const MatmulProduct& p : products) matmul(*p.w, p.x, n_tokens, p.y, pool, min_parallel_macs);
     return;
   }
-  // Each distinct x (by address) quantized once, into buffers this thread keeps between calls.
-  thread_local std::vector<QuantizedActivations> quantized;
-  if (quantized.size() < products.size()) quantized.resize(products.size());
-  std::vector<const float*> inputs;
+  const std::vector<const QuantizedActivations*> xq = quantize_inputs(products, n_tokens, pool);
+  if (sparse_q8) {
+    std::vector<SparseQ8Product> sparse;
+    for (std::size_t i = 0; i < products.size(); ++i) sparse.push_back({products[i].w, xq[i], products[i].y});
+    gemv_sparse_q8_packed(sparse, pool, min_parallel_macs);
+    return;
+  }
   std::vector<PackedProduct> packed;
-  for (const MatmulProduct& p : products) {
-    const auto at = std::find(inputs.begin(), inputs.end(), p.x.data());
-    QuantizedActivations& xq = quantized[static_cast<std::size_t>(at - inputs.begin())];
-    if (at == inputs.end()) {
-      inputs.push_back(p.x.data());
-      quantize_activations(p.x, n_tokens, p.w->row_length(), xq, pool, kMinParallelQuantize, kActivationBlockQ8_0);
-    }
-    packed.push_back({static_cast<const std::uint8_t*>(p.w->packed), p.w->n_rows(), &xq, p.y});
+  for (std::size_t i = 0; i < products.size(); ++i) {
+    packed.push_back({static_cast<const std::uint8_t*>(products[i].w->packed), products[i].w->n_rows(), xq[i], products[i].y});
   }
   gemv_q4_0_packed(packed, pool, min_parallel_macs);
 }
