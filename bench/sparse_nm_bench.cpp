@@ -115,7 +115,10 @@ Pair make_pair(const std::string& kind, Shape s, double min_mib, std::mt19937& r
   } else {
     p.dense = kind == "q4" ? pack_copies(dense, dense.nbytes, copies, pack_q4_0) : pack_copies(dense, dense.nbytes, copies, copy_stored);
     if (kind == "q8") {
-      for (TensorView& v : p.dense.views) std::swap(v.data, v.packed);  // row-major copies: matmul reads data
+      for (TensorView& v : p.dense.views) {  // row-major copies: matmul reads data
+        v.data = v.packed;
+        v.packed = nullptr;
+      }
     }
     p.sparse = pack_copies(sparse, sparse_q8_packed_bytes(sparse), copies, pack_sparse_q8);
   }

@@ -197,20 +197,20 @@ Status LlamaModel::place_weights(WeightPlacement placement) {
   // mapping), and only where their packed copies and their pages of the file both fit in the
   // memory available: their prefill GEMM then reads the file's stored layout, which would
   // otherwise be read back from disk every forward; else they are copied as stored. 2:4 sparse
-  // F16 / BF16 / Q8_0 / Q4_0 are packed for theirs on the same terms (their prefill decodes the
-  // stored rows).
+  // F16 / BF16 are packed for theirs on the same terms (their prefill decodes the stored rows);
+  // 2:4 sparse Q8_0 / Q4_0 in huge pages always (their packed GEMV serves prefill too).
   const auto multiplied = [&](const std::string& name, const TensorView& t) {
     return t.shape.size() >= 2 && (name != "token_embd.weight" || file_.config.tied_embeddings);
   };
   const bool pack_q4_0s = q4_0_packed_gemv_available();
   std::uint64_t half_bytes = 0;
   for (const auto& [name, t] : file_.tensors) {
-    half_bytes += multiplied(name, t) && (half_packable(t) || sparse_packable(t) || sparse_q8_packable(t)) ? t.nbytes : 0;
+    half_bytes += multiplied(name, t) && (half_packable(t) || sparse_packable(t)) ? t.nbytes : 0;
   }
   const bool fit_twice = placement == WeightPlacement::kHugePages && 2 * half_bytes <= available_memory_bytes().value_or(0);
   const bool pack_halves = fit_twice && half_packed_gemv_available();
   const bool pack_sparse = fit_twice && sparse_packed_gemv_available();
-  const bool pack_sparse_q8s = fit_twice && sparse_q8_packed_gemv_available();
+  const bool pack_sparse_q8s = placement == WeightPlacement::kHugePages && sparse_q8_packed_gemv_available();
   enum class How { kSkip, kCopy, kPackQ4_0, kPackHalf, kPackSparse, kPackSparseQ8 };
   const auto how = [&](const std::string& name, const TensorView& t) {
     if (!multiplied(name, t)) return How::kSkip;

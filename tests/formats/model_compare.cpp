@@ -99,7 +99,7 @@ void expect_same_tensors(const ModelFile& want, const ModelFile& got) {
   }
 }
 
-std::vector<float> prefill_logits(const ModelFile& m, bool decode_to_f32, std::int32_t n_tokens) {
+std::vector<float> prefill_logits(const ModelFile& m, bool decode_to_f32, std::int32_t n_tokens, WeightPlacement placement) {
   ModelFile file = m;
   if (decode_to_f32) {
     auto f = FloatModel::from(m);
@@ -107,7 +107,7 @@ std::vector<float> prefill_logits(const ModelFile& m, bool decode_to_f32, std::i
     if (!f) return {};
     file = f->view();
   }
-  auto model = LlamaModel::create(std::move(file));
+  auto model = LlamaModel::create(std::move(file), placement);
   EXPECT_TRUE(model) << model.status().message();
   if (!model) return {};
   ThreadPool pool(2);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "peregrine/formats/model_file.h"
+#include "peregrine/model/llama_model.h"
 
 namespace peregrine::test {
 
@@ -26,8 +27,10 @@ void expect_same_tensors(const ModelFile& want, const ModelFile& got);
 /// The prefill logits [n_tokens, vocab] of a fixed stories260K prompt (the first 4 ids are
 /// "<s> Once upon a time"-like, 12 fixed ones, then (37·i + 5) mod 512) run by LlamaModel on `m`; with `decode_to_f32` the
 /// weights are first decoded to f32 (quant/float_model.h), so formats whose runtime kernels live
-/// elsewhere are compared through exactly the values they hold.
-std::vector<float> prefill_logits(const ModelFile& m, bool decode_to_f32, std::int32_t n_tokens = 4);
+/// elsewhere are compared through exactly the values they hold; `placement` as LlamaModel::create
+/// takes it (kInPlace leaves the weights unpacked).
+std::vector<float> prefill_logits(const ModelFile& m, bool decode_to_f32, std::int32_t n_tokens = 4,
+                                  WeightPlacement placement = WeightPlacement::kHugePages);
 
 /// Largest |a[i] − b[i]| (a.size() == b.size() is expected, else +inf).
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);

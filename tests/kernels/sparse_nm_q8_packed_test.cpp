@@ -92,7 +92,7 @@ TEST(SparseQ8Packed, GemvEqualsTheTwinBitForBit) {
   for (SparseBase base : kBases) {
     for (Shape s : kShapes) {
       const Packed w = packed_weights(base, s.out, s.in, rng);
-      for (std::int64_t n_tokens : {std::int64_t{1}, std::int64_t{2}, std::int64_t{4}, std::int64_t{7}, kSparseQ8PackedTokens}) {
+      for (std::int64_t n_tokens : {std::int64_t{1}, std::int64_t{2}, std::int64_t{4}, std::int64_t{7}, std::int64_t{33}}) {
         const auto x = test::random_activations(n_tokens, s.in, rng);
         ThreadPool quantizer(1);
         QuantizedActivations xq;

@@ -70,7 +70,7 @@ void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens
   }
   if (const auto sparse = sparse_nm_format(w.dtype)) {
     const bool quantized_kept = sparse->kept == DType::kQ8_0 || sparse->kept == DType::kQ4_0;
-    if (w.packed != nullptr && quantized_kept && n_tokens >= 1 && n_tokens <= kSparseQ8PackedTokens) {
+    if (w.packed != nullptr && quantized_kept && n_tokens >= 1) {
       const MatmulProduct product{&w, x, y};
       matmul_fused({&product, 1}, n_tokens, pool, min_parallel_macs);
     } else if (w.packed != nullptr && !quantized_kept && n_tokens <= kSparsePackedTokens) {
@@ -127,8 +127,7 @@ void matmul_fused(std::span<const MatmulProduct> products, std::int64_t n_tokens
     return;
   }
   const bool q4_0 = all_packed([](DType t) { return t == DType::kQ4_0; });
-  const bool sparse_q8 = n_tokens <= kSparseQ8PackedTokens &&
-                         all_packed([](DType t) { return t == DType::kQ4_0_S24 || t == DType::kQ8_0_S24; });
+  const bool sparse_q8 = all_packed([](DType t) { return t == DType::kQ4_0_S24 || t == DType::kQ8_0_S24; });
   if (!(q4_0 || sparse_q8) || n_tokens < 1) {
     for (const MatmulProduct& p : products) matmul(*p.w, p.x, n_tokens, p.y, pool, min_parallel_macs);
     return;

@@ -26,8 +26,8 @@ namespace peregrine {
 /// and int32 group dot products, LLM.int8() outlier columns in f32 (gemm_int8_act.h).
 /// N:M sparse dtypes (f16_s24 … q4_0_s48; masks valid): packed 2:4 F16 / BF16 (w.packed) take
 /// gemv_sparse_packed up to kSparsePackedTokens tokens (only kept values multiplied,
-/// sparse_nm_packed.h); packed 2:4 Q4_0 / Q8_0 gemv_sparse_q8_packed up to
-/// kSparseQ8PackedTokens against Q8_0 activation blocks (sparse_nm_q8_packed.h); unpacked
+/// sparse_nm_packed.h); packed 2:4 Q4_0 / Q8_0 gemv_sparse_q8_packed at every token count
+/// against Q8_0 activation blocks (sparse_nm_q8_packed.h); unpacked
 /// quantized ones gemv_sparse_q8 up to kSparseQ8Tokens (sparse_nm_q8.h); everything else
 /// matmul_sparse_nm (panels decoded exactly to f32, then the float tiles: sparse_nm_matmul.h).
 /// Products smaller than `min_parallel_macs` multiply-adds run on the calling thread: waking
@@ -51,7 +51,7 @@ struct MatmulProduct {
 /// y_i = x_i · W_iᵀ for every product — of one input (a layer's Q, K and V; the FFN's gate and
 /// up) or of several (the down projections of one token's experts) — with the same results as
 /// one matmul each. When every W_i is Q4_0 packed at load (kernels/cpu/q4_0_packed.h), or
-/// 2:4 Q4_0 / Q8_0 packed at load (sparse_nm_q8_packed.h, up to kSparseQ8PackedTokens), each
+/// 2:4 Q4_0 / Q8_0 packed at load (sparse_nm_q8_packed.h), each
 /// distinct input (by address) is quantized once and all the products run in one parallel
 /// region (likewise packed F16 / BF16, dense or 2:4, without the quantization) (one start and one tail instead of one per
 /// matrix); otherwise they run one matmul after the other. Preconditions: those of matmul for
