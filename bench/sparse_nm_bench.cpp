@@ -9,7 +9,10 @@
 // Usage: build/bin/sparse_nm_bench [--kind f16|q4|q8] [--reps N] [--threads N] [--min-mib M]
 //   (default: f16, 15 repetitions, 2 threads, at least 256 MiB of dense copies per shape)
 // Prints per shape and token count: each kernel's best time per matrix, its GB/s of bytes read
-// (the stored / packed bytes of each) and dense / sparse time.
+// (the stored / packed bytes of each) and dense / sparse time; then matmul on the 2:4 matrix's
+// stored layout, unpacked (kept values + a 1-bit mask per column, which an unstructured sparse
+// format would store the same way): f16 decodes it through the expand-load panels
+// (sparse_nm_expand.h), q4 / q8 through sparse_nm_q8.h's vpcompressb GEMV (≤ 8 tokens).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -87,8 +90,18 @@ Status copy_stored(const TensorView& w, std::span<std::uint8_t> dst) {
 struct Pair {
   std::vector<std::uint8_t> dense_bytes;
   SparseEncoded sparse_bytes;
-  PackedCopies dense, sparse;
+  PackedCopies dense, sparse, unpacked;
 };
+
+// Copies of w's stored layout that matmul reads as they are (data, not packed).
+PackedCopies stored_copies(const TensorView& w, int copies) {
+  PackedCopies p = pack_copies(w, w.nbytes, copies, copy_stored);
+  for (TensorView& v : p.views) {
+    v.data = v.packed;
+    v.packed = nullptr;
+  }
+  return p;
+}
 Pair make_pair(const std::string& kind, Shape s, double min_mib, std::mt19937& rng) {
   const auto n = static_cast<std::size_t>(s.out * s.in);
   std::normal_distribution<float> normal(0.0f, 0.05f);
@@ -113,15 +126,10 @@ Pair make_pair(const std::string& kind, Shape s, double min_mib, std::mt19937& r
     p.dense = pack_copies(dense, dense.nbytes, copies, pack_half);
     p.sparse = pack_copies(sparse, sparse_packed_bytes(sparse), copies, pack_sparse_nm);
   } else {
-    p.dense = kind == "q4" ? pack_copies(dense, dense.nbytes, copies, pack_q4_0) : pack_copies(dense, dense.nbytes, copies, copy_stored);
-    if (kind == "q8") {
-      for (TensorView& v : p.dense.views) {  // row-major copies: matmul reads data
-        v.data = v.packed;
-        v.packed = nullptr;
-      }
-    }
+    p.dense = kind == "q4" ? pack_copies(dense, dense.nbytes, copies, pack_q4_0) : stored_copies(dense, copies);
     p.sparse = pack_copies(sparse, sparse_q8_packed_bytes(sparse), copies, pack_sparse_q8);
   }
+  p.unpacked = stored_copies(sparse, copies);
   return p;
 }
 
@@ -153,15 +161,18 @@ void bench_shape(const std::string& kind, Shape s, int reps, double min_mib, Thr
         gemv_sparse_q8_packed({&product, 1}, pool, kMinParallelMacs);
       }
     };
-    double best_dense = 1e30, best_sparse = 1e30;
-    for (int r = 0; r < reps; ++r) {  // alternated: background load hits both alike
+    const auto unpacked = [&](const TensorView& v) { matmul(v, x, n_tokens, y, pool); };
+    double best_dense = 1e30, best_sparse = 1e30, best_unpacked = 1e30;
+    for (int r = 0; r < reps; ++r) {  // alternated: background load hits all alike
       best_dense = std::min(best_dense, pass_seconds(p.dense, dense));
       best_sparse = std::min(best_sparse, pass_seconds(p.sparse, sparse));
+      best_unpacked = std::min(best_unpacked, pass_seconds(p.unpacked, unpacked));
     }
-    std::printf("%5lld x %-5lld %6lld %10.1f %8.1f %10.1f %8.1f %8.2fx\n", static_cast<long long>(s.out),
+    std::printf("%5lld x %-5lld %6lld %10.1f %8.1f %10.1f %8.1f %8.2fx %12.1f %8.2fx\n", static_cast<long long>(s.out),
                 static_cast<long long>(s.in), static_cast<long long>(n_tokens), best_dense * 1e6,
                 static_cast<double>(p.dense.bytes_each) / best_dense / 1e9, best_sparse * 1e6,
-                static_cast<double>(p.sparse.bytes_each) / best_sparse / 1e9, best_dense / best_sparse);
+                static_cast<double>(p.sparse.bytes_each) / best_sparse / 1e9, best_dense / best_sparse,
+                best_unpacked * 1e6, best_dense / best_unpacked);
   }
 }
 
@@ -192,7 +203,8 @@ int main(int argc, char** argv) {
   peregrine::ThreadPool pool(threads);
   std::mt19937 rng(7);
   std::printf("2:4 %s vs dense %s GEMV, %d threads, best of %d (time per matrix)\n", kind.c_str(), kind.c_str(), threads, reps);
-  std::printf("%-13s %6s %10s %8s %10s %8s %9s\n", "out x in", "tokens", "dense us", "GB/s", "2:4 us", "GB/s", "dense/2:4");
+  std::printf("%-13s %6s %10s %8s %10s %8s %9s %12s %9s\n", "out x in", "tokens", "dense us", "GB/s", "2:4 us", "GB/s",
+              "dense/2:4", "unpacked us", "dense/unp");
   for (const auto s : peregrine::kTinyllama) peregrine::bench_shape(kind, s, reps, min_mib, pool, rng);
   return 0;
 }
