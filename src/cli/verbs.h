@@ -21,5 +21,6 @@ Verb add_serve(CLI::App& app);     // serve.cpp
 Verb add_loadgen(CLI::App& app);   // loadgen.cpp
 Verb add_quantize(CLI::App& app);  // quantize.cpp
 Verb add_prune(CLI::App& app);     // prune.cpp
+Verb add_distill(CLI::App& app);   // distill.cpp
 
 }  // namespace peregrine::cli

@@ -1,0 +1,70 @@
+#include "peregrine/train/distill.h"
+
+#include <cmath>
+#include <exception>
+#include <string>
+
+namespace peregrine::train {
+namespace {
+
+constexpr std::pair<KdLoss, std::string_view> kLossNames[] = {{KdLoss::kForwardKl, "fkl"},
+                                                              {KdLoss::kReverseKl, "rkl"},
+                                                              {KdLoss::kJsd, "jsd"},
+                                                              {KdLoss::kTvd, "tvd"},
+                                                              {KdLoss::kCrossEntropy, "ce"}};
+
+}  // namespace
+
+std::optional<KdLoss> kd_loss_from_name(std::string_view name) {
+  for (const auto& [loss, n] : kLossNames) {
+    if (n == name) return loss;
+  }
+  return std::nullopt;
+}
+
+std::string_view kd_loss_name(KdLoss loss) {
+  for (const auto& [l, n] : kLossNames) {
+    if (l == loss) return n;
+  }
+  return "?";
+}
+
+Expected<StudentShape> StudentShape::parse(std::string_view spec) {
+  StudentShape s;
+  std::size_t pos = 0;
+  while (pos <= spec.size() && !spec.empty()) {
+    const std::size_t end = std::min(spec.find(',', pos), spec.size());
+    const std::string pair(spec.substr(pos, end - pos));
+    const std::size_t eq = pair.find('=');
+    const std::string key = pair.substr(0, eq), value = eq == std::string::npos ? "" : pair.substr(eq + 1);
+    std::int64_t* field = key == "layers" ? &s.layers : key == "dim" ? &s.dim : key == "ffn" ? &s.ffn
+                        : key == "heads" ? &s.heads : key == "kv-heads" ? &s.kv_heads : nullptr;
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (field == nullptr || used != value.size() || value.empty() || v <= 0) {
+      return invalid_argument("--student-shape: '" + pair + "' is not one of layers=N, dim=N, ffn=N, heads=N, kv-heads=N (N > 0)");
+    }
+    *field = v;
+    pos = end + 1;
+  }
+  return s;
+}
+
+Status DistillOptions::validate() const {
+  if (!(temperature > 0.0f) || !std::isfinite(temperature)) return invalid_argument("--temperature must be > 0");
+  if (steps < 1) return invalid_argument("--steps must be >= 1");
+  if (batch < 1) return invalid_argument("--batch must be >= 1");
+  if (seq < 2) return invalid_argument("--seq must be >= 2");
+  if (!(lr > 0.0f) || !std::isfinite(lr)) return invalid_argument("--lr must be > 0");
+  if (warmup < 0 || save_every < 0) return invalid_argument("--warmup and --save-every must be >= 0");
+  if (stop_at < 0 || stop_at > steps) return invalid_argument("--stop-at must be in [0, --steps]");
+  if (!(weight_decay >= 0.0f)) return invalid_argument("--weight-decay must be >= 0");
+  return Status::ok();
+}
+
+}  // namespace peregrine::train
