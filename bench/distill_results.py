@@ -84,7 +84,7 @@ def main():
            "KL(teacher || student)), top-1 agreement and perplexity on `tinystories_sample.txt`, which no run trained "
            "on; tau (mean tokens accepted per target forward) and acceptance from `peregrine bench --spec ... "
            "--spec-tasks story` on prompts from the same text, greedy, chains of 4 drafted tokens. stories260K's "
-           "decode step takes ~0.03 ms, so any model drafter costs about half a target step here and no drafter "
+           "decode step takes ~0.03 ms, so any model drafter costs about half a target step here and no model drafter "
            "speeds it up: the speedup column shows that cost, tau and acceptance the quality.", ""] + header + rows
     with open(a.out, "w") as f:
         f.write("\n".join(doc) + "\n")
