@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Issue #20's distillation table: a 2-layer student of stories260K distilled under each loss
-(forward KL, reverse KL, JSD, TVD) and the same shape trained on the text alone (cross-entropy,
-no teacher), each compared with the teacher (KL divergence, top-1 agreement, perplexity) and
-used as its draft model (mean accepted length tau, acceptance rate, greedy speedup), beside the
+(forward KL, reverse KL, JSD, TVD; on text windows and, for the two KLs, on the teacher's own
+samples) and the same shape trained on the text alone (cross-entropy, no teacher), each compared
+with the teacher (KL divergence, top-1 agreement, perplexity) and used as its draft model (mean
+accepted length tau, acceptance rate, speedup; greedy and sampled at temperature 1), beside the
 free drafters of the same run (prompt lookup, layer skip with the teacher's first 2 layers, a
 Q4_0 copy of the teacher).
 
@@ -21,9 +22,14 @@ import subprocess
 import sys
 import tempfile
 
-LOSSES = ["fkl", "rkl", "jsd", "tvd", "ce"]
-LABELS = {"fkl": "distilled, forward KL", "rkl": "distilled, reverse KL", "jsd": "distilled, JSD",
-          "tvd": "distilled, TVD", "ce": "same shape, text only (no KD)"}
+# (label, distill flags) in table order.
+STUDENTS = [("distilled, forward KL", ["--loss", "fkl"]),
+            ("distilled, reverse KL", ["--loss", "rkl"]),
+            ("distilled, JSD", ["--loss", "jsd"]),
+            ("distilled, TVD", ["--loss", "tvd"]),
+            ("distilled, forward KL, on teacher samples", ["--loss", "fkl", "--on-policy"]),
+            ("distilled, reverse KL, on teacher samples", ["--loss", "rkl", "--on-policy"]),
+            ("same shape, text only (no KD)", ["--loss", "ce"])]
 
 
 def run(cmd):
@@ -31,6 +37,15 @@ def run(cmd):
     if r.returncode != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{r.stderr}")
     return r.stdout
+
+
+def spec_rows(spec, flags):
+    """tau, acceptance and speedup of the drafter, greedy and sampled at temperature 1."""
+    return [spec_row(run(spec + flags + ["--spec-temp", t])) for t in ["0", "1"]]
+
+
+def cells(rows):
+    return " | ".join(f"{tau:.2f} | {acc:.3f} | {speed:.2f}x" for tau, acc, speed in rows)
 
 
 def spec_row(out):
@@ -58,23 +73,22 @@ def main():
                      "--warmup", "20", "--seed", a.seed, "-t", a.threads]
     spec = [a.peregrine, "bench", "-m", teacher, "--spec-text", evaluation, "--spec-tasks", "story", "--spec-prompts", "4",
             "-t", a.threads]
-    header = ["| drafter | KLD to teacher | top-1 | student ppl | tau | acceptance | greedy speedup |", "|---|---|---|---|---|---|---|"]
+    header = ["| drafter | KLD to teacher | top-1 | student ppl | greedy tau | greedy acceptance | greedy speedup | "
+              "T=1 tau | T=1 acceptance | T=1 speedup |", "|---|---|---|---|---|---|---|---|---|---|"]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for loss in LOSSES:
-            student = os.path.join(tmp, f"student-{loss}.gguf")
-            run([a.peregrine, "distill", "-m", teacher, "-o", student, "--data", train, "--loss", loss] + distill_flags)
+        for i, (label, flags) in enumerate(STUDENTS):
+            student = os.path.join(tmp, f"student-{i}.gguf")
+            run([a.peregrine, "distill", "-m", teacher, "-o", student, "--data", train] + flags + distill_flags)
             k = json.loads(run([a.peregrine, "eval", "kld", "-m", student, "--ref", teacher, "-f", evaluation, "--json",
                                 "-t", a.threads]))
-            tau, acc, speed = spec_row(run(spec + ["--spec", "draft", "--draft-model", student]))
-            rows.append(f"| {LABELS[loss]} (`--loss {loss}`) | {k['kld']:.4f} | {k['top1']:.3f} | {k['ppl']:.2f} | "
-                        f"{tau:.2f} | {acc:.3f} | {speed:.2f}x |")
+            rows.append(f"| {label} (`{' '.join(flags)}`) | {k['kld']:.4f} | {k['top1']:.3f} | {k['ppl']:.2f} | "
+                        f"{cells(spec_rows(spec, ['--spec', 'draft', '--draft-model', student]))} |")
             print(rows[-1], flush=True)
         for label, flags in [("prompt lookup (PLD)", ["--spec", "pld"]),
                              ("layer skip, first 2 of 5 layers", ["--spec", "layerskip", "--draft-layers", "2"]),
                              ("Q4_0 copy of the teacher", ["--spec", "quant", "--draft-dtype", "q4_0"])]:
-            tau, acc, speed = spec_row(run(spec + flags))
-            rows.append(f"| {label} | | | | {tau:.2f} | {acc:.3f} | {speed:.2f}x |")
+            rows.append(f"| {label} | | | | {cells(spec_rows(spec, flags))} |")
             print(rows[-1], flush=True)
     doc = ["# Distillation results", "",
            "Produced by `bench/distill_results.py` (see its docstring). Teacher: stories260K (5 layers, dim 64). Students: "
@@ -83,7 +97,9 @@ def main():
            "`tinystories_valid_excerpt.txt` (`peregrine distill " + " ".join(distill_flags[:-2]) + "`). KLD (mean "
            "KL(teacher || student)), top-1 agreement and perplexity on `tinystories_sample.txt`, which no run trained "
            "on; tau (mean tokens accepted per target forward) and acceptance from `peregrine bench --spec ... "
-           "--spec-tasks story` on prompts from the same text, greedy, chains of 4 drafted tokens. stories260K's "
+           "--spec-tasks story` on prompts from the same text, chains of 4 drafted tokens, greedy and sampled at "
+           "temperature 1 over the whole vocabulary (`--spec-temp 1`, seeded per prompt). On-policy rows train on "
+           "the teacher's own samples (`--on-policy`: 8 text tokens, the rest drawn from the teacher). stories260K's "
            "decode step takes ~0.03 ms, so any model drafter costs about half a target step here and no model drafter "
            "speeds it up: the speedup column shows that cost, tau and acceptance the quality.", ""] + header + rows
     with open(a.out, "w") as f:

@@ -19,10 +19,11 @@ struct SpecBenchArgs {
   std::int32_t n_gen = 128;             // tokens per generation
   std::int32_t reps = 1;                // passes over the prompts
   std::string text;                     // TinyStories text (default: shared data)
+  float temperature = 0.0f;             // 0: greedy; > 0: sampling at this temperature
 };
 
-/// Adds --spec (the method list), --spec-variants, --spec-tasks, --spec-prompts, --spec-text
-/// and the --draft-* options to `cmd`.
+/// Adds --spec (the method list), --spec-variants, --spec-tasks, --spec-prompts, --spec-text,
+/// --spec-temp and the --draft-* options to `cmd`.
 void add_spec_bench_options(CLI::App& cmd, SpecBenchArgs& a);
 
 /// Runs the comparison on the model of `model` with `threads` threads and prints the tables.

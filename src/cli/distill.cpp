@@ -17,7 +17,8 @@ struct DistillArgs {
   ModelOptions model;
   std::string student, student_shape, output, data, loss = "fkl", checkpoint, resume;
   float temperature = 1.0f, lr = 1e-3f, weight_decay = 0.0f;
-  std::int64_t steps = 200, batch = 8, seq = 128, warmup = 10, save_every = 0, stop_at = 0;
+  std::int64_t steps = 200, batch = 8, seq = 128, warmup = 10, save_every = 0, stop_at = 0, prompt_tokens = 8;
+  bool on_policy = false;
   std::uint64_t seed = 0;
   std::int32_t threads = 2;
 };
@@ -39,6 +40,8 @@ Expected<train::DistillOptions> options_of(const DistillArgs& a) {
   o.save_every = a.save_every;
   o.resume = a.resume;
   o.stop_at = a.stop_at;
+  o.on_policy = a.on_policy;
+  o.prompt_tokens = a.prompt_tokens;
   PEREGRINE_RETURN_IF_ERROR(o.validate());
   return o;
 }
@@ -126,6 +129,9 @@ Verb add_distill(CLI::App& app) {
   cmd->add_option("--resume", a->resume, "Continue from this checkpoint (same options)");
   cmd->add_option("--stop-at", a->stop_at, "Stop after this step (the checkpoint is written there; --resume continues)")
       ->capture_default_str();
+  cmd->add_flag("--on-policy", a->on_policy,
+                "Train on the teacher's own samples: BOS + --prompt-tokens of each window, the rest drawn from the teacher (T = 1)");
+  cmd->add_option("--prompt-tokens", a->prompt_tokens, "With --on-policy: text tokens each sample starts from")->capture_default_str();
   cmd->add_option("-t,--threads", a->threads, "Threads")->capture_default_str();
   return {cmd, [a] { return run(*a); }};
 }

@@ -22,5 +22,6 @@ Verb add_loadgen(CLI::App& app);   // loadgen.cpp
 Verb add_quantize(CLI::App& app);  // quantize.cpp
 Verb add_prune(CLI::App& app);     // prune.cpp
 Verb add_distill(CLI::App& app);   // distill.cpp
+Verb add_train_draft(CLI::App& app);  // train_draft.cpp
 
 }  // namespace peregrine::cli

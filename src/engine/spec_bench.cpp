@@ -14,10 +14,14 @@ struct Run {
 };
 
 Expected<Run> run_once(const LlamaModel& model, const std::vector<std::int32_t>& prompt, const SpecBenchMethod& m,
-                       std::int32_t n_gen, ThreadPool& pool) {
+                       std::int32_t n_gen, float temperature, std::uint64_t seed, ThreadPool& pool) {
   GenerateOptions o;
   o.max_new_tokens = n_gen;
-  o.sampling.temperature = 0.0f;
+  o.sampling.temperature = temperature;
+  o.sampling.top_k = 0;
+  o.sampling.top_p = 1.0f;
+  o.sampling.min_p = 0.0f;
+  o.sampling.seed = seed;
   o.spec = m.spec;
   o.drafter = m.drafter;
   Run run;
@@ -57,8 +61,9 @@ double SpecBenchRow::acceptance_rate() const {
 
 Expected<std::vector<SpecBenchRow>> run_spec_bench(const LlamaModel& model, const std::vector<SpecBenchTask>& tasks,
                                                    const std::vector<SpecBenchMethod>& methods, std::int32_t n_gen,
-                                                   std::int32_t reps, ThreadPool& pool) {
+                                                   std::int32_t reps, ThreadPool& pool, float temperature) {
   if (n_gen < 1) return invalid_argument("spec bench: the number of generated tokens must be >= 1");
+  if (!(temperature >= 0.0f)) return invalid_argument("spec bench: the temperature must be >= 0");
   if (reps < 1) return invalid_argument("spec bench: repetitions must be >= 1");
   std::vector<SpecBenchMethod> all = {{"none", SpecParams{}, nullptr}};
   all.insert(all.end(), methods.begin(), methods.end());
@@ -68,12 +73,14 @@ Expected<std::vector<SpecBenchRow>> run_spec_bench(const LlamaModel& model, cons
     const std::size_t first = rows.size();
     for (const SpecBenchMethod& m : all) rows.push_back(SpecBenchRow{task.name, m.label});
     for (std::int32_t r = 0; r < reps; ++r) {
-      for (const auto& prompt : task.prompts) {
-        PEREGRINE_ASSIGN_OR_RETURN(Run baseline, run_once(model, prompt, all[0], n_gen, pool));
+      for (std::size_t p = 0; p < task.prompts.size(); ++p) {
+        const auto& prompt = task.prompts[p];
+        const std::uint64_t seed = 1000 * static_cast<std::uint64_t>(r) + p;
+        PEREGRINE_ASSIGN_OR_RETURN(Run baseline, run_once(model, prompt, all[0], n_gen, temperature, seed, pool));
         add(rows[first], baseline, baseline);
         ++rows[first].runs;
         for (std::size_t i = 1; i < all.size(); ++i) {
-          PEREGRINE_ASSIGN_OR_RETURN(Run run, run_once(model, prompt, all[i], n_gen, pool));
+          PEREGRINE_ASSIGN_OR_RETURN(Run run, run_once(model, prompt, all[i], n_gen, temperature, seed, pool));
           add(rows[first + i], run, baseline);
           ++rows[first + i].runs;
         }

@@ -1,4 +1,5 @@
 #include "peregrine/train/distill.h"
+#include "peregrine/train/medusa.h"
 
 #include <cmath>
 #include <exception>
@@ -63,7 +64,19 @@ Status DistillOptions::validate() const {
   if (!(lr > 0.0f) || !std::isfinite(lr)) return invalid_argument("--lr must be > 0");
   if (warmup < 0 || save_every < 0) return invalid_argument("--warmup and --save-every must be >= 0");
   if (stop_at < 0 || stop_at > steps) return invalid_argument("--stop-at must be in [0, --steps]");
+  if (on_policy && (prompt_tokens < 1 || prompt_tokens >= seq)) return invalid_argument("--prompt-tokens must be in [1, --seq)");
   if (!(weight_decay >= 0.0f)) return invalid_argument("--weight-decay must be >= 0");
+  return Status::ok();
+}
+
+Status MedusaOptions::validate() const {
+  if (heads < 1 || heads > 16) return invalid_argument("--heads must be in [1, 16]");
+  if (head_layers < 0 || head_layers > 8) return invalid_argument("--head-layers must be in [0, 8]");
+  if (!(decay > 0.0f && decay <= 1.0f)) return invalid_argument("--decay must be in (0, 1]");
+  if (steps < 1 || batch < 1) return invalid_argument("--steps and --batch must be >= 1");
+  if (seq < heads + 2) return invalid_argument("--seq must be at least --heads + 2");
+  if (!(lr > 0.0f) || !std::isfinite(lr)) return invalid_argument("--lr must be > 0");
+  if (warmup < 0) return invalid_argument("--warmup must be >= 0");
   return Status::ok();
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "peregrine/train/distill.h"
+#include "peregrine/train/medusa.h"
 
 namespace peregrine::train {
 
@@ -23,6 +24,9 @@ struct TrainApi {
   Expected<std::vector<float>> (*student_logits)(const FloatModel& m, std::span<const std::int32_t> tokens);
   Expected<double> (*kd_loss_value)(KdLoss loss, std::span<const float> student_logits, std::span<const float> teacher_logits,
                                     std::span<const std::int64_t> targets, std::int64_t vocab, float temperature);
+  Expected<MedusaHeads> (*train_medusa)(const LlamaModel& target, const FloatModel& target_f32, std::span<const std::int32_t> text,
+                                        std::int32_t bos, const MedusaOptions& o, ThreadPool& pool, MedusaReport* report,
+                                        const DistillProgress& progress);
 };
 
 }  // namespace peregrine::train

@@ -65,4 +65,11 @@ Expected<FloatModel> distill(const LlamaModel& teacher, FloatModel student, std:
   return unavailable(library().why);
 }
 
+Expected<MedusaHeads> train_medusa(const LlamaModel& target, const FloatModel& target_f32, std::span<const std::int32_t> text,
+                                   std::int32_t bos, const MedusaOptions& o, ThreadPool& pool, MedusaReport* report,
+                                   const DistillProgress& progress) {
+  if (const TrainApi* api = library().api) return api->train_medusa(target, target_f32, text, bos, o, pool, report, progress);
+  return unavailable(library().why);
+}
+
 }  // namespace peregrine::train

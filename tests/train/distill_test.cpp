@@ -172,6 +172,30 @@ TEST(Distill, LowersTheLossAndIsDeterministicForASeed) {
   }
 }
 
+TEST(Distill, OnPolicyTrainsOnTheTeachersSamplesDeterministically) {
+  REQUIRE_TRAINING();
+  const Stories s = stories();
+  ThreadPool pool(2);
+  DistillOptions o = small_run(12);
+  o.on_policy = true;
+  o.prompt_tokens = 4;
+  DistillReport rep;
+  auto a = distill(*s.teacher, *initial_student(s.teacher_f32, {.layers = 2}, 0), s.text, s.bos, o, pool, &rep);
+  ASSERT_TRUE(a) << a.status().message();
+  EXPECT_LT(rep.last_loss, rep.first_loss);
+  auto b = distill(*s.teacher, *initial_student(s.teacher_f32, {.layers = 2}, 0), s.text, s.bos, o, pool);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(weights_of(*a), weights_of(*b));
+  o.on_policy = false;  // the same windows without the teacher's samples train other weights
+  auto c = distill(*s.teacher, *initial_student(s.teacher_f32, {.layers = 2}, 0), s.text, s.bos, o, pool);
+  ASSERT_TRUE(c);
+  EXPECT_NE(weights_of(*a), weights_of(*c));
+  o.on_policy = true;
+  o.prompt_tokens = o.seq;
+  EXPECT_EQ(distill(*s.teacher, *initial_student(s.teacher_f32, {.layers = 2}, 0), s.text, s.bos, o, pool).status().code(),
+            ErrorCode::kInvalidArgument);
+}
+
 TEST(Distill, ResumesFromACheckpointToTheSameWeights) {
   REQUIRE_TRAINING();
   const Stories s = stories();

@@ -40,7 +40,8 @@ struct SpecBenchRow {
   std::int64_t steps = 0;      // verification steps (forwards that carried a draft)
   double seconds = 0;           // wall time of the generate() calls (prefill included)
   double baseline_seconds = 0;  // plain decoding's time on the same prompts, same run
-  bool identical = true;        // every output equals plain greedy decoding's
+  bool identical = true;        // greedy: every output equals plain decoding's (sampled runs
+                                //   differ by their draws; their losslessness is tested apart)
   /// Mean accepted tokens τ: tokens emitted per target forward after the prefill (each run's
   /// first token comes from its prefill); 1 for plain decoding.
   double mean_accepted() const;
@@ -49,13 +50,16 @@ struct SpecBenchRow {
   double acceptance_rate() const;  // accepted / drafted
 };
 
-/// Greedy generation of `n_gen` tokens (no EOS stop) for every prompt of every task, with plain
+/// Generation of `n_gen` tokens (no EOS stop) for every prompt of every task, with plain
 /// decoding and with each method, interleaved prompt by prompt (baseline, then each method) so
-/// the machine's noise spreads evenly; `reps` passes. Rows: for each task, plain decoding
-/// first, then the methods in order. Errors: kInvalidArgument (n_gen < 1, reps < 1, no
-/// prompts) and those of generate().
+/// the machine's noise spreads evenly; `reps` passes. `temperature` 0 is greedy; above 0 every
+/// run samples from softmax(logits / temperature) over the whole vocabulary (no top-k / top-p /
+/// min-p), seeded per prompt alike for every method (speculative sampling keeps the target's
+/// distribution, Leviathan et al. 2023). Rows: for each task, plain decoding first, then the
+/// methods in order. Errors: kInvalidArgument (n_gen < 1, reps < 1, no prompts, temperature
+/// < 0) and those of generate().
 Expected<std::vector<SpecBenchRow>> run_spec_bench(const LlamaModel& model, const std::vector<SpecBenchTask>& tasks,
                                                    const std::vector<SpecBenchMethod>& methods, std::int32_t n_gen,
-                                                   std::int32_t reps, ThreadPool& pool);
+                                                   std::int32_t reps, ThreadPool& pool, float temperature = 0.0f);
 
 }  // namespace peregrine

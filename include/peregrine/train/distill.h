@@ -89,6 +89,9 @@ struct DistillOptions {
   std::string checkpoint;        // written every `save_every` steps and at the end when set
   std::int64_t save_every = 0;   // 0: only at the end
   std::string resume;            // a checkpoint to continue from (same options)
+  bool on_policy = false;        // train on teacher samples: each window cut to BOS +
+  std::int64_t prompt_tokens = 8;  // `prompt_tokens` text tokens, the rest drawn from the
+                                   // teacher at temperature 1 (its logits collected meanwhile)
   std::int64_t stop_at = 0;      // stop after this step (a checkpoint is written there when
                                  // `checkpoint` is set), e.g. a run split over sessions; 0: steps
   /// Errors: kInvalidArgument naming the out-of-range field.
@@ -112,7 +115,10 @@ using DistillProgress = std::function<void(std::int64_t step, std::int64_t steps
 /// `text` (token ids, BOS first): each step takes `batch` windows of seq − 1 tokens at starts
 /// drawn from (seed, step), each prefixed with `bos` (−1: none, the window is seq tokens), gets
 /// the teacher's logits from `teacher`'s forward (not for kCrossEntropy) and minimizes the loss
-/// over every position (ce: every position but the last, against the next token). Returns the
+/// over every position (ce: every position but the last, against the next token). With
+/// `on_policy` the windows' tails are the teacher's own samples instead (Gu et al. 2024,
+/// Agarwal et al. 2024 and DistillSpec train on generated sequences; here the teacher's); with
+/// kCrossEntropy that is sequence-level KD (Kim & Rush 2016). Returns the
 /// trained student. Errors: kInvalidArgument (vocabularies differ, text shorter than seq + 1
 /// tokens, seq longer than a context, options out of range), kNotFound / kCorruptFile (resume
 /// checkpoint missing or not one of these), the teacher's forward's.

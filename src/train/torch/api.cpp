@@ -4,6 +4,7 @@
 #include "train/torch/distill_impl.h"
 #include "train/torch/kd_loss.h"
 #include "train/torch/llama_student.h"
+#include "train/torch/medusa_impl.h"
 
 namespace peregrine::train {
 namespace {
@@ -33,7 +34,8 @@ Expected<double> kd_loss_value_impl(KdLoss loss, std::span<const float> student,
   return kd_loss(loss, as_tensor(student), as_tensor(teacher), t, temperature).item<double>();
 }
 
-constexpr TrainApi kApi{check_student_support_impl, initial_student_impl, distill_impl, student_logits_impl, kd_loss_value_impl};
+constexpr TrainApi kApi{check_student_support_impl, initial_student_impl, distill_impl, student_logits_impl, kd_loss_value_impl,
+                        train_medusa_impl};
 
 }  // namespace
 }  // namespace peregrine::train

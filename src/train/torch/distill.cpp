@@ -6,9 +6,11 @@
 #include <numbers>
 #include <random>
 
+#include "peregrine/eval/eval_windows.h"
 #include "peregrine/eval/logit_comparison.h"
 #include "train/torch/kd_loss.h"
 #include "train/torch/llama_student.h"
+#include "train/torch/training_steps.h"
 
 namespace peregrine::train {
 namespace {
@@ -57,30 +59,6 @@ void random_weights(FloatModel& m, const std::vector<std::string>& names, std::u
   }
 }
 
-float learning_rate(const DistillOptions& o, std::int64_t step) {
-  if (step < o.warmup) return o.lr * static_cast<float>(step + 1) / static_cast<float>(o.warmup);
-  const double span = static_cast<double>(std::max<std::int64_t>(1, o.steps - o.warmup));
-  const double progress = static_cast<double>(step - o.warmup) / span;
-  const double lo = o.lr / 10.0;
-  return static_cast<float>(lo + 0.5 * (o.lr - lo) * (1.0 + std::cos(std::numbers::pi * progress)));
-}
-
-// One step's sequences [batch, seq] (int64): windows of `text` from (seed, step), BOS first.
-torch::Tensor step_tokens(std::span<const std::int32_t> text, std::int32_t bos, const DistillOptions& o, std::int64_t step) {
-  std::mt19937_64 rng(o.seed * 1000003u + static_cast<std::uint64_t>(step));
-  const std::int64_t body = bos >= 0 ? o.seq - 1 : o.seq;
-  std::uniform_int_distribution<std::int64_t> start(0, static_cast<std::int64_t>(text.size()) - body);
-  torch::Tensor tokens = torch::empty({o.batch, o.seq}, torch::kInt64);
-  auto acc = tokens.accessor<std::int64_t, 2>();
-  for (std::int64_t b = 0; b < o.batch; ++b) {
-    const std::int64_t s = start(rng);
-    std::int64_t i = 0;
-    if (bos >= 0) acc[b][i++] = bos;
-    for (std::int64_t j = 0; j < body; ++j) acc[b][i++] = text[static_cast<std::size_t>(s + j)];
-  }
-  return tokens;
-}
-
 // The teacher's logits [batch, seq, vocab] of every sequence, from Peregrine's forward.
 Expected<torch::Tensor> teacher_logits(const LlamaModel& teacher, const torch::Tensor& tokens, ThreadPool& pool) {
   const std::int64_t B = tokens.size(0), T = tokens.size(1), V = teacher.config().vocab_size;
@@ -92,6 +70,47 @@ Expected<torch::Tensor> teacher_logits(const LlamaModel& teacher, const torch::T
     std::copy(logits.begin(), logits.end(), out[b].data_ptr<float>());
   }
   return out;
+}
+
+// Samples the rest of `ids` (its first `from` tokens given) from the teacher at temperature 1,
+// one decode forward per token, and writes the teacher's logits at every position into
+// `logits` ([ids.size(), vocab]).
+Status sample_from_teacher(const LlamaModel& teacher, std::span<std::int64_t> ids, std::int64_t from, float* logits,
+                           std::mt19937_64& rng, ThreadPool& pool) {
+  const std::int64_t T = static_cast<std::int64_t>(ids.size()), V = teacher.config().vocab_size;
+  PEREGRINE_ASSIGN_OR_RETURN(KvCache cache, make_window_cache(teacher.config(), T, DType::kF32));
+  std::vector<float> out;
+  Batch prefix;
+  for (std::int64_t i = 0; i < from; ++i) prefix.add(static_cast<std::int32_t>(ids[i]), static_cast<std::int32_t>(i), 0, true);
+  PEREGRINE_RETURN_IF_ERROR(teacher.forward(prefix, cache, out, pool));
+  std::copy(out.begin(), out.end(), logits);
+  for (std::int64_t i = from; i < T; ++i) {
+    const float* last = logits + (i - 1) * V;
+    const float peak = *std::max_element(last, last + V);
+    std::vector<double> p(static_cast<std::size_t>(V));
+    for (std::int64_t v = 0; v < V; ++v) p[static_cast<std::size_t>(v)] = std::exp(static_cast<double>(last[v] - peak));
+    ids[static_cast<std::size_t>(i)] = std::discrete_distribution<std::int64_t>(p.begin(), p.end())(rng);
+    Batch next;
+    next.add(static_cast<std::int32_t>(ids[static_cast<std::size_t>(i)]), static_cast<std::int32_t>(i), 0, true);
+    PEREGRINE_RETURN_IF_ERROR(teacher.forward(next, cache, out, pool));
+    std::copy(out.begin(), out.end(), logits + i * V);
+  }
+  return Status::ok();
+}
+
+// On-policy data (--on-policy): the step's windows cut to BOS + `prompt_tokens` text tokens,
+// the rest sampled from the teacher; `tokens` rewritten in place, the teacher's logits
+// [batch, seq, vocab] returned.
+Expected<torch::Tensor> teacher_samples(const LlamaModel& teacher, torch::Tensor& tokens, const DistillOptions& o,
+                                        std::int64_t step, ThreadPool& pool) {
+  const std::int64_t B = tokens.size(0), T = tokens.size(1);
+  torch::Tensor logits = torch::empty({B, T, teacher.config().vocab_size}, torch::kFloat32);
+  std::mt19937_64 rng(o.seed * 1000003u + static_cast<std::uint64_t>(step) + 0x9E3779B97F4A7C15ull);
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::span<std::int64_t> ids(tokens[b].data_ptr<std::int64_t>(), static_cast<std::size_t>(T));
+    PEREGRINE_RETURN_IF_ERROR(sample_from_teacher(teacher, ids, std::min(T, o.prompt_tokens + 1), logits[b].data_ptr<float>(), rng, pool));
+  }
+  return logits;
 }
 
 // Names a torch archive accepts (no dots) for the canonical tensor names.
@@ -191,13 +210,18 @@ Expected<FloatModel> distill_impl(const LlamaModel& teacher, FloatModel student,
   DistillReport rep;
   rep.first_step = first;
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<double> losses;
+  LossLog log;
   const std::int64_t last = o.stop_at > 0 ? o.stop_at : o.steps;
   for (std::int64_t step = first; step < last; ++step) {
-    for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(learning_rate(o, step));
-    const torch::Tensor tokens = step_tokens(text, bos, o, step);
+    for (auto& group : opt.param_groups()) {
+      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(cosine_learning_rate(o.lr, o.warmup, o.steps, step));
+    }
+    torch::Tensor tokens = text_windows(text, bos, o.batch, o.seq, o.seed, step);
     torch::Tensor target_logits = torch::empty({0});
-    if (o.loss != KdLoss::kCrossEntropy) {
+    if (o.on_policy) {
+      PEREGRINE_ASSIGN_OR_RETURN(target_logits, teacher_samples(teacher, tokens, o, step, pool));
+      target_logits = target_logits.view({-1, tc.vocab_size});
+    } else if (o.loss != KdLoss::kCrossEntropy) {
       PEREGRINE_ASSIGN_OR_RETURN(target_logits, teacher_logits(teacher, tokens, pool));
       target_logits = target_logits.view({-1, tc.vocab_size});
     }
@@ -206,21 +230,18 @@ Expected<FloatModel> distill_impl(const LlamaModel& teacher, FloatModel student,
     opt.zero_grad();
     loss.backward();
     opt.step();
-    losses.push_back(loss.item<double>());
+    log.losses.push_back(loss.item<double>());
     rep.tokens += o.batch * o.seq;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (progress) progress(step + 1, last, losses.back(), static_cast<double>(rep.tokens) / std::max(seconds, 1e-9));
+    if (progress) progress(step + 1, last, log.losses.back(), static_cast<double>(rep.tokens) / std::max(seconds, 1e-9));
     if (!o.checkpoint.empty() && (step + 1 == last || (o.save_every > 0 && (step + 1) % o.save_every == 0))) {
       save_checkpoint(o.checkpoint, s, opt, step + 1);
     }
   }
-  rep.steps = static_cast<std::int64_t>(losses.size());
+  rep.steps = static_cast<std::int64_t>(log.losses.size());
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!losses.empty()) {
-    rep.first_loss = losses.front();
-    const std::size_t tail = std::min<std::size_t>(10, losses.size());
-    for (std::size_t i = losses.size() - tail; i < losses.size(); ++i) rep.last_loss += losses[i] / static_cast<double>(tail);
-  }
+  rep.first_loss = log.first();
+  rep.last_loss = log.last();
   if (report != nullptr) *report = rep;
   s.write_to(student);
   return student;

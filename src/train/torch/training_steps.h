@@ -1,0 +1,28 @@
+// What every training loop of the library shares: the learning-rate schedule, the text windows of
+// a step, and the loss log a report is made from.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace peregrine::train {
+
+/// Linear warm-up to `lr` over `warmup` steps, then cosine decay to lr / 10 at step `steps`.
+float cosine_learning_rate(float lr, std::int64_t warmup, std::int64_t steps, std::int64_t step);
+
+/// One step's sequences [batch, seq] int64: windows of `text` at starts drawn from (seed, step),
+/// BOS first when bos >= 0. Precondition: text.size() >= seq.
+torch::Tensor text_windows(std::span<const std::int32_t> text, std::int32_t bos, std::int64_t batch, std::int64_t seq,
+                           std::uint64_t seed, std::int64_t step);
+
+/// Per-step losses: the first, and the mean of the last min(10, n).
+struct LossLog {
+  std::vector<double> losses;
+  double first() const { return losses.empty() ? 0.0 : losses.front(); }
+  double last() const;
+};
+
+}  // namespace peregrine::train
