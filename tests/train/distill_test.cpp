@@ -11,10 +11,9 @@
 #include <cmath>
 #include <filesystem>
 
-#include "peregrine/core/text_file.h"
 #include "peregrine/eval/logit_comparison.h"
 #include "peregrine/formats/model_writer.h"
-#include "peregrine/tokenizer/tokenizer.h"
+#include "stories_teacher.h"
 #include "test_models.h"
 #include "test_paths.h"
 
@@ -103,26 +102,8 @@ TEST(KdLoss, EveryDivergenceHasItsValueOnAWorkedExample) {
   }
 }
 
-// stories260K as teacher, its tokenized training text, a 2-layer student.
-struct Stories {
-  std::unique_ptr<LlamaModel> teacher;
-  FloatModel teacher_f32;
-  std::vector<std::int32_t> text;
-  std::int32_t bos;
-};
-Stories stories() {
-  auto file = load_model_file(test::stories260k_path());
-  EXPECT_TRUE(file) << file.status().message();
-  auto tok = load_tokenizer(*file);
-  EXPECT_TRUE(tok) << tok.status().message();
-  auto text = read_text_file(test::shared_dir() + "/data/tinystories/tinystories_valid_excerpt.txt");
-  EXPECT_TRUE(text) << text.status().message();
-  auto f = FloatModel::from(*file);
-  EXPECT_TRUE(f);
-  auto teacher = LlamaModel::create(*file);
-  EXPECT_TRUE(teacher);
-  return {std::make_unique<LlamaModel>(std::move(*teacher)), std::move(*f), (*tok)->encode(*text, true), (*tok)->bos_id()};
-}
+using Stories = test::StoriesTeacher;
+Stories stories() { return test::stories_teacher(); }
 
 DistillOptions small_run(std::int64_t steps) {
   DistillOptions o;

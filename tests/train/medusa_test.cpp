@@ -10,30 +10,11 @@
 #include <cstdio>
 #include <memory>
 
-#include "peregrine/core/text_file.h"
-#include "peregrine/tokenizer/tokenizer.h"
-#include "test_models.h"
+#include "stories_teacher.h"
 #include "test_paths.h"
 
 namespace peregrine::train {
 namespace {
-
-struct Target {
-  std::unique_ptr<LlamaModel> model;
-  FloatModel f32;
-  std::vector<std::int32_t> text;
-  std::int32_t bos;
-};
-Target target() {
-  auto file = load_model_file(test::stories260k_path());
-  EXPECT_TRUE(file) << file.status().message();
-  auto tok = load_tokenizer(*file);
-  auto text = read_text_file(test::shared_dir() + "/data/tinystories/tinystories_valid_excerpt.txt");
-  auto f = FloatModel::from(*file);
-  auto model = LlamaModel::create(*file);
-  EXPECT_TRUE(tok && text && f && model);
-  return {std::make_unique<LlamaModel>(std::move(*model)), std::move(*f), (*tok)->encode(*text, true), (*tok)->bos_id()};
-}
 
 MedusaOptions small_run() {
   MedusaOptions o;
@@ -77,16 +58,16 @@ std::int64_t head_argmax(const MedusaHeads& m, std::int64_t k) {
 TEST(Medusa, HeadsLearnDeterministicallyAndLoadIntoMedusasModules) {
   std::string why;
   if (!training_available(&why)) GTEST_SKIP() << why;
-  const Target t = target();
+  const test::StoriesTeacher t = test::stories_teacher();
   ThreadPool pool(2);
   MedusaReport rep;
-  auto a = train_medusa(*t.model, t.f32, t.text, t.bos, small_run(), pool, &rep);
+  auto a = train_medusa(*t.teacher, t.teacher_f32, t.text, t.bos, small_run(), pool, &rep);
   ASSERT_TRUE(a) << a.status().message();
   EXPECT_LT(rep.last_loss, rep.first_loss);
-  auto b = train_medusa(*t.model, t.f32, t.text, t.bos, small_run(), pool);
+  auto b = train_medusa(*t.teacher, t.teacher_f32, t.text, t.bos, small_run(), pool);
   ASSERT_TRUE(b);
   EXPECT_EQ(a->tensors, b->tensors);
-  const auto lm = t.f32.tensor("token_embd.weight");  // stories260K ties its LM head
+  const auto lm = t.teacher_f32.tensor("token_embd.weight");  // stories260K ties its LM head
   for (std::int64_t k = 0; k < 3; ++k) {
     const auto& head = a->tensors.at(std::to_string(k) + ".1.weight");
     EXPECT_TRUE(std::equal(head.begin(), head.end(), lm.begin())) << "head " << k << " projects with the LM head";
@@ -109,16 +90,16 @@ TEST(Medusa, HeadsLearnDeterministicallyAndLoadIntoMedusasModules) {
 TEST(Medusa, BadRequestsGiveOneClearError) {
   std::string why;
   if (!training_available(&why)) GTEST_SKIP() << why;
-  const Target t = target();
+  const test::StoriesTeacher t = test::stories_teacher();
   ThreadPool pool(1);
   MedusaOptions o = small_run();
   o.heads = 0;
-  EXPECT_EQ(train_medusa(*t.model, t.f32, t.text, t.bos, o, pool).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(train_medusa(*t.teacher, t.teacher_f32, t.text, t.bos, o, pool).status().code(), ErrorCode::kInvalidArgument);
   o = small_run();
   o.seq = 4096;
-  EXPECT_EQ(train_medusa(*t.model, t.f32, t.text, t.bos, o, pool).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(train_medusa(*t.teacher, t.teacher_f32, t.text, t.bos, o, pool).status().code(), ErrorCode::kInvalidArgument);
   const std::vector<std::int32_t> short_text(10, 3);
-  EXPECT_EQ(train_medusa(*t.model, t.f32, short_text, t.bos, small_run(), pool).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(train_medusa(*t.teacher, t.teacher_f32, short_text, t.bos, small_run(), pool).status().code(), ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -31,10 +31,11 @@ Expected<torch::Tensor> target_hidden(const LlamaModel& target, const torch::Ten
   const ModelConfig& c = target.config();
   const std::int64_t B = tokens.size(0), T = tokens.size(1);
   torch::Tensor out = torch::empty({B, T, c.dim}, torch::kFloat32);
+  const auto ids = tokens.accessor<std::int64_t, 2>();
   for (std::int64_t b = 0; b < B; ++b) {
     PEREGRINE_ASSIGN_OR_RETURN(KvCache cache, make_window_cache(c, T, DType::kF32));
     Batch batch;
-    for (std::int64_t i = 0; i < T; ++i) batch.add(static_cast<std::int32_t>(tokens[b][i].item<std::int64_t>()), static_cast<std::int32_t>(i), 0, i == T - 1);
+    for (std::int64_t i = 0; i < T; ++i) batch.add(static_cast<std::int32_t>(ids[b][i]), static_cast<std::int32_t>(i), 0, i == T - 1);
     FinalHidden hidden(c.n_layers);
     std::vector<float> logits;
     PEREGRINE_RETURN_IF_ERROR(target.forward(batch, cache, logits, pool, 0, &hidden));
