@@ -7,6 +7,7 @@
 #include "peregrine/engine/generator.h"
 #include "peregrine/formats/model_file.h"
 #include "peregrine/quant/convert_model.h"
+#include "peregrine/quant/dequantize.h"
 #include "peregrine/tokenizer/tokenizer.h"
 #include "test_paths.h"
 
@@ -72,6 +73,24 @@ KvCache make_kv_cache(const ModelConfig& config, std::int64_t n_tokens, std::int
     std::abort();
   }
   return std::move(*cache);
+}
+
+MedusaHeads untrained_medusa_heads(const LlamaModel& target, std::int64_t heads) {
+  const ModelConfig& c = target.config();
+  const TensorView* out = target.file().find(c.tied_embeddings ? "token_embd.weight" : "output.weight");
+  EXPECT_NE(out, nullptr);
+  std::vector<float> lm_head(static_cast<std::size_t>(c.vocab_size * c.dim));
+  for (std::int64_t r = 0; r < c.vocab_size; ++r) {
+    dequantize_row(*out, r, std::span(lm_head).subspan(static_cast<std::size_t>(r * c.dim), static_cast<std::size_t>(c.dim)));
+  }
+  MedusaHeads m{heads, 1, c.dim, c.vocab_size, "stories260K", {}};
+  for (std::int64_t k = 0; k < heads; ++k) {
+    const std::string p = std::to_string(k) + ".";
+    m.tensors[p + "0.linear.weight"].assign(static_cast<std::size_t>(c.dim * c.dim), 0.0f);
+    m.tensors[p + "0.linear.bias"].assign(static_cast<std::size_t>(c.dim), 0.0f);
+    m.tensors[p + "1.weight"] = lm_head;
+  }
+  return m;
 }
 
 }  // namespace peregrine::test

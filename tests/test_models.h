@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "peregrine/formats/medusa_heads.h"
 #include "peregrine/kv/kv_cache.h"
 #include "peregrine/model/llama_model.h"
 
@@ -34,5 +35,11 @@ std::unique_ptr<LlamaModel> load_test_model(const std::string& name);
 /// (blocks of `block_size`, K/V in `dtype`); aborts the test binary if KvCache::create fails.
 KvCache make_kv_cache(const ModelConfig& config, std::int64_t n_tokens, std::int32_t n_seqs = 1,
                       std::int32_t block_size = kDefaultKvBlockSize, DType dtype = DType::kF32);
+
+/// Medusa heads for `target` as Medusa-1 training starts them: K heads of one ResBlock each
+/// (weights and biases zero, so each head is the target's LM head) and the LM head's rows in
+/// f32. Losslessness holds for any heads; what trained heads buy is measured in tests/train
+/// and the benchmarks.
+MedusaHeads untrained_medusa_heads(const LlamaModel& target, std::int64_t heads);
 
 }  // namespace peregrine::test

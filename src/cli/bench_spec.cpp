@@ -155,14 +155,14 @@ int run_spec_bench_cli(const ModelOptions& model_options, const SpecBenchArgs& a
   for (const std::string& method : split(a.spec.method)) {
     SpecOptions one = a.spec;
     one.method = method;
-    if (method != "draft") one.draft_model.clear();  // --draft-* options of the other methods
+    if (method != "draft" && method != "medusa") one.draft_model.clear();  // --draft-* options of the other methods
     if (method != "layerskip") one.draft_layers = 0;
     auto params = spec_params(one);
     if (!params) return report(params.status());
     auto setup = make_drafter(one, *model, model_options, ctx, 1, pool);
     if (!setup) return report(setup.status());
     Drafter* drafter = setup->drafter ? setup->drafter.get() : pld->get();
-    auto per_token = measure_draft_seconds_per_token(*drafter, model->config().vocab_size, 64, params->draft_max, 10, pool);
+    auto per_token = measure_draft_seconds_per_token(*drafter, model->config(), 64, params->draft_max, 10, pool);
     if (!per_token) return report(per_token.status());
     for (const std::string& variant : split(a.variants)) {
       auto p = variant_params(*params, variant);

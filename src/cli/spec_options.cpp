@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "peregrine/formats/medusa_heads.h"
+#include "peregrine/spec/medusa_drafter.h"
 #include "peregrine/spec/model_drafter.h"
 
 namespace peregrine::cli {
@@ -26,13 +28,15 @@ Expected<std::int32_t> draft_kv_blocks(std::int64_t ctx, std::int32_t n_seqs) {
 
 void add_spec_options(CLI::App& cmd, SpecOptions& o) {
   cmd.add_option("--spec", o.method, "Speculative decoding: none, pld (prompt lookup), draft (--draft-model), "
-                                     "layerskip (--draft-layers) or quant (--draft-dtype)")
+                                     "layerskip (--draft-layers), quant (--draft-dtype) or medusa (--draft-model "
+                                     "HEADS_DIR)")
       ->capture_default_str();
   cmd.add_option("--draft-max", o.draft_max, "Draft tokens (tree nodes) per step at most")->capture_default_str();
   cmd.add_option("--draft-branching", o.branching, "Children per expanded draft node (1 = chain, > 1 = token tree)")
       ->capture_default_str();
   cmd.add_flag("--draft-adaptive", o.adaptive, "Adapt the draft length to the running acceptance rate");
-  cmd.add_option("--draft-model", o.draft_model, "Draft model for --spec draft (same vocabulary as the target)");
+  cmd.add_option("--draft-model", o.draft_model,
+                 "Draft model for --spec draft (same vocabulary as the target); Medusa head folder for --spec medusa");
   cmd.add_option("--draft-layers", o.draft_layers, "Layers of the target that draft for --spec layerskip");
   cmd.add_option("--draft-dtype", o.draft_dtype, "Weight type of the target's copy that drafts for --spec quant")
       ->capture_default_str();
@@ -43,8 +47,8 @@ void add_spec_options(CLI::App& cmd, SpecOptions& o) {
 
 Expected<SpecParams> spec_params(const SpecOptions& o) {
   PEREGRINE_ASSIGN_OR_RETURN(SpecMethod method, parse_spec_method(o.method));
-  if (!o.draft_model.empty() && method != SpecMethod::kDraft) {
-    return invalid_argument("--draft-model is only used with --spec draft");
+  if (!o.draft_model.empty() && method != SpecMethod::kDraft && method != SpecMethod::kMedusa) {
+    return invalid_argument("--draft-model is only used with --spec draft or medusa");
   }
   if (o.draft_layers != 0 && method != SpecMethod::kLayerSkip) {
     return invalid_argument("--draft-layers is only used with --spec layerskip");
@@ -67,6 +71,12 @@ Expected<DrafterSetup> make_drafter(const SpecOptions& o, const LlamaModel& targ
     case SpecMethod::kNone:
     case SpecMethod::kPld:
       return setup;
+    case SpecMethod::kMedusa: {
+      if (o.draft_model.empty()) return invalid_argument("--spec medusa needs --draft-model HEADS_DIR (train-draft --kind medusa)");
+      PEREGRINE_ASSIGN_OR_RETURN(MedusaHeads heads, load_medusa_heads(o.draft_model, target.config().dim, target.config().vocab_size));
+      PEREGRINE_ASSIGN_OR_RETURN(setup.drafter, MedusaDrafter::create(std::move(heads), target.config()));
+      return setup;
+    }
     case SpecMethod::kDraft: {
       if (o.draft_model.empty()) return invalid_argument("--spec draft needs --draft-model PATH");
       PEREGRINE_ASSIGN_OR_RETURN(setup.model, load(ModelOptions{o.draft_model, "", ""}, pool));

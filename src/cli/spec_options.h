@@ -38,7 +38,8 @@ struct DrafterSetup {
   std::unique_ptr<Drafter> drafter;  // null for none / pld
 };
 
-/// Builds the drafter of o.method: draft → --draft-model loaded as is; layerskip → the target's
+/// Builds the drafter of o.method: draft → --draft-model loaded as is; medusa → the Medusa head
+/// folder --draft-model (formats/medusa_heads.h); layerskip → the target's
 /// first --draft-layers layers; quant → the target's file converted to --draft-dtype. Its KV
 /// pool holds `n_seqs` sequences of `ctx` positions plus room for draft trees.
 /// Errors: kInvalidArgument (a missing --draft-model / --draft-layers, --draft-layers outside

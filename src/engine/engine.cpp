@@ -9,6 +9,7 @@
 #include "peregrine/engine/scheduler.h"
 #include "peregrine/engine/speculation.h"
 #include "peregrine/kv/prefix_cache.h"
+#include "peregrine/model/final_hidden.h"
 #include "peregrine/sampling/logprobs.h"
 
 namespace peregrine {
@@ -72,6 +73,7 @@ struct Engine::Impl {
   Speculation speculation;
   std::int64_t ctx_len;
   std::vector<float> logits;
+  std::vector<float> features;  // the step's final hidden states after the final norm, when captured
   Batch batch;
   TokenRate rate;
 
@@ -97,7 +99,8 @@ struct Engine::Impl {
   void build_batch(const std::vector<ScheduledChunk>& chunks);
   bool emit(Sequence& seq, std::int32_t token, std::span<const float> raw, double gap_s, std::int64_t& generated);
   void sample(Sequence& seq, std::span<float> row, std::int64_t& generated);
-  void verify(Sequence& seq, std::span<const float> rows, std::int64_t& generated);
+  void verify(Sequence& seq, std::span<const float> rows, std::span<const float> row_features, std::int64_t& generated);
+  Status run_forward(const std::vector<ScheduledChunk>& chunks);
   void record_step(std::int64_t prompt_tokens, std::int64_t generated);
   bool idle() const;
   bool step();
@@ -236,11 +239,13 @@ void Engine::Impl::sample(Sequence& seq, std::span<float> row, std::int64_t& gen
   emit(seq, token, raw, gap, generated);
 }
 
-// Verifies `seq`'s draft tree against its rows [1 + tree size, vocab] and emits the accepted
-// tokens and the correction / bonus token; the step's latency is spread evenly over them.
-void Engine::Impl::verify(Sequence& seq, std::span<const float> rows, std::int64_t& generated) {
+// Verifies `seq`'s draft tree against its rows [1 + tree size, vocab] (and their features,
+// when captured) and emits the accepted tokens and the correction / bonus token; the step's
+// latency is spread evenly over them.
+void Engine::Impl::verify(Sequence& seq, std::span<const float> rows, std::span<const float> row_features,
+                          std::int64_t& generated) {
   const std::int64_t vocab = model.config().vocab_size;
-  auto verified = speculation.verify(seq, rows, vocab, cache);
+  auto verified = speculation.verify(seq, rows, vocab, cache, row_features);
   if (!verified) return finish(&seq, FinishReason::kError, verified.status());
   const std::vector<SpecToken>& tokens = *verified;
   const auto now = EngineClock::now();
@@ -275,6 +280,18 @@ void Engine::Impl::record_step(std::int64_t prompt_tokens, std::int64_t generate
   m.preemptions_total = scheduler.preemptions();
 }
 
+// The step's target forward; captures the final hidden states into `features` (after the
+// final norm) when a drafter needs them.
+Status Engine::Impl::run_forward(const std::vector<ScheduledChunk>& chunks) {
+  features.clear();
+  if (!speculation.needs_features(chunks)) return model.forward(batch, cache, logits, pool);
+  FinalHiddenCapture capture(model.config().n_layers);
+  PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool, 0, &capture));
+  features = capture.values();
+  model.output_norm(features, features);
+  return Status::ok();
+}
+
 bool Engine::Impl::step() {
   take_incoming();
   speculation.plan(scheduler.running(), ctx_len);
@@ -290,24 +307,31 @@ bool Engine::Impl::step() {
   speculation.draft(chunks, pool);
   build_batch(chunks);
   const auto t0 = EngineClock::now();
-  if (Status st = model.forward(batch, cache, logits, pool); !st.is_ok()) {
+  if (Status st = run_forward(chunks); !st.is_ok()) {
     for (const ScheduledChunk& c : chunks) finish(c.seq, FinishReason::kError, st);
     record_step(0, 0);
     return true;
   }
   speculation.observe_forward(batch.size(), seconds_between(t0, EngineClock::now()));
   scheduler.commit(chunks);
-  std::int64_t prompt_tokens = 0, generated = 0, row = 0;
+  std::int64_t prompt_tokens = 0, generated = 0, row = 0, batch_row = 0;
   const auto vocab = static_cast<std::size_t>(model.config().vocab_size);
+  const auto dim = static_cast<std::size_t>(model.config().dim);
   for (const ScheduledChunk& c : chunks) {
     Sequence& seq = *c.seq;
+    const bool tree = c.n_draft > 0 && !seq.spec.tree.empty();
+    const auto batch_rows = static_cast<std::size_t>(c.n_draft > 0 ? 1 + seq.spec.tree.size() : c.n_tokens);
+    const auto row_features = features.empty() ? std::span<const float>{}
+                                               : std::span<const float>(features).subspan(batch_row * dim, batch_rows * dim);
+    batch_row += static_cast<std::int64_t>(batch_rows);
+    if (!tree) speculation.keep_features(seq, seq.n_computed - c.n_tokens, row_features, model.config().dim);
     prompt_tokens += std::max<std::int64_t>(0, std::min(seq.n_computed, seq.n_prompt) - (seq.n_computed - c.n_tokens));
     if (seq.n_pending() != 0) continue;  // a prefill chunk short of the end: no logits
     const auto n_rows = static_cast<std::size_t>(1 + seq.spec.tree.size());
     const auto rows = std::span(logits).subspan(static_cast<std::size_t>(row) * vocab, n_rows * vocab);
     row += static_cast<std::int64_t>(n_rows);
-    if (c.n_draft > 0 && !seq.spec.tree.empty()) {
-      verify(seq, rows, generated);
+    if (tree) {
+      verify(seq, rows, row_features, generated);
     } else {
       if (c.n_draft > 0) cache.truncate(seq.kv_seq, seq.n_computed);  // unused draft slots
       sample(seq, rows, generated);

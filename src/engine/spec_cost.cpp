@@ -63,17 +63,30 @@ Expected<std::vector<double>> measure_verify_seconds(const LlamaModel& model, st
   return out;
 }
 
-Expected<double> measure_draft_seconds_per_token(Drafter& drafter, std::int64_t vocab, std::int64_t context,
+Expected<double> measure_draft_seconds_per_token(Drafter& drafter, const ModelConfig& target, std::int64_t context,
                                                  std::int32_t k, std::int32_t reps, ThreadPool& pool) {
   if (context < 1 || k < 1 || reps < 1) return invalid_argument("draft cost: context, k and reps must be >= 1");
   std::mt19937 rng(99);
-  std::vector<std::int32_t> tokens = random_tokens(context + reps + 1, vocab, rng);
+  std::vector<std::int32_t> tokens = random_tokens(context + reps + 1, target.vocab_size, rng);
+  std::vector<float> features;
+  if (drafter.needs_features()) {
+    std::normal_distribution<float> normal;
+    features.resize(static_cast<std::size_t>((context + reps) * target.dim));
+    for (float& f : features) f = normal(rng);
+  }
   SamplingParams greedy;
   greedy.temperature = 0.0f;
   std::vector<DraftTree> trees;
   std::vector<double> times;
   for (std::int32_t r = 0; r <= reps; ++r) {
-    const DraftRequest request{0, std::span(tokens).first(static_cast<std::size_t>(context + r)), k, 1, &greedy, nullptr};
+    // Features of the positions new since the last call: [0, context - 1) first, then one.
+    const std::int64_t begin = r == 0 ? 0 : context + r - 2, end = context + r - 1;
+    const auto new_features = features.empty() ? std::span<const float>{}
+                                               : std::span<const float>(features).subspan(
+                                                     static_cast<std::size_t>(begin * target.dim),
+                                                     static_cast<std::size_t>((end - begin) * target.dim));
+    const DraftRequest request{0, std::span(tokens).first(static_cast<std::size_t>(context + r)), k, 1, &greedy, nullptr,
+                               new_features, begin};
     const auto t0 = std::chrono::steady_clock::now();
     PEREGRINE_RETURN_IF_ERROR(drafter.draft(std::span(&request, 1), trees, pool));
     if (r > 0) times.push_back(seconds_since(t0) / k);

@@ -57,6 +57,28 @@ void Speculation::plan(const std::vector<std::unique_ptr<Sequence>>& running, st
   }
 }
 
+bool Speculation::needs_features(const std::vector<ScheduledChunk>& chunks) const {
+  return std::any_of(chunks.begin(), chunks.end(), [&](const ScheduledChunk& c) {
+    const Drafter* d = drafter_for(c.seq->request.spec.method);
+    return d != nullptr && d->needs_features();
+  });
+}
+
+void Speculation::keep_features(Sequence& seq, std::int64_t first_position, std::span<const float> rows,
+                                std::int64_t dim) const {
+  const Drafter* d = drafter_for(seq.request.spec.method);
+  if (d == nullptr || !d->needs_features() || rows.empty()) return;
+  std::vector<float>& kept = seq.spec.features;
+  const std::int64_t end = seq.spec.features_begin + static_cast<std::int64_t>(kept.size()) / dim;
+  if (kept.empty() || first_position < seq.spec.features_begin || first_position > end) {
+    kept.clear();
+    seq.spec.features_begin = first_position;
+  } else {
+    kept.resize(static_cast<std::size_t>((first_position - seq.spec.features_begin) * dim));
+  }
+  kept.insert(kept.end(), rows.begin(), rows.end());
+}
+
 void Speculation::draft(const std::vector<ScheduledChunk>& chunks, ThreadPool& pool) {
   std::map<Drafter*, std::vector<const ScheduledChunk*>> groups;
   for (const ScheduledChunk& c : chunks) {
@@ -68,11 +90,13 @@ void Speculation::draft(const std::vector<ScheduledChunk>& chunks, ThreadPool& p
     for (const ScheduledChunk* c : group) {
       const Sequence& seq = *c->seq;
       requests.push_back({seq.kv_seq, seq.tokens, static_cast<std::int32_t>(c->n_draft), seq.request.spec.branching,
-                          &seq.request.sampling, &c->seq->spec.rng});
+                          &seq.request.sampling, &c->seq->spec.rng, seq.spec.features, seq.spec.features_begin});
     }
     std::vector<DraftTree> trees;
     const auto t0 = std::chrono::steady_clock::now();
-    if (!drafter->draft(requests, trees, pool).is_ok()) continue;
+    const Status st = drafter->draft(requests, trees, pool);
+    for (const ScheduledChunk* c : group) c->seq->spec.features.clear();
+    if (!st.is_ok()) continue;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::int64_t nodes = 0;
     for (std::size_t i = 0; i < group.size(); ++i) {
@@ -101,7 +125,7 @@ void Speculation::add_rows(const Sequence& seq, Batch& batch) {
 }
 
 Expected<std::vector<SpecToken>> Speculation::verify(Sequence& seq, std::span<const float> logits, std::int64_t vocab,
-                                           KvCache& cache) {
+                                                     KvCache& cache, std::span<const float> features) {
   const DraftTree& tree = seq.spec.tree;
   std::span<const std::int32_t> history(seq.tokens);
   auto verified = verify_draft(tree, logits, vocab, history, seq.sampler);
@@ -111,6 +135,16 @@ Expected<std::vector<SpecToken>> Speculation::verify(Sequence& seq, std::span<co
   std::vector<std::int64_t> from;
   for (std::int32_t node : v.path) from.push_back(seq.n_computed + node);
   cache.compact(seq.kv_seq, seq.n_computed, from);
+  if (!features.empty()) {
+    // Rows of the root (position n_computed - 1) and of the accepted path, in order.
+    const auto dim = static_cast<std::int64_t>(features.size()) / (1 + tree.size());
+    std::vector<float> kept(features.begin(), features.begin() + dim);
+    for (std::int32_t node : v.path) {
+      const auto row = features.subspan(static_cast<std::size_t>((1 + node) * dim), static_cast<std::size_t>(dim));
+      kept.insert(kept.end(), row.begin(), row.end());
+    }
+    keep_features(seq, seq.n_computed - 1, kept, dim);
+  }
   seq.n_computed += static_cast<std::int64_t>(v.path.size());
   std::vector<SpecToken> out;
   std::int64_t row = 0;

@@ -584,11 +584,17 @@ void LlamaModel::lm_head(const Batch& batch, Scratch& s, std::vector<float>& log
   std::int64_t r = 0;
   for (std::int64_t i = 0; i < s.n; ++i) {
     if (!batch.need_logits[i]) continue;
-    rmsnorm(&s.x[i * dim], output_norm_.data(), &normed[r++ * dim], dim, config().rms_eps);
+    std::copy_n(&s.x[i * dim], dim, &normed[r++ * dim]);
   }
+  output_norm(normed, normed);
   logits.resize(static_cast<std::size_t>(n_out * config().vocab_size));
   linear(*output_, normed, n_out, logits, pool);
   softcap_logits(logits, config().final_softcap);
+}
+
+void LlamaModel::output_norm(std::span<const float> h, std::span<float> out) const {
+  const std::int64_t dim = config().dim, rows = static_cast<std::int64_t>(h.size()) / dim;
+  for (std::int64_t i = 0; i < rows; ++i) rmsnorm(&h[i * dim], output_norm_.data(), &out[i * dim], dim, config().rms_eps);
 }
 
 Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float>& logits,

@@ -3,6 +3,8 @@
 #include <string>
 #include <unordered_set>
 
+#include "draft_tree_builder.h"
+
 namespace peregrine {
 
 Status validate_draft_requests(std::span<const DraftRequest> requests) {
@@ -18,6 +20,16 @@ Status validate_draft_requests(std::span<const DraftRequest> requests) {
     if (!seqs.insert(r.seq).second) return invalid_argument(who + " appears twice in one draft call");
     if (r.sampling != nullptr) {
       if (Status st = r.sampling->validate(); !st.is_ok()) return invalid_argument(who + ": " + st.message());
+    }
+  }
+  return Status::ok();
+}
+
+Status require_rng_for_sampled_chains(std::span<const DraftRequest> requests) {
+  for (const DraftRequest& r : requests) {
+    if (DraftTreeBuilder::is_sampled_chain(r) && r.rng == nullptr) {
+      return invalid_argument("draft request for sequence " + std::to_string(r.seq) +
+                              ": a sampled chain (temperature > 0, branching 1) needs an rng");
     }
   }
   return Status::ok();

@@ -154,12 +154,7 @@ void ModelDrafter::finish(Job& job) {
 
 Status ModelDrafter::draft(std::span<const DraftRequest> requests, std::vector<DraftTree>& trees, ThreadPool& pool) {
   PEREGRINE_RETURN_IF_ERROR(validate_draft_requests(requests));
-  for (const DraftRequest& r : requests) {
-    if (DraftTreeBuilder::is_sampled_chain(r) && r.rng == nullptr) {
-      return invalid_argument("draft request for sequence " + std::to_string(r.seq) +
-                              ": a sampled chain (temperature > 0, branching 1) needs an rng");
-    }
-  }
+  PEREGRINE_RETURN_IF_ERROR(require_rng_for_sampled_chains(requests));
   trees.assign(requests.size(), DraftTree{});
   Batch batch;
   std::vector<Job> jobs = start_jobs(requests, batch);

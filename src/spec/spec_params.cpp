@@ -11,16 +11,18 @@ const char* spec_method_name(SpecMethod m) {
     case SpecMethod::kDraft: return "draft";
     case SpecMethod::kLayerSkip: return "layerskip";
     case SpecMethod::kQuant: return "quant";
+    case SpecMethod::kMedusa: return "medusa";
   }
   return "?";
 }
 
 Expected<SpecMethod> parse_spec_method(std::string_view name) {
-  for (SpecMethod m : {SpecMethod::kNone, SpecMethod::kPld, SpecMethod::kDraft, SpecMethod::kLayerSkip, SpecMethod::kQuant}) {
+  for (SpecMethod m : {SpecMethod::kNone, SpecMethod::kPld, SpecMethod::kDraft, SpecMethod::kLayerSkip, SpecMethod::kQuant,
+                       SpecMethod::kMedusa}) {
     if (name == spec_method_name(m)) return m;
   }
   return invalid_argument("unknown speculative method '" + std::string(name) +
-                          "' (expected none, pld, draft, layerskip or quant)");
+                          "' (expected none, pld, draft, layerskip, quant or medusa)");
 }
 
 Status SpecParams::validate() const {

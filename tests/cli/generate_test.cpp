@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_cli.h"
+#include "test_models.h"
 #include "test_paths.h"
 
 namespace peregrine::test {
@@ -43,6 +44,31 @@ TEST(Generate, SpeculativeGreedyKeepsTheText) {
   expect_greedy_matches_llama2c({"--spec", "draft", "--draft-model", stories("stories260K.gguf"), "--draft-max", "4"});
 }
 
+/// A Medusa head folder for stories260K (untrained heads: test_models.h) in a fresh temp dir.
+std::string medusa_heads_folder(std::int64_t hidden_offset = 0) {
+  auto target = load_stories260k();
+  EXPECT_TRUE(target);
+  if (!target) return "";
+  MedusaHeads heads = untrained_medusa_heads(*target, 3);
+  if (hidden_offset != 0) {  // another model's heads: hidden size 64 + offset
+    heads = MedusaHeads{3, 1, heads.hidden + hidden_offset, heads.vocab, "other", {}};
+    for (const std::string& name : heads.names()) {
+      std::int64_t n = 1;
+      for (std::int64_t d : heads.shape(name)) n *= d;
+      heads.tensors[name].assign(static_cast<std::size_t>(n), 0.0f);
+    }
+  }
+  const std::string dir = make_temp_dir() + "/medusa";
+  EXPECT_TRUE(save_medusa_heads(heads, dir).is_ok());
+  return dir;
+}
+
+TEST(Generate, MedusaHeadsKeepTheGreedyText) {
+  const std::string heads = medusa_heads_folder();
+  expect_greedy_matches_llama2c({"--spec", "medusa", "--draft-model", heads, "--draft-max", "3"});
+  expect_greedy_matches_llama2c({"--spec", "medusa", "--draft-model", heads, "--draft-max", "8", "--draft-branching", "3"});
+}
+
 TEST(Generate, SpeculativeStatsInTheStderrLineAndJson) {
   const std::string path = make_temp_dir() + "/stats.json";
   const CliResult r = run_cli({"generate", "-n", "64", "--temp", "0", "--spec", "quant", "--draft-dtype", "q8_0", "--stats-json", path});
@@ -65,6 +91,9 @@ TEST(Generate, BadSpeculativeOptionsAreClearErrors) {
       {"--spec", "pld", "--draft-max", "0"},
       {"--spec", "pld", "--draft-layers", "2"},              // an option pld does not use
       {"--spec", "draft", "--draft-model", "/nonexistent.gguf"},
+      {"--spec", "medusa", "--draft-model", "/nonexistent"},
+      {"--spec", "medusa", "--draft-model", medusa_heads_folder(8)},  // hidden size 72, not 64
+      {"--spec", "layerskip", "--draft-layers", "2", "--draft-model", medusa_heads_folder()},
   };
   for (const auto& extra : bad) {
     std::vector<std::string> args = {"generate", "-n", "4"};

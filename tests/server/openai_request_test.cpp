@@ -144,7 +144,7 @@ TEST(OpenAiRequest, EveryInvalidFieldIs400NamingTheParam) {
        "top_logprobs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})", kChat,
        "max_completion_tokens"},
-      {R"({"prompt": "x", "speculative": "medusa"})", kC, "speculative"},
+      {R"({"prompt": "x", "speculative": "eagle3"})", kC, "speculative"},
       {R"({"prompt": "x", "speculative": 3})", kC, "speculative"},
       {R"({"prompt": "x", "speculative": {"method": 1}})", kC, "speculative.method"},
       {R"({"prompt": "x", "speculative": {"method": "pld", "draft_max": 0}})", kC, "speculative.draft_max"},

@@ -8,12 +8,12 @@ namespace peregrine {
 namespace {
 
 TEST(SpecParams, MethodNamesRoundTrip) {
-  for (const char* name : {"none", "pld", "draft", "layerskip", "quant"}) {
+  for (const char* name : {"none", "pld", "draft", "layerskip", "quant", "medusa"}) {
     auto m = parse_spec_method(name);
     ASSERT_TRUE(m) << name;
     EXPECT_STREQ(spec_method_name(*m), name);
   }
-  auto bad = parse_spec_method("medusa");
+  auto bad = parse_spec_method("eagle3");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.status().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("pld"), std::string::npos);

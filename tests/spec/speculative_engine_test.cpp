@@ -1,5 +1,6 @@
 // Speculative decoding inside the engine is lossless under greedy decoding: for every drafter
-// (prompt lookup, a separate draft model, layer skip, a Q4_0 copy of the target), chains, trees
+// (prompt lookup, a separate draft model, layer skip, a Q4_0 copy of the target, Medusa heads
+// (untrained: the LM head's copies)), chains, trees
 // and the adaptive length, batched requests produce exactly the tokens of plain decoding, on
 // stories260K and on a random-weight GQA model; drafts really happen (acceptance counters), the
 // KV blocks come back, and requests for a drafter the engine lacks are refused.
@@ -9,7 +10,9 @@
 
 #include "peregrine/engine/engine.h"
 #include "peregrine/quant/convert_model.h"
+#include "peregrine/spec/medusa_drafter.h"
 #include "peregrine/spec/model_drafter.h"
+#include "spec/medusa_fixture.h"
 #include "peregrine/tokenizer/tokenizer.h"
 #include "test_models.h"
 #include "test_paths.h"
@@ -134,6 +137,8 @@ TEST(SpeculativeEngine, GreedyIsTokenIdenticalForEveryDrafterOnStories260K) {
   auto layerskip = drafter_for(*target, *target, SpecMethod::kLayerSkip, 2);
   auto quantized = drafter_for(*quant, *target, SpecMethod::kQuant);
   auto separate = drafter_for(*draft, *target, SpecMethod::kDraft);
+  auto medusa = MedusaDrafter::create(test::untrained_medusa_heads(*target, 4), target->config());
+  ASSERT_TRUE(medusa) << medusa.status().message();
   const auto prompts = story_prompts(*target, 4);
   expect_lossless(*target, prompts,
                   {{"pld chain k=4", params(SpecMethod::kPld, 4), nullptr},
@@ -142,7 +147,9 @@ TEST(SpeculativeEngine, GreedyIsTokenIdenticalForEveryDrafterOnStories260K) {
                    {"layerskip 2 tree b=2", params(SpecMethod::kLayerSkip, 8, 2), layerskip.get()},
                    {"quant q4_0 chain k=5", params(SpecMethod::kQuant, 5), quantized.get()},
                    {"quant q4_0 adaptive", params(SpecMethod::kQuant, 8, 1, true), quantized.get()},
-                   {"draft aidreams k=2", params(SpecMethod::kDraft, 2), separate.get()}},
+                   {"draft aidreams k=2", params(SpecMethod::kDraft, 2), separate.get()},
+                   {"medusa chain k=3", params(SpecMethod::kMedusa, 3), medusa->get()},
+                   {"medusa tree b=4 n=16", params(SpecMethod::kMedusa, 16, 4), medusa->get()}},
                   40, pool);
 }
 

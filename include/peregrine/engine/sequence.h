@@ -22,6 +22,11 @@ struct SpecState {
   AdaptiveDraftLength adaptive;  // used when request.spec.adaptive
   std::int64_t budget = 0;       // draft nodes wanted this step (0: plain decode)
   DraftTree tree;                // this step's draft, verified after the forward
+  /// For a drafter that needs_features(): the target's final hidden states (after its final
+  /// norm) [n, dim] f32 of the positions [features_begin, features_begin + n) committed since
+  /// the last draft() call (DraftRequest::features).
+  std::vector<float> features;
+  std::int64_t features_begin = 0;
 };
 
 struct Sequence {

@@ -23,11 +23,12 @@ Expected<std::vector<double>> measure_verify_seconds(const LlamaModel& model, st
                                                      ThreadPool& pool);
 
 /// Median seconds per drafted token of `drafter` proposing greedy chains of k tokens for one
-/// sequence of `context` random tokens (vocabulary `vocab`), the context growing by one token
-/// per call as in decoding (so a model drafter feeds 1 new row + k - 1 draft rows per call).
-/// One untimed warm-up call (the drafter's prefill), then `reps` timed calls. Errors:
-/// kInvalidArgument (context < 1, k < 1, reps < 1), those of Drafter::draft.
-Expected<double> measure_draft_seconds_per_token(Drafter& drafter, std::int64_t vocab, std::int64_t context,
+/// sequence of `context` random tokens (the vocabulary of `target`), the context growing by
+/// one token per call as in decoding (so a model drafter feeds 1 new row + k - 1 draft rows per
+/// call); a drafter that needs_features() gets random unit-variance features [*, target.dim]
+/// for the new positions. One untimed warm-up call (the drafter's prefill), then `reps` timed
+/// calls. Errors: kInvalidArgument (context < 1, k < 1, reps < 1), those of Drafter::draft.
+Expected<double> measure_draft_seconds_per_token(Drafter& drafter, const ModelConfig& target, std::int64_t context,
                                                  std::int32_t k, std::int32_t reps, ThreadPool& pool);
 
 }  // namespace peregrine

@@ -49,8 +49,20 @@ class Speculation {
 
   /// Drafts spec.tree for every chunk with n_draft > 0 (at most n_draft nodes), one batched
   /// draft() per drafter; clears the trees of the others. A drafter error leaves its trees
-  /// empty (those sequences decode plainly this step).
+  /// empty (those sequences decode plainly this step). The kept features of the sequences
+  /// drafted for are handed over (DraftRequest::features) and dropped.
   void draft(const std::vector<ScheduledChunk>& chunks, ThreadPool& pool);
+
+  /// Some chunk's sequence drafts with a drafter that needs_features(): the step's forward
+  /// must capture the target's final hidden states (FinalHiddenCapture).
+  bool needs_features(const std::vector<ScheduledChunk>& chunks) const;
+
+  /// Keeps, for the next draft() of `seq` (when its drafter needs_features(); a no-op
+  /// otherwise), `rows` [n, dim] f32: the target's final hidden states after its final norm
+  /// of positions first_position .. first_position + n - 1, now committed to its context. A
+  /// position at or before one already kept (a recomputation after preemption) drops the kept
+  /// rows from there on; a gap drops all of them.
+  void keep_features(Sequence& seq, std::int64_t first_position, std::span<const float> rows, std::int64_t dim) const;
 
   /// Appends a decode chunk's root row (its pending token) and its draft tree's rows (token
   /// tree rows of Batch::parents; a chain as plain rows), every row asking for logits.
@@ -60,10 +72,12 @@ class Speculation {
   /// sequence's 1 + tree.size() rows, [rows, vocab] f32), keeps the accepted path's KV in
   /// `cache` (compact: positions n_computed .. n_computed + path - 1), advances
   /// seq.n_computed over it, and updates the request's counters and adaptive length. Returns
-  /// the accepted tokens then the correction / bonus token, in order. Errors: those of
+  /// the accepted tokens then the correction / bonus token, in order. `features`, when not
+  /// empty, holds the final hidden states (after the final norm) of the same rows, [rows, dim]
+  /// f32: those of the root and the accepted path are kept (keep_features). Errors: those of
   /// verify_draft (a malformed tree: a drafter bug; the KV cache is left as the forward wrote it).
   Expected<std::vector<SpecToken>> verify(Sequence& seq, std::span<const float> logits, std::int64_t vocab,
-                                KvCache& cache);
+                                          KvCache& cache, std::span<const float> features = {});
 
   /// A target forward of `rows` batch rows took `seconds` (every step: the adaptive length's
   /// cost model).

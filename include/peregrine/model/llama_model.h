@@ -119,6 +119,13 @@ class LlamaModel {
   Status forward(const Batch& batch, KvCache& cache, std::vector<float>& logits, ThreadPool& pool,
                  std::int64_t n_layers = 0, ActivationObserver* observer = nullptr) const;
 
+  /// The final RMSNorm the LM head reads through: out[i] = RMSNorm(h[i]) · output_norm weight
+  /// (with the family's norm_weight_offset) for each of the h.size() / dim rows, h and out
+  /// [rows, dim] f32 (may alias). The residual stream a FinalHiddenCapture saw becomes the
+  /// features Medusa heads and EAGLE read. Precondition: h.size() == out.size(), a multiple
+  /// of config().dim.
+  void output_norm(std::span<const float> h, std::span<float> out) const;
+
  private:
   struct Layer {
     std::vector<float> attn_norm, ffn_norm;

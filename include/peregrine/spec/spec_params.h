@@ -16,9 +16,10 @@ enum class SpecMethod {
   kDraft,      // a separate, smaller draft model sharing the target's vocabulary (Leviathan et al. 2023)
   kLayerSkip,  // the target's first k layers + final norm + LM head (self-speculative)
   kQuant,      // a quantized copy of the target (e.g. Q4_0) drafts for the full-precision target
+  kMedusa,     // Medusa-1 heads on the target's final hidden state (Cai et al. 2024)
 };
 
-/// "none" | "pld" | "draft" | "layerskip" | "quant".
+/// "none" | "pld" | "draft" | "layerskip" | "quant" | "medusa".
 const char* spec_method_name(SpecMethod m);
 /// The inverse of spec_method_name. Errors: kInvalidArgument naming the accepted values.
 Expected<SpecMethod> parse_spec_method(std::string_view name);
