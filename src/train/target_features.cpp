@@ -41,7 +41,10 @@ Expected<std::vector<float>> target_features(const LlamaModel& target, const Flo
   std::vector<float> norm(target_f32.tensor("output_norm.weight").begin(), target_f32.tensor("output_norm.weight").end());
   for (float& w : norm) w += c.norm_weight_offset;
   std::vector<float>& f = hidden.values();
-  for (std::int64_t i = 0; i < T; ++i) rmsnorm(&f[static_cast<std::size_t>(i * c.dim)], norm.data(), &f[static_cast<std::size_t>(i * c.dim)], c.dim, c.rms_eps);
+  for (std::int64_t i = 0; i < T; ++i) {
+    float* row = &f[static_cast<std::size_t>(i * c.dim)];
+    rmsnorm(row, norm.data(), row, c.dim, c.rms_eps);  // in place, as the forward before its LM head
+  }
   return std::move(f);
 }
 

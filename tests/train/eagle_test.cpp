@@ -94,10 +94,13 @@ double agreement(const EagleHead& head, const test::StoriesTeacher& t, std::span
     std::vector<float> target_logits(static_cast<std::size_t>(V));
     for (std::int64_t v = 0; v < V; ++v) {
       double s = 0.0;
-      for (std::int64_t j = 0; j < d; ++j) s += static_cast<double>(lm[static_cast<std::size_t>(v * d + j)]) * (*f)[static_cast<std::size_t>((i + 1) * d + j)];
+      for (std::int64_t j = 0; j < d; ++j) {
+        s += static_cast<double>(lm[static_cast<std::size_t>(v * d + j)]) * (*f)[static_cast<std::size_t>((i + 1) * d + j)];
+      }
       target_logits[static_cast<std::size_t>(v)] = static_cast<float>(s);
     }
-    same += argmax(target_logits) == argmax(std::span<const float>(out->logits).subspan(static_cast<std::size_t>(i * V), static_cast<std::size_t>(V)));
+    const auto row = std::span<const float>(out->logits).subspan(static_cast<std::size_t>(i * V), static_cast<std::size_t>(V));
+    same += argmax(target_logits) == argmax(row);
   }
   return static_cast<double>(same) / static_cast<double>(T);
 }
