@@ -12,12 +12,12 @@ Prints one line per head: the argmax token of the head's logits for the input x 
 Exits non-zero when the file does not fit the structure.
 """
 import json
-import struct
 import sys
 
-import numpy as np
 import torch
 from torch import nn
+
+from safetensors_f32 import read_safetensors
 
 
 class ResBlock(nn.Module):
@@ -28,21 +28,6 @@ class ResBlock(nn.Module):
 
     def forward(self, x):
         return x + self.act(self.linear(x))
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        assert info["dtype"] == "F32", f"{name}: {info['dtype']}"
-        begin, end = info["data_offsets"]
-        out[name] = torch.from_numpy(np.frombuffer(data[begin:end], dtype=np.float32).copy().reshape(info["shape"]))
-    return out
 
 
 def main():

@@ -1,13 +1,11 @@
 #include "peregrine/formats/medusa_heads.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "formats/head_folder.h"
 #include "peregrine/core/text_file.h"
 #include "peregrine/formats/safetensors.h"
-#include "peregrine/formats/safetensors_writer.h"
-#include "peregrine/quant/dequantize.h"
 
 namespace peregrine {
 namespace {
@@ -42,32 +40,11 @@ std::vector<std::int64_t> MedusaHeads::shape(const std::string& name) const {
 }
 
 Status save_medusa_heads(const MedusaHeads& m, const std::string& dir) {
-  SafetensorsWriter w;
-  w.add_metadata("format", "pt");
-  for (const std::string& name : m.names()) {
-    const auto it = m.tensors.find(name);
-    const std::vector<std::int64_t> shape = m.shape(name);
-    std::int64_t n = 1;
-    for (std::int64_t d : shape) n *= d;
-    if (it == m.tensors.end() || static_cast<std::int64_t>(it->second.size()) != n) {
-      return invalid_argument("save_medusa_heads: tensor " + name + " is missing or not " + std::to_string(n) + " values");
-    }
-    PEREGRINE_RETURN_IF_ERROR(w.add_tensor(name, DType::kF32, shape));
-  }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return io_error("cannot create " + dir + ": " + ec.message());
+  std::vector<head_folder::Entry> layout;
+  for (const std::string& name : m.names()) layout.push_back({name, m.shape(name)});
   const nlohmann::json config = {{"medusa_num_heads", m.heads}, {"medusa_num_layers", m.layers}, {"hidden_size", m.hidden},
                                  {"vocab_size", m.vocab},        {"base_model_name_or_path", m.base_model}};
-  std::ofstream out(dir + "/config.json");
-  out << config.dump(2) << "\n";
-  if (!out) return io_error("cannot write " + dir + "/config.json");
-  PEREGRINE_RETURN_IF_ERROR(w.begin(dir + "/" + kWeights));
-  for (const std::string& name : m.names()) {
-    const std::vector<float>& v = m.tensors.at(name);
-    PEREGRINE_RETURN_IF_ERROR(w.write_tensor_data({reinterpret_cast<const std::uint8_t*>(v.data()), v.size() * sizeof(float)}));
-  }
-  return w.finish();
+  return head_folder::write(dir, config, kWeights, layout, m.tensors, "save_medusa_heads");
 }
 
 Expected<MedusaHeads> load_medusa_heads(const std::string& dir, std::int64_t hidden, std::int64_t vocab) {
@@ -96,15 +73,9 @@ Expected<MedusaHeads> load_medusa_heads(const std::string& dir, std::int64_t hid
                             " tokens; the target has " + std::to_string(hidden) + " and " + std::to_string(vocab));
   }
   for (const std::string& name : m.names()) {
-    const SafetensorsTensor* t = file.find(name);
-    const auto view = t != nullptr ? t->weight_view() : std::nullopt;
-    if (!view || t->shape != m.shape(name)) return corrupt_file(dir + ": tensor " + name + " is missing or not " + "F32/F16/BF16 of its shape");
-    std::vector<float>& values = m.tensors[name];
-    values.resize(static_cast<std::size_t>(t->numel()));
-    const std::int64_t cols = t->shape.back();
-    for (std::int64_t r = 0; r < t->numel() / cols; ++r) {
-      dequantize_row(*view, r, std::span<float>(values).subspan(static_cast<std::size_t>(r * cols), static_cast<std::size_t>(cols)));
-    }
+    auto values = head_folder::read_f32(file, name, m.shape(name));
+    if (!values) return corrupt_file(dir + ": tensor " + name + " is missing or not F32/F16/BF16 of its shape");
+    m.tensors[name] = std::move(*values);
   }
   return m;
 }

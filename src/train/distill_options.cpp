@@ -1,4 +1,5 @@
 #include "peregrine/train/distill.h"
+#include "peregrine/train/eagle.h"
 #include "peregrine/train/medusa.h"
 
 #include <cmath>
@@ -77,6 +78,20 @@ Status MedusaOptions::validate() const {
   if (seq < heads + 2) return invalid_argument("--seq must be at least --heads + 2");
   if (!(lr > 0.0f) || !std::isfinite(lr)) return invalid_argument("--lr must be > 0");
   if (warmup < 0) return invalid_argument("--warmup must be >= 0");
+  return Status::ok();
+}
+
+Status EagleOptions::validate() const {
+  if (steps < 1 || batch < 1) return invalid_argument("--steps and --batch must be >= 1");
+  if (seq < 3) return invalid_argument("--seq must be >= 3");
+  if (!(lr > 0.0f) || !std::isfinite(lr)) return invalid_argument("--lr must be > 0");
+  if (warmup < 0) return invalid_argument("--warmup must be >= 0");
+  if (!(noise >= 0.0f) || !std::isfinite(noise)) return invalid_argument("--noise must be >= 0");
+  if (!(cls_weight >= 0.0f) || !(reg_weight >= 0.0f) || !std::isfinite(cls_weight) || !std::isfinite(reg_weight) ||
+      cls_weight + reg_weight <= 0.0f) {
+    return invalid_argument("--cls-weight and --reg-weight must be >= 0, not both 0");
+  }
+  if (!(grad_clip >= 0.0f) || !std::isfinite(grad_clip)) return invalid_argument("--grad-clip must be >= 0");
   return Status::ok();
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "peregrine/train/distill.h"
+#include "peregrine/train/eagle.h"
 #include "peregrine/train/medusa.h"
 
 namespace peregrine::train {
@@ -27,6 +28,11 @@ struct TrainApi {
   Expected<MedusaHeads> (*train_medusa)(const LlamaModel& target, const FloatModel& target_f32, std::span<const std::int32_t> text,
                                         std::int32_t bos, const MedusaOptions& o, ThreadPool& pool, MedusaReport* report,
                                         const DistillProgress& progress);
+  Expected<EagleHead> (*train_eagle)(const LlamaModel& target, const FloatModel& target_f32, std::span<const std::int32_t> text,
+                                     std::int32_t bos, const EagleOptions& o, ThreadPool& pool, EagleReport* report,
+                                     const DistillProgress& progress);
+  Expected<EagleReferenceOutput> (*eagle_reference)(const EagleHead& head, const FloatModel& target_f32,
+                                                    std::span<const std::int32_t> tokens, std::span<const float> features);
 };
 
 }  // namespace peregrine::train

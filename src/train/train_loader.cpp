@@ -72,4 +72,17 @@ Expected<MedusaHeads> train_medusa(const LlamaModel& target, const FloatModel& t
   return unavailable(library().why);
 }
 
+Expected<EagleHead> train_eagle(const LlamaModel& target, const FloatModel& target_f32, std::span<const std::int32_t> text,
+                                std::int32_t bos, const EagleOptions& o, ThreadPool& pool, EagleReport* report,
+                                const DistillProgress& progress) {
+  if (const TrainApi* api = library().api) return api->train_eagle(target, target_f32, text, bos, o, pool, report, progress);
+  return unavailable(library().why);
+}
+
+Expected<EagleReferenceOutput> eagle_reference(const EagleHead& head, const FloatModel& target_f32,
+                                               std::span<const std::int32_t> tokens, std::span<const float> features) {
+  if (const TrainApi* api = library().api) return api->eagle_reference(head, target_f32, tokens, features);
+  return unavailable(library().why);
+}
+
 }  // namespace peregrine::train

@@ -3,27 +3,18 @@
 // error line for each bad request (issue #20: missing data file, unknown loss, student options).
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 #include "run_cli.h"
+#include "test_models.h"
 #include "test_paths.h"
 
 namespace peregrine::test {
 namespace {
 
-std::string stories() { return shared_dir() + "/models/stories260K/stories260K.bin"; }
-std::string data() { return shared_dir() + "/data/tinystories/tinystories_valid_excerpt.txt"; }
-
-// Whether the binary has its training library beside it (built with libtorch).
-bool trainable() {
-  return std::filesystem::exists(std::filesystem::path(peregrine_binary()).parent_path() / "libperegrine_train.so");
-}
-
 TEST(Distill, TwoLayerStudentLoadsAndGenerates) {
-  if (!trainable()) GTEST_SKIP() << "built without libtorch (no libperegrine_train.so)";
+  if (!training_library_built()) GTEST_SKIP() << "built without libtorch (no libperegrine_train.so)";
   const std::string out = make_temp_dir() + "/student.gguf";
-  const CliResult d = run_cli({"distill", "-m", stories(), "--student-shape", "layers=2", "-o", out, "--data", data(), "--loss",
-                               "rkl", "--steps", "6", "--batch", "2", "--seq", "32"});
+  const CliResult d = run_cli({"distill", "-m", stories260k_path(), "--student-shape", "layers=2", "-o", out, "--data",
+                               training_text_path(), "--loss", "rkl", "--steps", "6", "--batch", "2", "--seq", "32"});
   ASSERT_EQ(d.exit_code, 0) << d.err;
   EXPECT_NE(d.out.find("2-layer student (dim 64), rkl loss"), std::string::npos) << d.out;
   EXPECT_NE(d.err.find("distill: step 6/6"), std::string::npos) << d.err;
@@ -37,25 +28,26 @@ TEST(Distill, TwoLayerStudentLoadsAndGenerates) {
 }
 
 TEST(Distill, BadRequestsGiveOneCleanErrorLine) {
-  if (!trainable()) {
-    expect_clean_error(run_cli({"distill", "-m", stories(), "--student-shape", "layers=2", "-o", "/tmp/x.gguf", "--data", data()}),
+  const std::string text = training_text_path();
+  if (!training_library_built()) {
+    expect_clean_error(run_cli({"distill", "-m", stories260k_path(), "--student-shape", "layers=2", "-o", "/tmp/x.gguf", "--data", text}),
                        "no training library");
     return;
   }
   const std::string out = make_temp_dir() + "/x.gguf";
   const auto distill = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = {"distill", "-m", stories(), "-o", out};
+    std::vector<std::string> args = {"distill", "-m", stories260k_path(), "-o", out};
     args.insert(args.end(), extra.begin(), extra.end());
     return run_cli(args);
   };
   expect_clean_error(distill({"--student-shape", "layers=2", "--data", "/nonexistent/text.txt"}), "/nonexistent/text.txt");
-  expect_clean_error(distill({"--student-shape", "layers=2", "--data", data(), "--loss", "mse"}), "is not one of fkl, rkl, jsd, tvd, ce");
-  expect_clean_error(distill({"--data", data()}), "give one of --student FILE and --student-shape SPEC");
-  expect_clean_error(distill({"--student-shape", "layers=9", "--data", data()}), "more than the teacher's 5");
-  expect_clean_error(distill({"--student-shape", "depth=2", "--data", data()}), "'depth=2' is not one of");
-  expect_clean_error(distill({"--student-shape", "layers=2", "--data", data(), "--temperature", "0"}), "--temperature must be > 0");
-  expect_clean_error(distill({"--student-shape", "layers=2", "--data", data(), "--seq", "4096"}), "longer than a model's context");
-  expect_clean_error(distill({"--student", testdata_dir() + "/gguf-f32-mixtral.gguf", "--data", data()}), "Mixture-of-Experts");
+  expect_clean_error(distill({"--student-shape", "layers=2", "--data", text, "--loss", "mse"}), "is not one of fkl, rkl, jsd, tvd, ce");
+  expect_clean_error(distill({"--data", text}), "give one of --student FILE and --student-shape SPEC");
+  expect_clean_error(distill({"--student-shape", "layers=9", "--data", text}), "more than the teacher's 5");
+  expect_clean_error(distill({"--student-shape", "depth=2", "--data", text}), "'depth=2' is not one of");
+  expect_clean_error(distill({"--student-shape", "layers=2", "--data", text, "--temperature", "0"}), "--temperature must be > 0");
+  expect_clean_error(distill({"--student-shape", "layers=2", "--data", text, "--seq", "4096"}), "longer than a model's context");
+  expect_clean_error(distill({"--student", testdata_dir() + "/gguf-f32-mixtral.gguf", "--data", text}), "Mixture-of-Experts");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -56,6 +57,12 @@ std::string line_starting_with(const std::string& text, const std::string& prefi
   }
   return "";
 }
+
+bool training_library_built() {
+  return std::filesystem::exists(std::filesystem::path(peregrine_binary()).parent_path() / "libperegrine_train.so");
+}
+
+std::string training_text_path() { return shared_dir() + "/data/tinystories/tinystories_valid_excerpt.txt"; }
 
 void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;

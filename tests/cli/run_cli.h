@@ -23,6 +23,12 @@ void expect_clean_error(const CliResult& r, const std::string& needle);
 /// The first line of `text` starting with `prefix` ("" if none), without its newline.
 std::string line_starting_with(const std::string& text, const std::string& prefix);
 
+/// Whether the binary has its training library beside it (built with libtorch).
+bool training_library_built();
+
+/// The training tests' text: tinystories_valid_excerpt.txt in the shared data.
+std::string training_text_path();
+
 /// Writes `bytes` to `path` (binary).
 void write_file(const std::string& path, const std::string& bytes);
 

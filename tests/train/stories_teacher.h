@@ -1,5 +1,5 @@
-// The training tests' teacher / target: stories260K, its f32 copy, and the tokenized training text
-// (tinystories_valid_excerpt.txt, BOS first).
+// The training tests' teacher / target: stories260K, its f32 copy, the tokenized training text
+// (tinystories_valid_excerpt.txt, BOS first) and held-out text (tinystories_sample.txt, BOS first).
 #pragma once
 
 #include <memory>
@@ -15,6 +15,7 @@ struct StoriesTeacher {
   FloatModel teacher_f32;
   std::vector<std::int32_t> text;
   std::int32_t bos;
+  std::vector<std::int32_t> held_out;
 };
 
 /// Loads it; fails the calling test (EXPECT) on any error.

@@ -16,6 +16,7 @@
 #include "peregrine/core/status.h"
 #include "peregrine/formats/model_file.h"
 #include "peregrine/quant/float_model.h"
+#include "train/torch/llama_blocks.h"
 
 namespace peregrine::train {
 
@@ -49,14 +50,13 @@ class LlamaStudent {
  private:
   LlamaStudent(ModelConfig c, std::map<std::string, torch::Tensor> w);
   const torch::Tensor& w(const std::string& name) const { return weights_.at(name); }
-  torch::Tensor rms_norm(const torch::Tensor& x, const std::string& weight) const;
-  torch::Tensor rope(const torch::Tensor& x, std::int64_t T) const;  // x [B, T, heads, head_dim]
+  torch::Tensor norm(const torch::Tensor& x, const std::string& weight) const;
   torch::Tensor attention(const torch::Tensor& h, std::int64_t layer) const;
   torch::Tensor ffn(const torch::Tensor& h, std::int64_t layer) const;
 
   ModelConfig config_;
   std::map<std::string, torch::Tensor> weights_;
-  torch::Tensor cos_, sin_;  // [max_seq_len, head_dim / 2]: cos / sin of position × θ^(−2i/head_dim)
+  Rope rope_;  // the model's pairing and θ, positions up to max_seq_len
 };
 
 }  // namespace peregrine::train

@@ -1,6 +1,7 @@
 #include "train/torch/training_steps.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numbers>
 #include <random>
@@ -36,6 +37,30 @@ double LossLog::last() const {
   double sum = 0.0;
   for (std::size_t i = losses.size() - tail; i < losses.size(); ++i) sum += losses[i];
   return tail > 0 ? sum / static_cast<double>(tail) : 0.0;
+}
+
+Expected<StepsDone> run_steps(torch::optim::AdamW& opt, float lr, std::int64_t warmup, std::int64_t steps,
+                              std::int64_t tokens_per_step, const std::function<Expected<torch::Tensor>(std::int64_t)>& loss_of,
+                              const DistillProgress& progress, const std::function<void()>& before_update) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  StepsDone done;
+  for (std::int64_t step = 0; step < steps; ++step) {
+    for (auto& group : opt.param_groups()) {
+      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(cosine_learning_rate(lr, warmup, steps, step));
+    }
+    PEREGRINE_ASSIGN_OR_RETURN(const torch::Tensor loss, loss_of(step));
+    opt.zero_grad();
+    loss.backward();
+    if (before_update) before_update();
+    opt.step();
+    done.log.losses.push_back(loss.item<double>());
+    if (progress) {
+      progress(step + 1, steps, done.log.losses.back(), static_cast<double>((step + 1) * tokens_per_step) / std::max(seconds(), 1e-9));
+    }
+  }
+  done.seconds = seconds();
+  return done;
 }
 
 }  // namespace peregrine::train

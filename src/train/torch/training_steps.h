@@ -5,8 +5,12 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
+
+#include "peregrine/core/status.h"
+#include "peregrine/train/distill.h"
 
 namespace peregrine::train {
 
@@ -24,5 +28,19 @@ struct LossLog {
   double first() const { return losses.empty() ? 0.0 : losses.front(); }
   double last() const;
 };
+
+/// What a run of steps leaves: the losses and the wall time (s).
+struct StepsDone {
+  LossLog log;
+  double seconds = 0.0;
+};
+
+/// The loop of a training run from step 0: per step the learning rate of cosine_learning_rate on
+/// every parameter group of `opt`, `loss_of(step)` (a scalar holding its graph), backward,
+/// `before_update` (e.g. gradient clipping; may be empty), the optimizer step, the loss log and
+/// `progress` (tokens/s from tokens_per_step). Errors: those of loss_of, which end the run.
+Expected<StepsDone> run_steps(torch::optim::AdamW& opt, float lr, std::int64_t warmup, std::int64_t steps,
+                              std::int64_t tokens_per_step, const std::function<Expected<torch::Tensor>(std::int64_t)>& loss_of,
+                              const DistillProgress& progress, const std::function<void()>& before_update = {});
 
 }  // namespace peregrine::train
