@@ -76,7 +76,8 @@ TEST(EagleHead, WrittenFolderReadsBackTheSameValues) {
   const std::string config = test::read_file(dir + "/config.json");
   for (const char* key : {"\"hidden_size\": 64", "\"intermediate_size\": 172", "\"num_attention_heads\": 8",
                           "\"num_key_value_heads\": 4", "\"num_hidden_layers\": 1", "\"vocab_size\": 512", "\"bias\": true",
-                          "\"max_position_embeddings\": 512", "\"model_type\": \"llama\"", "\"rope_theta\": 10000.0"}) {
+                          "\"max_position_embeddings\": 512", "\"model_type\": \"llama\"", "\"rope_theta\": 10000.0",
+                          "\"rms_norm_eps\": 1e-05"}) {
     EXPECT_NE(config.find(key), std::string::npos) << key << " in " << config;
   }
   auto back = load_eagle_head(dir, 64, 512);
