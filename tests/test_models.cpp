@@ -75,6 +75,19 @@ KvCache make_kv_cache(const ModelConfig& config, std::int64_t n_tokens, std::int
   return std::move(*cache);
 }
 
+EagleHead identity_eagle_head(const LlamaModel& target) {
+  const ModelConfig& c = target.config();
+  EagleHead h = eagle_head_shape(c);
+  for (const std::string& name : h.names()) {
+    std::int64_t n = 1;
+    for (std::int64_t d : h.shape(name)) n *= d;
+    h.tensors[name].assign(static_cast<std::size_t>(n), name.find("layernorm") != std::string::npos ? 1.0f : 0.0f);
+  }
+  std::vector<float>& fc = h.tensors["fc.weight"];  // [d, 2d]: row i reads feature i
+  for (std::int64_t i = 0; i < c.dim; ++i) fc[static_cast<std::size_t>(i * 2 * c.dim + c.dim + i)] = 1.0f;
+  return h;
+}
+
 MedusaHeads untrained_medusa_heads(const LlamaModel& target, std::int64_t heads) {
   const ModelConfig& c = target.config();
   const TensorView* out = target.file().find(c.tied_embeddings ? "token_embd.weight" : "output.weight");

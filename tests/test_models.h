@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "peregrine/formats/eagle_head.h"
 #include "peregrine/formats/medusa_heads.h"
 #include "peregrine/kv/kv_cache.h"
 #include "peregrine/model/llama_model.h"
@@ -41,5 +42,11 @@ KvCache make_kv_cache(const ModelConfig& config, std::int64_t n_tokens, std::int
 /// f32. Losslessness holds for any heads; what trained heads buy is measured in tests/train
 /// and the benchmarks.
 MedusaHeads untrained_medusa_heads(const LlamaModel& target, std::int64_t heads);
+
+/// An EAGLE head for `target` (its shape) that passes the feature through untouched: fc = [0 | I]
+/// (reads f_p, ignores the token), o_proj and down_proj zero, so f̂_{p+1} = f_p and the head
+/// drafts what the target's LM head said one position earlier. Losslessness holds for any
+/// head; trained heads are tested in tests/train.
+EagleHead identity_eagle_head(const LlamaModel& target);
 
 }  // namespace peregrine::test

@@ -155,7 +155,7 @@ int run_spec_bench_cli(const ModelOptions& model_options, const SpecBenchArgs& a
   for (const std::string& method : split(a.spec.method)) {
     SpecOptions one = a.spec;
     one.method = method;
-    if (method != "draft" && method != "medusa") one.draft_model.clear();  // --draft-* options of the other methods
+    if (method != "draft" && method != "medusa" && method != "eagle") one.draft_model.clear();  // --draft-* options of the other methods
     if (method != "layerskip") one.draft_layers = 0;
     auto params = spec_params(one);
     if (!params) return report(params.status());

@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "peregrine/formats/eagle_head.h"
 #include "peregrine/formats/medusa_heads.h"
 #include "peregrine/spec/medusa_drafter.h"
 #include "peregrine/spec/model_drafter.h"
@@ -28,15 +29,15 @@ Expected<std::int32_t> draft_kv_blocks(std::int64_t ctx, std::int32_t n_seqs) {
 
 void add_spec_options(CLI::App& cmd, SpecOptions& o) {
   cmd.add_option("--spec", o.method, "Speculative decoding: none, pld (prompt lookup), draft (--draft-model), "
-                                     "layerskip (--draft-layers), quant (--draft-dtype) or medusa (--draft-model "
-                                     "HEADS_DIR)")
+                                     "layerskip (--draft-layers), quant (--draft-dtype), medusa or eagle (--draft-model "
+                                     "HEAD_DIR)")
       ->capture_default_str();
   cmd.add_option("--draft-max", o.draft_max, "Draft tokens (tree nodes) per step at most")->capture_default_str();
   cmd.add_option("--draft-branching", o.branching, "Children per expanded draft node (1 = chain, > 1 = token tree)")
       ->capture_default_str();
   cmd.add_flag("--draft-adaptive", o.adaptive, "Adapt the draft length to the running acceptance rate");
   cmd.add_option("--draft-model", o.draft_model,
-                 "Draft model for --spec draft (same vocabulary as the target); Medusa head folder for --spec medusa");
+                 "Draft model for --spec draft (same vocabulary as the target); the head folder for --spec medusa / eagle");
   cmd.add_option("--draft-layers", o.draft_layers, "Layers of the target that draft for --spec layerskip");
   cmd.add_option("--draft-dtype", o.draft_dtype, "Weight type of the target's copy that drafts for --spec quant")
       ->capture_default_str();
@@ -47,8 +48,8 @@ void add_spec_options(CLI::App& cmd, SpecOptions& o) {
 
 Expected<SpecParams> spec_params(const SpecOptions& o) {
   PEREGRINE_ASSIGN_OR_RETURN(SpecMethod method, parse_spec_method(o.method));
-  if (!o.draft_model.empty() && method != SpecMethod::kDraft && method != SpecMethod::kMedusa) {
-    return invalid_argument("--draft-model is only used with --spec draft or medusa");
+  if (!o.draft_model.empty() && method != SpecMethod::kDraft && method != SpecMethod::kMedusa && method != SpecMethod::kEagle) {
+    return invalid_argument("--draft-model is only used with --spec draft, medusa or eagle");
   }
   if (o.draft_layers != 0 && method != SpecMethod::kLayerSkip) {
     return invalid_argument("--draft-layers is only used with --spec layerskip");
@@ -75,6 +76,13 @@ Expected<DrafterSetup> make_drafter(const SpecOptions& o, const LlamaModel& targ
       if (o.draft_model.empty()) return invalid_argument("--spec medusa needs --draft-model HEADS_DIR (train-draft --kind medusa)");
       PEREGRINE_ASSIGN_OR_RETURN(MedusaHeads heads, load_medusa_heads(o.draft_model, target.config().dim, target.config().vocab_size));
       PEREGRINE_ASSIGN_OR_RETURN(setup.drafter, MedusaDrafter::create(std::move(heads), target.config()));
+      return setup;
+    }
+    case SpecMethod::kEagle: {
+      if (o.draft_model.empty()) return invalid_argument("--spec eagle needs --draft-model HEAD_DIR (train-draft --kind eagle)");
+      PEREGRINE_ASSIGN_OR_RETURN(EagleHead head, load_eagle_head(o.draft_model, target.config().dim, target.config().vocab_size));
+      PEREGRINE_ASSIGN_OR_RETURN(setup.eagle, EagleLayer::create(std::move(head), target));
+      PEREGRINE_ASSIGN_OR_RETURN(setup.drafter, ModelDrafter::create_eagle(*setup.eagle, target.config(), d));
       return setup;
     }
     case SpecMethod::kDraft: {

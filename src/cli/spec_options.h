@@ -9,6 +9,7 @@
 #include "common.h"
 #include "peregrine/model/llama_model.h"
 #include "peregrine/spec/drafter.h"
+#include "peregrine/spec/eagle_layer.h"
 #include "peregrine/spec/spec_params.h"
 
 namespace peregrine::cli {
@@ -18,7 +19,7 @@ struct SpecOptions {
   std::int32_t draft_max = 4;   // --draft-max
   std::int32_t branching = 1;   // --draft-branching (> 1: token trees)
   bool adaptive = false;        // --draft-adaptive
-  std::string draft_model;      // --draft-model PATH (draft)
+  std::string draft_model;      // --draft-model PATH (draft; medusa / eagle: the head folder)
   std::int64_t draft_layers = 0;      // --draft-layers K (layerskip)
   std::string draft_dtype = "q4_0";   // --draft-dtype (quant)
   float min_confidence = 0.0f;        // --draft-min-confidence (model drafters)
@@ -35,11 +36,13 @@ Expected<SpecParams> spec_params(const SpecOptions& o);
 /// A model drafter and the draft model it runs (null when it runs the target itself).
 struct DrafterSetup {
   std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<EagleLayer> eagle;  // --spec eagle's head
   std::unique_ptr<Drafter> drafter;  // null for none / pld
 };
 
 /// Builds the drafter of o.method: draft → --draft-model loaded as is; medusa → the Medusa head
-/// folder --draft-model (formats/medusa_heads.h); layerskip → the target's
+/// folder --draft-model (formats/medusa_heads.h); eagle → the EAGLE head folder --draft-model
+/// (formats/eagle_head.h) run by a ModelDrafter; layerskip → the target's
 /// first --draft-layers layers; quant → the target's file converted to --draft-dtype. Its KV
 /// pool holds `n_seqs` sequences of `ctx` positions plus room for draft trees.
 /// Errors: kInvalidArgument (a missing --draft-model / --draft-layers, --draft-layers outside

@@ -67,16 +67,7 @@ bool Speculation::needs_features(const std::vector<ScheduledChunk>& chunks) cons
 void Speculation::keep_features(Sequence& seq, std::int64_t first_position, std::span<const float> rows,
                                 std::int64_t dim) const {
   const Drafter* d = drafter_for(seq.request.spec.method);
-  if (d == nullptr || !d->needs_features() || rows.empty()) return;
-  std::vector<float>& kept = seq.spec.features;
-  const std::int64_t end = seq.spec.features_begin + static_cast<std::int64_t>(kept.size()) / dim;
-  if (kept.empty() || first_position < seq.spec.features_begin || first_position > end) {
-    kept.clear();
-    seq.spec.features_begin = first_position;
-  } else {
-    kept.resize(static_cast<std::size_t>((first_position - seq.spec.features_begin) * dim));
-  }
-  kept.insert(kept.end(), rows.begin(), rows.end());
+  if (d != nullptr && d->needs_features()) seq.spec.features.put(first_position, rows, dim);
 }
 
 void Speculation::draft(const std::vector<ScheduledChunk>& chunks, ThreadPool& pool) {
@@ -90,7 +81,7 @@ void Speculation::draft(const std::vector<ScheduledChunk>& chunks, ThreadPool& p
     for (const ScheduledChunk* c : group) {
       const Sequence& seq = *c->seq;
       requests.push_back({seq.kv_seq, seq.tokens, static_cast<std::int32_t>(c->n_draft), seq.request.spec.branching,
-                          &seq.request.sampling, &c->seq->spec.rng, seq.spec.features, seq.spec.features_begin});
+                          &seq.request.sampling, &c->seq->spec.rng, seq.spec.features.values, seq.spec.features.begin});
     }
     std::vector<DraftTree> trees;
     const auto t0 = std::chrono::steady_clock::now();

@@ -69,10 +69,34 @@ std::vector<std::int64_t> EagleHead::shape(const std::string& name) const {
   return {};
 }
 
+std::vector<head_folder::Entry> layout_of(const EagleHead& head) {
+  std::vector<head_folder::Entry> out;
+  for (const std::string& name : head.names()) out.push_back({name, head.shape(name)});
+  return out;
+}
+
+Status EagleHead::validate() const {
+  if (Status st = check_dims(*this); !st) return invalid_argument("EAGLE head: " + st.message());
+  return head_folder::check(layout_of(*this), tensors, "EAGLE head");
+}
+
+EagleHead eagle_head_shape(const ModelConfig& target) {
+  EagleHead h;
+  h.hidden = target.dim;
+  h.intermediate = target.ffn_dim;
+  h.heads = target.n_heads;
+  h.kv_heads = target.n_kv_heads;
+  h.head_dim = target.head_dim;
+  h.vocab = target.vocab_size;
+  h.max_positions = target.max_seq_len;
+  h.rms_eps = target.rms_eps;
+  h.rope_theta = target.rope_theta;
+  return h;
+}
+
 Status save_eagle_head(const EagleHead& head, const std::string& dir) {
   if (Status st = check_dims(head); !st) return invalid_argument("save_eagle_head: " + st.message());
-  std::vector<head_folder::Entry> layout;
-  for (const std::string& name : head.names()) layout.push_back({name, head.shape(name)});
+  std::vector<head_folder::Entry> layout = layout_of(head);
   if (head.tensors.count(kEmbedding) != 0) layout.push_back({kEmbedding, head.shape(kEmbedding)});
   const nlohmann::json config = {{"architectures", {"LlamaForCausalLM"}},
                                  {"model_type", "llama"},

@@ -8,10 +8,7 @@
 
 namespace peregrine::head_folder {
 
-Status write(const std::string& dir, const nlohmann::json& config, const std::string& file, const std::vector<Entry>& layout,
-             const std::map<std::string, std::vector<float>>& tensors, const std::string& who) {
-  SafetensorsWriter w;
-  w.add_metadata("format", "pt");
+Status check(const std::vector<Entry>& layout, const std::map<std::string, std::vector<float>>& tensors, const std::string& who) {
   for (const Entry& e : layout) {
     const auto it = tensors.find(e.name);
     std::int64_t n = 1;
@@ -19,8 +16,16 @@ Status write(const std::string& dir, const nlohmann::json& config, const std::st
     if (it == tensors.end() || static_cast<std::int64_t>(it->second.size()) != n) {
       return invalid_argument(who + ": tensor " + e.name + " is missing or not " + std::to_string(n) + " values");
     }
-    PEREGRINE_RETURN_IF_ERROR(w.add_tensor(e.name, DType::kF32, e.shape));
   }
+  return Status::ok();
+}
+
+Status write(const std::string& dir, const nlohmann::json& config, const std::string& file, const std::vector<Entry>& layout,
+             const std::map<std::string, std::vector<float>>& tensors, const std::string& who) {
+  PEREGRINE_RETURN_IF_ERROR(check(layout, tensors, who));
+  SafetensorsWriter w;
+  w.add_metadata("format", "pt");
+  for (const Entry& e : layout) PEREGRINE_RETURN_IF_ERROR(w.add_tensor(e.name, DType::kF32, e.shape));
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return io_error("cannot create " + dir + ": " + ec.message());

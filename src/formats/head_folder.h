@@ -22,6 +22,10 @@ struct Entry {
   std::vector<std::int64_t> shape;
 };
 
+/// Every tensor of `layout` is in `tensors` with its shape's number of values. Errors:
+/// kInvalidArgument ("<who>: tensor NAME is missing or not N values").
+Status check(const std::vector<Entry>& layout, const std::map<std::string, std::vector<float>>& tensors, const std::string& who);
+
 /// Writes `dir` (created): config.json (`config`, indented) and `dir`/`file` holding every
 /// tensor of `layout`, in that order, as F32 from `tensors` ("format": "pt" metadata, which
 /// transformers / safetensors.torch expect). Errors: kInvalidArgument ("<who>: tensor NAME is

@@ -39,9 +39,16 @@ std::vector<std::int64_t> MedusaHeads::shape(const std::string& name) const {
   return {};
 }
 
+std::vector<head_folder::Entry> layout_of(const MedusaHeads& m) {
+  std::vector<head_folder::Entry> out;
+  for (const std::string& name : m.names()) out.push_back({name, m.shape(name)});
+  return out;
+}
+
+Status MedusaHeads::validate() const { return head_folder::check(layout_of(*this), tensors, "Medusa heads"); }
+
 Status save_medusa_heads(const MedusaHeads& m, const std::string& dir) {
-  std::vector<head_folder::Entry> layout;
-  for (const std::string& name : m.names()) layout.push_back({name, m.shape(name)});
+  const std::vector<head_folder::Entry> layout = layout_of(m);
   const nlohmann::json config = {{"medusa_num_heads", m.heads}, {"medusa_num_layers", m.layers}, {"hidden_size", m.hidden},
                                  {"vocab_size", m.vocab},        {"base_model_name_or_path", m.base_model}};
   return head_folder::write(dir, config, kWeights, layout, m.tensors, "save_medusa_heads");

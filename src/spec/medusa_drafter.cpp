@@ -30,14 +30,7 @@ Expected<std::unique_ptr<MedusaDrafter>> MedusaDrafter::create(MedusaHeads heads
                             " and " + std::to_string(target.vocab_size));
   }
   if (heads.heads < 1) return invalid_argument("the Medusa file has no head");
-  for (const std::string& name : heads.names()) {
-    const auto it = heads.tensors.find(name);
-    std::int64_t numel = 1;
-    for (std::int64_t d : heads.shape(name)) numel *= d;
-    if (it == heads.tensors.end() || static_cast<std::int64_t>(it->second.size()) != numel) {
-      return invalid_argument("Medusa tensor '" + name + "' is missing or misshapen");
-    }
-  }
+  PEREGRINE_RETURN_IF_ERROR(heads.validate());
   std::unique_ptr<MedusaDrafter> d(new MedusaDrafter(std::move(heads)));
   const MedusaHeads& m = d->weights_;
   for (std::int64_t k = 0; k < m.heads; ++k) {

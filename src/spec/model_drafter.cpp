@@ -15,6 +15,8 @@ namespace peregrine {
 struct ModelDrafter::Row {
   std::int32_t node;  // -1: the root
   std::int32_t id, parent_id;
+  std::int64_t row = 0;         // its batch row in the forward that feeds it
+  std::int64_t parent_row = 0;  // its parent's batch row in the forward before (EAGLE: the feature it reads)
 };
 
 /// One request's work in a draft() call.
@@ -48,7 +50,23 @@ Expected<std::unique_ptr<ModelDrafter>> ModelDrafter::create(const LlamaModel& d
   if (options.n_layers > 0) cache_config.n_layers = options.n_layers;
   PEREGRINE_ASSIGN_OR_RETURN(KvCache cache,
                              KvCache::create(cache_config, {options.kv_blocks, options.block_size, options.kv_dtype}));
-  return std::unique_ptr<ModelDrafter>(new ModelDrafter(draft, options, std::move(cache)));
+  return std::unique_ptr<ModelDrafter>(new ModelDrafter(&draft, nullptr, options, std::move(cache)));
+}
+
+Expected<std::unique_ptr<ModelDrafter>> ModelDrafter::create_eagle(const EagleLayer& eagle, const ModelConfig& target,
+                                                                   const ModelDrafterOptions& options) {
+  const ModelConfig& ec = eagle.config();
+  if (ec.vocab_size != target.vocab_size || ec.dim != target.dim) {
+    return invalid_argument("the EAGLE head does not match the target's vocabulary and hidden size");
+  }
+  if (options.method != SpecMethod::kEagle || options.n_layers != 0) {
+    return invalid_argument("an EAGLE drafter's method must be eagle, with all (0) draft layers");
+  }
+  if (!(options.min_confidence >= 0.0f && options.min_confidence < 1.0f)) {
+    return invalid_argument("draft min_confidence must be in [0, 1) (got " + std::to_string(options.min_confidence) + ")");
+  }
+  PEREGRINE_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(ec, {options.kv_blocks, options.block_size, options.kv_dtype}));
+  return std::unique_ptr<ModelDrafter>(new ModelDrafter(nullptr, &eagle, options, std::move(cache)));
 }
 
 std::int32_t ModelDrafter::new_cache_id() {
@@ -68,12 +86,13 @@ void ModelDrafter::free_cache_id(std::int32_t id) {
 // draft model's context, or whose rows find no free blocks, sit this call out.
 std::vector<ModelDrafter::Job> ModelDrafter::start_jobs(std::span<const DraftRequest> requests, Batch& batch) {
   std::vector<Job> jobs;
+  row_features_.clear();
   std::int64_t free = cache_.pool().n_free();
-  const std::int64_t max_seq_len = model_->config().max_seq_len;
+  const std::int64_t max_seq_len = draft_config().max_seq_len;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const DraftRequest& r = requests[i];
     auto it = seqs_.find(r.seq);
-    if (it == seqs_.end()) it = seqs_.emplace(r.seq, Sequence{new_cache_id(), {}}).first;
+    if (it == seqs_.end()) it = seqs_.emplace(r.seq, Sequence{new_cache_id(), {}, {}}).first;
     Sequence& s = it->second;
     const auto length = static_cast<std::int64_t>(r.tokens.size());
     const auto common = std::mismatch(s.cached.begin(), s.cached.end(), r.tokens.begin(), r.tokens.end()).first - s.cached.begin();
@@ -85,20 +104,35 @@ std::vector<ModelDrafter::Job> ModelDrafter::start_jobs(std::span<const DraftReq
     if (needed > free) continue;
     free -= needed;
     const auto depth_limit = static_cast<std::int32_t>(std::min<std::int64_t>(r.max_nodes, max_seq_len - length + 1));
-    jobs.push_back(Job{i, &r, &s, DraftTreeBuilder(r, depth_limit, options_.min_confidence), {{-1, s.cache_id, s.cache_id}}});
     for (std::int64_t p = keep; p < length; ++p) {
       batch.add(r.tokens[static_cast<std::size_t>(p)], static_cast<std::int32_t>(p), s.cache_id, p == length - 1);
+      if (eagle_ != nullptr) add_context_feature(s, p);
     }
+    const Row root{-1, s.cache_id, s.cache_id, batch.size() - 1, 0};
+    jobs.push_back(Job{i, &r, &s, DraftTreeBuilder(r, depth_limit, options_.min_confidence), {root}});
   }
   return jobs;
 }
 
+void ModelDrafter::add_context_feature(const Sequence& seq, std::int64_t position) {
+  const std::int64_t dim = draft_config().dim;
+  const std::span<const float> f = seq.features.row(position, dim);
+  if (f.empty()) {
+    row_features_.insert(row_features_.end(), static_cast<std::size_t>(dim), 0.0f);
+  } else {
+    row_features_.insert(row_features_.end(), f.begin(), f.end());
+  }
+}
+
 void ModelDrafter::grow(std::vector<Job>& jobs, std::span<const float> logits) {
-  const auto vocab = static_cast<std::size_t>(model_->config().vocab_size);
+  const auto vocab = static_cast<std::size_t>(draft_config().vocab_size);
   std::size_t row = 0;
   for (Job& job : jobs) {
     for (const Row& r : job.rows) {
-      if (r.node < 0) job.seq->cached.assign(job.request->tokens.begin(), job.request->tokens.end());
+      if (r.node < 0) {
+        job.seq->cached.assign(job.request->tokens.begin(), job.request->tokens.end());
+        job.seq->features.drop_before(static_cast<std::int64_t>(job.seq->cached.size()), draft_config().dim);
+      }
       job.builder.expand(r.node, logits.subspan(row++ * vocab, vocab));
     }
   }
@@ -111,6 +145,8 @@ void ModelDrafter::grow(std::vector<Job>& jobs, std::span<const float> logits) {
 // context's).
 Batch ModelDrafter::next_batch(std::vector<Job>& jobs) {
   Batch batch;
+  row_features_.clear();
+  const auto dim = static_cast<std::size_t>(draft_config().dim);
   std::int64_t free = cache_.pool().n_free();
   const auto needed = [&](const std::vector<Row>& rows) {
     std::int64_t n = 0;
@@ -122,11 +158,12 @@ Batch ModelDrafter::next_batch(std::vector<Job>& jobs) {
     for (std::int32_t n : job.builder.frontier()) {
       // n is a child of a node fed in the last forward (frontier() returns only those).
       const std::int32_t parent = job.builder.parent(n);
-      const std::int32_t parent_id = std::find_if(job.rows.begin(), job.rows.end(), [&](const Row& r) { return r.node == parent; })->id;
+      const Row& from = *std::find_if(job.rows.begin(), job.rows.end(), [&](const Row& r) { return r.node == parent; });
+      const std::int32_t parent_id = from.id;
       const bool taken = std::any_of(rows.begin(), rows.end(), [&](const Row& r) { return r.id == parent_id; });
       const std::int32_t id = taken ? new_cache_id() : parent_id;
       if (taken) cache_.fork(parent_id, id);
-      rows.push_back(Row{n, id, parent_id});
+      rows.push_back(Row{n, id, parent_id, 0, from.row});
     }
     for (std::int64_t need = needed(rows); need > free; need = needed(rows)) {
       if (rows.back().id != rows.back().parent_id) free_cache_id(rows.back().id);
@@ -139,9 +176,21 @@ Batch ModelDrafter::next_batch(std::vector<Job>& jobs) {
     }
     job.rows = std::move(rows);
     const auto root_pos = static_cast<std::int32_t>(job.request->tokens.size()) - 1;
-    for (const Row& r : job.rows) batch.add(job.builder.token(r.node), root_pos + job.builder.depth(r.node), r.id, true);
+    for (Row& r : job.rows) {
+      r.row = batch.size();
+      batch.add(job.builder.token(r.node), root_pos + job.builder.depth(r.node), r.id, true);
+      if (eagle_ != nullptr) {  // the feature its parent's row predicted
+        const auto f = std::span(out_features_).subspan(static_cast<std::size_t>(r.parent_row) * dim, dim);
+        row_features_.insert(row_features_.end(), f.begin(), f.end());
+      }
+    }
   }
   return batch;
+}
+
+Status ModelDrafter::run_forward(const Batch& batch, ThreadPool& pool) {
+  if (eagle_ != nullptr) return eagle_->forward(batch, row_features_, cache_, logits_, out_features_, pool);
+  return model_->forward(batch, cache_, logits_, pool, options_.n_layers);
 }
 
 void ModelDrafter::finish(Job& job) {
@@ -156,17 +205,34 @@ Status ModelDrafter::draft(std::span<const DraftRequest> requests, std::vector<D
   PEREGRINE_RETURN_IF_ERROR(validate_draft_requests(requests));
   PEREGRINE_RETURN_IF_ERROR(require_rng_for_sampled_chains(requests));
   trees.assign(requests.size(), DraftTree{});
+  // EAGLE drafts over tokens[1, L): row p reads token p + 1 (and f_p); keep the new features.
+  std::vector<DraftRequest> shifted;
+  std::vector<std::size_t> origin;  // shifted[j] is requests[origin[j]]
+  for (std::size_t i = 0; eagle_ != nullptr && i < requests.size(); ++i) {
+    const DraftRequest& r = requests[i];
+    if (r.features.size() % static_cast<std::size_t>(draft_config().dim) != 0) {
+      return invalid_argument("draft request for sequence " + std::to_string(r.seq) + ": features are not rows of the hidden size");
+    }
+    auto it = seqs_.find(r.seq);
+    if (it == seqs_.end()) it = seqs_.emplace(r.seq, Sequence{new_cache_id(), {}, {}}).first;
+    it->second.features.put(r.features_begin, r.features, draft_config().dim);
+    if (r.tokens.size() < 2) continue;
+    shifted.push_back(r);
+    shifted.back().tokens = r.tokens.subspan(1);
+    origin.push_back(i);
+  }
+  const std::span<const DraftRequest> work = eagle_ != nullptr ? std::span<const DraftRequest>(shifted) : requests;
   Batch batch;
-  std::vector<Job> jobs = start_jobs(requests, batch);
+  std::vector<Job> jobs = start_jobs(work, batch);
   Status st = Status::ok();
   while (batch.size() > 0) {
-    st = model_->forward(batch, cache_, logits_, pool, options_.n_layers);
+    st = run_forward(batch, pool);
     if (!st.is_ok()) break;
     grow(jobs, logits_);
     batch = next_batch(jobs);
   }
   for (Job& job : jobs) {
-    if (st.is_ok()) trees[job.index] = job.builder.finish();
+    if (st.is_ok()) trees[eagle_ != nullptr ? origin[job.index] : job.index] = job.builder.finish();
     finish(job);
   }
   return st;

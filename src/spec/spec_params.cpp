@@ -12,17 +12,18 @@ const char* spec_method_name(SpecMethod m) {
     case SpecMethod::kLayerSkip: return "layerskip";
     case SpecMethod::kQuant: return "quant";
     case SpecMethod::kMedusa: return "medusa";
+    case SpecMethod::kEagle: return "eagle";
   }
   return "?";
 }
 
 Expected<SpecMethod> parse_spec_method(std::string_view name) {
   for (SpecMethod m : {SpecMethod::kNone, SpecMethod::kPld, SpecMethod::kDraft, SpecMethod::kLayerSkip, SpecMethod::kQuant,
-                       SpecMethod::kMedusa}) {
+                       SpecMethod::kMedusa, SpecMethod::kEagle}) {
     if (name == spec_method_name(m)) return m;
   }
   return invalid_argument("unknown speculative method '" + std::string(name) +
-                          "' (expected none, pld, draft, layerskip, quant or medusa)");
+                          "' (expected none, pld, draft, layerskip, quant, medusa or eagle)");
 }
 
 Status SpecParams::validate() const {

@@ -63,6 +63,33 @@ std::string medusa_heads_folder(std::int64_t hidden_offset = 0) {
   return dir;
 }
 
+/// An EAGLE head folder for stories260K (test::identity_eagle_head; `hidden_offset` != 0: a
+/// head of another hidden size) in a fresh temp dir.
+std::string eagle_head_folder(std::int64_t hidden_offset = 0) {
+  auto target = load_stories260k();
+  EXPECT_TRUE(target);
+  if (!target) return "";
+  EagleHead head = identity_eagle_head(*target);
+  if (hidden_offset != 0) {
+    head.hidden += hidden_offset;
+    head.tensors.clear();
+    for (const std::string& name : head.names()) {
+      std::int64_t n = 1;
+      for (std::int64_t d : head.shape(name)) n *= d;
+      head.tensors[name].assign(static_cast<std::size_t>(n), 0.0f);
+    }
+  }
+  const std::string dir = make_temp_dir() + "/eagle";
+  EXPECT_TRUE(save_eagle_head(head, dir).is_ok());
+  return dir;
+}
+
+TEST(Generate, EagleHeadKeepsTheGreedyText) {
+  const std::string head = eagle_head_folder();
+  expect_greedy_matches_llama2c({"--spec", "eagle", "--draft-model", head, "--draft-max", "3"});
+  expect_greedy_matches_llama2c({"--spec", "eagle", "--draft-model", head, "--draft-max", "12", "--draft-branching", "3"});
+}
+
 TEST(Generate, MedusaHeadsKeepTheGreedyText) {
   const std::string heads = medusa_heads_folder();
   expect_greedy_matches_llama2c({"--spec", "medusa", "--draft-model", heads, "--draft-max", "3"});
@@ -94,6 +121,9 @@ TEST(Generate, BadSpeculativeOptionsAreClearErrors) {
       {"--spec", "medusa", "--draft-model", "/nonexistent"},
       {"--spec", "medusa", "--draft-model", medusa_heads_folder(8)},  // hidden size 72, not 64
       {"--spec", "layerskip", "--draft-layers", "2", "--draft-model", medusa_heads_folder()},
+      {"--spec", "eagle"},                                   // no --draft-model
+      {"--spec", "eagle", "--draft-model", medusa_heads_folder()},  // a Medusa folder: no model.safetensors
+      {"--spec", "eagle", "--draft-model", eagle_head_folder(8)},   // hidden size 72, not 64
   };
   for (const auto& extra : bad) {
     std::vector<std::string> args = {"generate", "-n", "4"};

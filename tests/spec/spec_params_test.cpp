@@ -8,7 +8,7 @@ namespace peregrine {
 namespace {
 
 TEST(SpecParams, MethodNamesRoundTrip) {
-  for (const char* name : {"none", "pld", "draft", "layerskip", "quant", "medusa"}) {
+  for (const char* name : {"none", "pld", "draft", "layerskip", "quant", "medusa", "eagle"}) {
     auto m = parse_spec_method(name);
     ASSERT_TRUE(m) << name;
     EXPECT_STREQ(spec_method_name(*m), name);

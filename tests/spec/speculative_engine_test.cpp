@@ -1,6 +1,6 @@
 // Speculative decoding inside the engine is lossless under greedy decoding: for every drafter
 // (prompt lookup, a separate draft model, layer skip, a Q4_0 copy of the target, Medusa heads
-// (untrained: the LM head's copies)), chains, trees
+// (untrained: the LM head's copies), an EAGLE head (passing the feature through)), chains, trees
 // and the adaptive length, batched requests produce exactly the tokens of plain decoding, on
 // stories260K and on a random-weight GQA model; drafts really happen (acceptance counters), the
 // KV blocks come back, and requests for a drafter the engine lacks are refused.
@@ -139,6 +139,13 @@ TEST(SpeculativeEngine, GreedyIsTokenIdenticalForEveryDrafterOnStories260K) {
   auto separate = drafter_for(*draft, *target, SpecMethod::kDraft);
   auto medusa = MedusaDrafter::create(test::untrained_medusa_heads(*target, 4), target->config());
   ASSERT_TRUE(medusa) << medusa.status().message();
+  auto eagle_layer = EagleLayer::create(test::identity_eagle_head(*target), *target);
+  ASSERT_TRUE(eagle_layer) << eagle_layer.status().message();
+  ModelDrafterOptions eo;
+  eo.method = SpecMethod::kEagle;
+  eo.kv_blocks = 512;
+  auto eagle = ModelDrafter::create_eagle(**eagle_layer, target->config(), eo);
+  ASSERT_TRUE(eagle) << eagle.status().message();
   const auto prompts = story_prompts(*target, 4);
   expect_lossless(*target, prompts,
                   {{"pld chain k=4", params(SpecMethod::kPld, 4), nullptr},
@@ -149,7 +156,9 @@ TEST(SpeculativeEngine, GreedyIsTokenIdenticalForEveryDrafterOnStories260K) {
                    {"quant q4_0 adaptive", params(SpecMethod::kQuant, 8, 1, true), quantized.get()},
                    {"draft aidreams k=2", params(SpecMethod::kDraft, 2), separate.get()},
                    {"medusa chain k=3", params(SpecMethod::kMedusa, 3), medusa->get()},
-                   {"medusa tree b=4 n=16", params(SpecMethod::kMedusa, 16, 4), medusa->get()}},
+                   {"medusa tree b=4 n=16", params(SpecMethod::kMedusa, 16, 4), medusa->get()},
+                   {"eagle chain k=3", params(SpecMethod::kEagle, 3), eagle->get()},
+                   {"eagle-2 tree b=4 n=16", params(SpecMethod::kEagle, 16, 4), eagle->get()}},
                   40, pool);
 }
 

@@ -1,5 +1,5 @@
-// Sampled speculative decoding through the whole engine (a Q8_0 copy of stories260K, or
-// Medusa heads, drafting sampled chains, verified by stochastic speculative sampling) draws the first two tokens from
+// Sampled speculative decoding through the whole engine (a Q8_0 copy of stories260K, Medusa
+// heads or an EAGLE head drafting sampled chains, verified by stochastic speculative sampling) draws the first two tokens from
 // exactly the target's distribution: a chi-square goodness-of-fit test of 8000 fixed-seed
 // requests against the exact p(t1) · p(t2 | t1) computed from the target's logits.
 #include <gtest/gtest.h>
@@ -126,6 +126,22 @@ TEST(SpeculativeSamplingEngine, MedusaChainsKeepTheTargetDistribution) {
   const std::int64_t accepted = expect_first_two_tokens_follow_the_target(
       *target, **drafter, SpecParams{SpecMethod::kMedusa, 3, 1, false}, "sampled medusa chain k=3", pool);
   EXPECT_GT(accepted, 100);
+}
+
+TEST(SpeculativeSamplingEngine, EagleChainsKeepTheTargetDistribution) {
+  ThreadPool pool(1);
+  auto target = test::load_stories260k();
+  ASSERT_TRUE(target);
+  auto layer = EagleLayer::create(test::identity_eagle_head(*target), *target);
+  ASSERT_TRUE(layer) << layer.status().message();
+  ModelDrafterOptions o;
+  o.method = SpecMethod::kEagle;
+  o.kv_blocks = 1024;
+  auto drafter = ModelDrafter::create_eagle(**layer, target->config(), o);
+  ASSERT_TRUE(drafter) << drafter.status().message();
+  const std::int64_t accepted = expect_first_two_tokens_follow_the_target(
+      *target, **drafter, SpecParams{SpecMethod::kEagle, 3, 1, false}, "sampled eagle chain k=3", pool);
+  EXPECT_GT(accepted, 100);  // 371 measured: the accepting branch runs (trained heads: tests/train)
 }
 
 }  // namespace

@@ -83,7 +83,7 @@ std::int64_t argmax(std::span<const float> v) { return std::max_element(v.begin(
 
 // How often the head's top-1 for x_{i+2} equals the target's, over the rows of `tokens`.
 double agreement(const EagleHead& head, const test::StoriesTeacher& t, std::span<const std::int32_t> tokens, ThreadPool& pool) {
-  auto f = target_features(*t.teacher, t.teacher_f32, tokens, pool);  // f_0..f_T
+  auto f = target_features(*t.teacher, tokens, pool);  // f_0..f_T
   EXPECT_TRUE(f) << f.status().message();
   const std::int64_t T = static_cast<std::int64_t>(tokens.size()) - 1, d = head.hidden, V = head.vocab;
   auto out = eagle_reference(head, t.teacher_f32, tokens, std::span<const float>(*f).first(static_cast<std::size_t>(T * d)));
@@ -143,7 +143,7 @@ TEST(Eagle, ReferenceMatchesTheLayoutByHandAndInEaglesOwnModules) {
   auto head = train_eagle(*t.teacher, t.teacher_f32, t.text, t.bos, o, pool);
   ASSERT_TRUE(head) << head.status().message();
   const std::vector<std::int32_t> tokens(t.held_out.begin(), t.held_out.begin() + 9);  // x_0..x_8: T = 8 rows
-  auto f = target_features(*t.teacher, t.teacher_f32, std::span(tokens).first(8), pool);
+  auto f = target_features(*t.teacher, std::span(tokens).first(8), pool);
   ASSERT_TRUE(f) << f.status().message();
   auto out = eagle_reference(*head, t.teacher_f32, tokens, *f);
   ASSERT_TRUE(out) << out.status().message();

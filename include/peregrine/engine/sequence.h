@@ -9,6 +9,7 @@
 #include "peregrine/sampling/sampler.h"
 #include "peregrine/spec/adaptive_draft.h"
 #include "peregrine/spec/draft_tree.h"
+#include "peregrine/spec/feature_rows.h"
 
 namespace peregrine {
 
@@ -23,10 +24,8 @@ struct SpecState {
   std::int64_t budget = 0;       // draft nodes wanted this step (0: plain decode)
   DraftTree tree;                // this step's draft, verified after the forward
   /// For a drafter that needs_features(): the target's final hidden states (after its final
-  /// norm) [n, dim] f32 of the positions [features_begin, features_begin + n) committed since
-  /// the last draft() call (DraftRequest::features).
-  std::vector<float> features;
-  std::int64_t features_begin = 0;
+  /// norm) of the positions committed since the last draft() call (DraftRequest::features).
+  FeatureRows features;
 };
 
 struct Sequence {

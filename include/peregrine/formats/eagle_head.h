@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "peregrine/core/status.h"
+#include "peregrine/formats/model_file.h"
 
 namespace peregrine {
 
@@ -62,7 +63,14 @@ struct EagleHead {
   /// The expected shape of tensor `name` (embed_tokens.weight included), or an empty vector for
   /// a name outside the layout.
   std::vector<std::int64_t> shape(const std::string& name) const;
+  /// Possible dimensions, and every required tensor in `tensors` with its shape's size.
+  /// Errors: kInvalidArgument naming the first problem.
+  Status validate() const;
 };
+
+/// The dimensions of a head for a target of config `target` (hidden, intermediate, heads, KV
+/// heads, head_dim, vocabulary, context, ε, RoPE θ: the target's), with a bias, no tensors.
+EagleHead eagle_head_shape(const ModelConfig& target);
 
 /// Writes `head` as `dir` (created): config.json and model.safetensors (F32; embed_tokens.weight
 /// too when `head.tensors` holds it). Errors: kInvalidArgument (a dimension < 1, H not a

@@ -29,6 +29,9 @@ struct MedusaHeads {
   std::vector<std::int64_t> shape(const std::string& name) const;
   /// Every tensor name of the layout, heads in order.
   std::vector<std::string> names() const;
+  /// Every tensor of the layout is in `tensors` with its shape's size. Errors: kInvalidArgument
+  /// naming the first one missing or misshapen.
+  Status validate() const;
 };
 
 /// Writes `m` as `dir` (created): config.json and medusa_lm_head.safetensors (F32).

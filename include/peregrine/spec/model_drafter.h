@@ -5,6 +5,15 @@
 // drafting for the F32 target). All three are a LlamaModel + this class; they differ in the
 // model passed and ModelDrafterOptions::n_layers.
 //
+// EAGLE (Li et al. 2024; spec/eagle_layer.h) is the same machinery over an EagleLayer: its row
+// at position p reads token p + 1 and the target's feature f_p, so it drafts over the request's
+// tokens shifted by one (the root's row sits at position tokens.size() - 2) with the context
+// rows' features from DraftRequest::features (kept per sequence until the cache holds their
+// rows; a position without one reads zeros: e.g. a prompt prefix the engine took from its
+// prefix cache) and each tree node's row reading the feature its parent's row predicted. With
+// branching > 1 that is EAGLE-2's dynamic tree (context-aware: expand by cumulative draft
+// confidence, rerank to the node budget).
+//
 // The drafter owns a paged KvCache of the draft model (its own block pool, sequence ids of its
 // own) holding each sequence's context; every draft() call resynchronizes it with the
 // requests' tokens, runs ALL requests through the same batched forwards (catch-up rows of new
@@ -30,11 +39,13 @@
 #include "peregrine/kv/kv_cache.h"
 #include "peregrine/model/llama_model.h"
 #include "peregrine/spec/drafter.h"
+#include "peregrine/spec/eagle_layer.h"
+#include "peregrine/spec/feature_rows.h"
 
 namespace peregrine {
 
 struct ModelDrafterOptions {
-  SpecMethod method = SpecMethod::kDraft;  // kDraft, kLayerSkip or kQuant: what method() reports
+  SpecMethod method = SpecMethod::kDraft;  // kDraft, kLayerSkip, kQuant (create) or kEagle (create_eagle)
   std::int64_t n_layers = 0;               // decoder layers run: 0 = all, k = the first k
   std::int32_t kv_blocks = 0;              // draft KV pool size in blocks (>= 1)
   std::int32_t block_size = kDefaultKvBlockSize;  // positions per draft KV block
@@ -54,7 +65,15 @@ class ModelDrafter final : public Drafter {
   static Expected<std::unique_ptr<ModelDrafter>> create(const LlamaModel& draft, const ModelConfig& target,
                                                         const ModelDrafterOptions& options);
 
+  /// A drafter running the EAGLE head `eagle` (borrowed: must outlive the drafter) for a
+  /// target of config `target`; options.method must be kEagle and n_layers 0. Errors:
+  /// kInvalidArgument (those, a vocabulary or hidden size not the target's, min_confidence
+  /// outside [0, 1)), those of KvCache::create.
+  static Expected<std::unique_ptr<ModelDrafter>> create_eagle(const EagleLayer& eagle, const ModelConfig& target,
+                                                              const ModelDrafterOptions& options);
+
   SpecMethod method() const override { return options_.method; }
+  bool needs_features() const override { return eagle_ != nullptr; }
 
   /// Drafts trees[i] for requests[i] (see the file comment). Per request the draft cache keeps
   /// the longest common prefix of what it holds and tokens[0, L - 1) (L = tokens.size()), the
@@ -85,12 +104,17 @@ class ModelDrafter final : public Drafter {
   struct Sequence {
     std::int32_t cache_id = 0;             // its context's sequence id in cache_
     std::vector<std::int32_t> cached;      // the tokens whose K/V cache_ holds, in order
+    FeatureRows features;                  // EAGLE: context features not yet in cache_
   };
   struct Row;
   struct Job;
 
-  ModelDrafter(const LlamaModel& draft, const ModelDrafterOptions& options, KvCache cache)
-      : model_(&draft), options_(options), cache_(std::move(cache)) {}
+  ModelDrafter(const LlamaModel* draft, const EagleLayer* eagle, const ModelDrafterOptions& options, KvCache cache)
+      : model_(draft), eagle_(eagle), options_(options), cache_(std::move(cache)) {}
+  const ModelConfig& draft_config() const { return eagle_ != nullptr ? eagle_->config() : model_->config(); }
+  Status run_forward(const Batch& batch, ThreadPool& pool);
+  // EAGLE: the input feature of a row at `position` of `seq` (zeros when not held).
+  void add_context_feature(const Sequence& seq, std::int64_t position);
   std::vector<Job> start_jobs(std::span<const DraftRequest> requests, Batch& batch);
   Batch next_batch(std::vector<Job>& jobs);
   void grow(std::vector<Job>& jobs, std::span<const float> logits);
@@ -98,13 +122,15 @@ class ModelDrafter final : public Drafter {
   std::int32_t new_cache_id();
   void free_cache_id(std::int32_t id);
 
-  const LlamaModel* model_;
+  const LlamaModel* model_;  // null for EAGLE
+  const EagleLayer* eagle_;  // null for a language model
   ModelDrafterOptions options_;
   KvCache cache_;
   std::unordered_map<std::int32_t, Sequence> seqs_;  // by DraftRequest::seq
   std::int32_t next_cache_id_ = 0;
   std::vector<std::int32_t> free_cache_ids_;
   std::vector<float> logits_;
+  std::vector<float> row_features_, out_features_;  // EAGLE: [rows, dim] in / out of a forward
 };
 
 }  // namespace peregrine

@@ -17,9 +17,10 @@ enum class SpecMethod {
   kLayerSkip,  // the target's first k layers + final norm + LM head (self-speculative)
   kQuant,      // a quantized copy of the target (e.g. Q4_0) drafts for the full-precision target
   kMedusa,     // Medusa-1 heads on the target's final hidden state (Cai et al. 2024)
+  kEagle,      // an EAGLE-1 head autoregressing on the target's features (Li et al. 2024)
 };
 
-/// "none" | "pld" | "draft" | "layerskip" | "quant" | "medusa".
+/// "none" | "pld" | "draft" | "layerskip" | "quant" | "medusa" | "eagle".
 const char* spec_method_name(SpecMethod m);
 /// The inverse of spec_method_name. Errors: kInvalidArgument naming the accepted values.
 Expected<SpecMethod> parse_spec_method(std::string_view name);

@@ -16,17 +16,7 @@ std::string layer(const char* rest) { return std::string("layers.0.") + rest; }
 
 // The head's dimensions for `target` (formats/eagle_head.h), no tensors yet.
 EagleHead head_shape(const FloatModel& target, bool bias) {
-  const ModelConfig& c = target.config();
-  EagleHead h;
-  h.hidden = c.dim;
-  h.intermediate = c.ffn_dim;
-  h.heads = c.n_heads;
-  h.kv_heads = c.n_kv_heads;
-  h.head_dim = c.head_dim;
-  h.vocab = c.vocab_size;
-  h.max_positions = c.max_seq_len;
-  h.rms_eps = c.rms_eps;
-  h.rope_theta = c.rope_theta;
+  EagleHead h = eagle_head_shape(target.config());
   h.bias = bias;
   h.base_model = target.source().path;
   return h;
@@ -162,7 +152,7 @@ Expected<EagleHead> train_eagle_impl(const LlamaModel& target, const FloatModel&
   std::vector<double> accuracy;
   const auto loss_of = [&](std::int64_t step) -> Expected<torch::Tensor> {
     const torch::Tensor tokens = text_windows(text, bos, o.batch, o.seq, o.seed, step);
-    PEREGRINE_ASSIGN_OR_RETURN(const torch::Tensor features, target_features_batch(target, target_f32, tokens, pool));
+    PEREGRINE_ASSIGN_OR_RETURN(const torch::Tensor features, target_features_batch(target, tokens, pool));
     StepLoss l = eagle_loss(module, features, tokens, o);
     accuracy.push_back(l.accuracy);
     return l.loss;

@@ -20,15 +20,14 @@ Status start_head_run(const FloatModel& target_f32, std::int64_t seq, std::size_
   return Status::ok();
 }
 
-Expected<torch::Tensor> target_features_batch(const LlamaModel& target, const FloatModel& target_f32, const torch::Tensor& tokens,
-                                              ThreadPool& pool) {
+Expected<torch::Tensor> target_features_batch(const LlamaModel& target, const torch::Tensor& tokens, ThreadPool& pool) {
   const std::int64_t B = tokens.size(0), T = tokens.size(1), dim = target.config().dim;
   torch::Tensor out = torch::empty({B, T, dim}, torch::kFloat32);
   const auto ids = tokens.accessor<std::int64_t, 2>();
   std::vector<std::int32_t> row(static_cast<std::size_t>(T));
   for (std::int64_t b = 0; b < B; ++b) {
     for (std::int64_t i = 0; i < T; ++i) row[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(ids[b][i]);
-    PEREGRINE_ASSIGN_OR_RETURN(const std::vector<float> f, target_features(target, target_f32, row, pool));
+    PEREGRINE_ASSIGN_OR_RETURN(const std::vector<float> f, target_features(target, row, pool));
     std::copy(f.begin(), f.end(), out[b].data_ptr<float>());
   }
   return out;

@@ -25,8 +25,7 @@ Status start_head_run(const FloatModel& target_f32, std::int64_t seq, std::size_
 /// The features [B, T, dim] f32 of `tokens` [B, T] int64 (each row one sequence at positions
 /// 0..T−1): the target's last hidden states after its final norm (train/target_features.h).
 /// Errors: those of target_features.
-Expected<torch::Tensor> target_features_batch(const LlamaModel& target, const FloatModel& target_f32, const torch::Tensor& tokens,
-                                              ThreadPool& pool);
+Expected<torch::Tensor> target_features_batch(const LlamaModel& target, const torch::Tensor& tokens, ThreadPool& pool);
 
 /// A copy of tensor `name` of `m` (shape as stored, {out, in} for a Linear weight), no gradient.
 torch::Tensor tensor_of(const FloatModel& m, const std::string& name);

@@ -83,7 +83,7 @@ Expected<MedusaHeads> train_medusa_impl(const LlamaModel& target, const FloatMod
   torch::optim::AdamW opt(heads.parameters(), torch::optim::AdamWOptions(o.lr).weight_decay(0.0));
   const auto loss_of = [&](std::int64_t step) -> Expected<torch::Tensor> {
     const torch::Tensor tokens = text_windows(text, bos, o.batch, o.seq, o.seed, step);
-    PEREGRINE_ASSIGN_OR_RETURN(const torch::Tensor features, target_features_batch(target, target_f32, tokens, pool));
+    PEREGRINE_ASSIGN_OR_RETURN(const torch::Tensor features, target_features_batch(target, tokens, pool));
     return heads.loss(features, tokens, o.decay);
   };
   PEREGRINE_ASSIGN_OR_RETURN(const StepsDone done, run_steps(opt, o.lr, o.warmup, o.steps, o.batch * o.seq, loss_of, progress));
