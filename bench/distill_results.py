@@ -4,8 +4,9 @@
 samples) and the same shape trained on the text alone (cross-entropy, no teacher), each compared
 with the teacher (KL divergence, top-1 agreement, perplexity) and used as its draft model (mean
 accepted length tau, acceptance rate, speedup; greedy and sampled at temperature 1), beside the
-free drafters of the same run (prompt lookup, layer skip with the teacher's first 2 layers, a
-Q4_0 copy of the teacher).
+trained draft heads (Medusa-1 heads; an EAGLE-1 head drafting chains and EAGLE-2 dynamic trees)
+and the free drafters (prompt lookup, layer skip with the teacher's first 2 layers, a Q4_0 copy
+of the teacher).
 
 Training text: ../shared/data/tinystories/tinystories_valid_excerpt.txt.
 Evaluation text (KLD, ppl, draft prompts): ../shared/data/tinystories/tinystories_sample.txt
@@ -44,6 +45,13 @@ def spec_rows(spec, flags):
     return [spec_row(run(spec + flags + ["--spec-temp", t])) for t in ["0", "1"]]
 
 
+CHAIN = ["--spec-variants", "chain", "--draft-max", "4"]
+
+
+def tree(nodes, branching):
+    return ["--spec-variants", "tree", "--draft-max", str(nodes), "--draft-branching", str(branching)]
+
+
 def cells(rows):
     return " | ".join(f"{tau:.2f} | {acc:.3f} | {speed:.2f}x" for tau, acc, speed in rows)
 
@@ -65,6 +73,8 @@ def main():
     ap.add_argument("--threads", default="2")
     ap.add_argument("--steps", default="400")
     ap.add_argument("--seed", default="0")
+    ap.add_argument("--medusa-steps", default="400")
+    ap.add_argument("--eagle-steps", default="1500")
     a = ap.parse_args()
     teacher = f"{a.shared}/models/stories260K/stories260K.bin"
     train = f"{a.shared}/data/tinystories/tinystories_valid_excerpt.txt"
@@ -85,9 +95,20 @@ def main():
             rows.append(f"| {label} (`{' '.join(flags)}`) | {k['kld']:.4f} | {k['top1']:.3f} | {k['ppl']:.2f} | "
                         f"{cells(spec_rows(spec, ['--spec', 'draft', '--draft-model', student]))} |")
             print(rows[-1], flush=True)
-        for label, flags in [("prompt lookup (PLD)", ["--spec", "pld"]),
-                             ("layer skip, first 2 of 5 layers", ["--spec", "layerskip", "--draft-layers", "2"]),
-                             ("Q4_0 copy of the teacher", ["--spec", "quant", "--draft-dtype", "q4_0"])]:
+        medusa, eagle = os.path.join(tmp, "medusa"), os.path.join(tmp, "eagle")
+        head_flags = ["-m", teacher, "--data", train, "--seed", a.seed, "-t", a.threads]
+        run([a.peregrine, "train-draft", "--kind", "medusa", "-o", medusa, "--steps", a.medusa_steps, "--lr", "1e-2"] + head_flags)
+        run([a.peregrine, "train-draft", "--kind", "eagle", "-o", eagle, "--steps", a.eagle_steps] + head_flags)
+        for label, flags in [("Medusa-1 heads (4), chain", ["--spec", "medusa", "--draft-model", medusa] + CHAIN),
+                             ("Medusa-1 heads (4), tree of 16, b=4", ["--spec", "medusa", "--draft-model", medusa] + tree(16, 4)),
+                             ("EAGLE-1 head, chain", ["--spec", "eagle", "--draft-model", eagle] + CHAIN),
+                             ("EAGLE-2 tree of 16, b=4", ["--spec", "eagle", "--draft-model", eagle] + tree(16, 4)),
+                             ("EAGLE-2 tree of 64, b=8", ["--spec", "eagle", "--draft-model", eagle] + tree(64, 8)),
+                             ("prompt lookup (PLD)", ["--spec", "pld"] + CHAIN),
+                             ("prompt lookup (PLD), tree of 16, b=4", ["--spec", "pld"] + tree(16, 4)),
+                             ("layer skip, first 2 of 5 layers", ["--spec", "layerskip", "--draft-layers", "2"] + CHAIN),
+                             ("Q4_0 copy of the teacher", ["--spec", "quant", "--draft-dtype", "q4_0"] + CHAIN),
+                             ("Q4_0 copy of the teacher, tree of 16, b=4", ["--spec", "quant", "--draft-dtype", "q4_0"] + tree(16, 4))]:
             rows.append(f"| {label} | | | | {cells(spec_rows(spec, flags))} |")
             print(rows[-1], flush=True)
     doc = ["# Distillation results", "",
@@ -99,7 +120,11 @@ def main():
            "on; tau (mean tokens accepted per target forward) and acceptance from `peregrine bench --spec ... "
            "--spec-tasks story` on prompts from the same text, chains of 4 drafted tokens, greedy and sampled at "
            "temperature 1 over the whole vocabulary (`--spec-temp 1`, seeded per prompt). On-policy rows train on "
-           "the teacher's own samples (`--on-policy`: 8 text tokens, the rest drawn from the teacher). stories260K's "
+           "the teacher's own samples (`--on-policy`: 8 text tokens, the rest drawn from the teacher). Draft heads: "
+           f"`peregrine train-draft --kind medusa --steps {a.medusa_steps} --lr 1e-2` (4 heads of one ResBlock) and "
+           f"`--kind eagle --steps {a.eagle_steps}` (lr 1e-2) on the same training text; their trees are "
+           "EAGLE-2's dynamic trees (`--draft-branching b`: each level expands the b best nodes by cumulative draft "
+           "probability into their b most probable children, the tree keeps the best `--draft-max` nodes). stories260K's "
            "decode step takes ~0.03 ms, so any model drafter costs about half a target step here and no model drafter "
            "speeds it up: the speedup column shows that cost, tau and acceptance the quality.", ""] + header + rows
     with open(a.out, "w") as f:
