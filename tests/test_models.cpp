@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <random>
 
 #include "peregrine/engine/generator.h"
 #include "peregrine/formats/model_file.h"
@@ -104,6 +105,30 @@ MedusaHeads untrained_medusa_heads(const LlamaModel& target, std::int64_t heads)
     m.tensors[p + "1.weight"] = lm_head;
   }
   return m;
+}
+
+LoraAdapter random_lora_adapter(const ModelFile& base, std::int64_t rank, float alpha, std::uint32_t seed,
+                                const std::vector<std::string>& targets, float stddev) {
+  LoraAdapter a;
+  a.rank = rank;
+  a.alpha = alpha;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, stddev);
+  for (std::int64_t l = 0; l < base.config.n_layers; ++l) {
+    for (const std::string& target : targets) {
+      const std::string name = layer_tensor_name(l, target);
+      const TensorView* w = base.find(name);
+      EXPECT_NE(w, nullptr) << name;
+      if (w == nullptr) continue;
+      LoraPair p{rank, w->shape[1], w->shape[0], {}, {}};
+      p.a.resize(static_cast<std::size_t>(rank * p.in));
+      p.b.resize(static_cast<std::size_t>(p.out * rank));
+      for (float& v : p.a) v = normal(rng);
+      for (float& v : p.b) v = normal(rng);
+      a.tensors[name] = std::move(p);
+    }
+  }
+  return a;
 }
 
 }  // namespace peregrine::test

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "peregrine/formats/eagle_head.h"
+#include "peregrine/formats/lora_adapter.h"
 #include "peregrine/formats/medusa_heads.h"
 #include "peregrine/kv/kv_cache.h"
 #include "peregrine/model/llama_model.h"
@@ -48,5 +49,12 @@ MedusaHeads untrained_medusa_heads(const LlamaModel& target, std::int64_t heads)
 /// drafts what the target's LM head said one position earlier. Losslessness holds for any
 /// head; trained heads are tested in tests/train.
 EagleHead identity_eagle_head(const LlamaModel& target);
+
+/// A LoRA adapter for `base` with seeded random A and B (normal, std `stddev`) of rank `rank`
+/// on the projections `targets` ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate",
+/// "ffn_up", "ffn_down") of every layer; alpha `alpha`. Random weights: for format and
+/// arithmetic parity only (no trained adapter exists for the test models).
+LoraAdapter random_lora_adapter(const ModelFile& base, std::int64_t rank, float alpha, std::uint32_t seed,
+                                const std::vector<std::string>& targets, float stddev = 0.05f);
 
 }  // namespace peregrine::test

@@ -114,6 +114,10 @@ Status Engine::Impl::check_request(const RequestOptions& r) const {
   if (r.prompt.empty()) return invalid_argument("the prompt is empty");
   if (r.max_tokens < 1) return invalid_argument("max_tokens must be >= 1 (got " + std::to_string(r.max_tokens) + ")");
   if (r.top_logprobs > 20) return invalid_argument("top_logprobs must be <= 20");
+  const std::int32_t n_slots = options.lora != nullptr ? options.lora->n_slots() : 0;
+  if (r.lora_slot < -1 || r.lora_slot >= n_slots) {
+    return invalid_argument("LoRA slot " + std::to_string(r.lora_slot) + " is not one of the engine's " + std::to_string(n_slots));
+  }
   for (std::int32_t t : r.prompt) {
     if (t < 0 || t >= model.config().vocab_size) {
       return invalid_argument("token id " + std::to_string(t) + " is outside the vocabulary");
@@ -175,17 +179,20 @@ void Engine::Impl::finish(Sequence* seq, FinishReason reason, Status error) {
 
 void Engine::Impl::build_batch(const std::vector<ScheduledChunk>& chunks) {
   batch.clear();
+  const bool lora = std::any_of(chunks.begin(), chunks.end(), [](const ScheduledChunk& c) { return c.seq->request.lora_slot >= 0; });
   for (const ScheduledChunk& c : chunks) {
     const Sequence& s = *c.seq;
+    const std::int64_t first_row = batch.size();
     if (c.n_draft > 0) {
       Speculation::add_rows(s, batch);
-      continue;
+    } else {
+      const std::int64_t end = s.n_computed + c.n_tokens;
+      for (std::int64_t p = s.n_computed; p < end; ++p) {
+        const bool last = p + 1 == end && end == static_cast<std::int64_t>(s.tokens.size());
+        batch.add(s.tokens[static_cast<std::size_t>(p)], static_cast<std::int32_t>(p), s.kv_seq, last);
+      }
     }
-    const std::int64_t end = s.n_computed + c.n_tokens;
-    for (std::int64_t p = s.n_computed; p < end; ++p) {
-      const bool last = p + 1 == end && end == static_cast<std::int64_t>(s.tokens.size());
-      batch.add(s.tokens[static_cast<std::size_t>(p)], static_cast<std::int32_t>(p), s.kv_seq, last);
-    }
+    if (lora) batch.lora_slots.insert(batch.lora_slots.end(), static_cast<std::size_t>(batch.size() - first_row), s.request.lora_slot);
   }
 }
 
@@ -284,9 +291,9 @@ void Engine::Impl::record_step(std::int64_t prompt_tokens, std::int64_t generate
 // final norm) when a drafter needs them.
 Status Engine::Impl::run_forward(const std::vector<ScheduledChunk>& chunks) {
   features.clear();
-  if (!speculation.needs_features(chunks)) return model.forward(batch, cache, logits, pool);
+  if (!speculation.needs_features(chunks)) return model.forward(batch, cache, logits, pool, 0, nullptr, options.lora);
   FinalHiddenCapture capture(model.config().n_layers);
-  PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool, 0, &capture));
+  PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool, 0, &capture, options.lora));
   features = capture.values();
   model.output_norm(features, features);
   return Status::ok();

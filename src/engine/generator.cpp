@@ -62,6 +62,7 @@ Expected<EngineOptions> engine_options(std::int64_t ctx, std::size_t prompt_len,
   e.ctx_len = ctx;
   e.prefix_caching = false;
   e.drafter = o.drafter;
+  e.lora = o.lora;
   return e;
 }
 
@@ -106,6 +107,7 @@ Expected<GenerationStats> generate(const LlamaModel& model, std::span<const std:
   request.sampling = options.sampling;
   request.eos_id = options.eos_id;
   request.spec = options.spec;
+  request.lora_slot = options.lora != nullptr && options.lora->n_slots() > 0 ? 0 : -1;
   RequestResult result;
   Clock::time_point first_token, last_token;
   RequestCallbacks callbacks{[&](const TokenEvent& e) {

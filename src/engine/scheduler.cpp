@@ -10,7 +10,7 @@ Scheduler::Scheduler(const SchedulerLimits& limits, KvCache& cache, PrefixCache*
 void Scheduler::enqueue(std::unique_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
 
 void Scheduler::offer_blocks(Sequence& seq) {
-  if (prefix_cache_ == nullptr || !seq.has_kv) return;
+  if (prefix_cache_ == nullptr || !seq.has_kv || seq.request.lora_slot >= 0) return;
   const std::int64_t full = seq.n_computed / cache_.block_size();
   if (full <= seq.n_cached_blocks) return;
   const auto n_tokens = static_cast<std::size_t>(full * cache_.block_size());
@@ -62,7 +62,7 @@ std::int64_t Scheduler::reserve_decode(Sequence& seq, std::int64_t budget) {
 }
 
 void Scheduler::attach_cached_prefix(Sequence& seq) {
-  if (prefix_cache_ != nullptr) {
+  if (prefix_cache_ != nullptr && seq.request.lora_slot < 0) {  // an adapter's K/V differ from the base's
     const std::int64_t max_blocks = (static_cast<std::int64_t>(seq.tokens.size()) - 1) / cache_.block_size();
     const std::vector<std::int32_t> blocks = prefix_cache_->match(seq.tokens, max_blocks);
     const auto n_hit = static_cast<std::int64_t>(blocks.size()) * cache_.block_size();

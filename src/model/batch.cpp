@@ -24,6 +24,7 @@ void Batch::clear() {
   seq_ids.clear();
   need_logits.clear();
   parents.clear();
+  lora_slots.clear();
 }
 
 }  // namespace peregrine

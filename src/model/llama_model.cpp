@@ -93,6 +93,13 @@ struct LlamaModel::Scratch {
   std::int64_t n;
   std::vector<float> x, xb, q, k, v, attn, gate, up, moe_out;
   ActivationObserver* observer = nullptr;
+  const LoraSet* lora = nullptr;          // with the rows' slots (Batch::lora_slots)
+  std::span<const std::int32_t> lora_slots;
+
+  // y += the LoRA products of layer l's weight `weight` ("attn_q", ...) on x, when adapters apply.
+  void adapt(std::int64_t l, std::string_view weight, std::span<const float> x, std::span<float> y, ThreadPool& pool) const {
+    if (lora != nullptr) lora->apply(layer_tensor_name(l, weight), x, n, y, lora_slots, pool);
+  }
 
   // Shows the observer (if any) the input of the linear layers `input` of layer `l`.
   void observe(std::int64_t l, LinearInput input, std::span<const float> a) const {
@@ -471,10 +478,13 @@ void LlamaModel::add_residual(std::vector<float>& block_out, const std::vector<f
   add_block_output(s.x, block_out, config().dim, post_norm, config().rms_eps);
 }
 
-void LlamaModel::qkv_projection(const Layer& layer, Scratch& s, ThreadPool& pool) const {
+void LlamaModel::qkv_projection(const Layer& layer, std::int64_t l, Scratch& s, ThreadPool& pool) const {
   const ForwardOpTimer timed = timer(ForwardOp::kQkvProjection);
   const std::int64_t n = s.n;
   linear_fused({{{layer.wq, s.xb, s.q}, {layer.wk, s.xb, s.k}, {layer.wv, s.xb, s.v}}}, n, pool);
+  s.adapt(l, "attn_q", s.xb, s.q, pool);
+  s.adapt(l, "attn_k", s.xb, s.k, pool);
+  s.adapt(l, "attn_v", s.xb, s.v, pool);
   add_bias(s.q, n, layer.bq);
   add_bias(s.k, n, layer.bk);
   add_bias(s.v, n, layer.bv);
@@ -526,13 +536,14 @@ void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch
                                  ThreadPool& pool) const {
   norm_rows(layer.attn_norm, s);
   s.observe(l, LinearInput::kAttention, s.xb);
-  qkv_projection(layer, s, pool);
+  qkv_projection(layer, l, s, pool);
   rope_and_cache(l, batch, layout, cache, s);
   attend(l, layout, cache, s, pool);
   s.observe(l, LinearInput::kAttentionOutput, s.attn);
   {
     const ForwardOpTimer timed = timer(ForwardOp::kOutputProjection);
     linear(*layer.wo, s.attn, s.n, s.xb, pool);
+    s.adapt(l, "attn_output", s.attn, s.xb, pool);
   }
   add_residual(s.xb, layer.post_attn_norm, s);
 }
@@ -554,6 +565,8 @@ void LlamaModel::dense_ffn(const Layer& layer, std::int64_t l, Scratch& s, Threa
   {
     const ForwardOpTimer timed = timer(ForwardOp::kFfnGateUp);
     linear_fused({{{layer.w_gate, s.xb, s.gate}, {layer.w_up, s.xb, s.up}}}, s.n, pool);
+    s.adapt(l, "ffn_gate", s.xb, s.gate, pool);
+    s.adapt(l, "ffn_up", s.xb, s.up, pool);
   }
   {
     const ForwardOpTimer timed = timer(ForwardOp::kActivation);
@@ -563,6 +576,7 @@ void LlamaModel::dense_ffn(const Layer& layer, std::int64_t l, Scratch& s, Threa
   s.observe(l, LinearInput::kFfnDown, s.gate);
   const ForwardOpTimer timed = timer(ForwardOp::kFfnDown);
   linear(*layer.w_down, s.gate, s.n, s.xb, pool);
+  s.adapt(l, "ffn_down", s.gate, s.xb, pool);
 }
 
 void LlamaModel::linear(const TensorView& w, std::span<const float> x, std::int64_t n, std::span<float> y,
@@ -598,7 +612,7 @@ void LlamaModel::output_norm(std::span<const float> h, std::span<float> out) con
 }
 
 Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float>& logits,
-                           ThreadPool& pool, std::int64_t n_layers, ActivationObserver* observer) const {
+                           ThreadPool& pool, std::int64_t n_layers, ActivationObserver* observer, const LoraSet* lora) const {
   const auto n_total = static_cast<std::int64_t>(layers_.size());
   if (n_layers < 0 || n_layers > n_total) {
     return invalid_argument("forward: n_layers " + std::to_string(n_layers) + " is outside [0, " + std::to_string(n_total) + "]");
@@ -608,8 +622,20 @@ Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float
     return invalid_argument("forward: the KV cache has " + std::to_string(cache.n_layers()) + " layers, the forward runs " +
                             std::to_string(n_layers));
   }
-  if (cuda_ != nullptr && (observer != nullptr || !batch.parents.empty())) {
-    return unsupported("forward: the CUDA backend does not run token trees or calibration observers yet");
+  if (cuda_ != nullptr && (observer != nullptr || !batch.parents.empty() || lora != nullptr)) {
+    return unsupported("forward: the CUDA backend does not run token trees, calibration observers or LoRA adapters yet");
+  }
+  if (lora != nullptr && config().ffn_down_hadamard) {
+    return unsupported("forward: LoRA adapters on a Hadamard-rotated model are not supported (merge them before rotating)");
+  }
+  if (!batch.lora_slots.empty()) {
+    if (batch.lora_slots.size() != batch.tokens.size()) return invalid_argument("forward: batch.lora_slots must be empty or one per row");
+    const std::int32_t n_slots = lora != nullptr ? lora->n_slots() : 0;
+    for (std::int32_t slot : batch.lora_slots) {
+      if (slot < -1 || slot >= n_slots) {
+        return invalid_argument("forward: LoRA slot " + std::to_string(slot) + " is outside [-1, " + std::to_string(n_slots) + ")");
+      }
+    }
   }
   const ForwardOpTimer timed = timer(ForwardOp::kForward);
   const ThreadPool::WarmScope warm(pool);  // workers spin between this forward's ops
@@ -620,7 +646,7 @@ Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float
   if (cuda_ != nullptr) {
     PEREGRINE_RETURN_IF_ERROR(forward_cuda(batch, rows, cache, logits, n_layers));
   } else {
-    forward_cpu(batch, rows, cache, logits, pool, n_layers, observer);
+    forward_cpu(batch, rows, cache, logits, pool, n_layers, observer, batch.lora_slots.empty() ? nullptr : lora);
   }
   for (std::int64_t i = 0; i < batch.size(); ++i) {
     cache.set_length(batch.seq_ids[i], rows.slots[i] + 1);  // a sequence's slots increase
@@ -629,9 +655,11 @@ Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float
 }
 
 void LlamaModel::forward_cpu(const Batch& batch, const BatchLayout& rows, KvCache& cache, std::vector<float>& logits,
-                             ThreadPool& pool, std::int64_t n_layers, ActivationObserver* observer) const {
+                             ThreadPool& pool, std::int64_t n_layers, ActivationObserver* observer, const LoraSet* lora) const {
   Scratch s(config(), batch.size());
   s.observer = observer;
+  s.lora = lora;
+  s.lora_slots = batch.lora_slots;
   embed(batch, s.x);
   for (std::int64_t l = 0; l < n_layers; ++l) {
     const Layer& layer = layers_[static_cast<std::size_t>(l)];

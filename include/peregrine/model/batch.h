@@ -31,6 +31,9 @@ struct Batch {
   std::vector<std::int32_t> seq_ids;
   std::vector<std::uint8_t> need_logits;
   std::vector<std::int32_t> parents;
+  /// Per row, the LoRA slot of the forward's LoraSet (model/lora_set.h) to apply, -1 for the
+  /// base model alone; empty: every row is the base model's.
+  std::vector<std::int32_t> lora_slots;
 
   /// Appends one row; `parent` >= 0 is the batch row index of its tree parent (fills
   /// `parents` with -1 for the earlier rows on first use).

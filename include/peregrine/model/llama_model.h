@@ -26,6 +26,7 @@
 #include "peregrine/model/batch.h"
 #include "peregrine/model/forward_counters.h"
 #include "peregrine/model/forward_profile.h"
+#include "peregrine/model/lora_set.h"
 #include "peregrine/kernels/cpu/matmul.h"
 #include "peregrine/core/huge_page_buffer.h"
 #include "peregrine/model/moe_ffn.h"
@@ -116,8 +117,12 @@ class LlamaModel {
   /// w applied as (norm_weight_offset + w); logits → final_softcap · tanh(logits /
   /// final_softcap). A local layer's rows see the last sliding_window positions only; the KV
   /// cache still holds (and the context bounds) every position.
+  /// `lora`, when given, is applied unmerged to the rows whose Batch::lora_slots name one of
+  /// its slots (model/lora_set.h: the attention and dense FFN projections the adapters cover;
+  /// kInvalidArgument for lora_slots neither empty nor one per row, or a slot outside
+  /// [-1, lora->n_slots()); kUnsupported on a kCuda model).
   Status forward(const Batch& batch, KvCache& cache, std::vector<float>& logits, ThreadPool& pool,
-                 std::int64_t n_layers = 0, ActivationObserver* observer = nullptr) const;
+                 std::int64_t n_layers = 0, ActivationObserver* observer = nullptr, const LoraSet* lora = nullptr) const;
 
   /// The final RMSNorm the LM head reads through: out[i] = RMSNorm(h[i]) · output_norm weight
   /// (with the family's norm_weight_offset) for each of the h.size() / dim rows, h and out
@@ -157,7 +162,7 @@ class LlamaModel {
   // The steps of a layer, each timed as its ForwardOp in profile_.
   void norm_rows(const std::vector<float>& weight, Scratch& s) const;  // s.xb = RMSNorm(s.x)
   void add_residual(std::vector<float>& block_out, const std::vector<float>& post_norm, Scratch& s) const;
-  void qkv_projection(const Layer& layer, Scratch& s, ThreadPool& pool) const;
+  void qkv_projection(const Layer& layer, std::int64_t l, Scratch& s, ThreadPool& pool) const;
   void rope_and_cache(std::int64_t l, const Batch& batch, const BatchLayout& layout, KvCache& cache, Scratch& s) const;
   void attend(std::int64_t l, const BatchLayout& layout, const KvCache& cache, Scratch& s, ThreadPool& pool) const;
   void attention_block(const Layer& layer, std::int64_t l, const Batch& batch,
@@ -171,7 +176,7 @@ class LlamaModel {
   void lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits, ThreadPool& pool) const;
   // The CPU layers of forward (after reserve): embedding, decoder layers, LM head.
   void forward_cpu(const Batch& batch, const BatchLayout& rows, KvCache& cache, std::vector<float>& logits,
-                   ThreadPool& pool, std::int64_t n_layers, ActivationObserver* observer) const;
+                   ThreadPool& pool, std::int64_t n_layers, ActivationObserver* observer, const LoraSet* lora) const;
   // The same through cuda_: embedding and RoPE tables on the host, the rest on the GPU.
   Status forward_cuda(const Batch& batch, const BatchLayout& rows, KvCache& cache, std::vector<float>& logits,
                       std::int64_t n_layers) const;

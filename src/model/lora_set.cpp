@@ -1,0 +1,68 @@
+#include "peregrine/model/lora_set.h"
+
+#include <cmath>
+
+#include "peregrine/kernels/cpu/matmul.h"
+
+namespace peregrine {
+namespace {
+
+TensorView f32_view(const std::string& name, const std::vector<float>& values, std::int64_t rows, std::int64_t cols) {
+  TensorView v;
+  v.name = name;
+  v.dtype = DType::kF32;
+  v.shape = {rows, cols};
+  v.data = values.data();
+  v.nbytes = values.size() * sizeof(float);
+  return v;
+}
+
+}  // namespace
+
+Expected<std::int32_t> LoraSet::add_slot(std::vector<LoraSlotEntry> entries) {
+  if (entries.empty()) return invalid_argument("a LoRA slot needs at least one adapter");
+  std::map<std::string, std::vector<Product>> products;
+  for (const LoraSlotEntry& e : entries) {
+    if (e.adapter == nullptr) return invalid_argument("a LoRA slot entry has no adapter");
+    if (!std::isfinite(e.scale)) return invalid_argument("a LoRA scale must be finite");
+    for (const auto& [name, pair] : e.adapter->tensors) {
+      products[name].push_back({f32_view(name + ".lora_a", pair.a, pair.rank, pair.in),
+                                f32_view(name + ".lora_b", pair.b, pair.out, pair.rank), e.scale * e.adapter->scale()});
+    }
+    adapters_.push_back(e.adapter);
+  }
+  slots_.push_back(std::move(products));
+  return n_slots() - 1;
+}
+
+void LoraSet::apply(const std::string& name, std::span<const float> x, std::int64_t n, std::span<float> y,
+                    std::span<const std::int32_t> row_slots, ThreadPool& pool) const {
+  const std::int64_t in = static_cast<std::int64_t>(x.size()) / n, out = static_cast<std::int64_t>(y.size()) / n;
+  std::vector<std::int64_t> rows;
+  std::vector<float> xs, t, u;
+  for (std::int32_t k = 0; k < n_slots(); ++k) {
+    const auto it = slots_[static_cast<std::size_t>(k)].find(name);
+    if (it == slots_[static_cast<std::size_t>(k)].end()) continue;
+    rows.clear();
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (row_slots[static_cast<std::size_t>(i)] == k) rows.push_back(i);
+    }
+    if (rows.empty()) continue;
+    const auto m = static_cast<std::int64_t>(rows.size());
+    xs.resize(static_cast<std::size_t>(m * in));  // the slot's rows of x, gathered
+    for (std::int64_t j = 0; j < m; ++j) std::copy_n(x.begin() + rows[j] * in, in, xs.begin() + j * in);
+    for (const Product& p : it->second) {
+      t.resize(static_cast<std::size_t>(m * p.a.shape[0]));
+      u.resize(static_cast<std::size_t>(m * out));
+      matmul(p.a, xs, m, t, pool);  // x·Aᵀ [m, r]
+      matmul(p.b, t, m, u, pool);   // (x·Aᵀ)·Bᵀ [m, out]
+      for (std::int64_t j = 0; j < m; ++j) {
+        float* dst = &y[static_cast<std::size_t>(rows[j] * out)];
+        const float* src = &u[static_cast<std::size_t>(j * out)];
+        for (std::int64_t c = 0; c < out; ++c) dst[c] += p.scale * src[c];
+      }
+    }
+  }
+}
+
+}  // namespace peregrine

@@ -1,0 +1,148 @@
+// LoRA applied unmerged in LlamaModel::forward (model/lora_set.h) on stories260K: the logits equal
+// the merged model's (W + s·B·A, in f32) within 1e-4; a batch mixing an adapter's rows with the
+// base's and another adapter's gives each row what it gets alone; on a Q8_0 base the adapter
+// moves the logits as it does in f32; bad slots are errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "peregrine/model/lora_set.h"
+#include "peregrine/quant/convert_model.h"
+#include "peregrine/quant/float_model.h"
+#include "test_models.h"
+
+namespace peregrine {
+namespace {
+
+const std::vector<std::string> kAll = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+const std::vector<std::int32_t> kPrompt = {1, 403, 407, 261, 378, 275, 262, 291, 346, 270};
+
+std::unique_ptr<LlamaModel> model_of(ModelFile file) {
+  auto m = LlamaModel::create(std::move(file));
+  EXPECT_TRUE(m) << m.status().message();
+  return m ? std::make_unique<LlamaModel>(std::move(*m)) : nullptr;
+}
+
+/// Logits [rows, vocab] of one sequence per entry of `slots` (each the prompt), in one batch.
+std::vector<float> logits_of(const LlamaModel& m, const std::vector<std::int32_t>& slots, const LoraSet* lora, ThreadPool& pool) {
+  KvCache cache = test::make_kv_cache(m.config(), static_cast<std::int64_t>(kPrompt.size()), static_cast<std::int32_t>(slots.size()));
+  Batch batch;
+  for (std::size_t s = 0; s < slots.size(); ++s) {
+    for (std::size_t i = 0; i < kPrompt.size(); ++i) {
+      batch.add(kPrompt[i], static_cast<std::int32_t>(i), static_cast<std::int32_t>(s), true);
+      if (lora != nullptr) batch.lora_slots.push_back(slots[s]);
+    }
+  }
+  std::vector<float> logits;
+  const Status st = m.forward(batch, cache, logits, pool, 0, nullptr, lora);
+  EXPECT_TRUE(st.is_ok()) << st.message();
+  return logits;
+}
+
+/// `base` with s · user_scale · B·A added to every adapted weight, as an f32 model.
+std::unique_ptr<LlamaModel> merged(const ModelFile& base, const LoraAdapter& a, float user_scale) {
+  auto f = FloatModel::from(base);
+  EXPECT_TRUE(f);
+  for (const auto& [name, p] : a.tensors) {
+    std::span<float> w = f->tensor(name);
+    for (std::int64_t o = 0; o < p.out; ++o) {
+      for (std::int64_t i = 0; i < p.in; ++i) {
+        double d = 0;
+        for (std::int64_t r = 0; r < p.rank; ++r) d += static_cast<double>(p.b[o * p.rank + r]) * p.a[r * p.in + i];
+        w[o * p.in + i] += static_cast<float>(user_scale * a.scale() * d);
+      }
+    }
+  }
+  return model_of(f->view());
+}
+
+double max_abs_diff(std::span<const float> a, std::span<const float> b) {
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+TEST(LoraForward, UnmergedEqualsMergedAndMixedBatchesKeepEachRows) {
+  ThreadPool pool(2);
+  auto base = test::load_stories260k();
+  ASSERT_TRUE(base);
+  auto a = std::make_shared<LoraAdapter>(test::random_lora_adapter(base->file(), 4, 8.0f, 1, kAll));
+  auto b = std::make_shared<LoraAdapter>(test::random_lora_adapter(base->file(), 8, 8.0f, 2, {"attn_q", "attn_v"}));
+  b->rslora = true;
+  LoraSet set;
+  ASSERT_EQ(*set.add_slot({{a, 1.0f}}), 0);
+  ASSERT_EQ(*set.add_slot({{b, 0.5f}}), 1);
+  ASSERT_EQ(*set.add_slot({{a, 1.0f}, {b, 0.5f}}), 2);  // two adapters at once
+
+  const std::vector<float> plain = logits_of(*base, {-1}, nullptr, pool);
+  const std::vector<float> with_a = logits_of(*base, {0}, &set, pool);
+  const std::vector<float> merged_a = logits_of(*merged(base->file(), *a, 1.0f), {-1}, nullptr, pool);
+  EXPECT_LT(max_abs_diff(with_a, merged_a), 1e-4);
+  EXPECT_GT(max_abs_diff(with_a, plain), 1e-2);  // the adapter matters
+
+  auto both = FloatModel::from(merged(base->file(), *a, 1.0f)->file());
+  ASSERT_TRUE(both);
+  const std::vector<float> with_ab = logits_of(*base, {2}, &set, pool);
+  const std::vector<float> merged_ab = logits_of(*merged(both->view(), *b, 0.5f), {-1}, nullptr, pool);
+  EXPECT_LT(max_abs_diff(with_ab, merged_ab), 1e-4);
+
+  // One batch: adapter a, the base, adapter b, both; each sequence's rows as when alone, up to
+  // what the base model alone shows between a 10-row and a 40-row batch (the GEMM's tiling).
+  const std::vector<float> mixed = logits_of(*base, {0, -1, 1, 2}, &set, pool);
+  const std::size_t rows = kPrompt.size() * static_cast<std::size_t>(base->config().vocab_size);
+  const std::vector<float> four_plain = logits_of(*base, {-1, -1, -1, -1}, nullptr, pool);
+  double batching = 0;
+  for (std::size_t s = 0; s < 4; ++s) batching = std::max(batching, max_abs_diff(std::span(four_plain).subspan(s * rows, rows), plain));
+  const double bound = 2 * batching + 1e-6;
+  const std::vector<float> with_b = logits_of(*base, {1}, &set, pool);
+  EXPECT_LT(max_abs_diff(std::span(mixed).subspan(0, rows), with_a), bound) << "batching alone: " << batching;
+  EXPECT_LT(max_abs_diff(std::span(mixed).subspan(rows, rows), plain), bound);
+  EXPECT_LT(max_abs_diff(std::span(mixed).subspan(2 * rows, rows), with_b), bound);
+  EXPECT_LT(max_abs_diff(std::span(mixed).subspan(3 * rows, rows), with_ab), bound);
+  EXPECT_GT(max_abs_diff(with_b, plain), 100 * bound);  // the rows really differ by adapter
+}
+
+TEST(LoraForward, AdaptersApplyOnAQuantizedBase) {
+  ThreadPool pool(2);
+  auto base = test::load_stories260k();
+  auto file = load_model_file(test::stories260k_path());
+  ASSERT_TRUE(base && file);
+  ASSERT_TRUE(convert_model_weights(*file, DType::kQ8_0, nullptr));
+  auto q8 = model_of(std::move(*file));
+  ASSERT_TRUE(q8);
+  auto a = std::make_shared<LoraAdapter>(test::random_lora_adapter(base->file(), 4, 8.0f, 1, kAll));
+  LoraSet set;
+  ASSERT_TRUE(set.add_slot({{a, 1.0f}}));
+  // The adapter's effect on the Q8_0 base is its effect on the f32 base, up to Q8_0's rounding.
+  const std::vector<float> f32_delta_base = logits_of(*base, {-1}, nullptr, pool), q8_base = logits_of(*q8, {-1}, nullptr, pool);
+  const std::vector<float> merged_f32 = logits_of(*merged(base->file(), *a, 1.0f), {-1}, nullptr, pool);
+  const std::vector<float> q8_lora = logits_of(*q8, {0}, &set, pool);
+  const double rounding = max_abs_diff(q8_base, f32_delta_base);
+  EXPECT_LT(max_abs_diff(q8_lora, merged_f32), 3 * rounding + 1e-4) << "Q8_0 rounding alone: " << rounding;
+  EXPECT_GT(max_abs_diff(q8_lora, q8_base), 10 * rounding);
+}
+
+TEST(LoraForward, BadSlotsAreErrors) {
+  ThreadPool pool(1);
+  auto base = test::load_stories260k();
+  ASSERT_TRUE(base);
+  LoraSet set;
+  EXPECT_FALSE(set.add_slot({}));
+  EXPECT_FALSE(set.add_slot({{nullptr, 1.0f}}));
+  ASSERT_TRUE(set.add_slot({{std::make_shared<LoraAdapter>(test::random_lora_adapter(base->file(), 2, 4.0f, 3, {"attn_q"})), 1.0f}}));
+  KvCache cache = test::make_kv_cache(base->config(), 4);
+  std::vector<float> logits;
+  Batch batch;
+  batch.add(1, 0, 0, true);
+  batch.add(403, 1, 0, true);
+  batch.lora_slots = {0};  // one slot for two rows
+  EXPECT_EQ(base->forward(batch, cache, logits, pool, 0, nullptr, &set).code(), ErrorCode::kInvalidArgument);
+  batch.lora_slots = {0, 1};  // no slot 1
+  EXPECT_EQ(base->forward(batch, cache, logits, pool, 0, nullptr, &set).code(), ErrorCode::kInvalidArgument);
+  batch.lora_slots = {0, 0};
+  EXPECT_EQ(base->forward(batch, cache, logits, pool).code(), ErrorCode::kInvalidArgument);  // slots without a LoraSet
+}
+
+}  // namespace
+}  // namespace peregrine
