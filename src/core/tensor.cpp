@@ -35,4 +35,14 @@ std::string TensorView::shape_string() const {
   return s + "]";
 }
 
+TensorView f32_matrix_view(std::string name, std::span<const float> values, std::int64_t rows, std::int64_t cols) {
+  TensorView v;
+  v.name = std::move(name);
+  v.dtype = DType::kF32;
+  v.shape = {rows, cols};
+  v.data = values.data();
+  v.nbytes = values.size() * sizeof(float);
+  return v;
+}
+
 }  // namespace peregrine

@@ -5,19 +5,6 @@
 #include "peregrine/kernels/cpu/matmul.h"
 
 namespace peregrine {
-namespace {
-
-TensorView f32_view(const std::string& name, const std::vector<float>& values, std::int64_t rows, std::int64_t cols) {
-  TensorView v;
-  v.name = name;
-  v.dtype = DType::kF32;
-  v.shape = {rows, cols};
-  v.data = values.data();
-  v.nbytes = values.size() * sizeof(float);
-  return v;
-}
-
-}  // namespace
 
 Expected<std::int32_t> LoraSet::add_slot(std::vector<LoraSlotEntry> entries) {
   if (entries.empty()) return invalid_argument("a LoRA slot needs at least one adapter");
@@ -26,8 +13,8 @@ Expected<std::int32_t> LoraSet::add_slot(std::vector<LoraSlotEntry> entries) {
     if (e.adapter == nullptr) return invalid_argument("a LoRA slot entry has no adapter");
     if (!std::isfinite(e.scale)) return invalid_argument("a LoRA scale must be finite");
     for (const auto& [name, pair] : e.adapter->tensors) {
-      products[name].push_back({f32_view(name + ".lora_a", pair.a, pair.rank, pair.in),
-                                f32_view(name + ".lora_b", pair.b, pair.out, pair.rank), e.scale * e.adapter->scale()});
+      products[name].push_back({f32_matrix_view(name + ".lora_a", pair.a, pair.rank, pair.in),
+                                f32_matrix_view(name + ".lora_b", pair.b, pair.out, pair.rank), e.scale * e.adapter->scale()});
     }
     adapters_.push_back(e.adapter);
   }

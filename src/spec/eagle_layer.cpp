@@ -12,14 +12,8 @@ namespace peregrine {
 namespace {
 
 TensorView f32_view(const EagleHead& h, const std::string& name) {
-  const std::vector<float>& values = h.tensors.at(name);
-  TensorView v;
-  v.name = name;
-  v.dtype = DType::kF32;
-  v.shape = h.shape(name);
-  v.data = values.data();
-  v.nbytes = values.size() * sizeof(float);
-  return v;
+  const std::vector<std::int64_t> shape = h.shape(name);
+  return f32_matrix_view(name, h.tensors.at(name), shape[0], shape[1]);
 }
 
 void add_rows(std::span<float> y, std::span<const float> x) {

@@ -9,20 +9,6 @@
 #include "peregrine/kernels/cpu/matmul.h"
 
 namespace peregrine {
-namespace {
-
-TensorView f32_view(const std::string& name, const std::vector<float>& values, std::int64_t rows, std::int64_t cols) {
-  TensorView v;
-  v.name = name;
-  v.dtype = DType::kF32;
-  v.shape = {rows, cols};
-  v.data = values.data();
-  v.nbytes = values.size() * sizeof(float);
-  return v;
-}
-
-}  // namespace
-
 Expected<std::unique_ptr<MedusaDrafter>> MedusaDrafter::create(MedusaHeads heads, const ModelConfig& target) {
   if (heads.hidden != target.dim || heads.vocab != target.vocab_size) {
     return invalid_argument("the Medusa heads are for hidden size " + std::to_string(heads.hidden) + " and " +
@@ -38,11 +24,11 @@ Expected<std::unique_ptr<MedusaDrafter>> MedusaDrafter::create(MedusaHeads heads
     const std::string prefix = std::to_string(k) + ".";
     for (std::int64_t j = 0; j < m.layers; ++j) {
       const std::string block = prefix + std::to_string(j) + ".linear.";
-      h.w.push_back(f32_view(block + "weight", m.tensors.at(block + "weight"), m.hidden, m.hidden));
+      h.w.push_back(f32_matrix_view(block + "weight", m.tensors.at(block + "weight"), m.hidden, m.hidden));
       h.b.push_back(&m.tensors.at(block + "bias"));
     }
     const std::string head = prefix + std::to_string(m.layers) + ".weight";
-    h.lm_head = f32_view(head, m.tensors.at(head), m.vocab, m.hidden);
+    h.lm_head = f32_matrix_view(head, m.tensors.at(head), m.vocab, m.hidden);
     d->heads_.push_back(std::move(h));
   }
   return d;

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -44,5 +45,10 @@ struct TensorView {
   /// "[512, 64]".
   std::string shape_string() const;
 };
+
+/// A kF32 view `name` of `values` as a [rows, cols] row-major matrix (values.size() == rows ·
+/// cols; the caller keeps them alive): for matmul over weights held as f32 vectors (draft heads,
+/// LoRA A / B).
+TensorView f32_matrix_view(std::string name, std::span<const float> values, std::int64_t rows, std::int64_t cols);
 
 }  // namespace peregrine
