@@ -23,5 +23,6 @@ Verb add_quantize(CLI::App& app);  // quantize.cpp
 Verb add_prune(CLI::App& app);     // prune.cpp
 Verb add_distill(CLI::App& app);   // distill.cpp
 Verb add_train_draft(CLI::App& app);  // train_draft.cpp
+Verb add_lora(CLI::App& app);      // lora.cpp
 
 }  // namespace peregrine::cli

@@ -1,8 +1,6 @@
 #include "peregrine/formats/eagle_head.h"
 
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 
 #include "formats/config_fields.h"
@@ -30,17 +28,6 @@ Status check_dims(const EagleHead& h) {
     return invalid_argument("rms_norm_eps and rope_theta must be > 0");
   }
   return Status::ok();
-}
-
-// The shortest decimal that reads back as `f` (1e-05, not 9.999999747378752e-06, for a float
-// written as a JSON double).
-double shortest_decimal(float f) {
-  char buf[32];
-  for (int digits = 6; digits <= 9; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(f));
-    if (std::strtof(buf, nullptr) == f) break;
-  }
-  return std::strtod(buf, nullptr);
 }
 
 }  // namespace
@@ -109,8 +96,8 @@ Status save_eagle_head(const EagleHead& head, const std::string& dir) {
                                  {"num_hidden_layers", 1},
                                  {"vocab_size", head.vocab},
                                  {"max_position_embeddings", head.max_positions},
-                                 {"rms_norm_eps", shortest_decimal(head.rms_eps)},
-                                 {"rope_theta", shortest_decimal(head.rope_theta)},
+                                 {"rms_norm_eps", head_folder::shortest_decimal(head.rms_eps)},
+                                 {"rope_theta", head_folder::shortest_decimal(head.rope_theta)},
                                  {"rope_scaling", nullptr},
                                  {"bias", head.bias},
                                  {"initializer_range", 0.02},

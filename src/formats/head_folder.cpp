@@ -1,5 +1,7 @@
 #include "formats/head_folder.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -21,7 +23,7 @@ Status check(const std::vector<Entry>& layout, const std::map<std::string, std::
 }
 
 Status write(const std::string& dir, const nlohmann::json& config, const std::string& file, const std::vector<Entry>& layout,
-             const std::map<std::string, std::vector<float>>& tensors, const std::string& who) {
+             const std::map<std::string, std::vector<float>>& tensors, const std::string& who, const std::string& config_file) {
   PEREGRINE_RETURN_IF_ERROR(check(layout, tensors, who));
   SafetensorsWriter w;
   w.add_metadata("format", "pt");
@@ -29,15 +31,24 @@ Status write(const std::string& dir, const nlohmann::json& config, const std::st
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return io_error("cannot create " + dir + ": " + ec.message());
-  std::ofstream out(dir + "/config.json");
+  std::ofstream out(dir + "/" + config_file);
   out << config.dump(2) << "\n";
-  if (!out) return io_error("cannot write " + dir + "/config.json");
+  if (!out) return io_error("cannot write " + dir + "/" + config_file);
   PEREGRINE_RETURN_IF_ERROR(w.begin(dir + "/" + file));
   for (const Entry& e : layout) {
     const std::vector<float>& v = tensors.at(e.name);
     PEREGRINE_RETURN_IF_ERROR(w.write_tensor_data({reinterpret_cast<const std::uint8_t*>(v.data()), v.size() * sizeof(float)}));
   }
   return w.finish();
+}
+
+double shortest_decimal(float f) {
+  char buf[32];
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(f));
+    if (std::strtof(buf, nullptr) == f) break;
+  }
+  return std::strtod(buf, nullptr);
 }
 
 std::optional<std::vector<float>> read_f32(const SafetensorsFile& file, const std::string& name,

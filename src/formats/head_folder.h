@@ -26,12 +26,17 @@ struct Entry {
 /// kInvalidArgument ("<who>: tensor NAME is missing or not N values").
 Status check(const std::vector<Entry>& layout, const std::map<std::string, std::vector<float>>& tensors, const std::string& who);
 
-/// Writes `dir` (created): config.json (`config`, indented) and `dir`/`file` holding every
+/// Writes `dir` (created): `config_file` (`config`, indented) and `dir`/`file` holding every
 /// tensor of `layout`, in that order, as F32 from `tensors` ("format": "pt" metadata, which
 /// transformers / safetensors.torch expect). Errors: kInvalidArgument ("<who>: tensor NAME is
 /// missing or not N values"), kIoError.
 Status write(const std::string& dir, const nlohmann::json& config, const std::string& file, const std::vector<Entry>& layout,
-             const std::map<std::string, std::vector<float>>& tensors, const std::string& who);
+             const std::map<std::string, std::vector<float>>& tensors, const std::string& who,
+             const std::string& config_file = "config.json");
+
+/// The shortest decimal that reads back as `f` (1e-05, not 9.999999747378752e-06, for a float
+/// written as a JSON double).
+double shortest_decimal(float f);
 
 /// Tensor `name` of `file` decoded to f32 row-major when it is F32 / F16 / BF16 of exactly
 /// `shape`; nullopt when it is missing or of another dtype or shape.

@@ -1,0 +1,98 @@
+// peregrine lora merge: adds LoRA adapters (PEFT folders or llama.cpp LoRA GGUFs,
+// formats/lora_adapter.h) into a model's weights (quant/lora_merge.h) and writes the merged model
+// as F32 GGUF or a Hugging Face folder, ready for `peregrine quantize`.
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "common.h"
+#include "peregrine/formats/lora_adapter.h"
+#include "peregrine/formats/model_writer.h"
+#include "peregrine/quant/float_model.h"
+#include "peregrine/quant/lora_merge.h"
+#include "verbs.h"
+
+namespace peregrine::cli {
+namespace {
+
+struct LoraMergeArgs {
+  ModelOptions model;
+  std::vector<std::string> loras;  // PATH[:SCALE]
+  std::string output;
+};
+
+struct LoraSpec {
+  std::string path;
+  float scale = 1.0f;
+};
+
+// "PATH[:SCALE]": a path that exists as given keeps its colons; otherwise the text after the
+// last ':' must be a finite number.
+Expected<LoraSpec> parse_lora_spec(const std::string& spec) {
+  std::error_code ec;
+  const std::size_t colon = spec.rfind(':');
+  if (colon == std::string::npos || std::filesystem::exists(spec, ec)) return LoraSpec{spec, 1.0f};
+  const std::string scale = spec.substr(colon + 1);
+  LoraSpec out{spec.substr(0, colon), 0.0f};
+  const auto [end, err] = std::from_chars(scale.data(), scale.data() + scale.size(), out.scale);
+  if (scale.empty() || err != std::errc() || end != scale.data() + scale.size() || !std::isfinite(out.scale)) {
+    return invalid_argument("--lora '" + spec + "': scale '" + scale + "' is not a number (PATH[:SCALE])");
+  }
+  if (out.path.empty()) return invalid_argument("--lora '" + spec + "' names no adapter (PATH[:SCALE])");
+  return out;
+}
+
+// Merges the adapters into the base and writes the result; `notes` gets one line per adapter.
+Status merge(const LoraMergeArgs& a, std::vector<std::string>& notes) {
+  std::vector<LoraSpec> specs;
+  for (const std::string& s : a.loras) {
+    PEREGRINE_ASSIGN_OR_RETURN(LoraSpec spec, parse_lora_spec(s));
+    specs.push_back(std::move(spec));
+  }
+  PEREGRINE_ASSIGN_OR_RETURN(const ModelFile base, open_model(a.model));
+  std::vector<LoraAdapter> adapters;
+  for (const LoraSpec& s : specs) {
+    PEREGRINE_ASSIGN_OR_RETURN(LoraAdapter adapter, load_lora_adapter(s.path, base));
+    adapters.push_back(std::move(adapter));
+  }
+  PEREGRINE_ASSIGN_OR_RETURN(FloatModel merged, FloatModel::from(base));
+  for (std::size_t i = 0; i < adapters.size(); ++i) {
+    PEREGRINE_RETURN_IF_ERROR(merge_lora(merged, adapters[i], specs[i].scale));
+    char line[512];
+    std::snprintf(line, sizeof line, "merged %s: %zu weights, rank %lld, scale %g x alpha/r %g", adapters[i].path.c_str(),
+                  adapters[i].tensors.size(), static_cast<long long>(adapters[i].rank), static_cast<double>(specs[i].scale),
+                  static_cast<double>(adapters[i].scale()));
+    notes.push_back(line);
+  }
+  std::string tokenizer = a.model.tokenizer;
+  if (tokenizer.empty() && !base.gguf) {
+    PEREGRINE_ASSIGN_OR_RETURN(tokenizer, tokenizer_file_of(base));
+  }
+  if (a.output.ends_with(".gguf")) return save_gguf_model(merged.view(), a.output, tokenizer);
+  return save_hf_model(merged.view(), a.output, HfQuantLayout::kGptq, tokenizer);
+}
+
+}  // namespace
+
+Verb add_lora(CLI::App& app) {
+  auto a = std::make_shared<LoraMergeArgs>();
+  CLI::App* cmd = app.add_subcommand("lora", "LoRA adapters: merge them into a model");
+  cmd->require_subcommand(1);
+  CLI::App* m = cmd->add_subcommand("merge", "Add LoRA adapters (PEFT folders, llama.cpp LoRA GGUFs) into a model's weights");
+  add_model_options(*m, a->model);
+  m->add_option("--lora", a->loras, "Adapter PATH[:SCALE] (a PEFT folder or a LoRA .gguf; SCALE multiplies alpha/r, default 1); repeatable")
+      ->required();
+  m->add_option("-o,--output", a->output, "Output: a .gguf file or a folder (safetensors), F32")->required();
+  return {cmd, [a] {
+            std::vector<std::string> notes;
+            if (Status st = merge(*a, notes); !st) return report(st);
+            for (const std::string& n : notes) std::printf("%s\n", n.c_str());
+            std::printf("wrote %s (F32)\n", a->output.c_str());
+            return 0;
+          }};
+}
+
+}  // namespace peregrine::cli
