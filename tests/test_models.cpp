@@ -112,6 +112,9 @@ LoraAdapter random_lora_adapter(const ModelFile& base, std::int64_t rank, float 
   LoraAdapter a;
   a.rank = rank;
   a.alpha = alpha;
+  a.arch = base.config.arch;  // the base's Q/K row order, for save_peft_adapter
+  a.rope_style = base.config.rope_style;
+  a.head_dim = base.config.head_dim;
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, stddev);
   for (std::int64_t l = 0; l < base.config.n_layers; ++l) {

@@ -8,6 +8,7 @@
 #include "common.h"
 #include "peregrine/engine/generator.h"
 #include "peregrine/kv/kv_cache.h"
+#include "lora_options.h"
 #include "spec_options.h"
 #include "verbs.h"
 
@@ -26,6 +27,7 @@ struct GenerateArgs {
   std::string stats_json;
   SamplingParams sampling;
   SpecOptions spec;
+  std::vector<std::string> loras;  // --lora PATH[:SCALE]
 };
 
 void print_stats(const GenerationStats& s, bool speculative) {
@@ -98,6 +100,17 @@ int run(const GenerateArgs& args) {
                                                                              static_cast<std::int64_t>(ids.size()) + args.n_predict);
   auto drafter = make_drafter(args.spec, *model, args.model, ctx, 1, pool);
   if (!drafter) return report(drafter.status());
+  LoraSet lora;
+  if (!args.loras.empty()) {
+    std::vector<LoraSpec> specs;
+    for (const std::string& text : args.loras) {
+      auto spec_or = parse_lora_spec(text);
+      if (!spec_or) return report(spec_or.status());
+      specs.push_back(*spec_or);
+    }
+    if (Status st = load_loras(specs, model->file(), false, lora); !st) return report(st);
+    opt.lora = &lora;
+  }
   opt.drafter = drafter->drafter.get();
   bool echoed = false;
   std::int32_t prev = ids.back();
@@ -146,6 +159,9 @@ Verb add_generate(CLI::App& app) {
   cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f32, f16, q8_0, i8, f8_e4m3 or f8_e5m2")->capture_default_str();
   cmd->add_flag("--no-echo", args->no_echo, "Print only the continuation, not the prompt");
   cmd->add_option("--stats-json", args->stats_json, "Also write the stats as JSON to this path");
+  cmd->add_option("--lora", args->loras,
+                  "LoRA adapter PATH[:SCALE] applied unmerged (a PEFT folder or a llama.cpp LoRA .gguf; SCALE multiplies "
+                  "alpha/r, default 1); repeatable: the adapters add up");
   add_spec_options(*cmd, args->spec);
   return {cmd, [args] { return run(*args); }};
 }

@@ -1,10 +1,7 @@
 // peregrine lora merge: adds LoRA adapters (PEFT folders or llama.cpp LoRA GGUFs,
 // formats/lora_adapter.h) into a model's weights (quant/lora_merge.h) and writes the merged model
 // as F32 GGUF or a Hugging Face folder, ready for `peregrine quantize`.
-#include <charconv>
-#include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <vector>
 
@@ -13,6 +10,7 @@
 #include "peregrine/formats/model_writer.h"
 #include "peregrine/quant/float_model.h"
 #include "peregrine/quant/lora_merge.h"
+#include "lora_options.h"
 #include "verbs.h"
 
 namespace peregrine::cli {
@@ -23,27 +21,6 @@ struct LoraMergeArgs {
   std::vector<std::string> loras;  // PATH[:SCALE]
   std::string output;
 };
-
-struct LoraSpec {
-  std::string path;
-  float scale = 1.0f;
-};
-
-// "PATH[:SCALE]": a path that exists as given keeps its colons; otherwise the text after the
-// last ':' must be a finite number.
-Expected<LoraSpec> parse_lora_spec(const std::string& spec) {
-  std::error_code ec;
-  const std::size_t colon = spec.rfind(':');
-  if (colon == std::string::npos || std::filesystem::exists(spec, ec)) return LoraSpec{spec, 1.0f};
-  const std::string scale = spec.substr(colon + 1);
-  LoraSpec out{spec.substr(0, colon), 0.0f};
-  const auto [end, err] = std::from_chars(scale.data(), scale.data() + scale.size(), out.scale);
-  if (scale.empty() || err != std::errc() || end != scale.data() + scale.size() || !std::isfinite(out.scale)) {
-    return invalid_argument("--lora '" + spec + "': scale '" + scale + "' is not a number (PATH[:SCALE])");
-  }
-  if (out.path.empty()) return invalid_argument("--lora '" + spec + "' names no adapter (PATH[:SCALE])");
-  return out;
-}
 
 // Merges the adapters into the base and writes the result; `notes` gets one line per adapter.
 Status merge(const LoraMergeArgs& a, std::vector<std::string>& notes) {

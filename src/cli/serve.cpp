@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include "peregrine/engine/engine.h"
 #include "peregrine/server/http_server.h"
 #include "peregrine/tokenizer/chat_template.h"
+#include "lora_options.h"
 #include "spec_options.h"
 #include "verbs.h"
 
@@ -41,6 +43,7 @@ struct ServeArgs {
   std::string alias;
   double drain_timeout = 30;
   SpecOptions spec;  // the default speculation of requests; its drafter serves them
+  std::vector<std::string> loras;  // --lora NAME=PATH[:SCALE]
 };
 
 /// "123", "64K", "256M", "1G", "2T" (optionally followed by "B" or "iB": "256MiB"); binary
@@ -155,6 +158,22 @@ int run(const ServeArgs& args) {
   auto drafter = make_drafter(args.spec, *model, args.model, ctx, args.parallel, pool);
   if (!drafter) return report(drafter.status());
   options->drafter = drafter->drafter.get();
+  LoraSet lora;
+  std::vector<std::string> lora_names;
+  if (!args.loras.empty()) {
+    std::vector<LoraSpec> specs;
+    for (const std::string& text : args.loras) {
+      auto spec_or = parse_lora_spec(text, true);
+      if (!spec_or) return report(spec_or.status());
+      if (spec_or->name == model_id(args) || std::find(lora_names.begin(), lora_names.end(), spec_or->name) != lora_names.end()) {
+        return report(invalid_argument("--lora: the name '" + spec_or->name + "' is taken"));
+      }
+      lora_names.push_back(spec_or->name);
+      specs.push_back(*spec_or);
+    }
+    if (Status st = load_loras(specs, model->file(), true, lora); !st) return report(st);
+    options->lora = &lora;
+  }
   auto engine = Engine::create(*model, *options, pool);
   if (!engine) return report(engine.status());
   (*engine)->start();
@@ -166,6 +185,7 @@ int run(const ServeArgs& args) {
   so.model_id = model_id(args);
   so.drain_timeout_s = args.drain_timeout;
   so.spec = *spec;
+  so.lora_names = lora_names;
   HttpServer server(**engine, **tokenizer, std::move(*chat_template), so);
   auto port = server.bind();
   if (!port) return report(port.status());
@@ -216,6 +236,9 @@ Verb add_serve(CLI::App& app) {
   cmd->add_option("--chat-template", args->chat_template,
                   "Chat template: a Jinja file or a built-in name (chatml, llama-2, llama-3); default the model's");
   cmd->add_option("--alias", args->alias, "Model id clients use (default: the model file's name)");
+  cmd->add_option("--lora", args->loras,
+                  "LoRA adapter NAME=PATH[:SCALE] (a PEFT folder or a llama.cpp LoRA .gguf), applied unmerged to the "
+                  "requests whose \"model\" is NAME; repeatable (one batch mixes adapters and the base)");
   cmd->add_option("--drain-timeout", args->drain_timeout,
                   "Seconds SIGTERM lets requests in flight finish before cancelling them")->capture_default_str();
   add_spec_options(*cmd, args->spec);

@@ -90,6 +90,37 @@ TEST(Generate, EagleHeadKeepsTheGreedyText) {
   expect_greedy_matches_llama2c({"--spec", "eagle", "--draft-model", head, "--draft-max", "12", "--draft-branching", "3"});
 }
 
+// Adapters applied unmerged (--lora, twice: they add up) print the text of the model they were
+// merged into (lora merge), and change it.
+TEST(Generate, UnmergedLoraPrintsTheMergedModelsText) {
+  auto base = load_stories260k();
+  ASSERT_TRUE(base);
+  const std::string dir = make_temp_dir();
+  const std::vector<std::string> all = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+  ASSERT_TRUE(save_peft_adapter(random_lora_adapter(base->file(), 4, 8.0f, 1, all, 0.1f), dir + "/a", "stories260K").is_ok());
+  ASSERT_TRUE(save_peft_adapter(random_lora_adapter(base->file(), 2, 4.0f, 2, {"attn_q", "ffn_up"}, 0.1f), dir + "/b", "stories260K").is_ok());
+  const std::vector<std::string> loras = {"--lora", dir + "/a", "--lora", dir + "/b:0.5"};
+  std::vector<std::string> merge = {"lora", "merge", "-o", dir + "/merged.gguf"};
+  merge.insert(merge.end(), loras.begin(), loras.end());
+  const CliResult merged = run_cli(merge);
+  ASSERT_EQ(merged.exit_code, 0) << merged.err;
+  const std::vector<std::string> gen = {"generate", "-p", "Once upon a time", "-n", "60", "--temp", "0", "--no-echo"};
+  std::vector<std::string> unmerged_args = gen;
+  unmerged_args.insert(unmerged_args.end(), loras.begin(), loras.end());
+  std::vector<std::string> merged_args = gen;
+  merged_args.insert(merged_args.end(), {"-m", dir + "/merged.gguf"});
+  const CliResult unmerged = run_cli(unmerged_args), from_merged = run_cli(merged_args), plain = run_cli(gen);
+  ASSERT_EQ(unmerged.exit_code, 0) << unmerged.err;
+  ASSERT_EQ(from_merged.exit_code, 0) << from_merged.err;
+  EXPECT_EQ(unmerged.out, from_merged.out);
+  EXPECT_NE(unmerged.out, plain.out);
+  for (const std::string& bad : {std::string("/nonexistent"), dir + "/a:x", dir + "/merged.gguf"}) {
+    const CliResult r = run_cli({"generate", "-n", "4", "--lora", bad});
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_NE(r.err.find("peregrine: error:"), std::string::npos) << r.err;
+  }
+}
+
 TEST(Generate, MedusaHeadsKeepTheGreedyText) {
   const std::string heads = medusa_heads_folder();
   expect_greedy_matches_llama2c({"--spec", "medusa", "--draft-model", heads, "--draft-max", "3"});

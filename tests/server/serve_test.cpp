@@ -18,7 +18,9 @@
 #include <thread>
 
 #include "peregrine/server/sse_reader.h"
+#include "peregrine/formats/lora_adapter.h"
 #include "server_process.h"
+#include "test_models.h"
 #include "test_paths.h"
 
 namespace peregrine {
@@ -307,6 +309,48 @@ TEST_F(ServeTest, BadRequestsAre400WithTheParamAndUnknownModelOrRouteIs404) {
   const Reply big = post_raw(*server_, "/v1/completions", "{\"prompt\": \"" + std::string(9u << 20, 'a') + "\"}");
   EXPECT_EQ(big.status, 413);
   EXPECT_EQ(big.body["error"]["type"], "invalid_request_error");
+}
+
+// Two LoRA adapters (random-weight PEFT folders) served beside the base: a request picks one by
+// "model", /v1/models lists them with the base as parent, concurrent requests of the adapters
+// and the base give each the text it gets alone, and an unknown name is 404.
+TEST(ServeLora, RequestsPickAdaptersByModelNameAndMixInOneBatch) {
+  auto base = test::load_stories260k();
+  ASSERT_TRUE(base);
+  const std::string dir = test::make_temp_dir();
+  const std::vector<std::string> all = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+  for (std::uint32_t seed : {1u, 2u}) {
+    const LoraAdapter a = test::random_lora_adapter(base->file(), 4, 8.0f, seed, all, 0.1f);
+    ASSERT_TRUE(save_peft_adapter(a, dir + "/lora" + std::to_string(seed), "stories260K").is_ok());
+  }
+  ServerProcess server({"--parallel", "4", "--lora", "poet=" + dir + "/lora1", "--lora", "critic=" + dir + "/lora2:0.5"});
+  ASSERT_TRUE(server.ready()) << server.log();
+  const Reply models = get(server, "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  ASSERT_EQ(models.body["data"].size(), 3u);
+  EXPECT_EQ(models.body["data"][1]["id"], "poet");
+  EXPECT_EQ(models.body["data"][2]["parent"], models.body["data"][0]["id"]);
+  auto text = [&](const std::string& model) {
+    Json body = greedy("Once upon a time", 48);
+    if (!model.empty()) body["model"] = model;
+    const Reply r = post(server, "/v1/completions", body);
+    EXPECT_EQ(r.status, 200) << r.body.dump();
+    if (!model.empty()) {
+      EXPECT_EQ(r.body["model"], model);
+    }
+    return r.status == 200 ? r.body["choices"][0]["text"].get<std::string>() : std::string();
+  };
+  const std::vector<std::string> names = {"", "poet", "critic", "poet"};
+  std::vector<std::string> alone;
+  for (const std::string& n : names) alone.push_back(text(n));
+  EXPECT_NE(alone[1], alone[0]);
+  EXPECT_NE(alone[2], alone[1]);
+  std::vector<std::future<std::string>> together;
+  for (const std::string& n : names) together.push_back(std::async(std::launch::async, text, n));
+  for (std::size_t i = 0; i < names.size(); ++i) EXPECT_EQ(together[i].get(), alone[i]) << names[i];
+  Json unknown = greedy("Once upon a time", 4);
+  unknown["model"] = "painter";
+  EXPECT_EQ(post(server, "/v1/completions", unknown).status, 404);
 }
 
 TEST(ServeLimits, PromptLongerThanTheContextIs400) {
