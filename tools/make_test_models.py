@@ -6,7 +6,7 @@
 Writes llama2.c .bin (legacy v0), GGUF (v3 and one v2; F32/F16/BF16/Q8_0/Q4_0) and Hugging Face
 folders (safetensors F32/BF16, and F16 in 2 shards) into DIR, copies tok512.bin beside the .bin
 files, and writes DIR/manifest.json, a list of entries
-    {"name", "format", "model", "tokens", "logits", "vocab"}
+    {"name", "format", "model", "tokens", "logits", "vocab"} (+ "lora": an adapter applied unmerged)
 where "model" is relative to DIR (absolute for the real models in ../shared: stories260K .bin/.gguf, aidreams260K .bin) and "logits" names
 a raw little-endian float32 [len(tokens), vocab] file in DIR computed by reference.forward,
 with the inputs of Q8_0/Q4_0 matmuls rounded to 8-bit blocks (act_quant, as the engine does).
@@ -558,36 +558,116 @@ def write_hf(folder, v, cfg, w):
 # Driver
 
 
+def write_variant_path(v):
+    """A variant's model path relative to the output folder."""
+    return {"llama2c": v.name + ".bin", "gguf": v.name + ".gguf"}.get(v.fmt, v.name)
+
+
 def write_variant(out_dir, v, tokenizer_kv):
     """Write one variant's model; returns its path relative to out_dir."""
     cfg = variant_config(v)
     w = random_weights(cfg, v.tied, v.seed)
+    rel = write_variant_path(v)
     if v.fmt == "llama2c":
-        rel = v.name + ".bin"
         write_llama2c(os.path.join(out_dir, rel), cfg, w, v.tied)
     elif v.fmt == "gguf":
-        rel = v.name + ".gguf"
         write_gguf(os.path.join(out_dir, rel), v.gguf_version,
                    gguf_metadata(v, cfg, tokenizer_kv), gguf_tensors(v, cfg, w))
     else:
-        rel = v.name
         write_hf(os.path.join(out_dir, rel), v, cfg, w)
     return rel
 
 
-def manifest_entry(out_dir, name, fmt, model, tokens, decode=False):
+def manifest_entry(out_dir, name, fmt, model, tokens, decode=False, lora=None):
     """Run the reference on `model` (relative to out_dir, or absolute; the inputs of Q8_0/Q4_0
     matmuls quantized like the engine's), write name.logits.f32 ([len(tokens), vocab] float32
     LE) and return the manifest entry. decode: also name.decode_logits.f32, the logits of a
     token-by-token decode (reference.forward's decode), for RoPE scalings that follow the
-    sequence length."""
+    sequence length. lora: a LoRA adapter (relative to out_dir) applied unmerged, named in the
+    entry as "lora"."""
     path = os.path.join(out_dir, model)
     entry = {"name": name, "format": fmt, "model": model, "tokens": tokens}
+    specs = [os.path.join(out_dir, lora)] if lora else []
+    if lora:
+        entry["lora"] = lora
     for key, step_by_step in (("logits", False), ("decode_logits", True))[:1 + decode]:
-        logits = reference.compute_logits(path, tokens, act_quant=True, decode=step_by_step)
+        logits = reference.compute_logits(path, tokens, act_quant=True, decode=step_by_step, lora_specs=specs)
         entry[key] = f"{name}.{key}.f32"
         logits.astype("<f4").tofile(os.path.join(out_dir, entry[key]))
     return entry | {"vocab": int(logits.shape[1])}
+
+
+# --------------------------------------------------------------------------------------------
+# LoRA adapters: random, in Hugging Face PEFT's layout and llama.cpp's LoRA GGUF layout
+
+LORA_MODULES = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+                "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+                "ffn_down": "mlp.down_proj"}
+LORA_RANK, LORA_ALPHA = 4, 8.0
+# (manifest name, base model: a variant name or a real model path, adapter format, seed)
+LORA_CASES = [("stories260K-gguf+peft", os.path.join(STORIES, "stories260K.gguf"), "peft", 41),
+              ("stories260K-bin+gguf-lora", os.path.join(STORIES, "stories260K.bin"), "gguf", 42),
+              ("gguf-q4_0-gqa+peft", "gguf-q4_0-gqa", "peft", 43),
+              ("hf-f32-gqa+gguf-lora", "hf-f32-gqa", "gguf", 44),
+              ("gguf-f32-qwen2+gguf-lora", "gguf-f32-qwen2", "gguf", 45)]
+
+
+def random_lora(cfg, weights, seed):
+    """{(layer, GGUF module): (A [r, in], B [out, r])} for every layer's seven projections of
+    the HF-layout `weights`, N(0, 0.1) entries (B non-zero, so the adapter changes the output)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for layer in range(cfg.n_layers):
+        for module, hf in LORA_MODULES.items():
+            rows, cols = weights[f"model.layers.{layer}.{hf}.weight"].shape
+            out[(layer, module)] = (rng.normal(0, 0.1, (LORA_RANK, cols)).astype(np.float32),
+                                    rng.normal(0, 0.1, (rows, LORA_RANK)).astype(np.float32))
+    return out
+
+
+def write_peft_lora(folder, lora):
+    """Hugging Face PEFT's LoRA folder: adapter_config.json + adapter_model.safetensors with
+    base_model.model.model.layers.L.<module>.lora_A.weight [r, in] / .lora_B.weight [out, r]."""
+    os.makedirs(folder, exist_ok=True)
+    config = {"peft_type": "LORA", "r": LORA_RANK, "lora_alpha": LORA_ALPHA, "use_rslora": False, "bias": "none",
+              "target_modules": sorted({hf.split(".")[1] for hf in LORA_MODULES.values()}), "task_type": "CAUSAL_LM"}
+    with open(os.path.join(folder, "adapter_config.json"), "w") as f:
+        json.dump(config, f, indent=1)
+    tensors = {}
+    for (layer, module), (a, b) in lora.items():
+        prefix = f"base_model.model.model.layers.{layer}.{LORA_MODULES[module]}"
+        tensors[prefix + ".lora_A.weight"], tensors[prefix + ".lora_B.weight"] = a, b
+    write_safetensors(os.path.join(folder, "adapter_model.safetensors"), tensors, "f32")
+
+
+def write_gguf_lora(path, lora, cfg):
+    """llama.cpp's LoRA GGUF (convert_lora_to_gguf.py): general.type = adapter, adapter.type =
+    lora, adapter.lora.alpha; blk.L.<module>.weight.lora_a ne {in, r} and .lora_b ne {r, out},
+    B's Q/K rows permuted into the interleaved order of llama-architecture GGUFs."""
+    metadata = [("general.architecture", reference.GGUF_STRING, cfg.arch),
+                ("general.type", reference.GGUF_STRING, "adapter"),
+                ("adapter.type", reference.GGUF_STRING, "lora"),
+                ("adapter.lora.alpha", 6, LORA_ALPHA)]
+    tensors = []
+    for (layer, module), (a, b) in sorted(lora.items()):
+        if cfg.arch == "llama" and module in ("attn_q", "attn_k"):
+            b = permute_qk(b, cfg.n_heads if module == "attn_q" else cfg.n_kv_heads)
+        name = f"blk.{layer}.{module}.weight"
+        tensors += [(name + ".lora_a", a, GGML_F32), (name + ".lora_b", b, GGML_F32)]
+    write_gguf(path, 3, metadata, tensors)
+
+
+def write_lora_case(out_dir, base, fmt, seed):
+    """Write the adapter of one LORA_CASES row for `base` (path); returns its path relative to
+    out_dir."""
+    cfg, weights = reference.load_model(base)
+    lora = random_lora(cfg, weights, seed)
+    rel = f"lora-{seed}" + ("" if fmt == "peft" else ".gguf")
+    if fmt == "peft":
+        write_peft_lora(os.path.join(out_dir, rel), lora)
+    else:
+        write_gguf_lora(os.path.join(out_dir, rel), lora, cfg)
+    return rel
 
 
 def follows_length(v):
@@ -615,6 +695,12 @@ def main():
         model = os.path.join(STORIES, "stories260K." + ext)
         manifest.append(manifest_entry(out_dir, "stories260K-" + ext, fmt, model, STORY_TOKENS))
     manifest.append(manifest_entry(out_dir, "aidreams260K-bin", "llama2c", AIDREAMS, RANDOM_TOKENS))
+    models = {v.name: (v.fmt, write_variant_path(v)) for v in VARIANTS}
+    for name, base, fmt, seed in LORA_CASES:
+        base_fmt, model = models.get(base, ("gguf" if base.endswith(".gguf") else "llama2c", base))
+        lora = write_lora_case(out_dir, os.path.join(out_dir, model), fmt, seed)
+        tokens = STORY_TOKENS if base.startswith(STORIES) else RANDOM_TOKENS
+        manifest.append(manifest_entry(out_dir, name, base_fmt, model, tokens, lora=lora))
     with open(os.path.join(out_dir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     print(f"wrote {len(manifest)} models + logits to {out_dir}/manifest.json")

@@ -7,7 +7,7 @@ weight layout (Q/K rows in half-split "rotate_half" order), and runs one float32
 forward over the whole token list. No KV cache: each call recomputes everything.
 
 CLI:
-    reference.py --model PATH --tokens 1,15,27 --out FILE [--act-quant]
+    reference.py --model PATH --tokens 1,15,27 --out FILE [--act-quant] [--lora PATH[:SCALE]]...
 writes raw little-endian float32 logits of shape [n_tokens, vocab] (row-major) to FILE and
 prints {"n_tokens": N, "vocab": V} on stdout. Bad input: one "error: ..." line, exit 1.
 --act-quant: the input of every matmul with a Q8_0/Q4_0 weight is first rounded to 8-bit
@@ -908,8 +908,13 @@ def quantize_activations(h):
 
 
 def linear(w, name, h, act_quant):
-    """h @ w[name].T; h is quantize_activations-rounded first when name is in act_quant."""
-    return (quantize_activations(h) if name in act_quant else h) @ w[name].T
+    """h @ w[name].T; h is quantize_activations-rounded first when name is in act_quant. Plus,
+    for each LoRA pair attached to the weight (add_loras), scale * (h @ A.T) @ B.T on the
+    unrounded h (the engine's LoRA products run in f32)."""
+    y = (quantize_activations(h) if name in act_quant else h) @ w[name].T
+    for a, b, scale in w.get(name + "#lora", ()):
+        y = y + scale * ((h @ a.T) @ b.T)
+    return y
 
 
 def attention(cfg, w, p, h, cos, sin, act_quant, window=0):
@@ -999,15 +1004,17 @@ def check_tokens(cfg, tokens):
 
 
 @torch.no_grad()
-def forward(cfg, weights, tokens, act_quant=frozenset(), decode=False):
+def forward(cfg, weights, tokens, act_quant=frozenset(), decode=False, loras=()):
     """Full causal forward. tokens: list of n ints -> float32 numpy logits [n, vocab].
     act_quant: HF names of the weights whose matmul input is quantize_activations-rounded.
     decode: the logits of a token-by-token decode with a KV cache instead (transformers'
     generate after a one-token prompt): position i's query and key rotated by its own forward,
     of seq_len i + 1, and cached keys keeping theirs; the same logits as one forward unless the
-    RoPE scaling follows the sequence length (longrope, dynamic)."""
+    RoPE scaling follows the sequence length (longrope, dynamic). loras: load_lora results,
+    applied unmerged (add_loras)."""
     check_tokens(cfg, tokens)
     w = {k: torch.tensor(v) for k, v in weights.items()}
+    add_loras(w, loras)
     x = w["model.embed_tokens.weight"][torch.tensor(tokens)]
     n = len(tokens)
     cos, sin = rope_tables(n, cfg, list(range(1, n + 1)) if decode else None)
@@ -1044,13 +1051,98 @@ def gemma2_forward(cfg, w, x, cos, sin, act_quant):
     return logits.numpy().astype(np.float32)
 
 
-def compute_logits(model_path, tokens, act_quant=False, decode=False):
+def compute_logits(model_path, tokens, act_quant=False, decode=False, lora_specs=()):
     """Load `model_path` and return float32 logits [len(tokens), vocab]. act_quant: quantize
     the activations entering Q8_0/Q4_0 matmuls (W8A8, see quantize_activations); decode: a
-    token-by-token decode's logits (forward's decode)."""
+    token-by-token decode's logits (forward's decode); lora_specs: LoRA adapters
+    'PATH[:SCALE]' applied together, unmerged (load_lora)."""
     cfg, weights = load_model(model_path)
     quantized = gguf_block_quantized(model_path) if act_quant else frozenset()
-    return forward(cfg, weights, tokens, quantized, decode)
+    loras = [load_lora(spec, cfg) for spec in lora_specs]
+    return forward(cfg, weights, tokens, quantized, decode, loras)
+
+
+# --------------------------------------------------------------------------------------------
+# LoRA adapters (Hu et al. 2022), applied unmerged: linear() adds scale * (h @ A.T) @ B.T
+
+
+PEFT_PREFIX = "base_model.model."
+
+
+def load_peft_lora(folder):
+    """A Hugging Face PEFT LoRA folder (adapter_config.json: r, lora_alpha, use_rslora;
+    adapter_model.safetensors: base_model.model.<module>.lora_A.weight [r, in] and .lora_B.weight
+    [out, r], peft's LoraLayer naming) -> {HF weight name: [(A, B, alpha / r, or alpha / sqrt(r)
+    with use_rslora)]}; Q/K rows are already in the HF order reference forwards use."""
+    try:
+        with open(os.path.join(folder, "adapter_config.json")) as f:
+            config = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ModelError(f"{folder}: bad adapter_config.json: {e}") from e
+    r, alpha = int(config["r"]), float(config["lora_alpha"])
+    scale = alpha / math.sqrt(r) if config.get("use_rslora") else alpha / r
+    tensors = read_safetensors(os.path.join(folder, "adapter_model.safetensors"))
+    out = {}
+    for name, a in tensors.items():
+        if not name.endswith(".lora_A.weight"):
+            continue
+        module = name[:-len(".lora_A.weight")]
+        module = module[len(PEFT_PREFIX):] if module.startswith(PEFT_PREFIX) else module
+        b = tensors[name.replace(".lora_A.", ".lora_B.")]
+        out.setdefault(module + ".weight", []).append((a, b, scale))
+    return out
+
+
+def load_gguf_lora(path, cfg):
+    """A llama.cpp LoRA GGUF (convert_lora_to_gguf.py: general.type = adapter,
+    adapter.lora.alpha; tensors <base name>.lora_a ne {in, r} and .lora_b ne {r, out}) ->
+    {HF weight name: [(A [r, in], B [out, r], alpha / r)]}. For the llama architecture B's
+    Q/K rows are un-permuted into HF order, as the base's weights are."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    gguf = parse_gguf(buf, path)
+    if gguf_value(gguf, "general.type", "") != "adapter":
+        raise ModelError(f"{path}: not a LoRA adapter GGUF (general.type is not 'adapter')")
+    arch = gguf_value(gguf, "general.architecture", "llama")
+    alpha = float(gguf_value(gguf, "adapter.lora.alpha", 0.0))
+    out = {}
+    for name, info in gguf.tensors.items():
+        if not name.endswith(".lora_a"):
+            continue
+        a = gguf_tensor_f32(buf, info, path)
+        b = gguf_tensor_f32(buf, gguf.tensors[name[:-len(".lora_a")] + ".lora_b"], path)
+        hf = gguf_hf_name(name[:-len(".lora_a")], arch)
+        if hf is None:
+            raise ModelError(f"{path}: {name} adapts no weight a forward uses")
+        if arch == "llama" and hf.endswith(("q_proj.weight", "k_proj.weight")):
+            b = unpermute_qk(b, cfg.n_heads if hf.endswith("q_proj.weight") else cfg.n_kv_heads)
+        r = a.shape[0]
+        out.setdefault(hf, []).append((a, b, (alpha if alpha > 0 else r) / r))
+    return out
+
+
+def load_lora(spec, cfg):
+    """'PATH[:SCALE]' (a PEFT folder or a llama.cpp LoRA GGUF) -> {HF weight name: [(A, B,
+    user scale * adapter scale)]}."""
+    path, user_scale = spec, 1.0
+    if not os.path.exists(spec) and ":" in spec:
+        path, text = spec.rsplit(":", 1)
+        user_scale = float(text)
+    pairs = load_peft_lora(path) if os.path.isdir(path) else load_gguf_lora(path, cfg)
+    return {name: [(a, b, s * user_scale) for a, b, s in ps] for name, ps in pairs.items()}
+
+
+def add_loras(w, loras):
+    """Attach the LoRA pairs of every adapter in `loras` (load_lora results) to the weights
+    dict `w` (torch tensors) under '<name>#lora', where linear() finds them."""
+    for lora in loras:
+        for name, pairs in lora.items():
+            if name not in w:
+                raise ModelError(f"LoRA adapter targets {name}, which the model lacks")
+            for a, b, s in pairs:
+                if a.shape[1] != w[name].shape[1] or b.shape[0] != w[name].shape[0] or a.shape[0] != b.shape[1]:
+                    raise ModelError(f"LoRA pair for {name}: A {a.shape}, B {b.shape} do not fit {tuple(w[name].shape)}")
+                w.setdefault(name + "#lora", []).append((torch.tensor(a), torch.tensor(b), s))
 
 
 # --------------------------------------------------------------------------------------------
@@ -1073,11 +1165,13 @@ def main(argv=None):
     ap.add_argument("--out", required=True, help="output file: float32 LE [n_tokens, vocab]")
     ap.add_argument("--act-quant", action="store_true",
                     help="round the inputs of Q8_0/Q4_0 matmuls to 8-bit blocks of 32 (W8A8)")
+    ap.add_argument("--lora", action="append", default=[],
+                    help="LoRA adapter PATH[:SCALE] (PEFT folder or llama.cpp LoRA GGUF), applied unmerged; repeatable")
     args = ap.parse_args(argv)
     try:
-        logits = compute_logits(args.model, parse_tokens(args.tokens), args.act_quant)
+        logits = compute_logits(args.model, parse_tokens(args.tokens), args.act_quant, lora_specs=args.lora)
         logits.astype("<f4").tofile(args.out)
-    except (ModelError, OSError, ValueError) as e:
+    except (ModelError, OSError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(json.dumps({"n_tokens": logits.shape[0], "vocab": logits.shape[1]}))

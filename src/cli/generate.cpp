@@ -100,7 +100,7 @@ int run(const GenerateArgs& args) {
                                                                              static_cast<std::int64_t>(ids.size()) + args.n_predict);
   auto drafter = make_drafter(args.spec, *model, args.model, ctx, 1, pool);
   if (!drafter) return report(drafter.status());
-  LoraSet lora;
+  std::unique_ptr<LoraPool> lora;
   if (!args.loras.empty()) {
     std::vector<LoraSpec> specs;
     for (const std::string& text : args.loras) {
@@ -108,8 +108,10 @@ int run(const GenerateArgs& args) {
       if (!spec_or) return report(spec_or.status());
       specs.push_back(*spec_or);
     }
-    if (Status st = load_loras(specs, model->file(), false, lora); !st) return report(st);
-    opt.lora = &lora;
+    auto entries = load_lora_entries(specs, model->file());
+    if (!entries) return report(entries.status());
+    lora = resident_lora_pool(std::move(*entries));
+    opt.lora = lora.get();
   }
   opt.drafter = drafter->drafter.get();
   bool echoed = false;

@@ -31,22 +31,40 @@ Expected<LoraSpec> parse_lora_spec(const std::string& text, bool named) {
   return out;
 }
 
-Status load_loras(const std::vector<LoraSpec>& specs, const ModelFile& base, bool slot_per_spec, LoraSet& set) {
-  std::vector<LoraSlotEntry> slot;
+Expected<std::vector<LoraSlotEntry>> load_lora_entries(const std::vector<LoraSpec>& specs, const ModelFile& base) {
+  std::vector<LoraSlotEntry> entries;
   for (const LoraSpec& s : specs) {
     PEREGRINE_ASSIGN_OR_RETURN(LoraAdapter adapter, load_lora_adapter(s.path, base));
-    slot.push_back({std::make_shared<const LoraAdapter>(std::move(adapter)), s.scale});
-    if (slot_per_spec) {
-      PEREGRINE_ASSIGN_OR_RETURN(const std::int32_t added, set.add_slot(std::move(slot)));
-      (void)added;
-      slot.clear();
-    }
+    entries.push_back({std::make_shared<const LoraAdapter>(std::move(adapter)), s.scale});
   }
-  if (!slot.empty()) {
-    PEREGRINE_ASSIGN_OR_RETURN(const std::int32_t added, set.add_slot(std::move(slot)));
-    (void)added;
+  return entries;
+}
+
+std::unique_ptr<LoraPool> resident_lora_pool(std::vector<LoraSlotEntry> entries) {
+  std::vector<LoraLoader> loaders{[entries = std::move(entries)]() -> Expected<std::vector<LoraSlotEntry>> { return entries; }};
+  return std::make_unique<LoraPool>(std::move(loaders), 1);
+}
+
+Expected<std::unique_ptr<LoraPool>> serve_lora_pool(const std::vector<LoraSpec>& specs, const ModelFile& base,
+                                                    std::int32_t max_loras) {
+  if (max_loras < 0) return invalid_argument("--max-loras must be >= 0 (got " + std::to_string(max_loras) + ")");
+  std::vector<LoraLoader> loaders;
+  for (const LoraSpec& s : specs) {
+    // Read again after an eviction: a file gone or changed since startup is the server's
+    // fault, not the request's (HTTP 500).
+    loaders.push_back([s, &base]() -> Expected<std::vector<LoraSlotEntry>> {
+      auto entries = load_lora_entries({s}, base);
+      if (!entries) return Status(ErrorCode::kInternal, "LoRA adapter '" + s.name + "' could not be loaded: " + entries.status().message());
+      return entries;
+    });
   }
-  return Status::ok();
+  const auto n = static_cast<std::int32_t>(specs.size());
+  auto pool = std::make_unique<LoraPool>(std::move(loaders), max_loras > 0 ? max_loras : n);
+  for (std::int32_t k = 0; k < n; ++k) {
+    PEREGRINE_ASSIGN_OR_RETURN(const std::optional<std::int32_t> slot, pool->acquire(k));
+    pool->release(*slot);  // nothing else pins a slot yet: one is always free
+  }
+  return pool;
 }
 
 }  // namespace peregrine::cli

@@ -1,5 +1,5 @@
 // The --lora options of generate, serve and lora merge: adapter specs PATH[:SCALE] (serve:
-// NAME=PATH[:SCALE]) and the LoraSet they load into (model/lora_set.h).
+// NAME=PATH[:SCALE]) and the LoraPool they load into (engine/lora_pool.h).
 #pragma once
 
 #include <memory>
@@ -8,7 +8,7 @@
 
 #include "peregrine/core/status.h"
 #include "peregrine/formats/model_file.h"
-#include "peregrine/model/lora_set.h"
+#include "peregrine/engine/lora_pool.h"
 
 namespace peregrine::cli {
 
@@ -23,9 +23,19 @@ struct LoraSpec {
 /// kInvalidArgument (a scale that is not a number, no path, no name).
 Expected<LoraSpec> parse_lora_spec(const std::string& spec, bool named = false);
 
-/// Loads every adapter of `specs` for `base` (load_lora_adapter) and adds them to `set`: all
-/// in one slot (generate's repeated --lora), or with `slot_per_spec` one slot each, in order
-/// (serve). Errors: those of parse_lora_spec, load_lora_adapter and LoraSet::add_slot.
-Status load_loras(const std::vector<LoraSpec>& specs, const ModelFile& base, bool slot_per_spec, LoraSet& set);
+/// Loads every adapter of `specs` for `base` (load_lora_adapter) as the entries of one slot,
+/// applied together (generate's repeated --lora). Errors: those of load_lora_adapter.
+Expected<std::vector<LoraSlotEntry>> load_lora_entries(const std::vector<LoraSpec>& specs, const ModelFile& base);
+
+/// generate's pool: one adapter (index 0) applying `entries`, resident.
+std::unique_ptr<LoraPool> resident_lora_pool(std::vector<LoraSlotEntry> entries);
+
+/// serve's pool: adapter k is specs[k], loaded on demand from its path into at most
+/// `max_loras` slots (0: one per spec), evicted least recently used. Each is loaded once here,
+/// so a bad adapter fails at startup; the last `max_loras` stay resident. `base` must outlive
+/// the pool. Errors: kInvalidArgument (max_loras < 0); kInternal, naming the adapter and
+/// load_lora_adapter's error, when one cannot be loaded (at startup, or later on demand).
+Expected<std::unique_ptr<LoraPool>> serve_lora_pool(const std::vector<LoraSpec>& specs, const ModelFile& base,
+                                                    std::int32_t max_loras);
 
 }  // namespace peregrine::cli

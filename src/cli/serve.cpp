@@ -44,6 +44,7 @@ struct ServeArgs {
   double drain_timeout = 30;
   SpecOptions spec;  // the default speculation of requests; its drafter serves them
   std::vector<std::string> loras;  // --lora NAME=PATH[:SCALE]
+  std::int32_t max_loras = 0;       // adapters resident at once (0: all)
 };
 
 /// "123", "64K", "256M", "1G", "2T" (optionally followed by "B" or "iB": "256MiB"); binary
@@ -158,7 +159,7 @@ int run(const ServeArgs& args) {
   auto drafter = make_drafter(args.spec, *model, args.model, ctx, args.parallel, pool);
   if (!drafter) return report(drafter.status());
   options->drafter = drafter->drafter.get();
-  LoraSet lora;
+  std::unique_ptr<LoraPool> lora;
   std::vector<std::string> lora_names;
   if (!args.loras.empty()) {
     std::vector<LoraSpec> specs;
@@ -171,8 +172,10 @@ int run(const ServeArgs& args) {
       lora_names.push_back(spec_or->name);
       specs.push_back(*spec_or);
     }
-    if (Status st = load_loras(specs, model->file(), true, lora); !st) return report(st);
-    options->lora = &lora;
+    auto pool_or = serve_lora_pool(specs, model->file(), args.max_loras);
+    if (!pool_or) return report(pool_or.status());
+    lora = std::move(*pool_or);
+    options->lora = lora.get();
   }
   auto engine = Engine::create(*model, *options, pool);
   if (!engine) return report(engine.status());
@@ -239,6 +242,11 @@ Verb add_serve(CLI::App& app) {
   cmd->add_option("--lora", args->loras,
                   "LoRA adapter NAME=PATH[:SCALE] (a PEFT folder or a llama.cpp LoRA .gguf), applied unmerged to the "
                   "requests whose \"model\" is NAME; repeatable (one batch mixes adapters and the base)");
+  cmd->add_option("--max-loras", args->max_loras,
+                  "LoRA adapters in memory at once (0: all): the others load on demand when a request names one, "
+                  "evicting the least recently used adapter no running request uses")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--drain-timeout", args->drain_timeout,
                   "Seconds SIGTERM lets requests in flight finish before cancelling them")->capture_default_str();
   add_spec_options(*cmd, args->spec);

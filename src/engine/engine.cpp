@@ -60,7 +60,7 @@ class TokenRate {
 struct Engine::Impl {
   Impl(const LlamaModel& m, const EngineOptions& o, ThreadPool& p, KvCache c)
       : model(m), options(o), pool(p), cache(std::move(c)), prefix(cache),
-        scheduler({o.max_batch_tokens, o.max_running, o.prefill_budget}, cache, o.prefix_caching ? &prefix : nullptr),
+        scheduler({o.max_batch_tokens, o.max_running, o.prefill_budget}, cache, o.prefix_caching ? &prefix : nullptr, o.lora),
         speculation(o.drafter),
         ctx_len(o.ctx_len > 0 ? o.ctx_len : m.config().max_seq_len) {}
 
@@ -114,9 +114,10 @@ Status Engine::Impl::check_request(const RequestOptions& r) const {
   if (r.prompt.empty()) return invalid_argument("the prompt is empty");
   if (r.max_tokens < 1) return invalid_argument("max_tokens must be >= 1 (got " + std::to_string(r.max_tokens) + ")");
   if (r.top_logprobs > 20) return invalid_argument("top_logprobs must be <= 20");
-  const std::int32_t n_slots = options.lora != nullptr ? options.lora->n_slots() : 0;
-  if (r.lora_slot < -1 || r.lora_slot >= n_slots) {
-    return invalid_argument("LoRA slot " + std::to_string(r.lora_slot) + " is not one of the engine's " + std::to_string(n_slots));
+  const std::int32_t n_adapters = options.lora != nullptr ? options.lora->n_adapters() : 0;
+  if (r.lora_adapter < -1 || r.lora_adapter >= n_adapters) {
+    return invalid_argument("LoRA adapter " + std::to_string(r.lora_adapter) + " is not one of the engine's " +
+                            std::to_string(n_adapters));
   }
   for (std::int32_t t : r.prompt) {
     if (t < 0 || t >= model.config().vocab_size) {
@@ -179,7 +180,7 @@ void Engine::Impl::finish(Sequence* seq, FinishReason reason, Status error) {
 
 void Engine::Impl::build_batch(const std::vector<ScheduledChunk>& chunks) {
   batch.clear();
-  const bool lora = std::any_of(chunks.begin(), chunks.end(), [](const ScheduledChunk& c) { return c.seq->request.lora_slot >= 0; });
+  const bool lora = std::any_of(chunks.begin(), chunks.end(), [](const ScheduledChunk& c) { return c.seq->lora_slot >= 0; });
   for (const ScheduledChunk& c : chunks) {
     const Sequence& s = *c.seq;
     const std::int64_t first_row = batch.size();
@@ -192,7 +193,7 @@ void Engine::Impl::build_batch(const std::vector<ScheduledChunk>& chunks) {
         batch.add(s.tokens[static_cast<std::size_t>(p)], static_cast<std::int32_t>(p), s.kv_seq, last);
       }
     }
-    if (lora) batch.lora_slots.insert(batch.lora_slots.end(), static_cast<std::size_t>(batch.size() - first_row), s.request.lora_slot);
+    if (lora) batch.lora_slots.insert(batch.lora_slots.end(), static_cast<std::size_t>(batch.size() - first_row), s.lora_slot);
   }
 }
 
@@ -291,9 +292,10 @@ void Engine::Impl::record_step(std::int64_t prompt_tokens, std::int64_t generate
 // final norm) when a drafter needs them.
 Status Engine::Impl::run_forward(const std::vector<ScheduledChunk>& chunks) {
   features.clear();
-  if (!speculation.needs_features(chunks)) return model.forward(batch, cache, logits, pool, 0, nullptr, options.lora);
+  const LoraSet* lora = options.lora != nullptr ? &options.lora->set() : nullptr;
+  if (!speculation.needs_features(chunks)) return model.forward(batch, cache, logits, pool, 0, nullptr, lora);
   FinalHiddenCapture capture(model.config().n_layers);
-  PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool, 0, &capture, options.lora));
+  PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool, 0, &capture, lora));
   features = capture.values();
   model.output_norm(features, features);
   return Status::ok();
@@ -304,6 +306,7 @@ bool Engine::Impl::step() {
   speculation.plan(scheduler.running(), ctx_len);
   std::vector<ScheduledChunk> chunks = scheduler.schedule();
   for (Sequence* seq : std::vector<Sequence*>(scheduler.stuck())) finish(seq, FinishReason::kLength);
+  for (auto& [seq, error] : std::vector(scheduler.failed())) finish(seq, FinishReason::kError, error);
   if (chunks.empty()) {
     record_step(0, 0);
     return !scheduler.running().empty() || !scheduler.waiting().empty();

@@ -4,17 +4,17 @@
 
 namespace peregrine {
 
-Scheduler::Scheduler(const SchedulerLimits& limits, KvCache& cache, PrefixCache* prefix_cache)
-    : limits_(limits), cache_(cache), prefix_cache_(prefix_cache) {}
+Scheduler::Scheduler(const SchedulerLimits& limits, KvCache& cache, PrefixCache* prefix_cache, LoraPool* lora)
+    : limits_(limits), cache_(cache), prefix_cache_(prefix_cache), lora_(lora) {}
 
 void Scheduler::enqueue(std::unique_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
 
 void Scheduler::offer_blocks(Sequence& seq) {
-  if (prefix_cache_ == nullptr || !seq.has_kv || seq.request.lora_slot >= 0) return;
+  if (prefix_cache_ == nullptr || !seq.has_kv) return;
   const std::int64_t full = seq.n_computed / cache_.block_size();
   if (full <= seq.n_cached_blocks) return;
   const auto n_tokens = static_cast<std::size_t>(full * cache_.block_size());
-  prefix_cache_->insert(std::span(seq.tokens).first(n_tokens), cache_.block_table(seq.kv_seq));
+  prefix_cache_->insert(std::span(seq.tokens).first(n_tokens), cache_.block_table(seq.kv_seq), seq.request.lora_adapter);
   seq.n_cached_blocks = full;
 }
 
@@ -62,9 +62,9 @@ std::int64_t Scheduler::reserve_decode(Sequence& seq, std::int64_t budget) {
 }
 
 void Scheduler::attach_cached_prefix(Sequence& seq) {
-  if (prefix_cache_ != nullptr && seq.request.lora_slot < 0) {  // an adapter's K/V differ from the base's
+  if (prefix_cache_ != nullptr) {
     const std::int64_t max_blocks = (static_cast<std::int64_t>(seq.tokens.size()) - 1) / cache_.block_size();
-    const std::vector<std::int32_t> blocks = prefix_cache_->match(seq.tokens, max_blocks);
+    const std::vector<std::int32_t> blocks = prefix_cache_->match(seq.tokens, max_blocks, seq.request.lora_adapter);
     const auto n_hit = static_cast<std::int64_t>(blocks.size()) * cache_.block_size();
     cache_.attach_prefix(seq.kv_seq, blocks, n_hit);
     seq.n_computed = n_hit;
@@ -72,6 +72,25 @@ void Scheduler::attach_cached_prefix(Sequence& seq) {
     seq.result.cached_prompt_tokens = std::min(n_hit, seq.n_prompt);
   }
   seq.has_kv = true;
+}
+
+// Pins a LoraPool slot for the adapter `seq` names (kept while it waits again after a
+// preemption); false when every slot is pinned by other adapters or the adapter failed to load
+// (then `seq` goes to failed_).
+bool Scheduler::pin_adapter(Sequence& seq) {
+  if (seq.request.lora_adapter < 0 || seq.lora_slot >= 0) return true;
+  if (lora_ == nullptr) {
+    failed_.emplace_back(&seq, invalid_argument("the engine serves no LoRA adapters"));
+    return false;
+  }
+  auto slot = lora_->acquire(seq.request.lora_adapter);
+  if (!slot) {
+    failed_.emplace_back(&seq, slot.status());
+    return false;
+  }
+  if (!*slot) return false;
+  seq.lora_slot = **slot;
+  return true;
 }
 
 bool Scheduler::is_running(const Sequence* seq) const {
@@ -82,6 +101,7 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
   std::vector<ScheduledChunk> chunks;
   scheduled_.clear();
   stuck_.clear();
+  failed_.clear();
   std::int64_t budget = limits_.max_batch_tokens;
   auto plan = [&](Sequence& seq, std::int64_t n, std::int64_t n_draft) {
     chunks.push_back({&seq, n, n_draft});
@@ -111,13 +131,19 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
       }
     }
   }
-  // Waiting requests, FCFS: admission stops at the first one that does not fit.
-  while (!waiting_.empty() && budget > 0 && static_cast<std::int32_t>(running_.size()) < limits_.max_running) {
-    Sequence& seq = *waiting_.front();
+  // Waiting requests, FCFS: admission stops at the first one that does not fit, except that a
+  // request whose LoRA adapter finds no free slot is passed over (as vLLM's scheduler does
+  // at its max_loras), so the base and resident adapters keep running meanwhile.
+  for (std::size_t i = 0; i < waiting_.size() && budget > 0 && static_cast<std::int32_t>(running_.size()) < limits_.max_running;) {
+    Sequence& seq = *waiting_[i];
     const std::int64_t worst = blocks_for_tokens(std::min<std::int64_t>(static_cast<std::int64_t>(seq.tokens.size()), budget),
                                                  cache_.block_size());
     const std::int64_t available = cache_.pool().n_free() + (prefix_cache_ ? prefix_cache_->n_evictable_blocks() : 0);
     if (worst > available) break;
+    if (!pin_adapter(seq)) {
+      ++i;
+      continue;
+    }
     attach_cached_prefix(seq);
     const std::int64_t n = std::min(seq.n_pending(), budget);
     if (!reserve(seq, n, false)) {
@@ -126,8 +152,8 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
       seq.n_computed = seq.n_cached_blocks = 0;
       break;
     }
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
+    running_.push_back(std::move(waiting_[i]));
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
     plan(seq, n, 0);
   }
   return chunks;
@@ -155,6 +181,10 @@ std::unique_ptr<Sequence> Scheduler::remove(Sequence* seq) {
     offer_blocks(*out);
     cache_.free_sequence(out->kv_seq);
     out->has_kv = false;
+  }
+  if (out && out->lora_slot >= 0) {
+    lora_->release(out->lora_slot);
+    out->lora_slot = -1;
   }
   return out;
 }

@@ -10,20 +10,26 @@ PrefixCache::PrefixCache(KvCache& cache) : cache_(&cache) {}
 
 PrefixCache::~PrefixCache() { clear(); }
 
-std::span<const std::int32_t> PrefixCache::block_tokens(std::span<const std::int32_t> tokens, std::size_t i) const {
+// Block i's tokens; the first block's key carries the namespace in front (so keys of different
+// namespaces differ, and the base's keys, one element shorter, differ from all of them).
+std::vector<std::int32_t> PrefixCache::block_key(std::span<const std::int32_t> tokens, std::size_t i, std::int32_t ns) const {
   const auto bs = static_cast<std::size_t>(cache_->block_size());
-  return tokens.subspan(i * bs, bs);
+  const auto t = tokens.subspan(i * bs, bs);
+  std::vector<std::int32_t> key;
+  key.reserve(bs + 1);
+  if (i == 0 && ns >= 0) key.push_back(ns);
+  key.insert(key.end(), t.begin(), t.end());
+  return key;
 }
 
-std::vector<std::int32_t> PrefixCache::match(std::span<const std::int32_t> tokens, std::int64_t max_blocks) {
+std::vector<std::int32_t> PrefixCache::match(std::span<const std::int32_t> tokens, std::int64_t max_blocks, std::int32_t ns) {
   const std::int64_t full = static_cast<std::int64_t>(tokens.size()) / cache_->block_size();
   const auto n = static_cast<std::size_t>(std::max<std::int64_t>(0, std::min(full, max_blocks)));
   ++clock_;
   std::vector<std::int32_t> blocks;
   Node* node = &root_;
   for (std::size_t i = 0; i < n; ++i) {
-    const auto t = block_tokens(tokens, i);
-    const auto it = node->children.find(std::vector<std::int32_t>(t.begin(), t.end()));
+    const auto it = node->children.find(block_key(tokens, i, ns));
     if (it == node->children.end()) break;
     node = it->second.get();
     node->last_used = clock_;
@@ -35,13 +41,12 @@ std::vector<std::int32_t> PrefixCache::match(std::span<const std::int32_t> token
   return blocks;
 }
 
-void PrefixCache::insert(std::span<const std::int32_t> tokens, std::span<const std::int32_t> blocks) {
+void PrefixCache::insert(std::span<const std::int32_t> tokens, std::span<const std::int32_t> blocks, std::int32_t ns) {
   const std::size_t n = std::min(tokens.size() / static_cast<std::size_t>(cache_->block_size()), blocks.size());
   ++clock_;
   Node* node = &root_;
   for (std::size_t i = 0; i < n; ++i) {
-    const auto t = block_tokens(tokens, i);
-    std::vector<std::int32_t> key(t.begin(), t.end());
+    std::vector<std::int32_t> key = block_key(tokens, i, ns);
     auto& child = node->children[key];
     if (!child) {
       child = std::make_unique<Node>(Node{blocks[i], node, std::move(key), 0, {}});

@@ -6,20 +6,32 @@
 
 namespace peregrine {
 
-Expected<std::int32_t> LoraSet::add_slot(std::vector<LoraSlotEntry> entries) {
+Expected<LoraSet::Slot> LoraSet::make_slot(std::vector<LoraSlotEntry> entries) {
   if (entries.empty()) return invalid_argument("a LoRA slot needs at least one adapter");
-  std::map<std::string, std::vector<Product>> products;
+  Slot slot;
   for (const LoraSlotEntry& e : entries) {
     if (e.adapter == nullptr) return invalid_argument("a LoRA slot entry has no adapter");
     if (!std::isfinite(e.scale)) return invalid_argument("a LoRA scale must be finite");
     for (const auto& [name, pair] : e.adapter->tensors) {
-      products[name].push_back({f32_matrix_view(name + ".lora_a", pair.a, pair.rank, pair.in),
-                                f32_matrix_view(name + ".lora_b", pair.b, pair.out, pair.rank), e.scale * e.adapter->scale()});
+      slot.products[name].push_back({f32_matrix_view(name + ".lora_a", pair.a, pair.rank, pair.in),
+                                     f32_matrix_view(name + ".lora_b", pair.b, pair.out, pair.rank), e.scale * e.adapter->scale()});
     }
-    adapters_.push_back(e.adapter);
+    slot.adapters.push_back(e.adapter);
   }
-  slots_.push_back(std::move(products));
+  return slot;
+}
+
+Expected<std::int32_t> LoraSet::add_slot(std::vector<LoraSlotEntry> entries) {
+  PEREGRINE_ASSIGN_OR_RETURN(Slot slot, make_slot(std::move(entries)));
+  slots_.push_back(std::move(slot));
   return n_slots() - 1;
+}
+
+Status LoraSet::replace_slot(std::int32_t slot, std::vector<LoraSlotEntry> entries) {
+  if (slot < 0 || slot >= n_slots()) return out_of_range("LoRA slot " + std::to_string(slot) + " does not exist");
+  PEREGRINE_ASSIGN_OR_RETURN(Slot made, make_slot(std::move(entries)));
+  slots_[static_cast<std::size_t>(slot)] = std::move(made);
+  return Status::ok();
 }
 
 void LoraSet::apply(const std::string& name, std::span<const float> x, std::int64_t n, std::span<float> y,
@@ -28,8 +40,9 @@ void LoraSet::apply(const std::string& name, std::span<const float> x, std::int6
   std::vector<std::int64_t> rows;
   std::vector<float> xs, t, u;
   for (std::int32_t k = 0; k < n_slots(); ++k) {
-    const auto it = slots_[static_cast<std::size_t>(k)].find(name);
-    if (it == slots_[static_cast<std::size_t>(k)].end()) continue;
+    const auto& products = slots_[static_cast<std::size_t>(k)].products;
+    const auto it = products.find(name);
+    if (it == products.end()) continue;
     rows.clear();
     for (std::int64_t i = 0; i < n; ++i) {
       if (row_slots[static_cast<std::size_t>(i)] == k) rows.push_back(i);

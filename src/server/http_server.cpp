@@ -170,11 +170,11 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
   if (const ApiError* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
   const OpenAiRequest& request = std::get<OpenAiRequest>(parsed);
   if (Status st = engine.check_spec(request.spec); !st) return send_error(res, api_error(st, "speculative"));
-  std::int32_t lora_slot = -1;
+  std::int32_t lora_adapter = -1;
   if (!request.model.empty() && request.model != options.model_id) {
     const auto it = std::find(options.lora_names.begin(), options.lora_names.end(), request.model);
     if (it == options.lora_names.end()) return send_error(res, model_not_found_error(request.model));
-    lora_slot = static_cast<std::int32_t>(it - options.lora_names.begin());
+    lora_adapter = static_cast<std::int32_t>(it - options.lora_names.begin());
   }
   auto prompt = prompt_tokens(request, tokenizer, chat_template);
   if (!prompt) return send_error(res, api_error(prompt.status(), prompt_param(endpoint)));
@@ -183,7 +183,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
   std::snprintf(id, sizeof id, "%s-%016llx", endpoint == ApiEndpoint::kCompletions ? "cmpl" : "chatcmpl",
                 static_cast<unsigned long long>(random_u64()));
   ResponseMeta meta{endpoint, id, static_cast<std::int64_t>(std::time(nullptr)),
-                    lora_slot >= 0 ? request.model : options.model_id};
+                    lora_adapter >= 0 ? request.model : options.model_id};
   auto ex = std::make_shared<Exchange>(request, std::move(meta), tokenizer, prompt->back());
 
   RequestOptions ro;
@@ -195,7 +195,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
   ro.eos_id = tokenizer.eos_id();
   ro.ignore_eos = request.ignore_eos;
   ro.spec = request.spec;
-  ro.lora_slot = lora_slot;
+  ro.lora_adapter = lora_adapter;
   RequestCallbacks callbacks;
   callbacks.on_token = [ex](const TokenEvent& event) {
     std::lock_guard lock(ex->mu);

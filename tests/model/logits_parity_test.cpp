@@ -8,7 +8,10 @@
 // tolerance applies (that rounding itself moves these logits by up to 0.25). Models whose RoPE
 // scaling follows the sequence length (LongRoPE, dynamic NTK; formats/rope_scaling.h) carry a
 // second reference, the logits of a token-by-token decode, which crosses their original
-// context of 16 positions, and a "-short" twin entry whose prompt stays within it.
+// context of 16 positions, and a "-short" twin entry whose prompt stays within it. Entries with
+// a "lora" carry a random LoRA adapter on all seven projections, written independently of the
+// engine in Hugging Face PEFT's layout or llama.cpp's LoRA GGUF layout (tools/make_test_models.py)
+// for GGUF / llama2.c / HF bases, a Q4_0 one and a Qwen2 one among them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,7 +19,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "peregrine/formats/lora_adapter.h"
 #include "peregrine/model/llama_model.h"
+#include "peregrine/model/lora_set.h"
 #include "test_models.h"
 #include "test_paths.h"
 
@@ -31,6 +36,7 @@ struct Case {
   std::vector<float> logits;         // [tokens, vocab]: one forward over all tokens
   std::vector<float> decode_logits;  // [tokens, vocab]: a token-by-token decode's, where they differ
   std::int64_t vocab = 0;
+  std::string lora;  // a LoRA adapter the reference applied unmerged (PEFT folder or LoRA GGUF); empty: none
 };
 
 // The raw float32 [n_tokens, vocab] file `name` of the testdata folder.
@@ -55,6 +61,7 @@ std::vector<Case> load_cases() {
     c.vocab = e["vocab"];
     c.logits = read_logits(e["logits"], c.tokens.size(), c.vocab);
     if (e.contains("decode_logits")) c.decode_logits = read_logits(e["decode_logits"], c.tokens.size(), c.vocab);
+    if (e.contains("lora")) c.lora = dir + "/" + e["lora"].get<std::string>();
     cases.push_back(std::move(c));
   }
   return cases;
@@ -69,11 +76,13 @@ float max_abs_diff(const std::vector<float>& a, const float* b) {
 TEST(LogitsParity, ManifestCoversEveryFormat) {
   const auto cases = load_cases();
   ASSERT_GE(cases.size(), 32u) << "run tools/make_test_models.py --out " << test::testdata_dir();
+  EXPECT_GE(std::count_if(cases.begin(), cases.end(), [](const Case& c) { return !c.lora.empty(); }), 5);
 }
 
 
 // One batched prefill with logits on every row, then the same tokens one decode step at a time
-// (against the decode reference where the case has one).
+// (against the decode reference where the case has one); with the case's LoRA adapter, if any,
+// applied unmerged (model/lora_set.h) as the reference applies it.
 void check_case(const Case& c, ThreadPool& pool) {
     auto file = load_model_file(c.model);
     ASSERT_TRUE(file) << file.status().message();
@@ -81,12 +90,23 @@ void check_case(const Case& c, ThreadPool& pool) {
     ASSERT_TRUE(model) << model.status().message();
     ASSERT_EQ(model->config().vocab_size, c.vocab);
     const auto n = static_cast<std::int32_t>(c.tokens.size());
+    LoraSet lora;  // the case's adapter in slot 0, applied unmerged to every row
+    if (!c.lora.empty()) {
+      auto adapter = load_lora_adapter(c.lora, model->file());
+      ASSERT_TRUE(adapter) << adapter.status().message();
+      ASSERT_TRUE(lora.add_slot({{std::make_shared<const LoraAdapter>(std::move(*adapter)), 1.0f}}));
+    }
+    const auto forward = [&](const Batch& b, KvCache& cache, std::vector<float>& out) {
+      Batch rows = b;
+      if (!c.lora.empty()) rows.lora_slots.assign(rows.tokens.size(), 0);
+      return model->forward(rows, cache, out, pool, 0, nullptr, c.lora.empty() ? nullptr : &lora);
+    };
 
     KvCache prefill_cache = test::make_kv_cache(model->config(), n);
     Batch batch;
     for (std::int32_t i = 0; i < n; ++i) batch.add(c.tokens[i], i, 0, true);
     std::vector<float> logits;
-    ASSERT_TRUE(model->forward(batch, prefill_cache, logits, pool).is_ok());
+    ASSERT_TRUE(forward(batch, prefill_cache, logits).is_ok());
     const float prefill_diff = max_abs_diff(logits, c.logits.data());
     EXPECT_LE(prefill_diff, kTolerance);
 
@@ -96,7 +116,7 @@ void check_case(const Case& c, ThreadPool& pool) {
     for (std::int32_t i = 0; i < n; ++i) {
       batch.clear();
       batch.add(c.tokens[i], i, 0, true);
-      ASSERT_TRUE(model->forward(batch, decode_cache, logits, pool).is_ok());
+      ASSERT_TRUE(forward(batch, decode_cache, logits).is_ok());
       decode_diff = std::max(decode_diff, max_abs_diff(logits, &decode_want[static_cast<std::size_t>(i * c.vocab)]));
     }
     EXPECT_LE(decode_diff, kTolerance);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <regex>
 #include <set>
@@ -314,15 +315,45 @@ TEST_F(ServeTest, BadRequestsAre400WithTheParamAndUnknownModelOrRouteIs404) {
 // Two LoRA adapters (random-weight PEFT folders) served beside the base: a request picks one by
 // "model", /v1/models lists them with the base as parent, concurrent requests of the adapters
 // and the base give each the text it gets alone, and an unknown name is 404.
-TEST(ServeLora, RequestsPickAdaptersByModelNameAndMixInOneBatch) {
+/// Two random adapters saved as PEFT folders in a new temporary folder: DIR/lora1, DIR/lora2.
+std::string save_two_adapters() {
   auto base = test::load_stories260k();
-  ASSERT_TRUE(base);
+  EXPECT_TRUE(base);
   const std::string dir = test::make_temp_dir();
   const std::vector<std::string> all = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
   for (std::uint32_t seed : {1u, 2u}) {
     const LoraAdapter a = test::random_lora_adapter(base->file(), 4, 8.0f, seed, all, 0.1f);
-    ASSERT_TRUE(save_peft_adapter(a, dir + "/lora" + std::to_string(seed), "stories260K").is_ok());
+    EXPECT_TRUE(save_peft_adapter(a, dir + "/lora" + std::to_string(seed), "stories260K").is_ok());
   }
+  return dir;
+}
+
+/// The greedy completion of "Once upon a time" by `model` (empty: the base).
+std::string lora_text(ServerProcess& server, const std::string& model) {
+  Json body = greedy("Once upon a time", 48);
+  if (!model.empty()) body["model"] = model;
+  const Reply r = post(server, "/v1/completions", body);
+  EXPECT_EQ(r.status, 200) << r.body.dump();
+  if (!model.empty()) {
+    EXPECT_EQ(r.body["model"], model);
+  }
+  return r.status == 200 ? r.body["choices"][0]["text"].get<std::string>() : std::string();
+}
+
+/// Each adapter's text alone equals its text among concurrent requests of the others.
+void expect_same_text_alone_and_together(ServerProcess& server) {
+  const std::vector<std::string> names = {"", "poet", "critic", "poet"};
+  std::vector<std::string> alone;
+  for (const std::string& n : names) alone.push_back(lora_text(server, n));
+  EXPECT_NE(alone[1], alone[0]);
+  EXPECT_NE(alone[2], alone[1]);
+  std::vector<std::future<std::string>> together;
+  for (const std::string& n : names) together.push_back(std::async(std::launch::async, lora_text, std::ref(server), n));
+  for (std::size_t i = 0; i < names.size(); ++i) EXPECT_EQ(together[i].get(), alone[i]) << names[i];
+}
+
+TEST(ServeLora, RequestsPickAdaptersByModelNameAndMixInOneBatch) {
+  const std::string dir = save_two_adapters();
   ServerProcess server({"--parallel", "4", "--lora", "poet=" + dir + "/lora1", "--lora", "critic=" + dir + "/lora2:0.5"});
   ASSERT_TRUE(server.ready()) << server.log();
   const Reply models = get(server, "/v1/models");
@@ -330,27 +361,36 @@ TEST(ServeLora, RequestsPickAdaptersByModelNameAndMixInOneBatch) {
   ASSERT_EQ(models.body["data"].size(), 3u);
   EXPECT_EQ(models.body["data"][1]["id"], "poet");
   EXPECT_EQ(models.body["data"][2]["parent"], models.body["data"][0]["id"]);
-  auto text = [&](const std::string& model) {
-    Json body = greedy("Once upon a time", 48);
-    if (!model.empty()) body["model"] = model;
-    const Reply r = post(server, "/v1/completions", body);
-    EXPECT_EQ(r.status, 200) << r.body.dump();
-    if (!model.empty()) {
-      EXPECT_EQ(r.body["model"], model);
-    }
-    return r.status == 200 ? r.body["choices"][0]["text"].get<std::string>() : std::string();
-  };
-  const std::vector<std::string> names = {"", "poet", "critic", "poet"};
-  std::vector<std::string> alone;
-  for (const std::string& n : names) alone.push_back(text(n));
-  EXPECT_NE(alone[1], alone[0]);
-  EXPECT_NE(alone[2], alone[1]);
-  std::vector<std::future<std::string>> together;
-  for (const std::string& n : names) together.push_back(std::async(std::launch::async, text, n));
-  for (std::size_t i = 0; i < names.size(); ++i) EXPECT_EQ(together[i].get(), alone[i]) << names[i];
+  expect_same_text_alone_and_together(server);
   Json unknown = greedy("Once upon a time", 4);
   unknown["model"] = "painter";
   EXPECT_EQ(post(server, "/v1/completions", unknown).status, 404);
+}
+
+TEST(ServeLora, MaxLorasLoadsAdaptersOnDemand) {
+  const std::string dir = save_two_adapters();
+  ServerProcess server({"--parallel", "4", "--max-loras", "1", "--lora", "poet=" + dir + "/lora1", "--lora",
+                        "critic=" + dir + "/lora2:0.5"});
+  ASSERT_TRUE(server.ready()) << server.log();
+  expect_same_text_alone_and_together(server);
+  // An adapter that can no longer be read (critic was loaded last: poet is the one on disk
+  // only) ends its request with a server error; the server goes on serving.
+  std::filesystem::remove_all(dir + "/lora1");
+  std::filesystem::remove_all(dir + "/lora2");
+  Json body = greedy("Once upon a time", 8);
+  body["model"] = "poet";
+  const Reply gone = post(server, "/v1/completions", body);
+  EXPECT_EQ(gone.status, 500) << gone.body.dump();
+  EXPECT_NE(gone.body["error"]["message"].get<std::string>().find("lora1"), std::string::npos) << gone.body.dump();
+  EXPECT_FALSE(lora_text(server, "critic").empty());
+  EXPECT_FALSE(lora_text(server, "").empty());
+}
+
+TEST(ServeLora, BadMaxLorasIsAClearError) {
+  const std::string dir = save_two_adapters();
+  ServerProcess server({"--max-loras", "-1", "--lora", "poet=" + dir + "/lora1"});
+  EXPECT_FALSE(server.ready());
+  EXPECT_NE(server.log().find("--max-loras"), std::string::npos) << server.log();
 }
 
 TEST(ServeLimits, PromptLongerThanTheContextIs400) {

@@ -17,7 +17,7 @@
 #include "peregrine/engine/request.h"
 #include "peregrine/kv/kv_cache.h"
 #include "peregrine/model/llama_model.h"
-#include "peregrine/model/lora_set.h"
+#include "peregrine/engine/lora_pool.h"
 #include "peregrine/spec/drafter.h"
 
 namespace peregrine {
@@ -34,9 +34,10 @@ struct EngineOptions {
   /// skip or quantized self-draft); may be null (prompt lookup needs no drafter). Not owned:
   /// must outlive the engine.
   Drafter* drafter = nullptr;
-  /// The LoRA adapters requests may pick (RequestOptions::lora_slot); may be null. Not owned:
-  /// must outlive the engine.
-  const LoraSet* lora = nullptr;
+  /// The LoRA adapters requests may pick (RequestOptions::lora_adapter), loaded on demand
+  /// within its max_resident slots; may be null. Not owned: must outlive the engine, and only
+  /// the engine's step loop touches it while the engine runs.
+  LoraPool* lora = nullptr;
 };
 
 class Engine {

@@ -11,7 +11,7 @@
 #include "peregrine/core/status.h"
 #include "peregrine/core/thread_pool.h"
 #include "peregrine/model/llama_model.h"
-#include "peregrine/model/lora_set.h"
+#include "peregrine/engine/lora_pool.h"
 #include "peregrine/sampling/sampler.h"
 #include "peregrine/spec/drafter.h"
 #include "peregrine/spec/spec_params.h"
@@ -30,7 +30,7 @@ struct GenerateOptions {
   SamplingParams sampling;
   SpecParams spec;             // speculative decoding (--spec); kNone: plain decoding
   Drafter* drafter = nullptr;  // serves spec.method when it is draft / layerskip / quant
-  const LoraSet* lora = nullptr;  // LoRA adapters (model/lora_set.h): slot 0 applies, when given
+  LoraPool* lora = nullptr;    // LoRA adapters (engine/lora_pool.h): adapter 0 applies, when given
 };
 
 struct GenerationStats {

@@ -21,9 +21,9 @@ struct RequestOptions {
   std::int32_t eos_id = -1;          // end-of-sequence token (the tokenizer's; -1: none)
   bool ignore_eos = false;           // keep generating past eos_id (fixed-length benchmarks)
   SpecParams spec;                   // speculative decoding (method kNone: plain decoding)
-  /// LoRA slot of EngineOptions::lora to apply (model/lora_set.h), -1: the base model. Such a
-  /// request neither takes nor gives prefix-cache blocks (their K/V are the adapter's).
-  std::int32_t lora_slot = -1;
+  /// LoRA adapter of EngineOptions::lora to apply (engine/lora_pool.h), -1: the base model.
+  /// Prefix-cache blocks are shared only among requests of the same adapter (its K/V differ).
+  std::int32_t lora_adapter = -1;
 };
 
 /// One generated token, reported as soon as it is sampled.

@@ -9,8 +9,10 @@
 #include <deque>
 #include <memory>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
+#include "peregrine/engine/lora_pool.h"
 #include "peregrine/engine/sequence.h"
 #include "peregrine/kv/kv_cache.h"
 #include "peregrine/kv/prefix_cache.h"
@@ -39,8 +41,9 @@ struct ScheduledChunk {
 
 class Scheduler {
  public:
-  /// `prefix_cache` may be null (prefix caching off). Both must outlive the scheduler.
-  Scheduler(const SchedulerLimits& limits, KvCache& cache, PrefixCache* prefix_cache);
+  /// `prefix_cache` may be null (prefix caching off), `lora` too (requests without adapters).
+  /// All must outlive the scheduler.
+  Scheduler(const SchedulerLimits& limits, KvCache& cache, PrefixCache* prefix_cache, LoraPool* lora = nullptr);
 
   /// Appends a new request to the waiting queue (FCFS).
   void enqueue(std::unique_ptr<Sequence> seq);
@@ -49,8 +52,10 @@ class Scheduler {
   /// first, plus up to seq->spec.budget draft rows when blocks are free without preempting
   /// anyone and the token budget allows), running prefills (chunks; when the step decodes,
   /// at most limits.prefill_budget prompt tokens in all), then waiting requests in FCFS order while there are
-  /// running slots, budget and blocks (a request that does not fit blocks the ones behind
-  /// it). KV blocks for every planned chunk are reserved here; when the pool runs dry the
+  /// running slots, budget and blocks (a request that does not fit blocks the ones behind it);
+  /// one naming a LoRA adapter also needs a LoraPool slot, pinned from admission until
+  /// remove() (without one it is passed over and stays queued; if its adapter fails to load
+  /// it goes to failed()). KV blocks for every planned chunk are reserved here; when the pool runs dry the
   /// prefix cache evicts, and then the most recently admitted running sequence is preempted
   /// (its KV freed, its tokens kept; it goes back to the front of the queue and is
   /// recomputed later). The returned chunks are ordered like the Batch rows to build.
@@ -71,6 +76,9 @@ class Scheduler {
   /// Running sequences the last schedule() could not give a block although nothing else was
   /// left to preempt: the pool cannot hold them; the engine ends them (finish reason length).
   const std::vector<Sequence*>& stuck() const { return stuck_; }
+  /// Waiting requests the last schedule() could not admit because their adapter failed to
+  /// load, with the loader's error; the engine ends them.
+  const std::vector<std::pair<Sequence*, Status>>& failed() const { return failed_; }
 
  private:
   bool reserve(Sequence& seq, std::int64_t n_tokens, bool may_preempt);
@@ -79,14 +87,17 @@ class Scheduler {
   bool is_running(const Sequence* seq) const;
   void preempt(std::size_t running_index);
   void offer_blocks(Sequence& seq);
+  bool pin_adapter(Sequence& seq);
 
   SchedulerLimits limits_;
   KvCache& cache_;
   PrefixCache* prefix_cache_;
+  LoraPool* lora_;
   std::vector<std::unique_ptr<Sequence>> running_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::unordered_set<const Sequence*> scheduled_;  // sequences with a chunk in this step
   std::vector<Sequence*> stuck_;
+  std::vector<std::pair<Sequence*, Status>> failed_;
   std::int64_t preemptions_ = 0;
 };
 

@@ -33,8 +33,10 @@ class PrefixCache {
   /// `max_blocks` of them (callers pass (len - 1) / block_size so at least one prompt token
   /// is left to compute the first logits from). Each returned block carries one new reference
   /// for the caller (hand them to KvCache::attach_prefix). Marks the path most recently used
-  /// and counts tokens queried / hit for the hit rate.
-  std::vector<std::int32_t> match(std::span<const std::int32_t> tokens, std::int64_t max_blocks);
+  /// and counts tokens queried / hit for the hit rate. `ns` >= 0 names a namespace whose blocks
+  /// only its own lookups see (a LoRA adapter's K/V differ from the base's for the same
+  /// tokens; vLLM likewise puts the adapter id into its block hashes); -1: the base model's.
+  std::vector<std::int32_t> match(std::span<const std::int32_t> tokens, std::int64_t max_blocks, std::int32_t ns = -1);
 
   /// Records a sequence's full blocks: block i of `blocks` holds the K/V of
   /// tokens[i · block_size, (i + 1) · block_size), for i < tokens.size() / block_size (and
@@ -42,8 +44,8 @@ class PrefixCache {
   /// block differs keeps it while someone else also uses it (the sequence's duplicate stays
   /// private); if only the cache still references it, the node adopts the sequence's block and
   /// the old copy is freed (so cached nodes never sit, unevictable, above a running
-  /// sequence's blocks).
-  void insert(std::span<const std::int32_t> tokens, std::span<const std::int32_t> blocks);
+  /// sequence's blocks). `ns`: as for match().
+  void insert(std::span<const std::int32_t> tokens, std::span<const std::int32_t> blocks, std::int32_t ns = -1);
 
   /// Frees up to `n` evictable blocks, least recently used leaves first; returns how many
   /// were freed (fewer when no more are evictable).
@@ -67,7 +69,7 @@ class PrefixCache {
     std::uint64_t last_used = 0;
     std::map<std::vector<std::int32_t>, std::unique_ptr<Node>> children;
   };
-  std::span<const std::int32_t> block_tokens(std::span<const std::int32_t> tokens, std::size_t i) const;
+  std::vector<std::int32_t> block_key(std::span<const std::int32_t> tokens, std::size_t i, std::int32_t ns) const;
   std::int64_t count_evictable(const Node& node, bool& all) const;
 
   KvCache* cache_;

@@ -32,6 +32,9 @@ class LoraSet {
   /// Adds a slot applying `entries` together; returns its index (0, 1, ...). Errors:
   /// kInvalidArgument (no entry, a null adapter, a scale that is not finite).
   Expected<std::int32_t> add_slot(std::vector<LoraSlotEntry> entries);
+  /// Replaces what slot `slot` applies with `entries` (the old adapters are released). Only
+  /// between forwards. Errors: those of add_slot; kOutOfRange for a slot outside [0, n_slots()).
+  Status replace_slot(std::int32_t slot, std::vector<LoraSlotEntry> entries);
   std::int32_t n_slots() const { return static_cast<std::int32_t>(slots_.size()); }
 
   /// For each slot k with products for the canonical weight `name`: y[i] += Σ scale · (x[i]·Aᵀ)·Bᵀ
@@ -46,8 +49,12 @@ class LoraSet {
     TensorView a, b;  // f32 views of the adapter's A [r, in], B [out, r]
     float scale;      // user scale · alpha / r
   };
-  std::vector<std::map<std::string, std::vector<Product>>> slots_;  // per slot: weight name → products
-  std::vector<std::shared_ptr<const LoraAdapter>> adapters_;        // what the views point into
+  struct Slot {
+    std::map<std::string, std::vector<Product>> products;        // weight name → products
+    std::vector<std::shared_ptr<const LoraAdapter>> adapters;  // what the views point into
+  };
+  static Expected<Slot> make_slot(std::vector<LoraSlotEntry> entries);
+  std::vector<Slot> slots_;
 };
 
 }  // namespace peregrine
