@@ -28,6 +28,7 @@ done
 cp "$shared"/models/stories260K/* "$out"/shared/models/stories260K/
 for t in F16 Q8_0 Q4_0 Q4_K_M IQ4_XS; do cp "$shared/models/kquant-test/tiny-llama-256.$t.gguf" "$out"/shared/models/kquant-test/; done
 cp "$shared"/tokenizers/gguf-vocab/ggml-vocab-llama-spm.gguf "$out"/shared/tokenizers/gguf-vocab/
+mkdir -p "$out"/shared/data/tinystories && cp "$shared"/data/tinystories/tinystories_valid_excerpt.txt "$out"/shared/data/tinystories/  # loadgen's prompts
 for f in mistral-swa llama3-rope phi3-longrope qwen2 qwen3 gemma2 mixtral; do cp "$testdata/gguf-f32-$f.gguf" "$out"/testdata/; done
 cp "$testdata"/gguf-f16-gqa.gguf "$out"/testdata/
 du -sh "$out"

@@ -16,6 +16,7 @@ struct CudaBackendApi {
   Expected<std::unique_ptr<CudaForward>> (*create)(const ModelConfig& config, const CudaModelWeights& weights,
                                                    float attention_scale);
   Expected<double> (*copy_bandwidth_gbs)(std::int64_t bytes, int repeats);
+  Expected<std::int64_t> (*free_memory_bytes)();
 };
 
 }  // namespace peregrine

@@ -51,4 +51,10 @@ Expected<double> cuda_copy_bandwidth_gbs(std::int64_t bytes, int repeats) {
   return b.api->copy_bandwidth_gbs(bytes, repeats);
 }
 
+Expected<std::int64_t> cuda_free_memory_bytes() {
+  const Loaded& b = backend();
+  if (b.api == nullptr) return unavailable(b.why);
+  return b.api->free_memory_bytes();
+}
+
 }  // namespace peregrine

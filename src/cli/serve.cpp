@@ -61,8 +61,10 @@ Expected<std::int64_t> parse_bytes(const std::string& text) {
   return value << shift;
 }
 
-/// KV pool size in blocks: --ctx-total, --kv-memory, else parallel × ctx.
-Expected<std::int32_t> pool_blocks(const ServeArgs& a, const ModelConfig& config, DType kv_dtype, std::int64_t ctx) {
+/// KV pool size in blocks: --ctx-total, --kv-memory, else parallel × ctx, at most `byte_cap`
+/// bytes when that is > 0 (-d cuda: the GPU memory left after the weights).
+Expected<std::int32_t> pool_blocks(const ServeArgs& a, const ModelConfig& config, DType kv_dtype, std::int64_t ctx,
+                                   std::int64_t byte_cap) {
   std::int64_t blocks = 0;
   if (a.ctx_total > 0) {
     blocks = blocks_for_tokens(a.ctx_total, a.block_size);
@@ -72,6 +74,8 @@ Expected<std::int32_t> pool_blocks(const ServeArgs& a, const ModelConfig& config
     if (blocks < 1) return invalid_argument("--kv-memory " + a.kv_memory + " is smaller than one KV block");
   } else {
     blocks = a.parallel * blocks_for_tokens(ctx, a.block_size);
+    if (byte_cap > 0) blocks = std::min(blocks, byte_cap / kv_block_bytes(config, a.block_size, kv_dtype));
+    if (blocks < 1) return resource_exhausted("the GPU has no memory left for a KV block after the weights");
   }
   if (blocks > std::numeric_limits<std::int32_t>::max()) return invalid_argument("the KV pool would have too many blocks");
   return static_cast<std::int32_t>(blocks);
@@ -125,13 +129,22 @@ Status install_signal_handlers() {
   return Status::ok();
 }
 
+/// -d cuda: the bytes the KV pool may take on the GPU, 90% of the memory free after the weights
+/// less 1 GiB for activations and cuBLAS workspaces (0: no cap, on the CPU).
+Expected<std::int64_t> kv_byte_cap(const ServeArgs& a) {
+  if (a.model.device != "cuda") return 0;
+  PEREGRINE_ASSIGN_OR_RETURN(const std::int64_t free, cuda_free_memory_bytes());
+  return std::max<std::int64_t>(free / 10 * 9 - (std::int64_t{1} << 30), 1);
+}
+
 Expected<EngineOptions> engine_options(const ServeArgs& a, const ModelConfig& config) {
   EngineOptions o;
   PEREGRINE_ASSIGN_OR_RETURN(o.kv.dtype, parse_kv_type(a.kv_type));
   o.kv.block_size = a.block_size;
   o.ctx_len = a.ctx;
   const std::int64_t ctx = a.ctx > 0 ? a.ctx : config.max_seq_len;
-  PEREGRINE_ASSIGN_OR_RETURN(o.kv.n_blocks, pool_blocks(a, config, o.kv.dtype, ctx));
+  PEREGRINE_ASSIGN_OR_RETURN(const std::int64_t cap, kv_byte_cap(a));
+  PEREGRINE_ASSIGN_OR_RETURN(o.kv.n_blocks, pool_blocks(a, config, o.kv.dtype, ctx, cap));
   o.max_batch_tokens = a.max_batch_tokens;
   o.prefill_budget = a.prefill_budget;
   o.max_running = a.parallel;
@@ -155,6 +168,9 @@ int run(const ServeArgs& args) {
   if (!options) return report(options.status());
   auto spec = spec_params(args.spec);
   if (!spec) return report(spec.status());
+  if (args.model.device == "cuda" && (spec->method != SpecMethod::kNone || !args.loras.empty())) {
+    return report(unsupported("serve -d cuda runs neither speculative decoding nor LoRA adapters yet"));
+  }
   const std::int64_t ctx = args.ctx > 0 ? args.ctx : model->config().max_seq_len;
   auto drafter = make_drafter(args.spec, *model, args.model, ctx, args.parallel, pool);
   if (!drafter) return report(drafter.status());
@@ -179,6 +195,11 @@ int run(const ServeArgs& args) {
   }
   auto engine = Engine::create(*model, *options, pool);
   if (!engine) return report(engine.status());
+  if (args.model.device == "cuda") {
+    const std::int64_t bytes = options->kv.n_blocks * kv_block_bytes(model->config(), options->kv.block_size, options->kv.dtype);
+    std::fprintf(stderr, "peregrine: KV pool of %d blocks of %d positions, %.2f GiB of GPU memory\n", options->kv.n_blocks,
+                 options->kv.block_size, static_cast<double>(bytes) / (1 << 30));
+  }
   (*engine)->start();
 
   ServerOptions so;
@@ -216,6 +237,7 @@ Verb add_serve(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (continuous batching, paged KV cache)");
   add_model_options(*cmd, args->model);
   add_mmap_option(*cmd, args->model);
+  add_device_option(*cmd, args->model);
   add_dtype_option(*cmd, args->model);
   cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", args->port, "Port (0 = any free port, printed when listening)")->capture_default_str();

@@ -111,6 +111,9 @@ struct Engine::Impl {
 Status Engine::Impl::check_request(const RequestOptions& r) const {
   PEREGRINE_RETURN_IF_ERROR(r.sampling.validate());
   PEREGRINE_RETURN_IF_ERROR(speculation.check(r.spec));
+  if (model.on_cuda() && (r.spec.method != SpecMethod::kNone || r.lora_adapter >= 0)) {
+    return invalid_argument("speculative decoding and LoRA adapters do not run on a CUDA model yet");
+  }
   if (r.prompt.empty()) return invalid_argument("the prompt is empty");
   if (r.max_tokens < 1) return invalid_argument("max_tokens must be >= 1 (got " + std::to_string(r.max_tokens) + ")");
   if (r.top_logprobs > 20) return invalid_argument("top_logprobs must be <= 20");
@@ -408,7 +411,12 @@ Expected<std::uint64_t> Engine::submit(RequestOptions request, RequestCallbacks 
   return id;
 }
 
-Status Engine::check_spec(const SpecParams& spec) const { return impl_->speculation.check(spec); }
+Status Engine::check_spec(const SpecParams& spec) const {
+  if (impl_->model.on_cuda() && spec.method != SpecMethod::kNone) {
+    return invalid_argument("speculative decoding does not run on a CUDA model yet");
+  }
+  return impl_->speculation.check(spec);
+}
 
 void Engine::cancel(std::uint64_t id) {
   std::lock_guard lock(impl_->mu);

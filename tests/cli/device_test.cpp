@@ -21,6 +21,7 @@ TEST(CliDevice, CudaWithoutADeviceIsOneCleanError) {
   for (const char* verb : {"generate", "bench"}) {
     test::expect_clean_error(test::run_cli({verb, "-d", "cuda", "-n", "4"}), why);
   }
+  test::expect_clean_error(test::run_cli({"serve", "-d", "cuda", "--port", "0"}), why);
 }
 
 TEST(CliDevice, UnknownDeviceIsACommandLineError) {

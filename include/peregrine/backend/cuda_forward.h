@@ -94,4 +94,8 @@ class CudaForward {
 /// events: the memory roofline `bench -d cuda` reports against. Errors: kUnavailable.
 Expected<double> cuda_copy_bandwidth_gbs(std::int64_t bytes = std::int64_t{1} << 30, int repeats = 20);
 
+/// Free memory of device 0 in bytes now (cudaMemGetInfo): what `serve -d cuda` sizes its KV
+/// pool from after the weights are uploaded. Errors: kUnavailable.
+Expected<std::int64_t> cuda_free_memory_bytes();
+
 }  // namespace peregrine

@@ -52,13 +52,15 @@ class Engine {
   /// Queues a request; returns its id. Thread-safe. The callbacks run on the loop thread.
   /// Errors: kInvalidArgument (empty prompt, max_tokens < 1, bad sampling params,
   /// top_logprobs > 20, token id outside the vocabulary, bad spec params or a speculative
-  /// method this engine has no drafter for), kOutOfRange (prompt + 1 token longer
+  /// method this engine has no drafter for, a LoRA adapter it lacks, speculation or LoRA on a
+  /// CUDA model), kOutOfRange (prompt + 1 token longer
   /// than the context, or needing more KV blocks than the whole pool), kResourceExhausted
   /// (the waiting queue is full), kUnavailable (shutting down).
   Expected<std::uint64_t> submit(RequestOptions request, RequestCallbacks callbacks);
 
-  /// Whether requests may use `spec`. Errors: kInvalidArgument (invalid params, or a method
-  /// needing a drafter this engine was not created with; the message names the ones it has).
+  /// Whether requests may use `spec`. Errors: kInvalidArgument (invalid params, a method
+  /// needing a drafter this engine was not created with — the message names the ones it has —
+  /// or any method on a CUDA model).
   Status check_spec(const SpecParams& spec) const;
   /// Cancels a queued or running request (unknown or finished ids are ignored); it finishes
   /// with kCancelled at the next step and its blocks return to the pool. Thread-safe.

@@ -74,6 +74,8 @@ class LlamaModel {
   LlamaModel& operator=(const LlamaModel&) = delete;
 
   const ModelConfig& config() const { return file_.config; }
+  /// Whether the layers run on the GPU (created with WeightPlacement::kCuda).
+  bool on_cuda() const { return cuda_ != nullptr; }
   /// Weight bytes read and tokens per expert since creation (model/forward_counters.h).
   const ForwardCounters& counters() const { return *counters_; }
   /// Time per op kind of the forwards run while profile().enabled() (model/forward_profile.h):

@@ -468,7 +468,15 @@ Expected<double> copy_bandwidth_gbs(std::int64_t bytes, int repeats) {
   return 2.0 * static_cast<double>(bytes) / (static_cast<double>(ms[ms.size() / 2]) * 1e-3) / 1e9;
 }
 
-constexpr CudaBackendApi kApi{device_available, create, copy_bandwidth_gbs};
+Expected<std::int64_t> free_memory_bytes() {
+  std::string why;
+  if (!device_available(&why)) return unavailable(why);
+  std::size_t free = 0, total = 0;
+  PEREGRINE_CUDA_RETURN(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return static_cast<std::int64_t>(free);
+}
+
+constexpr CudaBackendApi kApi{device_available, create, copy_bandwidth_gbs, free_memory_bytes};
 
 }  // namespace
 }  // namespace peregrine
