@@ -40,12 +40,12 @@ Status run(const FinetuneArgs& a) {
   if (!a.eval_data.empty()) {
     PEREGRINE_ASSIGN_OR_RETURN(eval, tokens_of(a.eval_data, *tok));
   }
-  PEREGRINE_ASSIGN_OR_RETURN(const FloatModel base, FloatModel::from(src));
+  PEREGRINE_ASSIGN_OR_RETURN(FloatModel base, FloatModel::from(src));
   PEREGRINE_RETURN_IF_ERROR(train::check_student_support(base));
   const auto line = progress_line("finetune");
   train::FinetuneReport rep;
   PEREGRINE_ASSIGN_OR_RETURN(const LoraAdapter adapter,
-                             train::finetune(base, text, eval, o, pool, &rep,
+                             train::finetune(std::move(base), text, eval, o, pool, &rep,
                                              [&](std::int64_t step, std::int64_t steps, double, double) { line(step, steps, "steps"); }));
   const std::string base_path = a.model.model.empty() ? default_model_path() : a.model.model;
   PEREGRINE_RETURN_IF_ERROR(save_peft_adapter(adapter, a.output, base_path));

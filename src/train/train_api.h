@@ -34,7 +34,7 @@ struct TrainApi {
                                      const DistillProgress& progress);
   Expected<EagleReferenceOutput> (*eagle_reference)(const EagleHead& head, const FloatModel& target_f32,
                                                     std::span<const std::int32_t> tokens, std::span<const float> features);
-  Expected<LoraAdapter> (*finetune)(const FloatModel& base, std::span<const std::int32_t> text, std::span<const std::int32_t> eval_text,
+  Expected<LoraAdapter> (*finetune)(FloatModel base, std::span<const std::int32_t> text, std::span<const std::int32_t> eval_text,
                                     const FinetuneOptions& o, ThreadPool& pool, FinetuneReport* report, const DistillProgress& progress);
   Expected<std::vector<float>> (*lora_reference_logits)(const FloatModel& base, const LoraAdapter& adapter, bool qlora,
                                                         std::span<const std::int32_t> tokens);

@@ -85,9 +85,9 @@ Expected<EagleReferenceOutput> eagle_reference(const EagleHead& head, const Floa
   return unavailable(library().why);
 }
 
-Expected<LoraAdapter> finetune(const FloatModel& base, std::span<const std::int32_t> text, std::span<const std::int32_t> eval_text,
+Expected<LoraAdapter> finetune(FloatModel base, std::span<const std::int32_t> text, std::span<const std::int32_t> eval_text,
                                const FinetuneOptions& o, ThreadPool& pool, FinetuneReport* report, const DistillProgress& progress) {
-  if (const TrainApi* api = library().api) return api->finetune(base, text, eval_text, o, pool, report, progress);
+  if (const TrainApi* api = library().api) return api->finetune(std::move(base), text, eval_text, o, pool, report, progress);
   return unavailable(library().why);
 }
 

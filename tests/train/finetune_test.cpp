@@ -3,8 +3,9 @@
 // 600 KB on to evaluate): LoRA lowers the held-out perplexity, QLoRA (NF4 base, quant/nf4.h) ends
 // within 5% of LoRA's. The trained adapter, written as a PEFT folder and read back, gives in the
 // engine's unmerged LoRA forward (model/lora_set.h) the logits of the training module
-// (lora_reference_logits) within 1e-4 relative — and under QLoRA, on the engine running the
-// NF4-dequantized base, the QLoRA module's. Bad requests are single clean errors.
+// (lora_reference_logits) within 1e-4 relative — also on the base written as a Hugging Face
+// folder (Q/K rows half-split: the PEFT file's rows used as stored) — and under QLoRA, on the
+// engine running the NF4-dequantized base, the QLoRA module's. Bad requests are single clean errors.
 #include "peregrine/train/finetune.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <cstdio>
 
 #include "peregrine/core/text_file.h"
+#include "peregrine/formats/model_writer.h"
 #include "peregrine/model/lora_set.h"
 #include "peregrine/quant/nf4.h"
 #include "peregrine/tokenizer/tokenizer.h"
@@ -174,7 +176,26 @@ TEST(Finetune, SavedAdapterGivesTheTrainingModulesLogitsInTheEngine) {
     const std::vector<float> got = engine_logits(*model, *loaded, tokens, pool);
     ASSERT_EQ(got.size(), ref->size());
     const double rel = max_abs_diff(got, *ref) / max_abs(*ref);
+    std::printf("%s: engine (unmerged) vs training module, max |dlogit| / max |logit| = %.2e\n", qlora ? "QLoRA" : "LoRA", rel);
     EXPECT_LT(rel, 1e-4) << (qlora ? "QLoRA" : "LoRA");
+    if (!qlora) {
+      // Hugging Face's Q/K order, checked apart from our reader's reordering: stories260K (RoPE
+      // pairs interleaved) written as a Hugging Face folder has its Q/K rows half-split, so the
+      // PEFT file's B rows apply as they are — and give the same logits.
+      const std::string hf = dir + "-hf-base";
+      auto tokenizer = tokenizer_file_of(r->file);
+      ASSERT_TRUE(tokenizer) << tokenizer.status().message();
+      const Status saved = save_hf_model(r->base.view(), hf, HfQuantLayout::kGptq, *tokenizer);
+      ASSERT_TRUE(saved.is_ok()) << saved.message();
+      auto hf_file = load_model_file(hf);
+      ASSERT_TRUE(hf_file) << hf_file.status().message();
+      ASSERT_EQ(hf_file->config.rope_style, RopeStyle::kNeox);
+      auto hf_adapter = load_lora_adapter(dir, *hf_file);
+      ASSERT_TRUE(hf_adapter) << hf_adapter.status().message();
+      auto hf_model = LlamaModel::create(std::move(*hf_file));
+      ASSERT_TRUE(hf_model) << hf_model.status().message();
+      EXPECT_LT(max_abs_diff(engine_logits(*hf_model, *hf_adapter, tokens, pool), got) / max_abs(got), 1e-4);
+    }
     // ... and the adapter matters: the base alone is far from it.
     LoraAdapter zero = *loaded;
     for (auto& [name, p] : zero.tensors) std::fill(p.b.begin(), p.b.end(), 0.0f);

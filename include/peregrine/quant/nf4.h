@@ -65,7 +65,7 @@ Expected<Nf4Tensor> nf4_quantize(std::span<const float> values, std::vector<std:
 std::vector<float> nf4_block_absmax(const Nf4Tensor& t);
 
 /// The weights back: codebook[code] · block absmax (nf4_block_absmax), [numel] f32 row-major.
-/// |w − ŵ| <= c₂ · 0.1386 (half the widest codebook gap) + |c₂ − ĉ₂| for a weight of a block
+/// |w − ŵ| <= c₂ · 0.1519 (half the widest codebook gap, −1 to −0.6962) + |c₂ − ĉ₂| for a weight of a block
 /// with absmax c₂.
 std::vector<float> nf4_dequantize(const Nf4Tensor& t);
 

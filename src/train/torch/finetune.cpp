@@ -59,7 +59,7 @@ Expected<HeldOut> held_out_perplexity(const LoraModel& m, std::span<const std::i
 
 }  // namespace
 
-Expected<LoraAdapter> finetune_impl(const FloatModel& base, std::span<const std::int32_t> text, std::span<const std::int32_t> eval_text,
+Expected<LoraAdapter> finetune_impl(FloatModel base, std::span<const std::int32_t> text, std::span<const std::int32_t> eval_text,
                                     const FinetuneOptions& o, ThreadPool& pool, FinetuneReport* report, const DistillProgress& progress) {
   PEREGRINE_RETURN_IF_ERROR(o.validate());
   PEREGRINE_RETURN_IF_ERROR(start_head_run(base, o.seq, text.size(), o.seed, pool));
@@ -72,6 +72,9 @@ Expected<LoraAdapter> finetune_impl(const FloatModel& base, std::span<const std:
     tensors.push_back(std::move(name));
   }
   PEREGRINE_ASSIGN_OR_RETURN(const LoraModel model, LoraModel::create(base, initial_lora_adapter(base, tensors, o.rank, o.alpha), o.qlora));
+  for (const std::string& name : base.names()) {
+    if (model.quantized(name)) base.erase(name);  // QLoRA keeps these as NF4 codes only
+  }
   FinetuneReport rep;
   rep.base_bits_per_weight = model.base_bits_per_weight();
   if (!eval_text.empty()) {

@@ -6,7 +6,7 @@
 
 namespace peregrine::train {
 
-Expected<LoraAdapter> finetune_impl(const FloatModel& base, std::span<const std::int32_t> text, std::span<const std::int32_t> eval_text,
+Expected<LoraAdapter> finetune_impl(FloatModel base, std::span<const std::int32_t> text, std::span<const std::int32_t> eval_text,
                                     const FinetuneOptions& o, ThreadPool& pool, FinetuneReport* report, const DistillProgress& progress);
 
 Expected<std::vector<float>> lora_reference_logits_impl(const FloatModel& base, const LoraAdapter& adapter, bool qlora,

@@ -27,8 +27,8 @@ LoraAdapter initial_lora_adapter(const FloatModel& base, const std::vector<std::
 
 class LoraModel {
  public:
-  /// The base's tensors (f32 views into `base`, which must outlive the module; the projections
-  /// quantized to NF4 instead when `nf4`) and `adapter`'s pairs as trainable tensors.
+  /// The base's tensors (f32 views into `base`'s buffers, which must outlive the module; the
+  /// projections quantized to NF4 instead when `nf4`, after which `base` may drop them) and `adapter`'s pairs as trainable tensors.
   /// Errors: check_student_support's; kInvalidArgument (an adapter tensor that is not a
   /// projection of the base or not of its shape, another RoPE pairing, rank < 1), nf4_quantize's.
   static Expected<LoraModel> create(const FloatModel& base, const LoraAdapter& adapter, bool nf4);
@@ -41,6 +41,9 @@ class LoraModel {
 
   /// The adapter with the current A and B values.
   LoraAdapter adapter() const;
+
+  /// Whether the base tensor `name` is held as NF4 (the module reads no f32 values of it).
+  bool quantized(const std::string& name) const { return nf4_.contains(name); }
 
   /// Bits per stored weight of the base's projections (32, or NF4's).
   double base_bits_per_weight() const { return bits_per_weight_; }
