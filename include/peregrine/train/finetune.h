@@ -71,12 +71,13 @@ struct FinetuneReport {
   double eval_ppl_before = 0.0, eval_ppl_after = 0.0;
 };
 
-/// Trains a LoRA adapter (or QLoRA with o.qlora) for `base` (the f32 copy of a model
-/// check_student_support covers; under QLoRA its projections' f32 values are released once
-/// quantized — a copy of a FloatModel shares its buffers, so the caller's stay) on `text` (token ids of the base's vocabulary, at least seq
-/// tokens); with `eval_text` (at least 2 tokens) measures the held-out perplexity before and
-/// after into `report`. The adapter's path is empty; arch / rope_style / head_dim are the
-/// base's. Errors: kInvalidArgument (options, a text shorter than seq tokens, seq longer than
+/// Trains a LoRA adapter (or QLoRA with o.qlora) for `base`, the f32 copy of a model
+/// check_student_support covers (under QLoRA its projections' f32 buffers are released once
+/// quantized; a copy of a FloatModel shares its buffers, so a caller's copy keeps them), on `text`
+/// (token ids of the base's vocabulary, at least seq + 1 of them); with `eval_text` (empty: none;
+/// else at least 2 tokens) measures the held-out perplexity before and after into `report`.
+/// `progress` is called after every step. The adapter's path is empty; arch / rope_style /
+/// head_dim are the base's. Errors: kInvalidArgument (options, a text too short, seq longer than
 /// the context, a token outside the vocabulary), kUnsupported (the base's family or features),
 /// kUnavailable (no training library).
 Expected<LoraAdapter> finetune(FloatModel base, std::span<const std::int32_t> text, std::span<const std::int32_t> eval_text,
