@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
       peregrine::cli::add_distill(app),
       peregrine::cli::add_train_draft(app),
       peregrine::cli::add_lora(app),
+      peregrine::cli::add_finetune(app),
       peregrine::cli::add_serve(app),
       peregrine::cli::add_loadgen(app),
   };

@@ -24,5 +24,6 @@ Verb add_prune(CLI::App& app);     // prune.cpp
 Verb add_distill(CLI::App& app);   // distill.cpp
 Verb add_train_draft(CLI::App& app);  // train_draft.cpp
 Verb add_lora(CLI::App& app);      // lora.cpp
+Verb add_finetune(CLI::App& app);  // finetune.cpp
 
 }  // namespace peregrine::cli

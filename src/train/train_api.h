@@ -12,6 +12,7 @@
 
 #include "peregrine/train/distill.h"
 #include "peregrine/train/eagle.h"
+#include "peregrine/train/finetune.h"
 #include "peregrine/train/medusa.h"
 
 namespace peregrine::train {
@@ -33,6 +34,10 @@ struct TrainApi {
                                      const DistillProgress& progress);
   Expected<EagleReferenceOutput> (*eagle_reference)(const EagleHead& head, const FloatModel& target_f32,
                                                     std::span<const std::int32_t> tokens, std::span<const float> features);
+  Expected<LoraAdapter> (*finetune)(FloatModel base, std::span<const std::int32_t> text, std::span<const std::int32_t> eval_text,
+                                    const FinetuneOptions& o, ThreadPool& pool, FinetuneReport* report, const DistillProgress& progress);
+  Expected<std::vector<float>> (*lora_reference_logits)(const FloatModel& base, const LoraAdapter& adapter, bool qlora,
+                                                        std::span<const std::int32_t> tokens);
 };
 
 }  // namespace peregrine::train

@@ -85,4 +85,16 @@ Expected<EagleReferenceOutput> eagle_reference(const EagleHead& head, const Floa
   return unavailable(library().why);
 }
 
+Expected<LoraAdapter> finetune(FloatModel base, std::span<const std::int32_t> text, std::span<const std::int32_t> eval_text,
+                               const FinetuneOptions& o, ThreadPool& pool, FinetuneReport* report, const DistillProgress& progress) {
+  if (const TrainApi* api = library().api) return api->finetune(std::move(base), text, eval_text, o, pool, report, progress);
+  return unavailable(library().why);
+}
+
+Expected<std::vector<float>> lora_reference_logits(const FloatModel& base, const LoraAdapter& adapter, bool qlora,
+                                                   std::span<const std::int32_t> tokens) {
+  if (const TrainApi* api = library().api) return api->lora_reference_logits(base, adapter, qlora, tokens);
+  return unavailable(library().why);
+}
+
 }  // namespace peregrine::train

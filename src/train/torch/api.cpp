@@ -3,6 +3,7 @@
 #include "train/train_api.h"
 #include "train/torch/distill_impl.h"
 #include "train/torch/eagle_impl.h"
+#include "train/torch/finetune_impl.h"
 #include "train/torch/kd_loss.h"
 #include "train/torch/llama_student.h"
 #include "train/torch/medusa_impl.h"
@@ -36,7 +37,8 @@ Expected<double> kd_loss_value_impl(KdLoss loss, std::span<const float> student,
 }
 
 constexpr TrainApi kApi{check_student_support_impl, initial_student_impl, distill_impl, student_logits_impl, kd_loss_value_impl,
-                        train_medusa_impl,          train_eagle_impl,     eagle_reference_impl};
+                        train_medusa_impl,          train_eagle_impl,     eagle_reference_impl, finetune_impl,
+                        lora_reference_logits_impl};
 
 }  // namespace
 }  // namespace peregrine::train

@@ -76,11 +76,11 @@ class EagleModule {
     const torch::Tensor embedded = embed_.index_select(0, next_tokens.flatten()).view({B, T, d});
     torch::Tensor h = torch::matmul(torch::cat({embedded, features}, -1), w("fc.weight").t());
     if (head_.bias) h = h + w("fc.bias");
-    h = h + causal_attention(h, w(layer("self_attn.q_proj.weight")), w(layer("self_attn.k_proj.weight")),
-                             w(layer("self_attn.v_proj.weight")), w(layer("self_attn.o_proj.weight")), head_.heads, head_.kv_heads,
-                             head_.head_dim, rope_);
-    return h + swiglu(rms_norm(h, w(layer("post_attention_layernorm.weight")), head_.rms_eps), w(layer("mlp.gate_proj.weight")),
-                      w(layer("mlp.up_proj.weight")), w(layer("mlp.down_proj.weight")));
+    const auto proj = [&](const char* name) { return dense(w(layer(name))); };
+    h = h + causal_attention(h, proj("self_attn.q_proj.weight"), proj("self_attn.k_proj.weight"), proj("self_attn.v_proj.weight"),
+                             proj("self_attn.o_proj.weight"), head_.heads, head_.kv_heads, head_.head_dim, rope_);
+    return h + swiglu(rms_norm(h, w(layer("post_attention_layernorm.weight")), head_.rms_eps), proj("mlp.gate_proj.weight"),
+                      proj("mlp.up_proj.weight"), proj("mlp.down_proj.weight"));
   }
 
   torch::Tensor logits(const torch::Tensor& features) const { return torch::matmul(features, lm_head_.t()); }

@@ -37,11 +37,14 @@ torch::Tensor Rope::apply(const torch::Tensor& x) const {
   return torch::cat({a * c - b * s, a * s + b * c}, -1);
 }
 
-torch::Tensor causal_attention(const torch::Tensor& h, const torch::Tensor& wq, const torch::Tensor& wk, const torch::Tensor& wv,
-                               const torch::Tensor& wo, std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim,
-                               const Rope& rope) {
+Linear dense(const torch::Tensor& w) {
+  return [w](const torch::Tensor& x) { return torch::matmul(x, w.t()); };
+}
+
+torch::Tensor causal_attention(const torch::Tensor& h, const Linear& wq, const Linear& wk, const Linear& wv, const Linear& wo,
+                               std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim, const Rope& rope) {
   const std::int64_t B = h.size(0), T = h.size(1);
-  const auto proj = [&](const torch::Tensor& w, std::int64_t n) { return torch::matmul(h, w.t()).view({B, T, n, head_dim}); };
+  const auto proj = [&](const Linear& w, std::int64_t n) { return w(h).view({B, T, n, head_dim}); };
   const torch::Tensor q = rope.apply(proj(wq, heads)).transpose(1, 2);  // [B, H, T, hd]
   const torch::Tensor k = rope.apply(proj(wk, kv_heads)).transpose(1, 2).repeat_interleave(heads / kv_heads, 1);
   const torch::Tensor v = proj(wv, kv_heads).transpose(1, 2).repeat_interleave(heads / kv_heads, 1);
@@ -49,11 +52,26 @@ torch::Tensor causal_attention(const torch::Tensor& h, const torch::Tensor& wq, 
   const torch::Tensor scores =
       (torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim))).masked_fill(causal, -INFINITY);
   const torch::Tensor out = torch::matmul(torch::softmax(scores, -1), v).transpose(1, 2).reshape({B, T, heads * head_dim});
-  return torch::matmul(out, wo.t());
+  return wo(out);
 }
 
-torch::Tensor swiglu(const torch::Tensor& h, const torch::Tensor& gate, const torch::Tensor& up, const torch::Tensor& down) {
-  return torch::matmul(torch::silu(torch::matmul(h, gate.t())) * torch::matmul(h, up.t()), down.t());
+torch::Tensor swiglu(const torch::Tensor& h, const Linear& gate, const Linear& up, const Linear& down) {
+  return down(torch::silu(gate(h)) * up(h));
+}
+
+torch::Tensor decoder_forward(const ModelConfig& c, const Rope& rope, const DecoderWeights& w, const torch::Tensor& tokens) {
+  const auto norm = [&](const torch::Tensor& x, const std::string& name) { return rms_norm(x, w.tensor(name), c.rms_eps); };
+  const auto linear = [&](std::int64_t l, const char* name) -> Linear {
+    return [&w, name = layer_tensor_name(l, name)](const torch::Tensor& x) { return w.project(name, x); };
+  };
+  torch::Tensor x = w.tensor("token_embd.weight").index_select(0, tokens.flatten()).view({tokens.size(0), tokens.size(1), c.dim});
+  for (std::int64_t l = 0; l < c.n_layers; ++l) {
+    x = x + causal_attention(norm(x, layer_tensor_name(l, "attn_norm")), linear(l, "attn_q"), linear(l, "attn_k"), linear(l, "attn_v"),
+                             linear(l, "attn_output"), c.n_heads, c.n_kv_heads, c.head_dim, rope);
+    x = x + swiglu(norm(x, layer_tensor_name(l, "ffn_norm")), linear(l, "ffn_gate"), linear(l, "ffn_up"), linear(l, "ffn_down"));
+  }
+  const torch::Tensor& head = w.tensor(c.tied_embeddings ? "token_embd.weight" : "output.weight");
+  return torch::matmul(norm(x, "output_norm.weight"), head.t());
 }
 
 }  // namespace peregrine::train

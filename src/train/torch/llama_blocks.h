@@ -1,16 +1,27 @@
 // The differentiable pieces of a Llama decoder layer, written with libtorch ops so autograd
 // gives the backward pass: RMSNorm, RoPE of either pairing with the engine's f64 angles, causal
-// GQA attention, the SwiGLU FFN. The distillation student (llama_student.h) and the EAGLE head
-// (eagle.cpp) are both made of them. Weights are {out, in} as in the model files.
+// GQA attention, the SwiGLU FFN, and the whole decoder forward over them. The distillation
+// student (llama_student.h), the LoRA / QLoRA fine-tuning module (lora_model.h) and the EAGLE head
+// (eagle.cpp) are all made of them. Weights are {out, in} as in the model files; a projection is
+// a `Linear`, so a caller can add to x·Wᵀ (LoRA's low-rank term) or make W on the fly (NF4).
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
+#include <string>
 
 #include "peregrine/formats/architecture.h"
+#include "peregrine/formats/model_file.h"
 
 namespace peregrine::train {
+
+/// A projection: x [..., in] ↦ [..., out].
+using Linear = std::function<torch::Tensor(const torch::Tensor&)>;
+
+/// x ↦ x·wᵀ for w [out, in] (the tensor handle is kept, not copied).
+Linear dense(const torch::Tensor& w);
 
 /// x / sqrt(mean(x²) + eps) · w over the last dimension.
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, float eps);
@@ -33,12 +44,25 @@ class Rope {
 
 /// Causal self-attention of h [B, T, dim] (row t sees rows <= t): Q/K/V projections, RoPE on Q
 /// and K, scores / sqrt(head_dim), softmax, K/V heads shared by heads / kv_heads query heads,
-/// output projection. wq [heads·hd, dim], wk / wv [kv_heads·hd, dim], wo [dim, heads·hd].
-torch::Tensor causal_attention(const torch::Tensor& h, const torch::Tensor& wq, const torch::Tensor& wk, const torch::Tensor& wv,
-                               const torch::Tensor& wo, std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim,
-                               const Rope& rope);
+/// output projection. q: dim → heads·hd, k / v: dim → kv_heads·hd, o: heads·hd → dim.
+torch::Tensor causal_attention(const torch::Tensor& h, const Linear& q, const Linear& k, const Linear& v, const Linear& o,
+                               std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim, const Rope& rope);
 
-/// down(SiLU(gate(h)) · up(h)). gate / up [ffn, dim], down [dim, ffn].
-torch::Tensor swiglu(const torch::Tensor& h, const torch::Tensor& gate, const torch::Tensor& up, const torch::Tensor& down);
+/// down(SiLU(gate(h)) · up(h)). gate / up: dim → ffn, down: ffn → dim.
+torch::Tensor swiglu(const torch::Tensor& h, const Linear& gate, const Linear& up, const Linear& down);
+
+/// Where a dense Llama decoder's forward gets its weights, by canonical name
+/// (formats/model_file.h): `tensor` gives the embedding, the norms and output.weight (as stored);
+/// `project(name, x)` applies the layer projection `name` ("blk.L.attn_q.weight", ...) to x.
+struct DecoderWeights {
+  std::function<const torch::Tensor&(const std::string&)> tensor;
+  std::function<torch::Tensor(const std::string&, const torch::Tensor&)> project;
+};
+
+/// Logits [B, T, vocab] f32 of `tokens` [B, T] int64 at positions 0..T−1 (T <= the rope's
+/// length) through the dense Llama decoder of config `c` (check_student_support's kind) as
+/// model/llama_model.cpp runs it: embedding, per layer x += attention(RMSNorm(x)),
+/// x += SwiGLU(RMSNorm(x)), final RMSNorm, LM head (token_embd.weight when tied).
+torch::Tensor decoder_forward(const ModelConfig& c, const Rope& rope, const DecoderWeights& w, const torch::Tensor& tokens);
 
 }  // namespace peregrine::train

@@ -73,27 +73,10 @@ void LlamaStudent::write_to(FloatModel& m) const {
   }
 }
 
-torch::Tensor LlamaStudent::norm(const torch::Tensor& x, const std::string& weight) const {
-  return rms_norm(x, w(weight), config_.rms_eps);
-}
-
-torch::Tensor LlamaStudent::attention(const torch::Tensor& h, std::int64_t l) const {
-  return causal_attention(h, w(layer_tensor_name(l, "attn_q")), w(layer_tensor_name(l, "attn_k")), w(layer_tensor_name(l, "attn_v")),
-                          w(layer_tensor_name(l, "attn_output")), config_.n_heads, config_.n_kv_heads, config_.head_dim, rope_);
-}
-
-torch::Tensor LlamaStudent::ffn(const torch::Tensor& h, std::int64_t l) const {
-  return swiglu(h, w(layer_tensor_name(l, "ffn_gate")), w(layer_tensor_name(l, "ffn_up")), w(layer_tensor_name(l, "ffn_down")));
-}
-
 torch::Tensor LlamaStudent::forward(const torch::Tensor& tokens) const {
-  torch::Tensor x = w("token_embd.weight").index_select(0, tokens.flatten()).view({tokens.size(0), tokens.size(1), config_.dim});
-  for (std::int64_t l = 0; l < config_.n_layers; ++l) {
-    x = x + attention(norm(x, layer_tensor_name(l, "attn_norm")), l);
-    x = x + ffn(norm(x, layer_tensor_name(l, "ffn_norm")), l);
-  }
-  const torch::Tensor& head = config_.tied_embeddings ? w("token_embd.weight") : w("output.weight");
-  return torch::matmul(norm(x, "output_norm.weight"), head.t());
+  const DecoderWeights w{[this](const std::string& name) -> const torch::Tensor& { return weights_.at(name); },
+                         [this](const std::string& name, const torch::Tensor& x) { return torch::matmul(x, weights_.at(name).t()); }};
+  return decoder_forward(config_, rope_, w, tokens);
 }
 
 }  // namespace peregrine::train

@@ -49,10 +49,6 @@ class LlamaStudent {
 
  private:
   LlamaStudent(ModelConfig c, std::map<std::string, torch::Tensor> w);
-  const torch::Tensor& w(const std::string& name) const { return weights_.at(name); }
-  torch::Tensor norm(const torch::Tensor& x, const std::string& weight) const;
-  torch::Tensor attention(const torch::Tensor& h, std::int64_t layer) const;
-  torch::Tensor ffn(const torch::Tensor& h, std::int64_t layer) const;
 
   ModelConfig config_;
   std::map<std::string, torch::Tensor> weights_;
