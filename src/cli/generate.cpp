@@ -100,7 +100,7 @@ int run(const GenerateArgs& args) {
                                                                              static_cast<std::int64_t>(ids.size()) + args.n_predict);
   auto drafter = make_drafter(args.spec, *model, args.model, ctx, 1, pool);
   if (!drafter) return report(drafter.status());
-  LoraSet lora;
+  LoraSet lora(lora_product_dtype(model->file()));
   if (!args.loras.empty()) {
     std::vector<LoraSpec> specs;
     for (const std::string& text : args.loras) {

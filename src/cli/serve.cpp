@@ -158,7 +158,7 @@ int run(const ServeArgs& args) {
   auto drafter = make_drafter(args.spec, *model, args.model, ctx, args.parallel, pool);
   if (!drafter) return report(drafter.status());
   options->drafter = drafter->drafter.get();
-  LoraSet lora;
+  LoraSet lora(lora_product_dtype(model->file()));
   std::vector<std::string> lora_names;
   if (!args.loras.empty()) {
     std::vector<LoraSpec> specs;
