@@ -17,10 +17,20 @@
 # included (llama-server does that on some random-weight text: "The model produced output that
 # does not match the expected Content-only format"). Without --llama-server, Peregrine alone, plus the
 # TTFT of a 1024-token shared prefix served cold and then from the prefix cache.
+#
+# LoRA case: bench/serving_bench.sh --loras N [--lora-rank R] [--rounds K] [--clients "8"] [--model M]
+#   --loras N      N random adapters of rank R (default 16) on every linear (q, k, v, o, gate,
+#                  up, down), made by `peregrine lora synth` (seeds 1..N, kept in --out);
+#   --rounds K     (default 2) per client count, K rounds of: the base alone (no adapter loaded,
+#                  requests without "model"), then serve with the N adapters and requests cycling
+#                  through their names (loadgen --models), the same load otherwise (--clients,
+#                  default 8; the first --prefill-budget). Prints each run's tokens/s and the
+#                  ratio LoRA / base per round and of the means (issue #21: >= 0.80 with 8 adapters
+#                  and 8 clients). --bin runs another peregrine binary (an older build: before/after).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=build/bin/peregrine
-LLAMA_SERVER="" MODEL="" THREADS=2 CLIENTS="1 8 32" BUDGETS=8 OUT=build/serving-bench
+LLAMA_SERVER="" MODEL="" THREADS=2 CLIENTS="" BUDGETS=8 OUT=build/serving-bench LORAS=0 LORA_RANK=16 ROUNDS=2
 while [ $# -gt 0 ]; do
   case "$1" in
     --llama-server) LLAMA_SERVER="$2"; shift 2 ;;
@@ -29,9 +39,14 @@ while [ $# -gt 0 ]; do
     --clients) CLIENTS="$2"; shift 2 ;;
     --prefill-budget) BUDGETS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
+    --loras) LORAS="$2"; shift 2 ;;
+    --lora-rank) LORA_RANK="$2"; shift 2 ;;
+    --rounds) ROUNDS="$2"; shift 2 ;;
+    --bin) BIN="$2"; shift 2 ;;
     *) echo "unknown argument: $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
+if [ -z "$CLIENTS" ]; then if [ "$LORAS" -gt 0 ]; then CLIENTS=8; else CLIENTS="1 8 32"; fi; fi
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json  # no figure of an earlier run in this table
 MODEL=${MODEL:-$OUT/tinyllama-1.1b-q4_0.gguf}
@@ -51,9 +66,11 @@ wait_url() {
     sleep 0.1
   done
 }
-start_peregrine() {  # CLIENTS BUDGET (in this shell: SERVER and URL are set)
-  "$BIN" serve -m "$MODEL" -t "$THREADS" --port 0 --parallel "$1" --max-queue 256 --ctx 2048 \
-    --ctx-total 65536 --prefill-budget "$2" > "$OUT/serve.log" 2>&1 &
+start_peregrine() {  # CLIENTS BUDGET [SERVE ARGS...] (in this shell: SERVER and URL are set)
+  local c="$1" b="$2"
+  shift 2
+  "$BIN" serve -m "$MODEL" -t "$THREADS" --port 0 --parallel "$c" --max-queue 256 --ctx 2048 \
+    --ctx-total 65536 --prefill-budget "$b" "$@" > "$OUT/serve.log" 2>&1 &
   SERVER=$!
   wait_url "$OUT/serve.log"
 }
@@ -65,9 +82,10 @@ start_llama() {  # CLIENTS
   SERVER=$!
   wait_url "$OUT/llama-server.log"
 }
-run_load() {  # URL CLIENTS NAME → $OUT/NAME.json
-  local n=$(($2 < 2 ? 4 : 2 * $2))
-  "$BIN" loadgen -m "$MODEL" --url "$1" --stream --json -c "$2" -n "$n" --prompt-len 128 --max-tokens 128 > "$OUT/$3.json"
+run_load() {  # URL CLIENTS NAME [LOADGEN ARGS...] → $OUT/NAME.json
+  local url="$1" c="$2" name="$3" n=$(($2 < 2 ? 4 : 2 * $2))
+  shift 3
+  "$BIN" loadgen -m "$MODEL" --url "$url" --stream --json -c "$c" -n "$n" --prompt-len 128 --max-tokens 128 "$@" > "$OUT/$name.json"
 }
 measure() {  # ENGINE CLIENTS TAG [BUDGET] → $OUT/ENGINE-c<clients>-<tag>.json
   if [ "$1" = llama ]; then start_llama "$2"; else start_peregrine "$2" "$4"; fi
@@ -75,6 +93,49 @@ measure() {  # ENGINE CLIENTS TAG [BUDGET] → $OUT/ENGINE-c<clients>-<tag>.json
   run_load "$URL" "$2" "$1-c$2-$3"
   stop_server
 }
+
+if [ "$LORAS" -gt 0 ]; then
+  BUDGET=${BUDGETS%% *}
+  SERVE_LORAS=() NAMES=""
+  for i in $(seq "$LORAS"); do
+    dir="$OUT/lora-r$LORA_RANK-$i"
+    [ -f "$dir/adapter_model.safetensors" ] || "$BIN" lora synth -m "$MODEL" -o "$dir" --rank "$LORA_RANK" --alpha $((2 * LORA_RANK)) --seed "$i" >/dev/null
+    SERVE_LORAS+=(--lora "lora$i=$dir")
+    NAMES="$NAMES${NAMES:+,}lora$i"
+  done
+  for c in $CLIENTS; do
+    for r in $(seq "$ROUNDS"); do
+      start_peregrine "$c" "$BUDGET"
+      [ -n "$URL" ] || { echo "peregrine did not start, see $OUT" >&2; exit 1; }
+      run_load "$URL" "$c" "lora-base-c$c-r$r"
+      stop_server
+      start_peregrine "$c" "$BUDGET" "${SERVE_LORAS[@]}"
+      [ -n "$URL" ] || { echo "peregrine with $LORAS adapters did not start, see $OUT" >&2; exit 1; }
+      run_load "$URL" "$c" "lora-n$LORAS-c$c-r$r" --models "$NAMES"
+      stop_server
+    done
+  done
+  /usr/bin/python3 - "$OUT" "$LORAS" "$LORA_RANK" "$ROUNDS" "$MODEL" $CLIENTS <<'PY'
+import json, sys
+out, loras, rank, rounds, model, clients = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6:]
+load = lambda name: json.load(open(f"{out}/{name}.json"))
+errors = lambda j: sum(j["errors"].values())
+print(f"model {model}; {loras} adapters of rank {rank} on every linear vs the base alone, same load, alternated")
+print("| case | clients | round | out tok/s | TTFT p50 ms | ITL p50 / p99 ms | errors | LoRA / base |")
+print("|---|---|---|---|---|---|---|---|")
+for c in clients:
+    base_tps, lora_tps = [], []
+    for r in range(1, rounds + 1):
+        b, l = load(f"lora-base-c{c}-r{r}"), load(f"lora-n{loras}-c{c}-r{r}")
+        base_tps.append(b["output_tps"]); lora_tps.append(l["output_tps"])
+        for label, j, ratio in (("base alone", b, ""), (f"{loras} adapters, rank {rank}", l, f"{l['output_tps'] / b['output_tps']:.3f}")):
+            print(f"| {label} | {c} | {r} | {j['output_tps']:.2f} | {j['ttft_ms']['p50']:.0f} | "
+                  f"{j['itl_ms']['p50']:.1f} / {j['itl_ms']['p99']:.1f} | {errors(j)} | {ratio} |")
+    mb, ml = sum(base_tps) / rounds, sum(lora_tps) / rounds
+    print(f"clients {c}: base {mb:.2f} tok/s, {loras} adapters {ml:.2f} tok/s (means of {rounds} rounds), LoRA / base = {ml / mb:.3f}")
+PY
+  exit 0
+fi
 
 for c in $CLIENTS; do
   [ -z "$LLAMA_SERVER" ] || measure llama "$c" 1

@@ -7,6 +7,7 @@
 
 #include "peregrine/engine/generator.h"
 #include "peregrine/formats/model_file.h"
+#include "peregrine/model/synth_lora.h"
 #include "peregrine/quant/convert_model.h"
 #include "peregrine/quant/dequantize.h"
 #include "peregrine/tokenizer/tokenizer.h"
@@ -109,29 +110,9 @@ MedusaHeads untrained_medusa_heads(const LlamaModel& target, std::int64_t heads)
 
 LoraAdapter random_lora_adapter(const ModelFile& base, std::int64_t rank, float alpha, std::uint32_t seed,
                                 const std::vector<std::string>& targets, float stddev) {
-  LoraAdapter a;
-  a.rank = rank;
-  a.alpha = alpha;
-  a.arch = base.config.arch;  // the base's Q/K row order, for save_peft_adapter
-  a.rope_style = base.config.rope_style;
-  a.head_dim = base.config.head_dim;
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, stddev);
-  for (std::int64_t l = 0; l < base.config.n_layers; ++l) {
-    for (const std::string& target : targets) {
-      const std::string name = layer_tensor_name(l, target);
-      const TensorView* w = base.find(name);
-      EXPECT_NE(w, nullptr) << name;
-      if (w == nullptr) continue;
-      LoraPair p{rank, w->shape[1], w->shape[0], {}, {}};
-      p.a.resize(static_cast<std::size_t>(rank * p.in));
-      p.b.resize(static_cast<std::size_t>(p.out * rank));
-      for (float& v : p.a) v = normal(rng);
-      for (float& v : p.b) v = normal(rng);
-      a.tensors[name] = std::move(p);
-    }
-  }
-  return a;
+  auto a = synth_lora_adapter(base, {rank, alpha, targets, seed, stddev});
+  EXPECT_TRUE(a) << a.status().message();
+  return a ? std::move(*a) : LoraAdapter{};
 }
 
 }  // namespace peregrine::test

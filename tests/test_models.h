@@ -52,8 +52,9 @@ EagleHead identity_eagle_head(const LlamaModel& target);
 
 /// A LoRA adapter for `base` with seeded random A and B (normal, std `stddev`) of rank `rank`
 /// on the projections `targets` ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate",
-/// "ffn_up", "ffn_down") of every layer; alpha `alpha`. Random weights: for format and
-/// arithmetic parity only (no trained adapter exists for the test models).
+/// "ffn_up", "ffn_down") of every layer; alpha `alpha` (model/synth_lora.h's synth_lora_adapter,
+/// failing the test on its errors). Random weights: for format and arithmetic parity only (no
+/// trained adapter exists for the test models).
 LoraAdapter random_lora_adapter(const ModelFile& base, std::int64_t rank, float alpha, std::uint32_t seed,
                                 const std::vector<std::string>& targets, float stddev = 0.05f);
 

@@ -110,7 +110,7 @@ int run(const GenerateArgs& args) {
     }
     auto entries = load_lora_entries(specs, model->file());
     if (!entries) return report(entries.status());
-    lora = resident_lora_pool(std::move(*entries));
+    lora = resident_lora_pool(std::move(*entries), model->file());
     opt.lora = lora.get();
   }
   opt.drafter = drafter->drafter.get();

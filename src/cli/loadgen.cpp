@@ -79,6 +79,10 @@ Verb add_loadgen(CLI::App& app) {
   cmd->add_option("--shared-prefix", args->shared_prefix, "Leading prompt tokens identical across requests")->capture_default_str();
   cmd->add_flag("--stream", args->load.stream, "Stream (SSE): needed for TTFT and ITL");
   cmd->add_option("--api-key", args->load.api_key, "Bearer token");
+  cmd->add_option("--models", args->load.models,
+                  "Model names the requests cycle through (comma-separated: the base's, serve --lora adapters'); "
+                  "default: none sent, the server's single model")
+      ->delimiter(',');
   cmd->add_option("--text", args->text_file, "Text the prompts are cut from (default: the shared TinyStories excerpt)");
   cmd->add_option("--seed", args->seed, "Seed of the prompts' text offsets")->capture_default_str();
   cmd->add_flag("--json", args->json, "Print the report as JSON");

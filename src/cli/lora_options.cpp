@@ -40,9 +40,9 @@ Expected<std::vector<LoraSlotEntry>> load_lora_entries(const std::vector<LoraSpe
   return entries;
 }
 
-std::unique_ptr<LoraPool> resident_lora_pool(std::vector<LoraSlotEntry> entries) {
+std::unique_ptr<LoraPool> resident_lora_pool(std::vector<LoraSlotEntry> entries, const ModelFile& base) {
   std::vector<LoraLoader> loaders{[entries = std::move(entries)]() -> Expected<std::vector<LoraSlotEntry>> { return entries; }};
-  return std::make_unique<LoraPool>(std::move(loaders), 1);
+  return std::make_unique<LoraPool>(std::move(loaders), 1, lora_product_dtype(base));
 }
 
 Expected<std::unique_ptr<LoraPool>> serve_lora_pool(const std::vector<LoraSpec>& specs, const ModelFile& base,
@@ -59,7 +59,7 @@ Expected<std::unique_ptr<LoraPool>> serve_lora_pool(const std::vector<LoraSpec>&
     });
   }
   const auto n = static_cast<std::int32_t>(specs.size());
-  auto pool = std::make_unique<LoraPool>(std::move(loaders), max_loras > 0 ? max_loras : n);
+  auto pool = std::make_unique<LoraPool>(std::move(loaders), max_loras > 0 ? max_loras : n, lora_product_dtype(base));
   for (std::int32_t k = 0; k < n; ++k) {
     PEREGRINE_ASSIGN_OR_RETURN(const std::optional<std::int32_t> slot, pool->acquire(k));
     pool->release(*slot);  // nothing else pins a slot yet: one is always free

@@ -27,8 +27,9 @@ Expected<LoraSpec> parse_lora_spec(const std::string& spec, bool named = false);
 /// applied together (generate's repeated --lora). Errors: those of load_lora_adapter.
 Expected<std::vector<LoraSlotEntry>> load_lora_entries(const std::vector<LoraSpec>& specs, const ModelFile& base);
 
-/// generate's pool: one adapter (index 0) applying `entries`, resident.
-std::unique_ptr<LoraPool> resident_lora_pool(std::vector<LoraSlotEntry> entries);
+/// generate's pool: one adapter (index 0) applying `entries`, resident, multiplied in
+/// lora_product_dtype(base).
+std::unique_ptr<LoraPool> resident_lora_pool(std::vector<LoraSlotEntry> entries, const ModelFile& base);
 
 /// serve's pool: adapter k is specs[k], loaded on demand from its path into at most
 /// `max_loras` slots (0: one per spec), evicted least recently used. Each is loaded once here,

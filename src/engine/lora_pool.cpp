@@ -5,8 +5,8 @@
 
 namespace peregrine {
 
-LoraPool::LoraPool(std::vector<LoraLoader> loaders, std::int32_t max_resident)
-    : loaders_(std::move(loaders)), max_resident_(std::max(max_resident, 1)) {}
+LoraPool::LoraPool(std::vector<LoraLoader> loaders, std::int32_t max_resident, DType products)
+    : loaders_(std::move(loaders)), max_resident_(std::max(max_resident, 1)), set_(products) {}
 
 // A slot to load into: a new one while there is room, else the least recently used unpinned.
 std::optional<std::int32_t> LoraPool::free_slot() const {

@@ -83,9 +83,10 @@ class StreamTimer {
   Clock::time_point start_, last_;
 };
 
-std::string request_body(const LoadOptions& o, const std::string& prompt) {
+std::string request_body(const LoadOptions& o, const std::string& prompt, const std::string* model) {
   Json body = {{"prompt", prompt}, {"max_tokens", o.max_tokens}, {"temperature", 0}, {"ignore_eos", true},
                {"stream", o.stream}};
+  if (model != nullptr) body["model"] = *model;
   if (o.stream) body["stream_options"] = {{"include_usage", true}};
   return body.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
@@ -96,12 +97,12 @@ Sample failed(std::string kind) {
   return s;
 }
 
-Sample send_one(httplib::Client& client, const LoadOptions& o, const std::string& prompt) {
+Sample send_one(httplib::Client& client, const LoadOptions& o, const std::string& prompt, const std::string* model) {
   Sample s;
   httplib::Request req;
   req.method = "POST";
   req.path = "/v1/completions";
-  req.body = request_body(o, prompt);
+  req.body = request_body(o, prompt, model);
   req.set_header("Content-Type", "application/json");
   if (!o.api_key.empty()) req.set_header("Authorization", "Bearer " + o.api_key);
   const auto start = Clock::now();
@@ -213,6 +214,9 @@ Json LoadReport::to_json() const {
 Expected<LoadReport> run_load(const LoadOptions& o, std::span<const std::string> prompts) {
   if (o.concurrency < 1 || o.requests < 1) return invalid_argument("concurrency and requests must be >= 1");
   if (prompts.empty()) return invalid_argument("no prompts");
+  for (const std::string& m : o.models) {
+    if (m.empty()) return invalid_argument("an empty model name");
+  }
   static const std::regex kUrl(R"(https?://[^\s/:?#]+(:[0-9]{1,5})?)");
   if (!std::regex_match(o.url, kUrl) || !httplib::Client(o.url).is_valid()) {
     return invalid_argument("cannot use the URL '" + o.url + "' (want http://HOST:PORT)");
@@ -226,7 +230,9 @@ Expected<LoadReport> run_load(const LoadOptions& o, std::span<const std::string>
       httplib::Client client(o.url);
       client.set_read_timeout(600);
       for (std::int32_t i; (i = next.fetch_add(1)) < o.requests;) {
-        samples[static_cast<std::size_t>(i)] = send_one(client, o, prompts[static_cast<std::size_t>(i) % prompts.size()]);
+        const std::string* model = o.models.empty() ? nullptr : &o.models[static_cast<std::size_t>(i) % o.models.size()];
+        samples[static_cast<std::size_t>(i)] =
+            send_one(client, o, prompts[static_cast<std::size_t>(i) % prompts.size()], model);
       }
     });
   }

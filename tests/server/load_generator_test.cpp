@@ -4,8 +4,10 @@
 
 #include <set>
 
+#include "peregrine/formats/lora_adapter.h"
 #include "server_process.h"
 #include "server_test_util.h"
+#include "test_models.h"
 #include "test_paths.h"
 
 namespace peregrine {
@@ -51,6 +53,9 @@ TEST(LoadGenerator, RejectsBadOptions) {
   EXPECT_FALSE(run_load(o, {}));
   o.url = "not a url";
   EXPECT_FALSE(run_load(o, prompts));
+  o.url = "http://127.0.0.1:1";
+  o.models = {"a", ""};
+  EXPECT_FALSE(run_load(o, prompts));
 }
 
 TEST(LoadGenerator, ConnectionErrorsAreCountedByKind) {
@@ -88,6 +93,29 @@ TEST(LoadGenerator, StreamedChunksOfCompletedStreamsAreTheirTokens) {
   EXPECT_DOUBLE_EQ(report->streamed_cps, static_cast<double>(report->streamed_chunks) / report->wall_s);
   const nlohmann::json j = report->to_json();
   EXPECT_EQ(j["streamed_chunks"], 48);
+}
+
+// Requests cycle through LoadOptions::models (a serve with one LoRA adapter beside the base):
+// the base's and the adapter's names succeed, an unknown name is a 404 for its requests only —
+// request i carries models[i % 3].
+TEST(LoadGenerator, RequestsCycleThroughTheModels) {
+  auto base = test::load_stories260k();
+  ASSERT_TRUE(base);
+  const std::string dir = test::make_temp_dir();
+  ASSERT_TRUE(save_peft_adapter(test::random_lora_adapter(base->file(), 4, 8.0f, 1, {"attn_q", "ffn_up"}), dir + "/poet", "stories260K").is_ok());
+  test::ServerProcess server({"--parallel", "3", "--alias", "base", "--lora", "poet=" + dir + "/poet"});
+  ASSERT_TRUE(server.ready()) << server.log();
+  LoadOptions o;
+  o.url = server.url();
+  o.requests = 6;
+  o.concurrency = 3;
+  o.max_tokens = 4;
+  o.models = {"poet", "base", "painter"};
+  auto report = run_load(o, std::vector<std::string>{"Once upon a time"});
+  ASSERT_TRUE(report) << report.status().message();
+  EXPECT_EQ(report->succeeded, 4);
+  EXPECT_EQ(report->output_tokens, 4 * 4);
+  EXPECT_EQ(report->errors, (std::map<std::string, std::int32_t>{{"http_404", 2}}));
 }
 
 }  // namespace

@@ -21,8 +21,9 @@ using LoraLoader = std::function<Expected<std::vector<LoraSlotEntry>>()>;
 class LoraPool {
  public:
   /// `loaders[k]` loads adapter k (RequestOptions::lora_adapter = k). `max_resident` >= 1
-  /// (clamped); nothing is loaded before the first acquire().
-  LoraPool(std::vector<LoraLoader> loaders, std::int32_t max_resident);
+  /// (clamped); nothing is loaded before the first acquire(). `products`: the LoraSet's
+  /// product dtype (lora_product_dtype of the base).
+  LoraPool(std::vector<LoraLoader> loaders, std::int32_t max_resident, DType products = DType::kF32);
 
   std::int32_t n_adapters() const { return static_cast<std::int32_t>(loaders_.size()); }
   std::int32_t max_resident() const { return max_resident_; }

@@ -1,11 +1,14 @@
 // The LoRA adapters a LlamaModel::forward applies unmerged (Hu et al. 2022): for an adapted
 // weight W, y = x·Wᵀ + Σ_adapters user_scale · s · (x·Aᵀ)·Bᵀ, on any base weight type (the
-// LoRA products run in f32 beside the base product). Adapters sit in slots: a slot is a list of
-// (adapter, user scale) applied together (generate's repeated --lora); each Batch row picks a
-// slot (Batch::lora_slots, -1 = the base alone), so one batch mixes rows of several adapters and
-// the base. The products of one weight go slot by slot over the rows of that slot, gathered:
-// Punica's SGMV / S-LoRA's grouping of a batch's rows by adapter (Chen et al. 2023; Sheng et al.
-// 2023), here as two small matmuls per (slot, adapter) instead of a fused kernel.
+// LoRA products run beside the base product, A and B in f32 or, for a 16-bit or quantized base,
+// F16 / BF16 copies: half the bytes a decode step reads). Adapters sit in slots: a slot is a
+// list of (adapter, user scale) applied together (generate's repeated --lora); each Batch row
+// picks a slot (Batch::lora_slots, -1 = the base alone), so one batch mixes rows of several
+// adapters and the base. The products of one weight group the batch's rows by slot (Punica's
+// SGMV / S-LoRA's grouping, Chen et al. 2023; Sheng et al. 2023): one parallel region computes
+// x·Aᵀ [rows of the slot, r] for every (slot, adapter), split over all their A rows, a second
+// adds scale · (x·Aᵀ)·Bᵀ, split over the output columns — two thread-pool starts per adapted
+// weight whatever the number of slots, through gemv_float (kernels/cpu/gemv_float.h).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "peregrine/core/dtype.h"
 #include "peregrine/core/status.h"
 #include "peregrine/core/tensor.h"
 #include "peregrine/core/thread_pool.h"
@@ -29,6 +33,12 @@ struct LoraSlotEntry {
 
 class LoraSet {
  public:
+  /// `products`: the dtype A and B are multiplied in — kF32 (the adapters' own values, exact),
+  /// kF16 or kBF16 (copies rounded to nearest even at add_slot; any other dtype means kF32).
+  /// lora_product_dtype picks it from the base.
+  explicit LoraSet(DType products = DType::kF32);
+  DType product_dtype() const { return dtype_; }
+
   /// Adds a slot applying `entries` together; returns its index (0, 1, ...). Errors:
   /// kInvalidArgument (no entry, a null adapter, a scale that is not finite).
   Expected<std::int32_t> add_slot(std::vector<LoraSlotEntry> entries);
@@ -39,22 +49,36 @@ class LoraSet {
 
   /// For each slot k with products for the canonical weight `name`: y[i] += Σ scale · (x[i]·Aᵀ)·Bᵀ
   /// over the rows i with row_slots[i] == k. x [n, in], y [n, out] f32; row_slots [n] (-1 or a
-  /// slot index). Preconditions: the adapters' shapes are the weight's (load_lora_adapter
-  /// checked them against the base).
+  /// slot index). Products accumulate in f32 (gemv_float); work below kMinParallelMacs
+  /// (kernels/cpu/matmul.h) multiply-adds runs on the calling thread. Not re-entrant per
+  /// thread (per-thread buffers, reused between calls). Preconditions: the adapters' shapes
+  /// are the weight's (load_lora_adapter checked them against the base).
   void apply(const std::string& name, std::span<const float> x, std::int64_t n, std::span<float> y,
              std::span<const std::int32_t> row_slots, ThreadPool& pool) const;
 
+  /// Scalar single-threaded reference twin of apply (same contract): row by row and adapter by
+  /// adapter, x·Aᵀ and then ·Bᵀ through matmul_reference (f64 sums of the stored A / B values).
+  void apply_reference(const std::string& name, std::span<const float> x, std::int64_t n, std::span<float> y,
+                       std::span<const std::int32_t> row_slots) const;
+
  private:
   struct Product {
-    TensorView a, b;  // f32 views of the adapter's A [r, in], B [out, r]
+    TensorView a, b;  // views of A [r, in], B [out, r] in dtype_
     float scale;      // user scale · alpha / r
+    std::shared_ptr<std::vector<std::uint16_t>> a_storage, b_storage;  // the F16 / BF16 copies
   };
+  DType dtype_;
   struct Slot {
     std::map<std::string, std::vector<Product>> products;        // weight name → products
-    std::vector<std::shared_ptr<const LoraAdapter>> adapters;  // what the views point into
+    std::vector<std::shared_ptr<const LoraAdapter>> adapters;  // what the F32 views point into
   };
-  static Expected<Slot> make_slot(std::vector<LoraSlotEntry> entries);
+  Expected<Slot> make_slot(std::vector<LoraSlotEntry> entries) const;
   std::vector<Slot> slots_;
 };
+
+/// The product dtype for adapters on `base` (LoraSet's constructor): kF32 when its attn_q
+/// weight of layer 0 is F32, kBF16 when BF16, kF16 otherwise (F16 and quantized bases: as
+/// serving engines run adapters in the activation dtype).
+DType lora_product_dtype(const ModelFile& base);
 
 }  // namespace peregrine

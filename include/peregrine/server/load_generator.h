@@ -26,6 +26,9 @@ struct LoadOptions {
   std::int32_t max_tokens = 128;
   bool stream = false;                         // SSE: needed for TTFT / ITL
   std::string api_key;                         // sent as a bearer token when set
+  /// The "model" of request i is models[i % models.size()] (a server's base or adapter names,
+  /// e.g. `serve --lora NAME=PATH`'s); empty: no "model" field, the server's single model.
+  std::vector<std::string> models;
 };
 
 /// p50 / p90 / p99 of a sample (linear interpolation between order statistics), milliseconds.
@@ -67,8 +70,8 @@ struct LoadReport {
 
 /// Runs the load: request i sends prompts[i % prompts.size()] as /v1/completions with
 /// temperature 0, the options' max_tokens and ignore_eos (with stream_options.include_usage
-/// when streaming). Errors: kInvalidArgument (a URL other than http(s)://HOST[:PORT], concurrency or
-/// requests < 1, no prompts). Failed requests are counted in the report, not errors.
+/// when streaming), and model models[i % models.size()] when models are given. Errors: kInvalidArgument (a URL other than http(s)://HOST[:PORT], concurrency or
+/// requests < 1, no prompts, an empty model name). Failed requests are counted in the report, not errors.
 Expected<LoadReport> run_load(const LoadOptions& options, std::span<const std::string> prompts);
 
 /// `n` prompts of about `prompt_len` tokens (as `tokenizer` counts them, BOS included) cut
