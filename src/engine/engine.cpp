@@ -289,6 +289,11 @@ void Engine::Impl::record_step(std::int64_t prompt_tokens, std::int64_t generate
   m.prefix_tokens_queried = prefix.tokens_queried();
   m.prefix_tokens_hit = prefix.tokens_hit();
   m.preemptions_total = scheduler.preemptions();
+  if (options.lora != nullptr) {
+    m.lora_adapters_resident = options.lora->set().n_slots();
+    m.lora_loads_total = options.lora->loads();
+    m.lora_evictions_total = options.lora->evictions();
+  }
 }
 
 // The step's target forward; captures the final hidden states into `features` (after the

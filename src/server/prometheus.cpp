@@ -108,6 +108,11 @@ std::string prometheus_text(const EngineMetrics& m) {
   w.gauge("spec_tokens_per_step", "Tokens emitted per verification step (accepted + 1).", m.spec_tokens_per_step());
   w.counter("weight_bytes_read_total", "Weight bytes read by the model's matrix products.",
             static_cast<double>(m.weight_bytes_read_total));
+  w.gauge("lora_adapters_resident", "LoRA adapters in memory (serve --max-loras caps them).",
+          static_cast<double>(m.lora_adapters_resident));
+  w.counter("lora_loads_total", "LoRA adapter loads, at startup and on demand.", static_cast<double>(m.lora_loads_total));
+  w.counter("lora_evictions_total", "LoRA adapters evicted (least recently used) to load another.",
+            static_cast<double>(m.lora_evictions_total));
   if (m.n_experts > 0) {
     w.family("expert_tokens_total", "counter", "Tokens routed to each expert of each Mixture-of-Experts layer.");
     for (std::size_t i = 0; i < m.expert_tokens.size(); ++i) {

@@ -109,6 +109,9 @@ TEST(Prometheus, EveryLineParsesAndFamiliesAreTyped) {
       {"peregrine_spec_acceptance_rate", "gauge"},
       {"peregrine_spec_tokens_per_step", "gauge"},
       {"peregrine_weight_bytes_read_total", "counter"},
+      {"peregrine_lora_adapters_resident", "gauge"},
+      {"peregrine_lora_loads_total", "counter"},
+      {"peregrine_lora_evictions_total", "counter"},
   };
   EXPECT_EQ(types, expected);
   EXPECT_EQ(value_of(samples, "peregrine_requests_total", "{status=\"stop\"}"), 7);

@@ -386,6 +386,10 @@ TEST(ServeLora, MaxLorasLoadsAdaptersOnDemand) {
   EXPECT_NE(gone.body["error"]["message"].get<std::string>().find("lora1"), std::string::npos) << gone.body.dump();
   EXPECT_FALSE(lora_text(server, "critic").empty());
   EXPECT_FALSE(lora_text(server, "").empty());
+  // Startup loads both once (poet evicted for critic); serving poet and critic in turns evicts more.
+  EXPECT_EQ(metric(server, "peregrine_lora_adapters_resident"), 1);
+  EXPECT_GE(metric(server, "peregrine_lora_loads_total"), 4);
+  EXPECT_GE(metric(server, "peregrine_lora_evictions_total"), 3);
 }
 
 TEST(ServeLora, BadMaxLorasIsAClearError) {

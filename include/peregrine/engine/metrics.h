@@ -48,6 +48,9 @@ struct EngineMetrics {
   std::int64_t spec_accepted_tokens_total = 0;  // draft tokens accepted by verification
   std::int64_t spec_steps_total = 0;            // verification steps (per sequence)
   std::uint64_t weight_bytes_read_total = 0;    // the model's matrix products (ForwardCounters)
+  std::int64_t lora_adapters_resident = 0;      // LoRA adapters loaded in the engine's LoraPool
+  std::int64_t lora_loads_total = 0;            // adapter loads (startup and on demand)
+  std::int64_t lora_evictions_total = 0;        // adapters evicted to load another
   std::int64_t n_experts = 0;                   // Mixture-of-Experts: experts per layer (0: dense)
   std::vector<std::uint64_t> expert_tokens;     // tokens routed per (layer, expert), layer-major
   /// spec_accepted_tokens_total / spec_draft_tokens_total (0 when nothing was drafted).
