@@ -25,9 +25,9 @@ void add_model_options(CLI::App& cmd, ModelOptions& o) {
 
 void add_dtype_option(CLI::App& cmd, ModelOptions& o) {
   cmd.add_option("--dtype", o.dtype,
-                 "Convert the weight matrices on load (round-to-nearest): f32, f16, bf16, q8_0 "
-                 "or q4_0 (rows not a multiple of 32 stay f16 under q8_0/q4_0); an already "
-                 "quantized model takes only f32 (decoded exactly)");
+                 "Convert the weight matrices on load (round-to-nearest): f32, f16, bf16, q8_0, "
+                 "q4_0 or nf4 (QLoRA's NormalFloat-4; rows not a multiple of 32 — nf4: 64 — stay "
+                 "f16); an already quantized model takes only f32 (decoded exactly)");
 }
 
 void add_mmap_option(CLI::App& cmd, ModelOptions& o) {
@@ -89,7 +89,7 @@ Expected<ModelFile> open_model(const ModelOptions& o, ThreadPool* pool) {
   if (!dtype) return m;
   PEREGRINE_ASSIGN_OR_RETURN(auto fell_back, convert_model_weights(m, *dtype, pool));
   if (!fell_back.empty()) {
-    std::fprintf(stderr, "peregrine: --dtype %s: %zu matrices with rows not a multiple of 32 values stay f16 (%s%s)\n",
+    std::fprintf(stderr, "peregrine: --dtype %s: %zu matrices whose rows do not fit its blocks stay f16 (%s%s)\n",
                  o.dtype.c_str(), fell_back.size(), fell_back.front().c_str(), fell_back.size() > 1 ? ", ..." : "");
   }
   return m;

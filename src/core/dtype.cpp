@@ -20,7 +20,8 @@ constexpr DType kAllDTypes[] = {DType::kF32,    DType::kF16,    DType::kBF16,  D
                                 DType::kQ5_0,   DType::kQ5_1,   DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K,
                                 DType::kQ4_K,   DType::kQ5_K,   DType::kQ6_K,  DType::kIQ4_XS,
                                 DType::kF16_S24, DType::kBF16_S24, DType::kQ8_0_S24, DType::kQ4_0_S24,
-                                DType::kF16_S48, DType::kBF16_S48, DType::kQ8_0_S48, DType::kQ4_0_S48};
+                                DType::kF16_S48, DType::kBF16_S48, DType::kQ8_0_S48, DType::kQ4_0_S48,
+                                DType::kNF4};
 
 }  // namespace
 
@@ -86,7 +87,8 @@ std::size_t dtype_block_bytes(DType t) {
     case DType::kF16_S48:
     case DType::kBF16_S48:
     case DType::kQ8_0_S48:
-    case DType::kQ4_0_S48: return 0;
+    case DType::kQ4_0_S48:
+    case DType::kNF4: return 0;
   }
   return 0;
 }
@@ -120,6 +122,7 @@ std::string_view dtype_name(DType t) {
     case DType::kBF16_S48: return "bf16_s48";
     case DType::kQ8_0_S48: return "q8_0_s48";
     case DType::kQ4_0_S48: return "q4_0_s48";
+    case DType::kNF4: return "nf4";
   }
   return "?";
 }
@@ -134,6 +137,13 @@ std::optional<DType> dtype_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<std::size_t> nf4_row_bytes(std::uint64_t n) {
+  constexpr std::uint64_t kBlock = 64, kGroup = 256;
+  if (n == 0 || n % kBlock != 0) return std::nullopt;
+  const std::uint64_t blocks = n / kBlock, groups = (blocks + kGroup - 1) / kGroup;
+  return static_cast<std::size_t>(4 + 4 * groups + blocks + n / 2);
+}
+
 std::optional<std::size_t> dtype_row_bytes(DType t, std::uint64_t n) {
   if (t == DType::kInt) return std::nullopt;
   if (const auto sparse = sparse_nm_format(t)) {
@@ -143,6 +153,7 @@ std::optional<std::size_t> dtype_row_bytes(DType t, std::uint64_t n) {
     if (!kept) return std::nullopt;
     return *kept + static_cast<std::size_t>((n + 7) / 8);
   }
+  if (t == DType::kNF4) return nf4_row_bytes(n);
   const std::size_t bs = dtype_block_size(t);
   if (n % bs != 0) return std::nullopt;
   const std::size_t header = (t == DType::kI8 || t == DType::kF8E4M3 || t == DType::kF8E5M2) ? kRowScaleBytes : 0;

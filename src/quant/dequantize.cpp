@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "peregrine/quant/fp16.h"
+#include "peregrine/quant/nf4.h"
 #include "peregrine/quant/fp8.h"
 #include "peregrine/quant/int_group.h"
 #include "peregrine/quant/sparse_nm.h"
@@ -72,6 +73,7 @@ void dequantize(DType t, const void* src, std::span<float> out) {
     case DType::kI8: dequantize_row_scaled(p, out, int8_value); return;
     case DType::kF8E4M3: dequantize_row_scaled(p, out, fp8_e4m3_to_f32); return;
     case DType::kF8E5M2: dequantize_row_scaled(p, out, fp8_e5m2_to_f32); return;
+    case DType::kNF4: nf4_decode_row(p, out); return;
     case DType::kInt: return;  // precondition: use dequantize_row
     default: dequantize_ggml_blocks(t, p, out); return;
   }

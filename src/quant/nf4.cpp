@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <string>
 
 namespace peregrine {
@@ -138,6 +140,43 @@ std::vector<float> nf4_dequantize(const Nf4Tensor& t) {
     out[static_cast<std::size_t>(i)] = kNf4Codebook[code] * absmax[static_cast<std::size_t>(i / kNf4BlockSize)];
   }
   return out;
+}
+
+void nf4_encode_row(std::span<const float> row, std::uint8_t* dst) {
+  const auto n = static_cast<std::int64_t>(row.size());
+  auto t = nf4_quantize(row, {n});
+  const std::int64_t blocks = n / kNf4BlockSize, groups = (blocks + kNf4AbsmaxGroup - 1) / kNf4AbsmaxGroup;
+  if (!t) {  // a value that is not finite: the whole row decodes to NaN
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(dst, &nan, 4);
+    std::memset(dst + 4, 0, static_cast<std::size_t>(4 * groups + blocks + n / 2));
+    return;
+  }
+  std::memcpy(dst, &t->absmax_mean, 4);
+  std::memcpy(dst + 4, t->group_absmax.data(), static_cast<std::size_t>(4 * groups));
+  std::memcpy(dst + 4 + 4 * groups, t->absmax_codes.data(), static_cast<std::size_t>(blocks));
+  std::memcpy(dst + 4 + 4 * groups + blocks, t->codes.data(), static_cast<std::size_t>(n / 2));
+}
+
+void nf4_decode_row(const std::uint8_t* src, std::span<float> out) {
+  const auto n = static_cast<std::int64_t>(out.size());
+  const std::int64_t blocks = n / kNf4BlockSize, groups = (blocks + kNf4AbsmaxGroup - 1) / kNf4AbsmaxGroup;
+  float mean = 0.0f;
+  std::memcpy(&mean, src, 4);
+  const std::uint8_t* absmax_codes = src + 4 + 4 * groups;
+  const std::uint8_t* codes = absmax_codes + blocks;
+  const auto& map = nf4_absmax_map();
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    float group = 0.0f;
+    std::memcpy(&group, src + 4 + 4 * (b / kNf4AbsmaxGroup), 4);
+    const float absmax = map[absmax_codes[b]] * group + mean;
+    float* o = out.data() + b * kNf4BlockSize;
+    const std::uint8_t* c = codes + b * kNf4BlockSize / 2;
+    for (std::int64_t j = 0; j < kNf4BlockSize / 2; ++j) {
+      o[2 * j] = kNf4Codebook[c[j] >> 4] * absmax;
+      o[2 * j + 1] = kNf4Codebook[c[j] & 0x0f] * absmax;
+    }
+  }
 }
 
 }  // namespace peregrine

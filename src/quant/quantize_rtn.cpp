@@ -6,6 +6,7 @@
 
 #include "peregrine/quant/fp16.h"
 #include "peregrine/quant/fp8.h"
+#include "peregrine/quant/nf4.h"
 #include "quant/ggml_quantize.h"
 
 namespace peregrine {
@@ -42,6 +43,7 @@ void quantize_rtn(DType t, std::span<const float> x, void* dst) {
     case DType::kI8: quantize_row_scaled(x, p, 127.0f, encode_int8); return;
     case DType::kF8E4M3: quantize_row_scaled(x, p, kFp8E4M3Max, f32_to_fp8_e4m3); return;
     case DType::kF8E5M2: quantize_row_scaled(x, p, kFp8E5M2Max, f32_to_fp8_e5m2); return;
+    case DType::kNF4: nf4_encode_row(x, p); return;
     case DType::kInt: return;  // precondition: use quant/int_group.h
     default: quantize_ggml_blocks(t, x, p); return;  // Q8_0, Q4_0 and the other ggml block formats
   }

@@ -11,9 +11,22 @@ namespace {
 TEST(Dtype, GenerateConvertsOnLoadAndNotesTheF16Fallback) {
   const CliResult r = run_cli({"generate", "-n", "30", "--temp", "0", "--dtype", "q8_0", "--no-echo"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("--dtype q8_0: 5 matrices with rows not a multiple of 32 values stay f16 (blk.0.ffn_down.weight, ...)"),
+  EXPECT_NE(r.err.find("--dtype q8_0: 5 matrices whose rows do not fit its blocks stay f16 (blk.0.ffn_down.weight, ...)"),
             std::string::npos) << r.err;
   EXPECT_EQ(r.out.rfind(", there was a little girl", 0), 0u) << r.out;
+}
+
+// NF4 (QLoRA's NormalFloat-4, a run-time type): matrices whose rows are multiples of 64 convert,
+// the 172-wide ffn_down rows stay f16, the model runs; a file cannot hold it.
+TEST(Dtype, Nf4ConvertsOnLoadAndRuns) {
+  const CliResult shown = run_cli({"inspect", "--dtype", "nf4"});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(line_starting_with(shown.out, "blk.0.attn_q.weight ").find(" nf4 "), std::string::npos) << shown.out;
+  EXPECT_NE(line_starting_with(shown.out, "blk.0.ffn_down.weight ").find(" f16 "), std::string::npos) << shown.out;
+  const CliResult r = run_cli({"generate", "-n", "30", "--temp", "0", "--dtype", "nf4", "--no-echo"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("--dtype nf4: 5 matrices whose rows do not fit its blocks stay f16"), std::string::npos) << r.err;
+  EXPECT_GT(r.out.size(), 30u) << r.out;
 }
 
 TEST(Dtype, InspectShowsTheConvertedDtypes) {

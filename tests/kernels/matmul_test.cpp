@@ -15,6 +15,7 @@
 #include "activation_quantization_bound.h"
 #include "peregrine/quant/dequantize.h"
 #include "peregrine/quant/fp16.h"
+#include "peregrine/quant/nf4.h"
 
 namespace peregrine {
 namespace {
@@ -25,11 +26,21 @@ void put_u16(std::vector<std::uint8_t>& buf, std::uint16_t v) {
   std::memcpy(buf.data() + at, &v, 2);
 }
 
-// Encodes row-major f32 weights in `t`'s GGUF layout (a small test-side quantizer: RTN with
-// ggml's block scales; exactness does not matter, matmul is compared on the stored bytes).
-std::vector<std::uint8_t> encode(DType t, const std::vector<float>& w) {
+// Encodes row-major f32 weights (rows of `in` values) in `t`'s GGUF layout (a small test-side
+// quantizer: RTN with ggml's block scales; exactness does not matter, matmul is compared on the
+// stored bytes); NF4 through quant/nf4.h's row encoder.
+std::vector<std::uint8_t> encode(DType t, const std::vector<float>& w, std::int64_t in = 0) {
   std::vector<std::uint8_t> out;
   switch (t) {
+    case DType::kNF4: {
+      const std::size_t row_bytes = *dtype_row_bytes(t, static_cast<std::uint64_t>(in));
+      out.resize(w.size() / static_cast<std::size_t>(in) * row_bytes);
+      for (std::size_t r = 0; r * static_cast<std::size_t>(in) < w.size(); ++r) {
+        nf4_encode_row(std::span<const float>(w).subspan(r * static_cast<std::size_t>(in), static_cast<std::size_t>(in)),
+                       out.data() + r * row_bytes);
+      }
+      break;
+    }
     case DType::kF32:
       out.resize(w.size() * 4);
       std::memcpy(out.data(), w.data(), out.size());
@@ -88,7 +99,7 @@ void check_against_reference(DType t, Shape s, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> wf(static_cast<std::size_t>(s.out * s.in));
   for (auto& v : wf) v = normal(rng);
-  const auto bytes = encode(t, wf);
+  const auto bytes = encode(t, wf, s.in);
   ASSERT_EQ(bytes.size(), *dtype_row_bytes(t, static_cast<std::uint64_t>(s.in)) * static_cast<std::size_t>(s.out));
   const TensorView w = view(t, s.out, s.in, bytes);
   std::vector<float> wd(wf.size());  // the weights as stored, for the tolerance
@@ -133,6 +144,13 @@ TEST(Matmul, MatchesReferenceForEveryDtype) {
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
     for (Shape s : kBlockShapes) check_against_reference(t, s, rng);
   }
+}
+
+// NF4 (gemm_nf4: rows decoded 64 at a time, then the float GEMV / GEMM) against the scalar
+// reference, one row of 257 blocks included (two absmax groups per row).
+TEST(Matmul, Nf4MatchesReference) {
+  std::mt19937 rng(45);
+  for (Shape s : {Shape{1, 64}, Shape{7, 128}, Shape{70, 64}, Shape{3, 64 * 257}}) check_against_reference(DType::kNF4, s, rng);
 }
 
 TEST(Matmul, ScalarDtypesHandleRowLengthsThatAreNotBlockMultiples) {

@@ -188,7 +188,7 @@ TEST(ConvertModel, OnlyTheRtnFormatsAreTargets) {
     ASSERT_FALSE(r) << dtype_name(t);
     EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
   }
-  EXPECT_EQ(convert_target_dtypes().size(), 5u);
+  EXPECT_EQ(convert_target_dtypes().size(), 6u);  // f32, f16, bf16, q8_0, q4_0, nf4
 }
 
 }  // namespace

@@ -10,6 +10,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
 #include <random>
 
 #include "peregrine/formats/model_file.h"
@@ -139,6 +142,35 @@ TEST(Nf4, BadInputsAreErrors) {
   std::vector<float> w(8, 1.0f);
   w[3] = NAN;
   EXPECT_EQ(nf4_quantize(w, {8}).status().code(), ErrorCode::kInvalidArgument);
+}
+
+// The engine's row format (DType::kNF4): a row decodes to exactly nf4_dequantize's values of
+// that row quantized as one tensor, in nf4_row_bytes bytes; a non-finite row decodes to NaN.
+TEST(Nf4, RowFormatDecodesToTheTensorQuantizersValues) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  for (std::int64_t n : {64, 192, 64 * 257}) {
+    std::vector<float> row(static_cast<std::size_t>(n));
+    for (float& v : row) v = normal(rng);
+    const std::size_t bytes = *nf4_row_bytes(static_cast<std::uint64_t>(n));
+    EXPECT_EQ(bytes, static_cast<std::size_t>(4 + 4 * ((n / 64 + 255) / 256) + n / 64 + n / 2));
+    std::vector<std::uint8_t> packed(bytes);
+    nf4_encode_row(row, packed.data());
+    std::vector<float> decoded(static_cast<std::size_t>(n));
+    nf4_decode_row(packed.data(), decoded);
+    auto t = nf4_quantize(row, {n});
+    ASSERT_TRUE(t);
+    EXPECT_EQ(decoded, nf4_dequantize(*t)) << n;
+  }
+  EXPECT_FALSE(nf4_row_bytes(100));
+  EXPECT_FALSE(nf4_row_bytes(0));
+  std::vector<float> bad(64, 0.5f);
+  bad[3] = std::numeric_limits<float>::infinity();
+  std::vector<std::uint8_t> packed(*nf4_row_bytes(64));
+  nf4_encode_row(bad, packed.data());
+  std::vector<float> decoded(64);
+  nf4_decode_row(packed.data(), decoded);
+  EXPECT_TRUE(std::isnan(decoded[0]));
 }
 
 }  // namespace

@@ -50,7 +50,8 @@ namespace peregrine {
 enum class DType : std::uint8_t {
   kF32, kF16, kBF16, kQ8_0, kQ4_0, kI8, kF8E4M3, kF8E5M2, kInt,
   kQ4_1, kQ5_0, kQ5_1, kIQ4_NL, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K, kIQ4_XS,
-  kF16_S24, kBF16_S24, kQ8_0_S24, kQ4_0_S24, kF16_S48, kBF16_S48, kQ8_0_S48, kQ4_0_S48
+  kF16_S24, kBF16_S24, kQ8_0_S24, kQ4_0_S24, kF16_S48, kBF16_S48, kQ8_0_S48, kQ4_0_S48,
+  kNF4
 };
 
 /// An N:M sparse dtype's parameters (layout above): n kept of every m values, stored in `kept`
@@ -87,6 +88,12 @@ struct QuantParams {
 /// Bytes of the f32 scale that starts every row of a row-scaled format (I8, F8_E4M3, F8_E5M2).
 inline constexpr std::size_t kRowScaleBytes = 4;
 
+/// Bytes of one DType::kNF4 row of n values (QLoRA's NF4 with double-quantized block absmaxes,
+/// quant/nf4.h, the row being the quantized tensor): f32 mean of the blocks' absmaxes, one f32
+/// scale per group of 256 blocks, one 8-bit absmax code per block of 64, n / 2 bytes of 4-bit
+/// codes. nullopt unless n is a positive multiple of 64.
+std::optional<std::size_t> nf4_row_bytes(std::uint64_t n);
+
 /// Values per block (32 for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL; 256 for the K-quants and
 /// IQ4_XS; else 1).
 std::size_t dtype_block_size(DType t);
@@ -97,7 +104,8 @@ std::size_t dtype_block_bytes(DType t);
 /// Canonical lower-case name: "f32", "f16", "bf16", "q8_0", "q4_0", "i8", "f8_e4m3",
 /// "f8_e5m2", "int", "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k",
 /// "iq4_xs" (ggml's type names in lower case), "f16_s24", "bf16_s24", "q8_0_s24", "q4_0_s24",
-/// "f16_s48", "bf16_s48", "q8_0_s48", "q4_0_s48".
+/// "f16_s48", "bf16_s48", "q8_0_s48", "q4_0_s48", "nf4" (quant/nf4.h's row format; a run-time
+/// type: `--dtype nf4` at load, not stored in files).
 std::string_view dtype_name(DType t);
 /// Parses a canonical name (case-insensitive); nullopt if unknown.
 std::optional<DType> dtype_from_name(std::string_view name);

@@ -15,8 +15,8 @@
 // = 4.127 bits per weight (plus one f32 mean per tensor).
 //
 // Peregrine's QLoRA fine-tuning (train/finetune.h) feeds these codes and constants to libtorch,
-// which looks them up in every forward; the engine's NF4 run-time weight type is to use the same
-// quantizer.
+// which looks them up in every forward; the engine's NF4 run-time weight type (DType::kNF4,
+// nf4_encode_row / nf4_decode_row) quantizes each matrix row with the same quantizer.
 #pragma once
 
 #include <array>
@@ -68,5 +68,15 @@ std::vector<float> nf4_block_absmax(const Nf4Tensor& t);
 /// |w − ŵ| <= c₂ · 0.1519 (half the widest codebook gap, −1 to −0.6962) + |c₂ − ĉ₂| for a weight of a block
 /// with absmax c₂.
 std::vector<float> nf4_dequantize(const Nf4Tensor& t);
+
+/// The engine's NF4 run-time weight type (DType::kNF4, `--dtype nf4`): each row of a matrix is
+/// one Nf4Tensor of shape {n} (so its absmax mean and group scales are the row's), stored as
+/// nf4_row_bytes(n) bytes (core/dtype.h): f32 mean, f32 group scales, absmax codes, codes.
+/// Writes `row` (n values, n a positive multiple of kNf4BlockSize) at `dst`. A row holding a
+/// value that is not finite gets a NaN mean and decodes to NaN (as the float types keep NaN).
+void nf4_encode_row(std::span<const float> row, std::uint8_t* dst);
+/// Decodes one DType::kNF4 row of out.size() values from `src`: exactly nf4_dequantize's values
+/// for that row's Nf4Tensor, without allocating.
+void nf4_decode_row(const std::uint8_t* src, std::span<float> out);
 
 }  // namespace peregrine

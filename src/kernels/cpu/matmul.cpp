@@ -7,6 +7,7 @@
 #include "peregrine/kernels/cpu/float_matmul.h"
 #include "peregrine/kernels/cpu/gemm_float.h"
 #include "peregrine/kernels/cpu/gemm_fp8.h"
+#include "peregrine/kernels/cpu/gemm_nf4.h"
 #include "peregrine/kernels/cpu/gemm_ggml.h"
 #include "peregrine/kernels/cpu/gemm_int.h"
 #include "peregrine/kernels/cpu/gemm_int8_act.h"
@@ -95,6 +96,10 @@ void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens
   }
   if (w.dtype == DType::kF8E4M3 || w.dtype == DType::kF8E5M2) {
     split_decoded(gemm_fp8, w, x, n_tokens, y, pool, min_parallel_macs);
+    return;
+  }
+  if (w.dtype == DType::kNF4) {
+    split_decoded(gemm_nf4, w, x, n_tokens, y, pool, min_parallel_macs);
     return;
   }
   // ggml block formats: integer dot products against 8-bit activation blocks.
