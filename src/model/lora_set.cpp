@@ -4,30 +4,46 @@
 #include <cmath>
 
 #include "peregrine/kernels/cpu/gemv_float.h"
+#include "peregrine/kernels/cpu/lora_expand.h"
 #include "peregrine/kernels/cpu/matmul.h"
 #include "peregrine/quant/fp16.h"
 
 namespace peregrine {
 namespace {
 
-/// The [rows, cols] matrix `values` as a view in `dtype` (F32: a view of the values, which the
-/// adapter keeps alive; F16 / BF16: a rounded copy, kept in `storage`).
-TensorView product_view(const std::string& name, const std::vector<float>& values, std::int64_t rows, std::int64_t cols,
-                        DType dtype, std::shared_ptr<std::vector<std::uint16_t>>& storage) {
-  TensorView v = f32_matrix_view(name, values, rows, cols);
-  if (dtype != DType::kF16 && dtype != DType::kBF16) return v;
-  storage = std::make_shared<std::vector<std::uint16_t>>(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) (*storage)[i] = dtype == DType::kF16 ? f32_to_f16(values[i]) : f32_to_bf16(values[i]);
+/// Bytes of a [rows, cols] product matrix in `dtype`, rounded up to a cache line.
+std::size_t product_bytes(std::int64_t rows, std::int64_t cols, DType dtype) {
+  const std::size_t bytes = static_cast<std::size_t>(rows * cols) * (dtype == DType::kF32 ? 4 : 2);
+  return (bytes + 63) / 64 * 64;
+}
+
+/// Writes the [rows, cols] matrix value(r, c) at `at` in `dtype` (F32, or F16 / BF16 rounded to
+/// nearest even) and returns its view; advances `at` by product_bytes.
+template <class Value>
+TensorView write_product(const std::string& name, std::int64_t rows, std::int64_t cols, DType dtype, std::uint8_t*& at,
+                         const Value& value) {
+  TensorView v;
+  v.name = name;
   v.dtype = dtype;
-  v.data = storage->data();
-  v.nbytes = storage->size() * sizeof(std::uint16_t);
+  v.shape = {rows, cols};
+  v.data = at;
+  v.nbytes = static_cast<std::size_t>(rows * cols) * (dtype == DType::kF32 ? 4 : 2);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const float f = value(r, c);
+      const auto i = static_cast<std::size_t>(r * cols + c);
+      if (dtype == DType::kF32) reinterpret_cast<float*>(at)[i] = f;
+      else reinterpret_cast<std::uint16_t*>(at)[i] = dtype == DType::kF16 ? f32_to_f16(f) : f32_to_bf16(f);
+    }
+  }
+  at += product_bytes(rows, cols, dtype);
   return v;
 }
 
 /// One (slot, product) of an apply call: the slot's rows, its input and its x·Aᵀ.
 struct Job {
   const TensorView* a;    // A [rank, in]
-  const TensorView* b;    // B [out, rank]
+  const TensorView* bt;   // Bᵀ [rank, out]
   float scale;
   std::int64_t group;     // index into the call's row groups
   std::int64_t t_offset;  // of its t [m, rank] in the call's t buffer
@@ -42,9 +58,6 @@ struct Group {
   bool contiguous;        // rows first_row .. first_row + m - 1 of x / y
 };
 
-// Phase 2's per-thread [≤ kRowBlock, out] buffer, reused between calls.
-thread_local std::vector<float> tl_u;
-
 }  // namespace
 
 LoraSet::LoraSet(DType products)
@@ -52,18 +65,28 @@ LoraSet::LoraSet(DType products)
 
 Expected<LoraSet::Slot> LoraSet::make_slot(std::vector<LoraSlotEntry> entries) const {
   if (entries.empty()) return invalid_argument("a LoRA slot needs at least one adapter");
-  Slot slot;
+  std::size_t bytes = 0;
   for (const LoraSlotEntry& e : entries) {
     if (e.adapter == nullptr) return invalid_argument("a LoRA slot entry has no adapter");
     if (!std::isfinite(e.scale)) return invalid_argument("a LoRA scale must be finite");
     for (const auto& [name, pair] : e.adapter->tensors) {
+      bytes += product_bytes(pair.rank, pair.in, dtype_) + product_bytes(pair.rank, pair.out, dtype_);
+    }
+  }
+  Slot slot;
+  PEREGRINE_ASSIGN_OR_RETURN(slot.storage, HugePageBuffer::allocate(bytes));
+  std::uint8_t* at = slot.storage.data();
+  for (const LoraSlotEntry& e : entries) {
+    for (const auto& [name, pair] : e.adapter->tensors) {
       Product p;
-      p.a = product_view(name + ".lora_a", pair.a, pair.rank, pair.in, dtype_, p.a_storage);
-      p.b = product_view(name + ".lora_b", pair.b, pair.out, pair.rank, dtype_, p.b_storage);
+      const LoraPair& lp = pair;
+      p.a = write_product(name + ".lora_a", lp.rank, lp.in, dtype_, at,
+                          [&](std::int64_t k, std::int64_t i) { return lp.a[static_cast<std::size_t>(k * lp.in + i)]; });
+      p.bt = write_product(name + ".lora_b_t", lp.rank, lp.out, dtype_, at,
+                           [&](std::int64_t k, std::int64_t o) { return lp.b[static_cast<std::size_t>(o * lp.rank + k)]; });
       p.scale = e.scale * e.adapter->scale();
       slot.products[name].push_back(std::move(p));
     }
-    slot.adapters.push_back(e.adapter);
   }
   return slot;
 }
@@ -127,7 +150,7 @@ void LoraSet::apply(const std::string& name, std::span<const float> x, std::int6
     groups.push_back({first, m, nullptr, contiguous});
     for (const Product& p : slots_[k].products.at(name)) {
       const std::int64_t rank = p.a.shape[0];
-      jobs.push_back({&p.a, &p.b, p.scale, static_cast<std::int64_t>(groups.size()) - 1, t_size, a_rows});
+      jobs.push_back({&p.a, &p.bt, p.scale, static_cast<std::int64_t>(groups.size()) - 1, t_size, a_rows});
       t_size += m * rank;
       a_rows += rank;
       macs += m * rank * (in + out);
@@ -158,33 +181,24 @@ void LoraSet::apply(const std::string& name, std::span<const float> x, std::int6
                  std::span(t).subspan(static_cast<std::size_t>(job.t_offset), static_cast<std::size_t>(g.m * rank)), r0, r1);
     }
   };
-  // Phase 2, y[rows] += scale · t·Bᵀ over output columns [begin, end) of every job, through a
-  // per-thread [≤ kRowBlock, out] buffer (a slot's jobs add into the same rows, so the columns,
-  // not the jobs, are split between threads).
-  constexpr std::int64_t kRowBlock = 64;
+  // Phase 2, y[rows] += scale · t·Bᵀ over output columns [begin, end) of every job (a slot's
+  // jobs add into the same rows, so the columns, not the jobs, are split between threads, in
+  // blocks of kLoraExpandCols).
   auto phase2 = [&](std::int64_t begin, std::int64_t end) {
+    const std::int64_t c0 = begin * kLoraExpandCols, c1 = std::min(end * kLoraExpandCols, out);
     for (const Job& job : jobs) {
-      const std::int64_t rank = job.a->shape[0];
       const Group& g = groups[static_cast<std::size_t>(job.group)];
-      for (std::int64_t j0 = 0; j0 < g.m; j0 += kRowBlock) {
-        const std::int64_t mb = std::min(kRowBlock, g.m - j0);
-        tl_u.resize(static_cast<std::size_t>(mb * out));
-        gemv_float(*job.b, std::span<const float>(t).subspan(static_cast<std::size_t>(job.t_offset + j0 * rank), static_cast<std::size_t>(mb * rank)),
-                   mb, tl_u, begin, end);
-        for (std::int64_t j = 0; j < mb; ++j) {
-          float* dst = &y[static_cast<std::size_t>(rows[static_cast<std::size_t>(g.first + j0 + j)] * out)];
-          const float* src = &tl_u[static_cast<std::size_t>(j * out)];
-          for (std::int64_t c = begin; c < end; ++c) dst[c] += job.scale * src[c];
-        }
-      }
+      lora_expand(*job.bt, std::span<const float>(t).subspan(static_cast<std::size_t>(job.t_offset)), g.m, job.scale, y,
+                  std::span<const std::int64_t>(rows).subspan(static_cast<std::size_t>(g.first)), c0, c1);
     }
   };
+  const std::int64_t col_blocks = (out + kLoraExpandCols - 1) / kLoraExpandCols;
   if (macs < kMinParallelMacs || pool.n_threads() == 1) {
     phase1(0, a_rows);
-    phase2(0, out);
+    phase2(0, col_blocks);
   } else {
     pool.parallel_for(a_rows, phase1);
-    pool.parallel_for(out, phase2);
+    pool.parallel_for(col_blocks, phase2);
   }
 }
 
@@ -199,10 +213,10 @@ void LoraSet::apply_reference(const std::string& name, std::span<const float> x,
     if (it == products.end()) continue;
     for (const Product& p : it->second) {
       const std::int64_t rank = p.a.shape[0];
-      std::vector<float> t(static_cast<std::size_t>(rank)), u(static_cast<std::size_t>(out));
+      std::vector<float> t(static_cast<std::size_t>(rank));
       matmul_reference(p.a, x.subspan(static_cast<std::size_t>(i * in), static_cast<std::size_t>(in)), 1, t);
-      matmul_reference(p.b, t, 1, u);
-      for (std::int64_t c = 0; c < out; ++c) y[static_cast<std::size_t>(i * out + c)] += p.scale * u[static_cast<std::size_t>(c)];
+      const std::int64_t row[] = {i};
+      lora_expand_reference(p.bt, t, 1, p.scale, y, row, 0, out);
     }
   }
 }

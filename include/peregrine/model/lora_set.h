@@ -1,14 +1,15 @@
 // The LoRA adapters a LlamaModel::forward applies unmerged (Hu et al. 2022): for an adapted
 // weight W, y = x·Wᵀ + Σ_adapters user_scale · s · (x·Aᵀ)·Bᵀ, on any base weight type (the
-// LoRA products run beside the base product, A and B in f32 or, for a 16-bit or quantized base,
-// F16 / BF16 copies: half the bytes a decode step reads). Adapters sit in slots: a slot is a
+// LoRA products run beside the base product, over copies of A and Bᵀ in 2 MiB pages, in f32 or,
+// for a 16-bit or quantized base, F16 / BF16: half the bytes a decode step reads). Adapters sit in slots: a slot is a
 // list of (adapter, user scale) applied together (generate's repeated --lora); each Batch row
 // picks a slot (Batch::lora_slots, -1 = the base alone), so one batch mixes rows of several
 // adapters and the base. The products of one weight group the batch's rows by slot (Punica's
 // SGMV / S-LoRA's grouping, Chen et al. 2023; Sheng et al. 2023): one parallel region computes
 // x·Aᵀ [rows of the slot, r] for every (slot, adapter), split over all their A rows, a second
 // adds scale · (x·Aᵀ)·Bᵀ, split over the output columns — two thread-pool starts per adapted
-// weight whatever the number of slots, through gemv_float (kernels/cpu/gemv_float.h).
+// weight whatever the number of slots, through gemv_float (kernels/cpu/gemv_float.h: Punica's
+// "shrink") and lora_expand (kernels/cpu/lora_expand.h: "expand", over B stored transposed).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "peregrine/core/dtype.h"
+#include "peregrine/core/huge_page_buffer.h"
 #include "peregrine/core/status.h"
 #include "peregrine/core/tensor.h"
 #include "peregrine/core/thread_pool.h"
@@ -49,7 +51,7 @@ class LoraSet {
 
   /// For each slot k with products for the canonical weight `name`: y[i] += Σ scale · (x[i]·Aᵀ)·Bᵀ
   /// over the rows i with row_slots[i] == k. x [n, in], y [n, out] f32; row_slots [n] (-1 or a
-  /// slot index). Products accumulate in f32 (gemv_float); work below kMinParallelMacs
+  /// slot index). Products accumulate in f32 (gemv_float, lora_expand); work below kMinParallelMacs
   /// (kernels/cpu/matmul.h) multiply-adds runs on the calling thread. Not re-entrant per
   /// thread (per-thread buffers, reused between calls). Preconditions: the adapters' shapes
   /// are the weight's (load_lora_adapter checked them against the base).
@@ -57,20 +59,20 @@ class LoraSet {
              std::span<const std::int32_t> row_slots, ThreadPool& pool) const;
 
   /// Scalar single-threaded reference twin of apply (same contract): row by row and adapter by
-  /// adapter, x·Aᵀ and then ·Bᵀ through matmul_reference (f64 sums of the stored A / B values).
+  /// adapter, x·Aᵀ through matmul_reference (f64 sums of the stored A values), then ·Bᵀ through
+  /// lora_expand_reference.
   void apply_reference(const std::string& name, std::span<const float> x, std::int64_t n, std::span<float> y,
                        std::span<const std::int32_t> row_slots) const;
 
  private:
   struct Product {
-    TensorView a, b;  // views of A [r, in], B [out, r] in dtype_
-    float scale;      // user scale · alpha / r
-    std::shared_ptr<std::vector<std::uint16_t>> a_storage, b_storage;  // the F16 / BF16 copies
+    TensorView a, bt;  // A [r, in] and Bᵀ [r, out] in dtype_, in the slot's storage
+    float scale;       // user scale · alpha / r
   };
   DType dtype_;
   struct Slot {
-    std::map<std::string, std::vector<Product>> products;        // weight name → products
-    std::vector<std::shared_ptr<const LoraAdapter>> adapters;  // what the F32 views point into
+    std::map<std::string, std::vector<Product>> products;  // weight name → products
+    HugePageBuffer storage;  // every product's A and Bᵀ, in 2 MiB pages (decode streams them)
   };
   Expected<Slot> make_slot(std::vector<LoraSlotEntry> entries) const;
   std::vector<Slot> slots_;
