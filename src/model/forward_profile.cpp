@@ -15,6 +15,7 @@ const char* forward_op_name(ForwardOp op) {
     case ForwardOp::kFfnDown: return "ffn down";
     case ForwardOp::kMoeFfn: return "moe ffn";
     case ForwardOp::kLmHead: return "lm head";
+    case ForwardOp::kAllReduce: return "tp all-reduce";
     case ForwardOp::kForward: return "forward (total)";
   }
   return "?";

@@ -545,6 +545,7 @@ void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch
     linear(*layer.wo, s.attn, s.n, s.xb, pool);
     s.adapt(l, "attn_output", s.attn, s.xb, pool);
   }
+  all_reduce(s.xb);
   add_residual(s.xb, layer.post_attn_norm, s);
 }
 
@@ -557,7 +558,9 @@ void LlamaModel::ffn_block(const Layer& layer, std::int64_t l, Scratch& s, Threa
   } else {
     dense_ffn(layer, l, s, pool);
   }
-  add_residual(layer.moe.router != nullptr ? s.moe_out : s.xb, layer.post_ffw_norm, s);
+  std::vector<float>& out = layer.moe.router != nullptr ? s.moe_out : s.xb;
+  all_reduce(out);
+  add_residual(out, layer.post_ffw_norm, s);
 }
 
 void LlamaModel::dense_ffn(const Layer& layer, std::int64_t l, Scratch& s, ThreadPool& pool) const {
@@ -588,6 +591,18 @@ void LlamaModel::linear(const TensorView& w, std::span<const float> x, std::int6
 void LlamaModel::linear_fused(std::span<const MatmulProduct> products, std::int64_t n, ThreadPool& pool) const {
   matmul_fused(products, n, pool);
   for (const MatmulProduct& p : products) counters_->add_weight_bytes(p.w->nbytes);
+}
+
+void LlamaModel::all_reduce(std::vector<float>& partial) const {
+  if (tp_ == nullptr || tp_->size() == 1) return;
+  const ForwardOpTimer timed = timer(ForwardOp::kAllReduce);
+  tp_->all_reduce_sum(partial);
+}
+
+Status LlamaModel::set_tensor_parallel(std::shared_ptr<TensorParallelGroup> group) {
+  if (cuda_ != nullptr) return unsupported("tensor parallelism does not run on the CUDA backend yet");
+  tp_ = std::move(group);
+  return Status::ok();
 }
 
 void LlamaModel::lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits,
@@ -624,6 +639,9 @@ Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float
   }
   if (cuda_ != nullptr && (observer != nullptr || !batch.parents.empty() || lora != nullptr)) {
     return unsupported("forward: the CUDA backend does not run token trees, calibration observers or LoRA adapters yet");
+  }
+  if (lora != nullptr && !batch.lora_slots.empty() && tp_ != nullptr && tp_->size() > 1) {
+    return unsupported("forward: LoRA adapters do not run under tensor parallelism yet");
   }
   if (lora != nullptr && config().ffn_down_hadamard) {
     return unsupported("forward: LoRA adapters on a Hadamard-rotated model are not supported (merge them before rotating)");

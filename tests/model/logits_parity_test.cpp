@@ -22,6 +22,7 @@
 #include "peregrine/formats/lora_adapter.h"
 #include "peregrine/model/llama_model.h"
 #include "peregrine/model/lora_set.h"
+#include "parity_cases.h"
 #include "test_models.h"
 #include "test_paths.h"
 
@@ -30,42 +31,8 @@ namespace {
 
 constexpr float kTolerance = 1e-4f;
 
-struct Case {
-  std::string name, model;
-  std::vector<std::int32_t> tokens;
-  std::vector<float> logits;         // [tokens, vocab]: one forward over all tokens
-  std::vector<float> decode_logits;  // [tokens, vocab]: a token-by-token decode's, where they differ
-  std::int64_t vocab = 0;
-  std::string lora;  // a LoRA adapter the reference applied unmerged (PEFT folder or LoRA GGUF); empty: none
-};
-
-// The raw float32 [n_tokens, vocab] file `name` of the testdata folder.
-std::vector<float> read_logits(const std::string& name, std::size_t n_tokens, std::int64_t vocab) {
-  std::vector<float> out(n_tokens * static_cast<std::size_t>(vocab));
-  std::ifstream lf(test::testdata_dir() + "/" + name, std::ios::binary);
-  lf.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size() * sizeof(float)));
-  return out;
-}
-
-std::vector<Case> load_cases() {
-  const std::string dir = test::testdata_dir();
-  std::ifstream in(dir + "/manifest.json");
-  std::vector<Case> cases;
-  if (!in) return cases;
-  for (const auto& e : nlohmann::json::parse(in)) {
-    Case c;
-    c.name = e["name"];
-    const std::string model = e["model"];
-    c.model = model.starts_with("/") ? model : dir + "/" + model;
-    c.tokens = e["tokens"].get<std::vector<std::int32_t>>();
-    c.vocab = e["vocab"];
-    c.logits = read_logits(e["logits"], c.tokens.size(), c.vocab);
-    if (e.contains("decode_logits")) c.decode_logits = read_logits(e["decode_logits"], c.tokens.size(), c.vocab);
-    if (e.contains("lora")) c.lora = dir + "/" + e["lora"].get<std::string>();
-    cases.push_back(std::move(c));
-  }
-  return cases;
-}
+using test::Case;
+using test::load_cases;
 
 float max_abs_diff(const std::vector<float>& a, const float* b) {
   float m = 0.0f;

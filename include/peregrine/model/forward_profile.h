@@ -31,9 +31,10 @@ enum class ForwardOp : std::uint8_t {
   kFfnDown,          // the dense FFN's down matmul
   kMoeFfn,           // a Mixture-of-Experts FFN: routing and the chosen experts' matmuls
   kLmHead,           // final norm, LM head matmul, logit soft-capping
+  kAllReduce,        // tensor parallelism: the partial sums of attn output and FFN summed over the ranks
   kForward,          // the whole forward
 };
-inline constexpr std::size_t kForwardOpCount = 12;
+inline constexpr std::size_t kForwardOpCount = 13;
 
 /// "embedding", "norm + residual", "qkv projection", ... "forward (total)".
 const char* forward_op_name(ForwardOp op);

@@ -30,6 +30,7 @@
 #include "peregrine/kernels/cpu/matmul.h"
 #include "peregrine/core/huge_page_buffer.h"
 #include "peregrine/model/moe_ffn.h"
+#include "peregrine/model/tensor_parallel.h"
 
 namespace peregrine {
 
@@ -126,6 +127,16 @@ class LlamaModel {
   Status forward(const Batch& batch, KvCache& cache, std::vector<float>& logits, ThreadPool& pool,
                  std::int64_t n_layers = 0, ActivationObserver* observer = nullptr, const LoraSet* lora = nullptr) const;
 
+  /// Makes this model rank group->rank() of a tensor-parallel group (model/tensor_parallel.h):
+  /// its file must be shard_model_file(full, group->rank(), group->size()); every forward then
+  /// all-reduces the attention output and FFN partial sums over the group (collective: every
+  /// rank runs the same forwards, each with its own KV cache of its KV heads; forward refuses
+  /// rows with LoRA slots, kUnsupported: adapters are not sliced). Errors: kUnsupported on a
+  /// kCuda model.
+  Status set_tensor_parallel(std::shared_ptr<TensorParallelGroup> group);
+  /// The group set by set_tensor_parallel, or null (one process).
+  const TensorParallelGroup* tensor_parallel() const { return tp_.get(); }
+
   /// The final RMSNorm the LM head reads through: out[i] = RMSNorm(h[i]) · output_norm weight
   /// (with the family's norm_weight_offset) for each of the h.size() / dim rows, h and out
   /// [rows, dim] f32 (may alias). The residual stream a FinalHiddenCapture saw becomes the
@@ -176,6 +187,8 @@ class LlamaModel {
   // Several products in one parallel region (kernels/cpu/matmul.h matmul_fused), each counted.
   void linear_fused(std::span<const MatmulProduct> products, std::int64_t n, ThreadPool& pool) const;
   void lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits, ThreadPool& pool) const;
+  // Tensor parallelism: a block's partial output summed over the ranks (nothing in one process).
+  void all_reduce(std::vector<float>& partial) const;
   // The CPU layers of forward (after reserve): embedding, decoder layers, LM head.
   void forward_cpu(const Batch& batch, const BatchLayout& rows, KvCache& cache, std::vector<float>& logits,
                    ThreadPool& pool, std::int64_t n_layers, ActivationObserver* observer, const LoraSet* lora) const;
@@ -196,6 +209,7 @@ class LlamaModel {
   std::unique_ptr<ForwardCounters> counters_;
   std::unique_ptr<ForwardProfile> profile_;
   std::unique_ptr<CudaForward> cuda_;  // kCuda only
+  std::shared_ptr<TensorParallelGroup> tp_;  // set_tensor_parallel, or null
   HugePageBuffer weights_;  // what file_.tensors[...].packed (and under kHugePages .data) point into
   float attention_scale_ = 0.0f;  // AttentionShape::scale: config().attn_scale (0: 1/sqrt(head_dim)),
                                   // times YaRN's / LongRoPE's attention factor squared

@@ -1,0 +1,179 @@
+#include "peregrine/model/tensor_parallel.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace peregrine {
+namespace {
+
+// How a canonical tensor is split: rows or columns in `parts` equal parts, or replicated.
+enum class Split { kReplicate, kRows, kColumns };
+
+// "blk.L.<rest>" → rest; other names → nullopt.
+std::optional<std::string> layer_suffix(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return std::nullopt;
+  const std::size_t dot = name.find('.', 4);
+  if (dot == std::string::npos) return std::nullopt;
+  return name.substr(dot + 1);
+}
+
+// "ffn_gate.7.weight" → "ffn_gate.weight" (an expert's matrix split as the dense one is).
+std::string without_expert_index(const std::string& rest) {
+  const std::size_t a = rest.find('.');
+  const std::size_t b = a == std::string::npos ? a : rest.find('.', a + 1);
+  if (b == std::string::npos) return rest;
+  const std::string middle = rest.substr(a + 1, b - a - 1);
+  if (middle.empty() || middle.find_first_not_of("0123456789") != std::string::npos) return rest;
+  return rest.substr(0, a) + rest.substr(b);
+}
+
+Split split_of(const std::string& name) {
+  const std::optional<std::string> rest = layer_suffix(name);
+  if (!rest) return Split::kReplicate;
+  const std::string r = without_expert_index(*rest);
+  for (const char* rows : {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias",
+                           "ffn_gate.weight", "ffn_up.weight", "ffn_gate_shexp.weight", "ffn_up_shexp.weight"}) {
+    if (r == rows) return r.ends_with(".bias") ? Split::kColumns : Split::kRows;  // a bias is one row
+  }
+  for (const char* cols : {"attn_output.weight", "ffn_down.weight", "ffn_down_shexp.weight"}) {
+    if (r == cols) return Split::kColumns;
+  }
+  return Split::kReplicate;
+}
+
+// Whether a row of `t` is a sequence of independent blocks (any whole number of them is a row
+// of the same dtype): the float types and the ggml block formats.
+bool block_rows(DType t) {
+  switch (t) {
+    case DType::kF32: case DType::kF16: case DType::kBF16: case DType::kQ8_0: case DType::kQ4_0:
+    case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1: case DType::kIQ4_NL: case DType::kQ2_K:
+    case DType::kQ3_K: case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K: case DType::kIQ4_XS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Rows [r0, r1) of the 2-D `t`: a view of its bytes.
+Expected<TensorView> row_slice(const TensorView& t, std::int64_t r0, std::int64_t r1) {
+  const std::optional<std::size_t> rb = t.row_bytes();
+  if (t.shape.size() != 2 || !rb) return invalid_argument("tensor parallelism cannot split the rows of " + t.name);
+  TensorView v = t;
+  v.shape = {r1 - r0, t.shape[1]};
+  v.data = static_cast<const std::uint8_t*>(t.data) + static_cast<std::size_t>(r0) * *rb;
+  v.nbytes = static_cast<std::size_t>(r1 - r0) * *rb;
+  return v;
+}
+
+// Columns [c0, c1) of every row of `t` (1-D: one row), copied into a buffer added to `storage`.
+Expected<TensorView> column_slice(const TensorView& t, std::int64_t c0, std::int64_t c1,
+                                  std::vector<std::shared_ptr<const void>>& storage) {
+  const std::int64_t cols = t.row_length(), rows = t.n_rows(), width = c1 - c0;
+  const bool row_scaled = t.dtype == DType::kI8 || t.dtype == DType::kF8E4M3 || t.dtype == DType::kF8E5M2;
+  if (!block_rows(t.dtype) && !row_scaled) {
+    return unsupported("tensor parallelism cannot split the columns of " + t.name + " (" + t.format_string() +
+                       "): its rows are not independent blocks; shard a float or GGUF-block model and convert after (--dtype)");
+  }
+  const std::int64_t block = static_cast<std::int64_t>(dtype_block_size(t.dtype));
+  const std::optional<std::size_t> full = t.row_bytes();
+  if (c0 % block != 0 || width % block != 0 || !full) {
+    return invalid_argument("tensor parallelism would split a " + std::string(dtype_name(t.dtype)) + " block of " + t.name +
+                            " (columns " + std::to_string(c0) + ".." + std::to_string(c1) + " of " + std::to_string(cols) +
+                            ", blocks of " + std::to_string(block) + "); use fewer ranks");
+  }
+  // Row-scaled rows: {f32 scale; one byte per value}: the scale, then the slice's bytes.
+  const std::size_t head = row_scaled ? 4 : 0;
+  const std::size_t from = row_scaled ? head + static_cast<std::size_t>(c0) : *dtype_row_bytes(t.dtype, static_cast<std::uint64_t>(c0));
+  const std::size_t body = row_scaled ? static_cast<std::size_t>(width) : *dtype_row_bytes(t.dtype, static_cast<std::uint64_t>(width));
+  auto bytes = std::make_shared<std::vector<std::uint8_t>>(static_cast<std::size_t>(rows) * (head + body));
+  const auto* src = static_cast<const std::uint8_t*>(t.data);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::uint8_t* dst = bytes->data() + static_cast<std::size_t>(r) * (head + body);
+    std::memcpy(dst, src + static_cast<std::size_t>(r) * *full, head);
+    std::memcpy(dst + head, src + static_cast<std::size_t>(r) * *full + from, body);
+  }
+  TensorView v = t;
+  v.shape.back() = width;
+  v.data = bytes->data();
+  v.nbytes = bytes->size();
+  storage.push_back(std::move(bytes));
+  return v;
+}
+
+// The width split of a row- or column-split tensor: its dimension along the split, which must
+// be a multiple of `size`.
+Status check_divisible(const std::string& what, std::int64_t n, int size) {
+  if (n % size == 0) return Status::ok();
+  return invalid_argument("tensor parallelism over " + std::to_string(size) + " ranks needs " + what + " (" + std::to_string(n) +
+                          ") divisible by " + std::to_string(size));
+}
+
+Status check_config(const ModelConfig& c, int size) {
+  PEREGRINE_RETURN_IF_ERROR(check_divisible("n_heads", c.n_heads, size));
+  if (c.n_kv_heads % size != 0 && size % c.n_kv_heads != 0) {
+    return invalid_argument("tensor parallelism over " + std::to_string(size) + " ranks needs n_kv_heads (" + std::to_string(c.n_kv_heads) +
+                            ") divisible by " + std::to_string(size) + " or dividing it");
+  }
+  PEREGRINE_RETURN_IF_ERROR(check_divisible("ffn_dim", c.ffn_dim, size));
+  PEREGRINE_RETURN_IF_ERROR(check_divisible("expert_ffn_dim", c.expert_ffn_dim, size));
+  return check_divisible("shared_expert_ffn_dim", c.shared_expert_ffn_dim, size);
+}
+
+}  // namespace
+
+Expected<ModelFile> shard_model_file(const ModelFile& full, int rank, int size) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return invalid_argument("tensor parallel rank " + std::to_string(rank) + " of " + std::to_string(size) + " is out of range");
+  }
+  const ModelConfig& c = full.config;
+  PEREGRINE_RETURN_IF_ERROR(check_config(c, size));
+  if (c.ffn_down_hadamard && size > 1) {
+    return unsupported("tensor parallelism does not split a Hadamard-rotated FFN (the rotation spans every FFN column)");
+  }
+  ModelFile shard;
+  shard.format = full.format;
+  shard.path = full.path;
+  shard.config = c;
+  shard.storage = full.storage;
+  shard.gguf = full.gguf;
+  shard.config.n_heads /= size;
+  shard.config.n_kv_heads = std::max<std::int64_t>(c.n_kv_heads / size, 1);
+  shard.config.ffn_dim /= size;
+  shard.config.expert_ffn_dim /= size;
+  shard.config.shared_expert_ffn_dim /= size;
+  for (const auto& [name, t] : full.tensors) {
+    const std::optional<std::string> rest = layer_suffix(name);
+    if (rest && (*rest == "attn_q_norm.weight" || *rest == "attn_k_norm.weight") && t.numel() != c.head_dim && size > 1) {
+      return unsupported("tensor parallelism does not split " + name + ": a Q/K norm over the whole projection (" + c.arch +
+                         ") needs every head's values");
+    }
+    const Split split = split_of(name);
+    if (split == Split::kReplicate || size == 1) {
+      shard.tensors.emplace(name, t);
+      continue;
+    }
+    // Along the split: rows (out) for kRows, the last dim (in) for kColumns.
+    // Along the split: rows (out) for kRows, the last dim (in) for kColumns; K / V by KV heads,
+    // each replicated over size / n_kv_heads ranks when there are fewer KV heads than ranks.
+    const std::int64_t n = split == Split::kRows ? t.shape.front() : t.row_length();
+    const std::string base = without_expert_index(*rest);
+    std::int64_t begin = n / size * rank, end = n / size * (rank + 1);
+    if (base.starts_with("attn_k.") || base.starts_with("attn_v.")) {
+      const std::int64_t head = n / c.n_kv_heads, per_rank = std::max<std::int64_t>(c.n_kv_heads / size, 1);
+      begin = rank * c.n_kv_heads / size * head;
+      end = begin + per_rank * head;
+    } else {
+      PEREGRINE_RETURN_IF_ERROR(check_divisible("the split dimension of " + name, n, size));
+    }
+    Expected<TensorView> v = split == Split::kRows ? row_slice(t, begin, end) : column_slice(t, begin, end, shard.storage);
+    if (!v) return v.status();
+    shard.tensors.emplace(name, std::move(*v));
+  }
+  return shard;
+}
+
+}  // namespace peregrine
