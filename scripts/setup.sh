@@ -9,6 +9,7 @@ packages=(
   libhwy-dev                            # Highway SIMD (kernels/cpu)
   libeigen3-dev                         # dense linear algebra (quant/gptq)
   libcpp-httplib-dev                    # HTTP server (server/) and client (loadgen)
+  openmpi-bin libopenmpi-dev            # dist/: tensor parallelism across processes (mpirun)
   libtorch-dev                          # the training layer (src/train: distill), PyTorch's C++ API
   libgtest-dev libgmock-dev libssl-dev  # libssl-dev: SHA-256 in the tests
   python3 python3-numpy python3-torch   # tools/reference.py, the test oracle

@@ -389,7 +389,9 @@ def measured(path):
     """Each record: {"model", "dim", "layers", "params", "bytes_per_param", "mode", "ranks",
     "decode_tps", "mem_bw_gbs" (per rank, while all ranks run), "allreduce_us" (per call; null:
     the loopback alpha-beta model), optional "batch" (default 1)}. Predicted step time:
-    W / (ranks R) + [ranks > 1] 2 L T_ar (memory-bound decode)."""
+    W / (ranks R) + [ranks > 1] 2 L T_ar (memory-bound decode); for a pipeline (mode starting
+    with "pp": one sequence's stages run one after the other) W / R + (ranks - 1) hops of
+    alpha + n d a / B on loopback."""
     with open(path, encoding="utf-8") as f:
         records = json.load(f)
     _, loop_bw, loop_alpha = LINKS["loopback"]
@@ -406,13 +408,18 @@ def measured(path):
         else:
             t_ar = allreduce_time(n * d * ACT_BYTES, ranks, loop_alpha, loop_bw)
             src = "α-β loopback" if ranks > 1 else "-"
-        t = w / (ranks * mem_bw) + (2 * layers * t_ar if ranks > 1 else 0.0)
+        if str(rec.get("mode", "")).startswith("pp"):
+            t_ar = loop_alpha + n * d * ACT_BYTES / loop_bw  # one stage-to-stage hop
+            src = "α-β loopback hop"
+            t = w / mem_bw + (ranks - 1) * t_ar
+        else:
+            t = w / (ranks * mem_bw) + (2 * layers * t_ar if ranks > 1 else 0.0)
         pred = n / t
         meas = float(rec["decode_tps"])
         rows.append([rec.get("model", "?"), f"{float(rec['bytes_per_param']):g}", rec.get("mode", "?"), ranks,
                      num(mem_bw / 1e9), f"{num(t_ar * 1e6)} ({src})" if ranks > 1 else "-",
                      num(meas), num(pred), f"{meas / pred:.3f}"])
-    head = ["model", "bytes/param", "mode", "ranks", "R per rank (GB/s)", "T_ar (µs)", "decode tok/s",
+    head = ["model", "bytes/param", "mode", "ranks", "R per rank (GB/s)", "T_ar / hop (µs)", "decode tok/s",
             "predicted tok/s", "measured / predicted"]
     return table("Measured vs predicted decode", head, rows)
 

@@ -10,6 +10,7 @@
 #include "bench_profile.h"
 #include "bench_spec.h"
 #include "common.h"
+#include "parallel_options.h"
 #include "peregrine/backend/cuda_forward.h"
 #include "peregrine/engine/bench.h"
 #include "peregrine/kernels/cpu/roofline.h"
@@ -183,7 +184,7 @@ int run(const BenchArgs& args) {
   if (!file) return report(file.status());
   const std::string name = std::filesystem::path(file->path).filename().string();
   const std::string dtype = dominant_dtype(*file);
-  auto model = LlamaModel::create(std::move(*file), weight_placement(args.model));
+  auto model = create_model(std::move(*file), args.model);
   if (!model) return report(model.status());
   auto roof = args.model.device == "cuda" ? cuda_roofline() : Expected<Roofline>(measure_roofline(pool));
   if (!roof) return report(roof.status());
@@ -210,6 +211,7 @@ Verb add_bench(CLI::App& app) {
   add_mmap_option(*cmd, args->model);
   add_dtype_option(*cmd, args->model);
   add_device_option(*cmd, args->model);
+  add_parallel_options(*cmd, args->model);
   cmd->add_option("--batch", args->params.batch, "Sequences decoding together in the tg test (one row each per forward)")
       ->capture_default_str();
   cmd->add_option("-p,--n-prompt", args->params.n_prompt, "Prompt tokens of the pp test (0 = skip)")->capture_default_str();

@@ -8,8 +8,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
+#include "parallel_options.h"
 #include "peregrine/core/text_file.h"
+#include "peregrine/dist/mpi_world.h"
 #include "peregrine/quant/convert_model.h"
 
 namespace peregrine::cli {
@@ -85,7 +88,9 @@ Expected<ModelFile> open_model(const ModelOptions& o, ThreadPool* pool) {
   if (!o.dtype.empty()) {
     PEREGRINE_ASSIGN_OR_RETURN(dtype, parse_weight_dtype(o.dtype));
   }
-  PEREGRINE_ASSIGN_OR_RETURN(ModelFile m, load_model_file(o.model.empty() ? default_model_path() : o.model));
+  PEREGRINE_RETURN_IF_ERROR(start_parallel_run(o));
+  PEREGRINE_ASSIGN_OR_RETURN(ModelFile full, load_model_file(o.model.empty() ? default_model_path() : o.model));
+  PEREGRINE_ASSIGN_OR_RETURN(ModelFile m, shard_for_run(std::move(full), o));
   if (!dtype) return m;
   PEREGRINE_ASSIGN_OR_RETURN(auto fell_back, convert_model_weights(m, *dtype, pool));
   if (!fell_back.empty()) {
@@ -93,6 +98,12 @@ Expected<ModelFile> open_model(const ModelOptions& o, ThreadPool* pool) {
                  o.dtype.c_str(), fell_back.size(), fell_back.front().c_str(), fell_back.size() > 1 ? ", ..." : "");
   }
   return m;
+}
+
+Expected<LlamaModel> create_model(ModelFile file, const ModelOptions& o) {
+  PEREGRINE_ASSIGN_OR_RETURN(LlamaModel model, LlamaModel::create(std::move(file), weight_placement(o)));
+  PEREGRINE_RETURN_IF_ERROR(attach_parallel(model, o));
+  return model;
 }
 
 Expected<std::unique_ptr<Tokenizer>> calibration_tokenizer(const ModelFile& m, const ModelOptions& o, bool needed) {
@@ -122,7 +133,17 @@ std::function<void(std::int64_t, std::int64_t, const std::string&)> progress_lin
 }
 
 int report(const Status& st) {
-  std::fprintf(stderr, "peregrine: error: %s\n", st.message().c_str());
+  const auto world = in_multi_rank_run() ? mpi_world() : Expected<MpiWorld*>(unavailable(""));
+  if (world && (*world)->rank() > 0) {
+    // Every rank usually meets the same error (they run the same code on the same input): give
+    // rank 0 a second to print it and end the run, so that it is said once; an error of this
+    // rank alone still gets out.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    std::fprintf(error_stream(), "peregrine: error (rank %d): %s\n", (*world)->rank(), st.message().c_str());
+  } else {
+    std::fprintf(error_stream(), "peregrine: error: %s\n", st.message().c_str());
+  }
+  end_run_on_error(1);
   return 1;
 }
 

@@ -22,6 +22,8 @@ struct ModelOptions {
   std::string dtype;      // empty = as stored; else one of convert_target_dtypes(), converted on load
   bool mmap = false;      // --mmap: weights read in place (WeightPlacement::kInPlace)
   std::string device = "cpu";  // -d/--device: cpu, or cuda (WeightPlacement::kCuda)
+  std::int32_t tp = 1;         // --tp: tensor-parallel MPI ranks (cli/parallel_options.h)
+  std::int32_t pp = 1;         // --pp: pipeline stages (MPI ranks: tp · pp in all)
 };
 
 /// Adds -m/--model and --tokenizer to `cmd`.
@@ -53,12 +55,17 @@ std::function<void(std::int64_t done, std::int64_t total, const std::string& uni
 /// q4_k, are not). Errors: kInvalidArgument "--dtype 'X' is not one of f32, f16, ...".
 Expected<DType> parse_weight_dtype(const std::string& name);
 
-/// Loads the model file (default path when o.model is empty) and, with --dtype, converts its
-/// weight matrices in memory (quant/convert_model.h, rows split over `pool` if given), noting
-/// on stderr the matrices that fell back to f16. Errors: those of load_model_file and
-/// convert_model_weights (an already quantized model takes only f32); kInvalidArgument for
-/// a --dtype that is not one of convert_target_dtypes().
+/// Loads the model file (default path when o.model is empty), under --tp N joins the MPI run and
+/// keeps this rank's shard (cli/parallel_options.h), and with --dtype converts its weight
+/// matrices in memory (quant/convert_model.h, rows split over `pool` if given), noting on
+/// stderr the matrices that fell back to f16. Errors: those of load_model_file,
+/// start_parallel_run / shard_model_file and convert_model_weights (an already quantized model
+/// takes only f32); kInvalidArgument for a --dtype that is not one of convert_target_dtypes().
 Expected<ModelFile> open_model(const ModelOptions& o, ThreadPool* pool = nullptr);
+
+/// LlamaModel::create(file, weight_placement(o)), joined to this rank's tensor-parallel group
+/// under --tp. Errors: those of LlamaModel::create and attach_parallel.
+Expected<LlamaModel> create_model(ModelFile file, const ModelOptions& o);
 
 /// Checks a -t/--threads value: [1, 512]. Errors: kInvalidArgument naming the value.
 Status validate_threads(std::int32_t threads);
@@ -67,7 +74,9 @@ Status validate_threads(std::int32_t threads);
 /// `needed`, else null. Errors: load_tokenizer's.
 Expected<std::unique_ptr<Tokenizer>> calibration_tokenizer(const ModelFile& m, const ModelOptions& o, bool needed);
 
-/// Prints "peregrine: error: <message>" to stderr; returns the exit code (1).
+/// Prints "peregrine: error: <message>" to stderr and returns the exit code (1). In an MPI run it
+/// then ends every rank (cli/parallel_options.h); a rank other than 0 waits a second first and
+/// prints "peregrine: error (rank R): ...", so an error every rank meets is printed once.
 int report(const Status& st);
 
 /// The text of a `TEXT | -f FILE` pair: the whole file when `file` is set, else `text`.

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
+#include "parallel_options.h"
 #include "peregrine/engine/generator.h"
 #include "peregrine/kv/kv_cache.h"
 #include "lora_options.h"
@@ -79,7 +80,7 @@ int run(const GenerateArgs& args) {
   if (!file) return report(file.status());
   auto tokenizer = load_tokenizer(*file, args.model.tokenizer);
   if (!tokenizer) return report(tokenizer.status());
-  auto model = LlamaModel::create(std::move(*file), weight_placement(args.model));
+  auto model = create_model(std::move(*file), args.model);
   if (!model) return report(model.status());
   auto spec = spec_params(args.spec);
   if (!spec) return report(spec.status());
@@ -145,6 +146,7 @@ Verb add_generate(CLI::App& app) {
   add_mmap_option(*cmd, args->model);
   add_dtype_option(*cmd, args->model);
   add_device_option(*cmd, args->model);
+  add_parallel_options(*cmd, args->model);
   auto* p = cmd->add_option("-p,--prompt", args->prompt, "Prompt text")->capture_default_str();
   auto* f = cmd->add_option("-f,--file", args->prompt_file, "Read the prompt from a file");
   p->excludes(f);

@@ -201,7 +201,8 @@ Status ModelConfig::validate_experts() const {
 }
 
 std::int64_t ModelConfig::layer_window(std::int64_t layer) const {
-  const bool local = sliding_window_period < 2 || layer % sliding_window_period != sliding_window_period - 1;
+  const std::int64_t l = first_layer + layer;
+  const bool local = sliding_window_period < 2 || l % sliding_window_period != sliding_window_period - 1;
   return local ? sliding_window : 0;
 }
 

@@ -605,6 +605,12 @@ Status LlamaModel::set_tensor_parallel(std::shared_ptr<TensorParallelGroup> grou
   return Status::ok();
 }
 
+Status LlamaModel::set_pipeline_stage(std::shared_ptr<PipelineStageLink> link) {
+  if (cuda_ != nullptr) return unsupported("pipeline parallelism does not run on the CUDA backend yet");
+  pp_ = std::move(link);
+  return Status::ok();
+}
+
 void LlamaModel::lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits,
                          ThreadPool& pool) const {
   const ForwardOpTimer timed = timer(ForwardOp::kLmHead);
@@ -636,6 +642,9 @@ Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float
   if (cache.n_layers() < n_layers) {
     return invalid_argument("forward: the KV cache has " + std::to_string(cache.n_layers()) + " layers, the forward runs " +
                             std::to_string(n_layers));
+  }
+  if (pp_ != nullptr && pp_->n_stages() > 1 && n_layers != n_total) {
+    return unsupported("forward: a pipeline stage runs its own layers only (no layer-skip drafting)");
   }
   if (cuda_ != nullptr && (observer != nullptr || !batch.parents.empty() || lora != nullptr)) {
     return unsupported("forward: the CUDA backend does not run token trees, calibration observers or LoRA adapters yet");
@@ -678,7 +687,13 @@ void LlamaModel::forward_cpu(const Batch& batch, const BatchLayout& rows, KvCach
   s.observer = observer;
   s.lora = lora;
   s.lora_slots = batch.lora_slots;
-  embed(batch, s.x);
+  const bool first_stage = pp_ == nullptr || pp_->stage() == 0;
+  const bool last_stage = pp_ == nullptr || pp_->stage() == pp_->n_stages() - 1;
+  if (first_stage) {
+    embed(batch, s.x);
+  } else {
+    pp_->recv_hidden(s.x);
+  }
   for (std::int64_t l = 0; l < n_layers; ++l) {
     const Layer& layer = layers_[static_cast<std::size_t>(l)];
     if (observer != nullptr) observer->observe_hidden(l, s.x, batch.size());
@@ -686,7 +701,13 @@ void LlamaModel::forward_cpu(const Batch& batch, const BatchLayout& rows, KvCach
     ffn_block(layer, l, s, pool);
   }
   if (observer != nullptr) observer->observe_hidden(n_layers, s.x, batch.size());
-  lm_head(batch, s, logits, pool);
+  if (last_stage) {
+    lm_head(batch, s, logits, pool);
+  } else {
+    pp_->send_hidden(s.x);
+    logits.resize(static_cast<std::size_t>(batch.n_logits() * config().vocab_size));
+  }
+  if (pp_ != nullptr && pp_->n_stages() > 1) pp_->broadcast_logits(logits);
 }
 
 Status LlamaModel::forward_cuda(const Batch& batch, const BatchLayout& rows, KvCache& cache, std::vector<float>& logits,

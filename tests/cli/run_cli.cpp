@@ -7,6 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,30 +19,128 @@
 
 namespace peregrine::test {
 
-CliResult run_cli(const std::vector<std::string>& args) {
+namespace {
+
+// Starts `program args...` (no shell) with stdout / stderr to files of a fresh temp folder and
+// `env` added to the environment; returns its pid and the two paths.
+struct Started {
+  pid_t pid;
+  std::string out_path, err_path;
+};
+Started start(const std::string& program, const std::vector<std::string>& args,
+              const std::vector<std::pair<std::string, std::string>>& env) {
   const std::string dir = make_temp_dir();
-  const std::string out_path = dir + "/out", err_path = dir + "/err";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  Started s{-1, dir + "/out", dir + "/err"};
+  s.pid = ::fork();
+  if (s.pid == 0) {
+    const int out = ::open(s.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int err = ::open(s.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ::dup2(out, 1);
     ::dup2(err, 2);
+    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
     std::vector<char*> argv;
-    const std::string bin = peregrine_binary();
-    argv.push_back(const_cast<char*>(bin.c_str()));
+    argv.push_back(const_cast<char*>(program.c_str()));
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    ::execv(bin.c_str(), argv.data());
+    ::execv(program.c_str(), argv.data());
     ::_exit(127);
   }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  return s;
+}
+
+CliResult finish(const Started& s, int status) {
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = read_file(out_path);
-  r.err = read_file(err_path);
+  r.out = read_file(s.out_path);
+  r.err = read_file(s.err_path);
   return r;
+}
+
+// mpirun's arguments for `ranks` local ranks of the peregrine binary, and the environment it
+// needs here: root may run it (CI runs as root), and under AddressSanitizer the leak check is
+// off (Open MPI's own allocations at exit are not ours to free).
+std::vector<std::string> mpirun_args(int ranks, const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"--oversubscribe", "-np", std::to_string(ranks), peregrine_binary()};
+  all.insert(all.end(), args.begin(), args.end());
+  return all;
+}
+std::vector<std::pair<std::string, std::string>> mpirun_env() {
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  return {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
+          {"ASAN_OPTIONS", std::string(asan != nullptr ? asan : "") + ":detect_leaks=0"}};
+}
+
+}  // namespace
+
+CliResult run_cli(const std::vector<std::string>& args) {
+  const Started s = start(peregrine_binary(), args, {});
+  int status = 0;
+  ::waitpid(s.pid, &status, 0);
+  return finish(s, status);
+}
+
+std::string mpirun_path() {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path != nullptr ? path : "/usr/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const std::string candidate = dir + "/mpirun";
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+CliResult run_mpirun(int ranks, const std::vector<std::string>& args) {
+  const Started s = start(mpirun_path(), mpirun_args(ranks, args), mpirun_env());
+  int status = 0;
+  ::waitpid(s.pid, &status, 0);
+  return finish(s, status);
+}
+
+CliResult run_mpirun_killing_one_rank(int ranks, const std::vector<std::string>& args, double kill_after_s,
+                                      double timeout_s, std::vector<pid_t>& rank_pids) {
+  const Started s = start(mpirun_path(), mpirun_args(ranks, args), mpirun_env());
+  const auto begin = std::chrono::steady_clock::now();
+  const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(); };
+  int status = 0;
+  bool killed = false;
+  while (true) {
+    if (::waitpid(s.pid, &status, WNOHANG) == s.pid) break;
+    if (!killed && elapsed() >= kill_after_s) {
+      rank_pids = child_pids(s.pid);
+      if (!rank_pids.empty()) ::kill(rank_pids.back(), SIGKILL);
+      killed = true;
+    }
+    if (elapsed() > timeout_s) {  // a hang: end the whole run, report it as a timeout
+      ::kill(s.pid, SIGKILL);
+      ::waitpid(s.pid, &status, 0);
+      CliResult r = finish(s, status);
+      r.exit_code = -2;
+      return r;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return finish(s, status);
+}
+
+std::vector<pid_t> child_pids(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...: comm may hold spaces, so read after its closing parenthesis.
+    const std::size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent && state != "Z") out.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 void expect_clean_error(const CliResult& r, const std::string& needle) {

@@ -111,9 +111,12 @@ struct ModelConfig {
   float norm_weight_offset = 0.0f;  // every RMSNorm scales by (offset + w): 1 for Gemma's HF
                                     // weights, 0 for its GGUF ones (which hold 1 + w)
   FfnActivation activation = FfnActivation::kSilu;  // the gated FFN's activation
+  std::int64_t first_layer = 0;  // the index of layer 0 in the whole model: > 0 only in a
+                                 // pipeline stage's file (model/pipeline_parallel.h), whose
+                                 // layers are renumbered from 0; layer_window counts from it
 
   /// The sliding window of layer `layer` (AttentionShape::window): sliding_window on a local
-  /// layer (sliding_window_period above), 0 on a global one.
+  /// layer (sliding_window_period above, counted on first_layer + layer), 0 on a global one.
   std::int64_t layer_window(std::int64_t layer) const;
 
   /// Checks positivity and divisibility (n_heads % n_kv_heads, even head_dim), the Gemma 2

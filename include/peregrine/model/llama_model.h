@@ -30,6 +30,7 @@
 #include "peregrine/kernels/cpu/matmul.h"
 #include "peregrine/core/huge_page_buffer.h"
 #include "peregrine/model/moe_ffn.h"
+#include "peregrine/model/pipeline_parallel.h"
 #include "peregrine/model/tensor_parallel.h"
 
 namespace peregrine {
@@ -137,6 +138,15 @@ class LlamaModel {
   /// The group set by set_tensor_parallel, or null (one process).
   const TensorParallelGroup* tensor_parallel() const { return tp_.get(); }
 
+  /// Makes this model stage link->stage() of a pipeline (model/pipeline_parallel.h): its file
+  /// must be shard_pipeline_stage(full, stage, n_stages) (then, with tensor parallelism too,
+  /// that stage's shard_model_file). Every forward then takes the residual stream from the
+  /// previous stage instead of embedding (stages > 0), hands it to the next instead of running
+  /// the LM head (stages < last), and ends with the last stage's logits on every stage
+  /// (collective: every stage runs the same forwards). Forward refuses n_layers > 0 (layer-skip
+  /// drafting) on a pipeline stage (kUnsupported). Errors: kUnsupported on a kCuda model.
+  Status set_pipeline_stage(std::shared_ptr<PipelineStageLink> link);
+
   /// The final RMSNorm the LM head reads through: out[i] = RMSNorm(h[i]) · output_norm weight
   /// (with the family's norm_weight_offset) for each of the h.size() / dim rows, h and out
   /// [rows, dim] f32 (may alias). The residual stream a FinalHiddenCapture saw becomes the
@@ -210,6 +220,7 @@ class LlamaModel {
   std::unique_ptr<ForwardProfile> profile_;
   std::unique_ptr<CudaForward> cuda_;  // kCuda only
   std::shared_ptr<TensorParallelGroup> tp_;  // set_tensor_parallel, or null
+  std::shared_ptr<PipelineStageLink> pp_;    // set_pipeline_stage, or null
   HugePageBuffer weights_;  // what file_.tensors[...].packed (and under kHugePages .data) point into
   float attention_scale_ = 0.0f;  // AttentionShape::scale: config().attn_scale (0: 1/sqrt(head_dim)),
                                   // times YaRN's / LongRoPE's attention factor squared

@@ -1,5 +1,5 @@
 // Tensor parallelism (model/tensor_parallel.h) in one process, the ranks as threads
-// (thread_tensor_parallel.h): every manifest model that splits over 2 ranks gives the PyTorch
+// (thread_parallel.h): every manifest model that splits over 2 ranks gives the PyTorch
 // reference's logits within the single-process tolerance (prefill and decode), every rank the
 // same bits; stories260K's greedy text over 2 ranks is one process's (llama2.c's and on); the shards hold the slices
 // the layout says, and what cannot be split is one clear error.
@@ -8,40 +8,19 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <thread>
 
 #include "peregrine/engine/generator.h"
 #include "peregrine/model/llama_model.h"
+#include "peregrine/model/pipeline_parallel.h"
 #include "peregrine/model/tensor_parallel.h"
 #include "peregrine/quant/dequantize.h"
 #include "peregrine/tokenizer/tokenizer.h"
 #include "parity_cases.h"
 #include "test_models.h"
-#include "thread_tensor_parallel.h"
+#include "thread_parallel.h"
 
 namespace peregrine {
 namespace {
-
-// Runs fn(rank, model) on `size` threads, each with rank r's shard of `file` as a model in a
-// tensor-parallel thread group; returns the first shard or model error (then nothing ran).
-template <class Fn>
-Status run_sharded(const ModelFile& file, int size, Fn&& fn) {
-  std::vector<ModelFile> shards;
-  for (int r = 0; r < size; ++r) {
-    PEREGRINE_ASSIGN_OR_RETURN(ModelFile shard, shard_model_file(file, r, size));
-    shards.push_back(std::move(shard));
-  }
-  std::vector<LlamaModel> models;
-  const auto groups = test::thread_tensor_parallel_groups(size);
-  for (int r = 0; r < size; ++r) {
-    PEREGRINE_ASSIGN_OR_RETURN(LlamaModel m, LlamaModel::create(std::move(shards[static_cast<std::size_t>(r)])));
-    PEREGRINE_RETURN_IF_ERROR(m.set_tensor_parallel(groups[static_cast<std::size_t>(r)]));
-    models.push_back(std::move(m));
-  }
-  std::vector<std::jthread> threads;
-  for (int r = 0; r < size; ++r) threads.emplace_back([&, r] { fn(r, models[static_cast<std::size_t>(r)]); });
-  return Status::ok();
-}
 
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   float m = 0.0f;
@@ -49,7 +28,10 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-TEST(TensorParallel, ShardedLogitsMatchTheReferenceOnEveryFamily) {
+// Every manifest case split over tp × pp thread ranks: the reference logits on rank 0, the same
+// bits on every rank; at least `min_checked` cases of `min_families` families split.
+void check_every_family(int tp, int pp, std::int64_t min_checked, std::size_t min_families) {
+  const int ranks = tp * pp;
   std::int64_t checked = 0;
   std::vector<std::string> families;
   for (const test::Case& c : test::load_cases()) {
@@ -58,50 +40,58 @@ TEST(TensorParallel, ShardedLogitsMatchTheReferenceOnEveryFamily) {
     auto file = load_model_file(c.model);
     ASSERT_TRUE(file) << file.status().message();
     const auto n = static_cast<std::int32_t>(c.tokens.size());
-    std::vector<float> prefill[2], decode[2];
-    const Status st = run_sharded(*file, 2, [&](int r, const LlamaModel& model) {
+    std::vector<std::vector<float>> prefill(static_cast<std::size_t>(ranks)), decode(prefill.size());
+    const Status st = test::run_split(*file, tp, pp, [&](int r, const LlamaModel& model) {
       ThreadPool pool(1);
       KvCache cache = test::make_kv_cache(model.config(), n);
       Batch batch;
       for (std::int32_t i = 0; i < n; ++i) batch.add(c.tokens[i], i, 0, true);
-      EXPECT_TRUE(model.forward(batch, cache, prefill[r], pool).is_ok());
+      EXPECT_TRUE(model.forward(batch, cache, prefill[static_cast<std::size_t>(r)], pool).is_ok());
       KvCache decode_cache = test::make_kv_cache(model.config(), n);
       for (std::int32_t i = 0; i < n; ++i) {
         Batch one;
         one.add(c.tokens[i], i, 0, true);
         std::vector<float> logits;
         EXPECT_TRUE(model.forward(one, decode_cache, logits, pool).is_ok());
-        decode[r].insert(decode[r].end(), logits.begin(), logits.end());
+        decode[static_cast<std::size_t>(r)].insert(decode[static_cast<std::size_t>(r)].end(), logits.begin(), logits.end());
       }
     });
     if (!st) {  // a shape that 2 ranks cannot split: MQA, whole-projection Q/K norms, blocks
-      std::printf("[ tp=2 ] %-24s not split: %s\n", c.name.c_str(), st.message().c_str());
+      std::printf("[ tp=%d pp=%d ] %-24s not split: %s\n", tp, pp, c.name.c_str(), st.message().c_str());
       EXPECT_TRUE(st.code() == ErrorCode::kInvalidArgument || st.code() == ErrorCode::kUnsupported) << st.message();
       continue;
     }
     ASSERT_EQ(prefill[0].size(), c.logits.size());
-    std::printf("[ tp=2 ] %-24s prefill max|dlogit| %.2e  decode max|dlogit| %.2e\n", c.name.c_str(),
+    std::printf("[ tp=%d pp=%d ] %-24s prefill max|dlogit| %.2e  decode max|dlogit| %.2e\n", tp, pp, c.name.c_str(),
                 max_abs_diff(prefill[0], c.logits), max_abs_diff(decode[0], c.logits));
     EXPECT_LE(max_abs_diff(prefill[0], c.logits), 1e-4f);
     EXPECT_LE(max_abs_diff(decode[0], c.logits), 1e-4f);
-    EXPECT_EQ(prefill[0], prefill[1]);  // the all-reduce gives every rank the same bits
-    EXPECT_EQ(decode[0], decode[1]);
+    for (int r = 1; r < ranks; ++r) {  // the all-reduce and the logits broadcast: the same bits everywhere
+      EXPECT_EQ(prefill[static_cast<std::size_t>(r)], prefill[0]) << "rank " << r;
+      EXPECT_EQ(decode[static_cast<std::size_t>(r)], decode[0]) << "rank " << r;
+    }
     ++checked;
     const std::string family = file->config.arch + (file->config.n_experts > 0 ? "-moe" : "");
     if (std::find(families.begin(), families.end(), family) == families.end()) families.push_back(family);
   }
-  EXPECT_GE(checked, 15);
+  EXPECT_GE(checked, min_checked);
   std::string seen;
   for (const std::string& f : families) seen += f + " ";
   SCOPED_TRACE(seen);
-  EXPECT_GE(families.size(), 6u);  // llama, qwen2, qwen3, phi3, gemma2, mixtral / qwen2moe
+  EXPECT_GE(families.size(), min_families);
 }
 
-TEST(TensorParallel, StoriesGreedyTextOverTwoRanksIsLlama2cs) {
+// llama, qwen2, qwen3, phi3, gemma2, mixtral / qwen2moe (MoE), and OLMoE under pipelines only.
+TEST(TensorParallel, ShardedLogitsMatchTheReferenceOnEveryFamily) { check_every_family(2, 1, 30, 7); }
+TEST(PipelineParallel, StagedLogitsMatchTheReferenceOnEveryFamily) { check_every_family(1, 2, 38, 8); }
+TEST(TensorAndPipelineParallel, FourRanksMatchTheReferenceOnEveryFamily) { check_every_family(2, 2, 30, 7); }
+
+// stories260K's greedy text over tp × pp thread ranks: one process's, on every rank.
+void check_stories_greedy(int tp, int pp) {
   auto file = load_model_file(test::stories260k_path());
   ASSERT_TRUE(file) << file.status().message();
-  std::string text[2];
-  const Status st = run_sharded(*file, 2, [&](int r, const LlamaModel& model) {
+  std::vector<std::string> text(static_cast<std::size_t>(tp * pp));
+  const Status st = test::run_split(*file, tp, pp, [&](int r, const LlamaModel& model) {
     auto tok = load_tokenizer(model.file());
     ASSERT_TRUE(tok) << tok.status().message();
     ThreadPool pool(1);
@@ -110,10 +100,11 @@ TEST(TensorParallel, StoriesGreedyTextOverTwoRanksIsLlama2cs) {
     opt.sampling.temperature = 0.0f;
     const std::string prompt = "Once upon a time";
     const auto ids = (*tok)->encode(prompt, true);
-    text[r] = prompt;
+    std::string& out = text[static_cast<std::size_t>(r)];
+    out = prompt;
     std::int32_t prev = ids.back();
     auto stats = generate(model, ids, opt, pool, [&](std::int32_t id) {
-      text[r] += (*tok)->decode_token(prev, id);
+      out += (*tok)->decode_token(prev, id);
       prev = id;
     });
     ASSERT_TRUE(stats) << stats.status().message();
@@ -121,8 +112,12 @@ TEST(TensorParallel, StoriesGreedyTextOverTwoRanksIsLlama2cs) {
   ASSERT_TRUE(st) << st.message();
   EXPECT_EQ(text[0], test::stories260k_greedy_text(DType::kF32));  // one process's 300 tokens
   EXPECT_TRUE(text[0].starts_with(test::stories260k_reference_text()));
-  EXPECT_EQ(text[1], text[0]);
+  for (const std::string& t : text) EXPECT_EQ(t, text[0]);
 }
+
+TEST(TensorParallel, StoriesGreedyTextIsOneProcesss) { check_stories_greedy(2, 1); }
+TEST(PipelineParallel, StoriesGreedyTextIsOneProcesss) { check_stories_greedy(1, 2); }
+TEST(TensorAndPipelineParallel, StoriesGreedyTextIsOneProcesss) { check_stories_greedy(2, 2); }
 
 TEST(TensorParallel, ShardsHoldTheirSlices) {
   auto file = load_model_file(test::stories260k_path());
@@ -152,6 +147,29 @@ TEST(TensorParallel, ShardsHoldTheirSlices) {
     }
     EXPECT_EQ(shard->find("token_embd.weight")->data, file->find("token_embd.weight")->data);  // replicated, not copied
   }
+}
+
+TEST(PipelineParallel, StagesHoldTheirLayersRenumbered) {
+  auto file = load_model_file(test::stories260k_path());
+  ASSERT_TRUE(file) << file.status().message();
+  ASSERT_EQ(file->config.n_layers, 5);
+  // 5 layers over 2 stages: [0, 2) and [2, 5).
+  auto second = shard_pipeline_stage(*file, 1, 2);
+  ASSERT_TRUE(second) << second.status().message();
+  EXPECT_EQ(second->config.n_layers, 3);
+  EXPECT_EQ(second->config.first_layer, 2);
+  EXPECT_EQ(second->find("blk.0.attn_q.weight")->data, file->find("blk.2.attn_q.weight")->data);
+  EXPECT_EQ(second->find("blk.3.attn_q.weight"), nullptr);
+  EXPECT_EQ(second->find("output_norm.weight")->data, file->find("output_norm.weight")->data);
+  EXPECT_FALSE(shard_pipeline_stage(*file, 0, 6));  // more stages than layers
+  EXPECT_FALSE(shard_pipeline_stage(*file, 2, 2));
+  // Gemma 2's local / global layers keep their place: layer 0 of a stage starting at 3 is global.
+  ModelConfig c;
+  c.sliding_window = 4;
+  c.sliding_window_period = 2;
+  c.first_layer = 3;
+  EXPECT_EQ(c.layer_window(0), 0);
+  EXPECT_EQ(c.layer_window(1), 4);
 }
 
 TEST(TensorParallel, WhatCannotBeSplitIsOneClearError) {
