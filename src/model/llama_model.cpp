@@ -141,6 +141,8 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file, WeightPlacement placemen
                           " (each must be positive and finite)");
     }
   }
+  const Architecture* family = find_architecture(f.config.arch);
+  m.whole_qk_norm_ = family != nullptr && family->qk_norm == QkNorm::kWhole;
   m.token_embd_ = f.find("token_embd.weight");
   m.output_ = f.config.tied_embeddings ? m.token_embd_ : f.find("output.weight");
   m.counters_ = std::make_unique<ForwardCounters>(f.config.n_layers, f.config.n_experts);
@@ -488,8 +490,34 @@ void LlamaModel::qkv_projection(const Layer& layer, std::int64_t l, Scratch& s, 
   add_bias(s.q, n, layer.bq);
   add_bias(s.k, n, layer.bk);
   add_bias(s.v, n, layer.bv);
-  group_rmsnorm(s.q, layer.q_norm, config().rms_eps);
-  group_rmsnorm(s.k, layer.k_norm, config().rms_eps);
+  if (whole_qk_norm_ && tp_ != nullptr && tp_->size() > 1) {
+    split_qk_norm(layer, s);
+  } else {
+    group_rmsnorm(s.q, layer.q_norm, config().rms_eps);
+    group_rmsnorm(s.k, layer.k_norm, config().rms_eps);
+  }
+}
+
+void LlamaModel::split_qk_norm(const Layer& layer, Scratch& s) const {
+  // This rank holds 1/N of each row of q and k: the RMS over the whole projection needs every
+  // rank's sum of squares (one all-reduce for the q and k sums of every row together).
+  const std::int64_t n = s.n, ranks = tp_->size();
+  const auto q_width = static_cast<std::int64_t>(layer.q_norm.size()), k_width = static_cast<std::int64_t>(layer.k_norm.size());
+  std::vector<float> sums(static_cast<std::size_t>(2 * n), 0.0f);
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::int64_t j = 0; j < q_width; ++j) sums[i] += s.q[i * q_width + j] * s.q[i * q_width + j];
+    for (std::int64_t j = 0; j < k_width; ++j) sums[n + i] += s.k[i * k_width + j] * s.k[i * k_width + j];
+  }
+  all_reduce(sums);
+  const auto scale_rows = [&](std::vector<float>& x, const std::vector<float>& w, const float* ss) {
+    const auto width = static_cast<std::int64_t>(w.size());
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float inv = 1.0f / std::sqrt(ss[i] / static_cast<float>(width * ranks) + config().rms_eps);
+      for (std::int64_t j = 0; j < width; ++j) x[i * width + j] *= inv * w[j];
+    }
+  };
+  scale_rows(s.q, layer.q_norm, sums.data());
+  scale_rows(s.k, layer.k_norm, sums.data() + n);
 }
 
 void LlamaModel::rope_and_cache(std::int64_t l, const Batch& batch, const BatchLayout& layout, KvCache& cache,

@@ -147,11 +147,12 @@ Expected<ModelFile> shard_model_file(const ModelFile& full, int rank, int size) 
   shard.config.shared_expert_ffn_dim /= size;
   for (const auto& [name, t] : full.tensors) {
     const std::optional<std::string> rest = layer_suffix(name);
-    if (rest && (*rest == "attn_q_norm.weight" || *rest == "attn_k_norm.weight") && t.numel() != c.head_dim && size > 1) {
-      return unsupported("tensor parallelism does not split " + name + ": a Q/K norm over the whole projection (" + c.arch +
-                         ") needs every head's values");
+    const bool whole_norm = rest && (*rest == "attn_q_norm.weight" || *rest == "attn_k_norm.weight") && t.numel() != c.head_dim;
+    if (whole_norm && *rest == "attn_k_norm.weight" && c.n_kv_heads < size) {
+      return unsupported("tensor parallelism does not split " + name + ": a K norm over the whole projection (" + c.arch +
+                         ") with KV heads replicated over ranks");
     }
-    const Split split = split_of(name);
+    const Split split = whole_norm ? Split::kColumns : split_of(name);
     if (split == Split::kReplicate || size == 1) {
       shard.tensors.emplace(name, t);
       continue;

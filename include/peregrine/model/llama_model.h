@@ -199,6 +199,9 @@ class LlamaModel {
   void lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits, ThreadPool& pool) const;
   // Tensor parallelism: a block's partial output summed over the ranks (nothing in one process).
   void all_reduce(std::vector<float>& partial) const;
+  // OLMoE's whole-projection Q/K RMSNorms on a tensor-parallel rank: the rows' sums of squares
+  // all-reduced, then each rank scales its slice.
+  void split_qk_norm(const Layer& layer, Scratch& s) const;
   // The CPU layers of forward (after reserve): embedding, decoder layers, LM head.
   void forward_cpu(const Batch& batch, const BatchLayout& rows, KvCache& cache, std::vector<float>& logits,
                    ThreadPool& pool, std::int64_t n_layers, ActivationObserver* observer, const LoraSet* lora) const;
@@ -222,6 +225,7 @@ class LlamaModel {
   std::shared_ptr<TensorParallelGroup> tp_;  // set_tensor_parallel, or null
   std::shared_ptr<PipelineStageLink> pp_;    // set_pipeline_stage, or null
   HugePageBuffer weights_;  // what file_.tensors[...].packed (and under kHugePages .data) point into
+  bool whole_qk_norm_ = false;  // the family's Q/K norms span the whole projection (QkNorm::kWhole)
   float attention_scale_ = 0.0f;  // AttentionShape::scale: config().attn_scale (0: 1/sqrt(head_dim)),
                                   // times YaRN's / LongRoPE's attention factor squared
 };

@@ -8,7 +8,9 @@
 //   - FFN columns [r·ffn/N, (r+1)·ffn/N): rows of ffn_gate / ffn_up, columns of ffn_down; in a
 //     Mixture-of-Experts layer the same of every expert (and of the shared expert), the router
 //     replicated;
-//   - the embedding, every RMSNorm, the LM head (each rank computes all logits) replicated.
+//   - the embedding, every RMSNorm, the LM head (each rank computes all logits) replicated —
+//     except OLMoE's Q/K norms over the whole projection, sliced like q and k, their RMS taken
+//     over the ranks' all-reduced sums of squares (LlamaModel);
 // attn_output and ffn_down then give partial sums, which the ranks all-reduce
 // (TensorParallelGroup::all_reduce_sum) before the residual add. Row slices are views into the
 // file's mapping (a rank reads only its rows); column slices are copies of whole blocks (a
@@ -45,7 +47,7 @@ class TensorParallelGroup {
 /// Errors: kInvalidArgument (size < 1, rank outside [0, size), n_heads or an FFN width not
 /// divisible by size, n_kv_heads neither divisible by size nor dividing it, a column slice not a whole number of the dtype's blocks — e.g.
 /// Q4_K's 256-value super-blocks across a 2·128-wide split —, naming the tensor); kUnsupported
-/// (a whole-projection Q/K norm (OLMoE), whose RMS spans every head; a Hadamard-rotated FFN; column slices of dtypes
+/// (a whole-projection K norm (OLMoE) with fewer KV heads than ranks; a Hadamard-rotated FFN; column slices of dtypes
 /// whose rows are not independent blocks: the group-wise int, NF4 and N:M sparse formats —
 /// convert after sharding, as `--dtype` does).
 Expected<ModelFile> shard_model_file(const ModelFile& full, int rank, int size);
