@@ -171,6 +171,9 @@ void print_profiles(const BenchArgs& a, const BenchResult& r) {
 int run(const BenchArgs& args) {
   if (Status st = validate_threads(args.threads); !st) return report(st);
   if (args.spec.spec.method != "none") {
+    if (args.model.tp * args.model.pp > 1) {
+      return report(unsupported("bench --spec runs in one process (its adaptive drafts are timed on each rank, which would diverge)"));
+    }
     SpecBenchArgs spec = args.spec;
     spec.n_gen = static_cast<std::int32_t>(args.params.n_gen);
     return run_spec_bench_cli(args.model, spec, args.threads);

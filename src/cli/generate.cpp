@@ -84,6 +84,9 @@ int run(const GenerateArgs& args) {
   if (!model) return report(model.status());
   auto spec = spec_params(args.spec);
   if (!spec) return report(spec.status());
+  if (args.model.tp * args.model.pp > 1 && spec->adaptive) {
+    return report(unsupported("--draft-adaptive times the drafts on each rank, which would diverge under --tp / --pp"));
+  }
   if (args.model.device == "cuda" && spec->method != SpecMethod::kNone) {
     return report(unsupported("speculative decoding does not run on -d cuda yet"));
   }

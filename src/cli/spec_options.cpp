@@ -103,6 +103,7 @@ Expected<DrafterSetup> make_drafter(const SpecOptions& o, const LlamaModel& targ
     case SpecMethod::kQuant: {
       ModelOptions quant = target_options;
       quant.dtype = o.draft_dtype;
+      quant.tp = quant.pp = 1;  // under --tp / --pp every rank drafts with a whole quantized copy
       PEREGRINE_ASSIGN_OR_RETURN(setup.model, load(quant, pool));
       draft = setup.model.get();
       break;

@@ -91,6 +91,20 @@ TEST(TensorParallelCli, RunNotMatchingTpIsOneClearError) {
   EXPECT_EQ(r.err.find("(rank "), std::string::npos) << r.err;
 }
 
+TEST(TensorParallelCli, DraftsTimedPerRankAreRefused) {
+  SKIP_WITHOUT_MPIRUN();
+  // Adaptive draft lengths follow each rank's own timings: ranks would build different batches.
+  const CliResult r = run_mpirun(2, with(kGreedy, {"--tp", "2", "--spec", "pld", "--draft-adaptive"}));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("peregrine: error: --draft-adaptive times the drafts on each rank"), std::string::npos) << r.err;
+  // A quantized self-draft is a whole copy on every rank: lossless, as in one process.
+  const CliResult one = run_cli(with(kGreedy, {"--spec", "quant", "--draft-dtype", "q8_0"}));
+  const CliResult two = run_mpirun(2, with(kGreedy, {"--tp", "2", "--spec", "quant", "--draft-dtype", "q8_0"}));
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_EQ(two.out, one.out);
+}
+
 TEST(TensorParallelCli, ARankKilledMidRunEndsTheRunWithoutAHang) {
   SKIP_WITHOUT_MPIRUN();
   // A long bench (thousands of tg128 repetitions): rank 1 is killed 2 s in; mpirun must end,
