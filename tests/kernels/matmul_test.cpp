@@ -16,6 +16,7 @@
 #include "peregrine/quant/dequantize.h"
 #include "peregrine/quant/fp16.h"
 #include "peregrine/quant/nf4.h"
+#include "simd_targets.h"
 
 namespace peregrine {
 namespace {
@@ -146,11 +147,14 @@ TEST(Matmul, MatchesReferenceForEveryDtype) {
   }
 }
 
-// NF4 (gemm_nf4: rows decoded 64 at a time, then the float GEMV / GEMM) against the scalar
-// reference, one row of 257 blocks included (two absmax groups per row).
+// NF4 (gemm_nf4: the fused codebook-lookup GEMV for 1 and 3 tokens on AVX-512, rows decoded 64 at
+// a time then the float GEMV / GEMM otherwise) against the scalar reference on every SIMD
+// target, one row of 257 blocks included (two absmax groups per row).
 TEST(Matmul, Nf4MatchesReference) {
-  std::mt19937 rng(45);
-  for (Shape s : {Shape{1, 64}, Shape{7, 128}, Shape{70, 64}, Shape{3, 64 * 257}}) check_against_reference(DType::kNF4, s, rng);
+  test::for_each_simd_target([] {
+    std::mt19937 rng(45);
+    for (Shape s : {Shape{1, 64}, Shape{7, 128}, Shape{70, 64}, Shape{3, 64 * 257}}) check_against_reference(DType::kNF4, s, rng);
+  });
 }
 
 TEST(Matmul, ScalarDtypesHandleRowLengthsThatAreNotBlockMultiples) {
