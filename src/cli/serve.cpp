@@ -13,6 +13,9 @@
 #include <thread>
 
 #include "common.h"
+#include "parallel_options.h"
+#include "peregrine/dist/forward_mirror.h"
+#include "peregrine/dist/mpi_world.h"
 #include "peregrine/engine/engine.h"
 #include "peregrine/server/http_server.h"
 #include "peregrine/tokenizer/chat_template.h"
@@ -137,6 +140,17 @@ Expected<std::int64_t> kv_byte_cap(const ServeArgs& a) {
   return std::max<std::int64_t>(free / 10 * 9 - (std::int64_t{1} << 30), 1);
 }
 
+// A rank > 0 of `serve --tp / --pp`: runs every forward rank 0's engine broadcasts, until it
+// stops (SIGTERM / SIGINT, which mpirun passes to every rank, are rank 0's to act on).
+int serve_as_worker(const LlamaModel& model, const EngineOptions& options, ThreadPool& pool) {
+  ::signal(SIGTERM, SIG_IGN);
+  ::signal(SIGINT, SIG_IGN);
+  auto cache = KvCache::create(model.config(), options.kv);
+  if (!cache) return report(cache.status());
+  if (Status st = run_forward_worker(model, *cache, pool); !st) return report(st);
+  return 0;
+}
+
 Expected<EngineOptions> engine_options(const ServeArgs& a, const ModelConfig& config) {
   EngineOptions o;
   PEREGRINE_ASSIGN_OR_RETURN(o.kv.dtype, parse_kv_type(a.kv_type));
@@ -162,12 +176,22 @@ int run(const ServeArgs& args) {
   if (!tokenizer) return report(tokenizer.status());
   auto chat_template = chat_template_for(args, *file);
   if (!chat_template) return report(chat_template.status());
-  auto model = LlamaModel::create(std::move(*file), weight_placement(args.model));
+  auto model = create_model(std::move(*file), args.model);
   if (!model) return report(model.status());
   auto options = engine_options(args, model->config());
   if (!options) return report(options.status());
   auto spec = spec_params(args.spec);
   if (!spec) return report(spec.status());
+  MpiForwardMirror mirror;  // across ranks: rank 0's engine schedules, the others mirror its forwards
+  if (args.model.tp * args.model.pp > 1) {
+    if (spec->method != SpecMethod::kNone || !args.loras.empty()) {
+      return report(unsupported("serve --tp / --pp runs neither speculative decoding nor LoRA adapters yet"));
+    }
+    options->prefix_caching = false;  // a worker's KV changes outside a forward must be frees
+    options->kv.n_blocks = static_cast<std::int32_t>(broadcast_from_first_rank(options->kv.n_blocks));
+    if ((*mpi_world())->rank() > 0) return serve_as_worker(*model, *options, pool);
+    options->mirror = &mirror;
+  }
   if (args.model.device == "cuda" && (spec->method != SpecMethod::kNone || !args.loras.empty())) {
     return report(unsupported("serve -d cuda runs neither speculative decoding nor LoRA adapters yet"));
   }
@@ -238,6 +262,7 @@ Verb add_serve(CLI::App& app) {
   add_model_options(*cmd, args->model);
   add_mmap_option(*cmd, args->model);
   add_device_option(*cmd, args->model);
+  add_parallel_options(*cmd, args->model);
   add_dtype_option(*cmd, args->model);
   cmd->add_option("--host", args->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", args->port, "Port (0 = any free port, printed when listening)")->capture_default_str();

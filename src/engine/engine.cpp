@@ -27,6 +27,9 @@ Status validate_options(const LlamaModel& model, const EngineOptions& o) {
   if (o.ctx_len < 0 || o.ctx_len > model.config().max_seq_len) {
     return invalid_argument("context length must be in [1, " + std::to_string(model.config().max_seq_len) + "]");
   }
+  if (o.mirror != nullptr && (o.prefix_caching || o.drafter != nullptr || o.lora != nullptr)) {
+    return invalid_argument("an engine mirrored by other processes runs without prefix caching, drafters or LoRA adapters");
+  }
   return Status::ok();
 }
 
@@ -113,6 +116,9 @@ Status Engine::Impl::check_request(const RequestOptions& r) const {
   PEREGRINE_RETURN_IF_ERROR(speculation.check(r.spec));
   if (model.on_cuda() && (r.spec.method != SpecMethod::kNone || r.lora_adapter >= 0)) {
     return invalid_argument("speculative decoding and LoRA adapters do not run on a CUDA model yet");
+  }
+  if (options.mirror != nullptr && r.spec.method != SpecMethod::kNone) {
+    return invalid_argument("speculative decoding does not run on a model split across processes (--tp / --pp) yet");
   }
   if (r.prompt.empty()) return invalid_argument("the prompt is empty");
   if (r.max_tokens < 1) return invalid_argument("max_tokens must be >= 1 (got " + std::to_string(r.max_tokens) + ")");
@@ -301,6 +307,7 @@ void Engine::Impl::record_step(std::int64_t prompt_tokens, std::int64_t generate
 Status Engine::Impl::run_forward(const std::vector<ScheduledChunk>& chunks) {
   features.clear();
   const LoraSet* lora = options.lora != nullptr ? &options.lora->set() : nullptr;
+  if (options.mirror != nullptr) options.mirror->forward(batch, cache.take_freed());
   if (!speculation.needs_features(chunks)) return model.forward(batch, cache, logits, pool, 0, nullptr, lora);
   FinalHiddenCapture capture(model.config().n_layers);
   PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool, 0, &capture, lora));
@@ -388,6 +395,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const LlamaModel& model, const 
                                                  ThreadPool& pool) {
   PEREGRINE_RETURN_IF_ERROR(validate_options(model, options));
   PEREGRINE_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(model.config(), options.kv));
+  if (options.mirror != nullptr) cache.record_frees();
   return std::unique_ptr<Engine>(new Engine(std::make_unique<Impl>(model, options, pool, std::move(cache))));
 }
 
@@ -419,6 +427,9 @@ Expected<std::uint64_t> Engine::submit(RequestOptions request, RequestCallbacks 
 Status Engine::check_spec(const SpecParams& spec) const {
   if (impl_->model.on_cuda() && spec.method != SpecMethod::kNone) {
     return invalid_argument("speculative decoding does not run on a CUDA model yet");
+  }
+  if (impl_->options.mirror != nullptr && spec.method != SpecMethod::kNone) {
+    return invalid_argument("speculative decoding does not run on a model split across processes (--tp / --pp) yet");
   }
   return impl_->speculation.check(spec);
 }
@@ -458,6 +469,7 @@ void Engine::shutdown(bool drain, double drain_timeout_s) {
   }
   if (threaded) m.thread.join();
   m.fail_all(unavailable("the server is shutting down"));
+  if (m.options.mirror != nullptr) m.options.mirror->stop();
 }
 
 bool Engine::step() { return impl_->step(); }

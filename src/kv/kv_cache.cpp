@@ -187,7 +187,7 @@ void KvCache::compact(std::int32_t seq, std::int64_t first, std::span<const std:
 
 void KvCache::free_sequence(std::int32_t seq) {
   truncate(seq, 0);
-  seqs_.erase(seq);
+  if (seqs_.erase(seq) > 0 && record_frees_) freed_.push_back(seq);
 }
 
 std::uint8_t* KvCache::slab(std::int64_t layer, int kv) const {

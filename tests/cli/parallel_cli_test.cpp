@@ -18,15 +18,6 @@ namespace {
 #define SKIP_WITHOUT_MPIRUN()                                                               \
   if (mpirun_path().empty()) GTEST_SKIP() << "mpirun not found: install openmpi-bin (scripts/setup.sh)"
 
-// Whether process `pid` exists and is not a zombie (one that ended but was not reaped yet).
-bool running(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return false;
-  const std::size_t close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
-}
-
 // Greedy stories260K, one thread per rank; 4-rank runs take 80 tokens (4 busy-polling ranks
 // share CI's 2 cores).
 const std::vector<std::string> kGreedy = {"generate", "-p", "Once upon a time", "-n", "300", "--temp", "0", "-t", "1"};
@@ -116,7 +107,7 @@ TEST(TensorParallelCli, ARankKilledMidRunEndsTheRunWithoutAHang) {
   ASSERT_EQ(ranks.size(), 2u);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("signal 9"), std::string::npos) << r.err;  // mpirun names the killed rank
-  for (pid_t pid : ranks) EXPECT_FALSE(running(pid)) << "rank process " << pid << " still running";
+  for (pid_t pid : ranks) EXPECT_FALSE(process_running(pid)) << "rank process " << pid << " still running";
 }
 
 }  // namespace

@@ -21,14 +21,13 @@ namespace peregrine::test {
 
 namespace {
 
-// Starts `program args...` (no shell) with stdout / stderr to files of a fresh temp folder and
-// `env` added to the environment; returns its pid and the two paths.
+// Starts `program args...` (no shell) with stdout / stderr to files of a fresh temp folder (with
+// mpirun's environment when `mpi`); returns its pid and the two paths.
 struct Started {
   pid_t pid;
   std::string out_path, err_path;
 };
-Started start(const std::string& program, const std::vector<std::string>& args,
-              const std::vector<std::pair<std::string, std::string>>& env) {
+Started start(const std::string& program, const std::vector<std::string>& args, bool mpi) {
   const std::string dir = make_temp_dir();
   Started s{-1, dir + "/out", dir + "/err"};
   s.pid = ::fork();
@@ -37,7 +36,7 @@ Started start(const std::string& program, const std::vector<std::string>& args,
     const int err = ::open(s.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ::dup2(out, 1);
     ::dup2(err, 2);
-    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+    if (mpi) set_mpirun_environment();
     std::vector<char*> argv;
     argv.push_back(const_cast<char*>(program.c_str()));
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -56,41 +55,25 @@ CliResult finish(const Started& s, int status) {
   return r;
 }
 
-// mpirun's arguments for `ranks` local ranks of the peregrine binary, and the environment it
-// needs here: root may run it (CI runs as root), and under AddressSanitizer the leak check is
-// off (Open MPI's own allocations at exit are not ours to free).
+// mpirun plus `args` for `ranks` ranks of the peregrine binary.
 std::vector<std::string> mpirun_args(int ranks, const std::vector<std::string>& args) {
-  std::vector<std::string> all = {"--oversubscribe", "-np", std::to_string(ranks), peregrine_binary()};
+  std::vector<std::string> all = mpirun_command(ranks);
+  all.erase(all.begin());  // the program itself
   all.insert(all.end(), args.begin(), args.end());
   return all;
-}
-std::vector<std::pair<std::string, std::string>> mpirun_env() {
-  const char* asan = std::getenv("ASAN_OPTIONS");
-  return {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
-          {"ASAN_OPTIONS", std::string(asan != nullptr ? asan : "") + ":detect_leaks=0"}};
 }
 
 }  // namespace
 
 CliResult run_cli(const std::vector<std::string>& args) {
-  const Started s = start(peregrine_binary(), args, {});
+  const Started s = start(peregrine_binary(), args, false);
   int status = 0;
   ::waitpid(s.pid, &status, 0);
   return finish(s, status);
 }
 
-std::string mpirun_path() {
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path != nullptr ? path : "/usr/bin");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    const std::string candidate = dir + "/mpirun";
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
-
 CliResult run_mpirun(int ranks, const std::vector<std::string>& args) {
-  const Started s = start(mpirun_path(), mpirun_args(ranks, args), mpirun_env());
+  const Started s = start(mpirun_path(), mpirun_args(ranks, args), true);
   int status = 0;
   ::waitpid(s.pid, &status, 0);
   return finish(s, status);
@@ -98,7 +81,7 @@ CliResult run_mpirun(int ranks, const std::vector<std::string>& args) {
 
 CliResult run_mpirun_killing_one_rank(int ranks, const std::vector<std::string>& args, double kill_after_s,
                                       double timeout_s, std::vector<pid_t>& rank_pids) {
-  const Started s = start(mpirun_path(), mpirun_args(ranks, args), mpirun_env());
+  const Started s = start(mpirun_path(), mpirun_args(ranks, args), true);
   const auto begin = std::chrono::steady_clock::now();
   const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(); };
   int status = 0;
@@ -122,26 +105,6 @@ CliResult run_mpirun_killing_one_rank(int ranks, const std::vector<std::string>&
   return finish(s, status);
 }
 
-std::vector<pid_t> child_pids(pid_t parent) {
-  std::vector<pid_t> out;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    // pid (comm) state ppid ...: comm may hold spaces, so read after its closing parenthesis.
-    const std::size_t close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    std::string state;
-    pid_t ppid = 0;
-    rest >> state >> ppid;
-    if (ppid == parent && state != "Z") out.push_back(static_cast<pid_t>(std::stol(name)));
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 void expect_clean_error(const CliResult& r, const std::string& needle) {
   EXPECT_NE(r.exit_code, 0);

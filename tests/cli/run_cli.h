@@ -18,9 +18,6 @@ struct CliResult {
 /// Runs `peregrine args...` (no shell), waiting for it to finish.
 CliResult run_cli(const std::vector<std::string>& args);
 
-/// The mpirun on PATH (Open MPI), or "" when there is none.
-std::string mpirun_path();
-
 /// Runs `mpirun --oversubscribe -np ranks peregrine args...` (as root too; under AddressSanitizer
 /// without its leak check: Open MPI's allocations), waiting for it to finish.
 CliResult run_mpirun(int ranks, const std::vector<std::string>& args);
@@ -30,9 +27,6 @@ CliResult run_mpirun(int ranks, const std::vector<std::string>& args);
 /// kills it and returns exit_code -2 (a hang).
 CliResult run_mpirun_killing_one_rank(int ranks, const std::vector<std::string>& args, double kill_after_s,
                                       double timeout_s, std::vector<pid_t>& rank_pids);
-
-/// The live (not zombie) children of process `parent`, by pid.
-std::vector<pid_t> child_pids(pid_t parent);
 
 /// Expects a failed run with one clean error line: exit code in [1, 128) (no signal), nothing
 /// on stdout, stderr exactly "peregrine: error: ...\n" containing `needle`.

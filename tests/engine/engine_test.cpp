@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -132,6 +134,79 @@ TEST_F(EngineTest, PreemptionByRecomputationLosesNothing) {
   EXPECT_GT(preempted, 0);
   EXPECT_EQ(engine->metrics().preemptions_total, preempted);
   EXPECT_EQ(engine->metrics().kv_blocks_free, 24);
+}
+
+// engine/forward_mirror.h in one process: a mirror that runs every forward it is handed on a
+// second copy of the model with its own KV cache (what a worker rank does), freeing what it is
+// told, under preemption. Its greedy picks per sequence are the engine's tokens, so its cache
+// held the same K/V at every step.
+class LocalMirror final : public ForwardMirror {
+ public:
+  LocalMirror(std::unique_ptr<LlamaModel> model, const KvCacheOptions& kv)
+      : model_(std::move(model)), cache_(test::make_kv_cache(model_->config(), std::int64_t{kv.n_blocks} * kv.block_size, 1, kv.block_size, kv.dtype)) {}
+  void forward(const Batch& batch, std::span<const std::int32_t> freed) override {
+    for (std::int32_t seq : freed) cache_.free_sequence(seq);
+    std::vector<float> logits;
+    ok_ = ok_ && model_->forward(batch, cache_, logits, pool_).is_ok();
+    const auto vocab = static_cast<std::size_t>(model_->config().vocab_size);
+    std::size_t row = 0;
+    for (std::int64_t i = 0; i < batch.size() && ok_; ++i) {
+      if (!batch.need_logits[static_cast<std::size_t>(i)]) continue;
+      const auto first = logits.begin() + static_cast<std::ptrdiff_t>(row++ * vocab);
+      streams_[batch.seq_ids[static_cast<std::size_t>(i)]].push_back(
+          static_cast<std::int32_t>(std::max_element(first, first + static_cast<std::ptrdiff_t>(vocab)) - first));
+    }
+  }
+  void stop() override { ++stops_; }
+  bool ok() const { return ok_; }
+  int stops() const { return stops_; }
+  std::vector<std::vector<std::int32_t>> sorted_streams() const {
+    std::vector<std::vector<std::int32_t>> out;
+    for (const auto& [seq, tokens] : streams_) out.push_back(tokens);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+ private:
+  std::unique_ptr<LlamaModel> model_;
+  KvCache cache_;
+  ThreadPool pool_{2};
+  std::map<std::int32_t, std::vector<std::int32_t>> streams_;
+  bool ok_ = true;
+  int stops_ = 0;
+};
+
+TEST_F(EngineTest, AMirrorRunsEveryForwardOnItsOwnCache) {
+  EngineOptions o = options(24);  // preemption, as above
+  o.prefix_caching = false;
+  LocalMirror mirror(test::load_stories260k(), o.kv);
+  o.mirror = &mirror;
+  auto engine = make_engine(o);
+  std::vector<RequestOptions> requests;
+  for (auto& p : prompts(8)) {
+    requests.push_back(greedy(p, 60));
+    requests.back().eos_id = -1;  // every token sampled is emitted
+  }
+  const std::vector<Outcome> out = run_all(*engine, requests);
+  std::vector<std::vector<std::int32_t>> emitted;
+  std::int32_t preempted = 0;
+  for (const Outcome& r : out) {
+    emitted.push_back(r.tokens);
+    preempted += r.result.preemptions;
+  }
+  std::sort(emitted.begin(), emitted.end());
+  EXPECT_GT(preempted, 0);
+  EXPECT_TRUE(mirror.ok());
+  EXPECT_EQ(mirror.sorted_streams(), emitted);
+  engine->shutdown(true);
+  EXPECT_EQ(mirror.stops(), 1);
+  // What a mirror cannot follow is refused: the prefix cache, speculative requests.
+  EngineOptions cached = options(24);
+  cached.mirror = &mirror;
+  EXPECT_FALSE(Engine::create(*model_, cached, pool_));
+  RequestOptions spec = greedy(prompts(1)[0], 8);
+  spec.spec.method = SpecMethod::kPld;
+  EXPECT_FALSE(engine->submit(spec, {}));
 }
 
 TEST_F(EngineTest, PrefixCacheHitsGiveTheSameTokensWithSampling) {

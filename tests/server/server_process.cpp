@@ -18,10 +18,13 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-ServerProcess::ServerProcess(const std::vector<std::string>& args) {
+ServerProcess::ServerProcess(const std::vector<std::string>& args) : ServerProcess(0, args) {}
+
+ServerProcess::ServerProcess(int ranks, const std::vector<std::string>& args) {
   ::signal(SIGPIPE, SIG_IGN);  // a test client writing to a server that hung up gets EPIPE, not killed
   log_path_ = make_temp_dir() + "/serve.log";
-  std::vector<std::string> argv_s = {peregrine_binary(), "serve", "--port", "0"};
+  std::vector<std::string> argv_s = ranks > 0 ? mpirun_command(ranks) : std::vector<std::string>{peregrine_binary()};
+  for (const char* a : {"serve", "--port", "0"}) argv_s.push_back(a);
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   pid_ = ::fork();
   if (pid_ == 0) {
@@ -30,6 +33,7 @@ ServerProcess::ServerProcess(const std::vector<std::string>& args) {
     ::dup2(null, 0);
     ::dup2(null, 1);
     ::dup2(err, 2);
+    if (ranks > 0) set_mpirun_environment();
     std::vector<char*> argv;
     for (auto& a : argv_s) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -1,5 +1,6 @@
-// A `peregrine serve` child process for integration tests: started on a free port (--port 0),
-// ready once it printed its "listening on http://HOST:PORT" line, killed when destroyed.
+// A `peregrine serve` child process for integration tests (or mpirun running its ranks): started
+// on a free port (--port 0), ready once it printed its "listening on http://HOST:PORT" line,
+// killed when destroyed.
 #pragma once
 
 #include <sys/types.h>
@@ -14,6 +15,9 @@ class ServerProcess {
   /// Runs `peregrine serve --port 0 <args>` (stories260K by default) and waits up to 60 s for
   /// the listening line; ready() says whether it came.
   explicit ServerProcess(const std::vector<std::string>& args);
+  /// The same under `mpirun --oversubscribe -np ranks` (test_paths.h: mpirun_command), with
+  /// mpirun's environment; pid() is mpirun's.
+  ServerProcess(int ranks, const std::vector<std::string>& args);
   ~ServerProcess();  // SIGKILL if still running
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
@@ -27,6 +31,8 @@ class ServerProcess {
   /// Sends `signal` and waits up to `timeout_s` for the exit; returns the exit code, 128 +
   /// signal number when killed, or -1 on timeout.
   int stop(int signal, double timeout_s);
+  /// The process started (mpirun under the ranks constructor), -1 once it exited.
+  pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;

@@ -17,6 +17,7 @@
 #include "peregrine/engine/request.h"
 #include "peregrine/kv/kv_cache.h"
 #include "peregrine/model/llama_model.h"
+#include "peregrine/engine/forward_mirror.h"
 #include "peregrine/engine/lora_pool.h"
 #include "peregrine/spec/drafter.h"
 
@@ -38,13 +39,18 @@ struct EngineOptions {
   /// within its max_resident slots; may be null. Not owned: must outlive the engine, and only
   /// the engine's step loop touches it while the engine runs.
   LoraPool* lora = nullptr;
+  /// Other processes running every forward beside this engine (engine/forward_mirror.h), or
+  /// null. Not owned; the engine calls its stop() when it shuts down. Needs prefix_caching off,
+  /// no drafter and no LoRA pool (the only KV changes outside a forward are then frees).
+  ForwardMirror* mirror = nullptr;
 };
 
 class Engine {
  public:
   /// An engine over `model` (which must outlive it), computing on `pool`.
   /// Errors: kInvalidArgument (max_batch_tokens < 1, prefill_budget < 0, max_running < 1, max_waiting < 0,
-  /// ctx_len outside [0, model context]) and those of KvCache::create.
+  /// ctx_len outside [0, model context], a mirror with prefix caching, a drafter or LoRA) and
+  /// those of KvCache::create.
   static Expected<std::unique_ptr<Engine>> create(const LlamaModel& model, const EngineOptions& options,
                                                   ThreadPool& pool);
   ~Engine();  // stops the loop thread; unfinished requests end with kError (unavailable)
@@ -53,7 +59,7 @@ class Engine {
   /// Errors: kInvalidArgument (empty prompt, max_tokens < 1, bad sampling params,
   /// top_logprobs > 20, token id outside the vocabulary, bad spec params or a speculative
   /// method this engine has no drafter for, a LoRA adapter it lacks, speculation or LoRA on a
-  /// CUDA model), kOutOfRange (prompt + 1 token longer
+  /// CUDA model or with a mirror), kOutOfRange (prompt + 1 token longer
   /// than the context, or needing more KV blocks than the whole pool), kResourceExhausted
   /// (the waiting queue is full), kUnavailable (shutting down).
   Expected<std::uint64_t> submit(RequestOptions request, RequestCallbacks callbacks);

@@ -20,6 +20,7 @@
 #include <span>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "peregrine/core/dtype.h"
@@ -105,6 +106,11 @@ class KvCache {
   void compact(std::int32_t seq, std::int64_t first, std::span<const std::int64_t> from);
   /// Releases every block of `seq` and forgets it (no-op for an unknown sequence).
   void free_sequence(std::int32_t seq);
+  /// Starts recording the sequences free_sequence releases, for take_freed: an engine whose
+  /// forwards other processes run beside it tells them which to free (engine/forward_mirror.h).
+  void record_frees() { record_frees_ = true; }
+  /// The sequences freed since the last call (in order; empty unless record_frees was called).
+  std::vector<std::int32_t> take_freed() { return std::exchange(freed_, {}); }
 
   /// Stores one position's K and V rows (each kv_dim f32, after RoPE) of `layer` for `seq` at
   /// `pos`, converting to the KV dtype (round-to-nearest as quantize_rtn; i8 / f8: one scale for
@@ -141,6 +147,8 @@ class KvCache {
   // [n_layers, 2 (K, V), n_blocks, block_size, row_bytes]; pages are touched on first write.
   std::unique_ptr<std::uint8_t[]> data_;
   std::unordered_map<std::int32_t, Sequence> seqs_;
+  bool record_frees_ = false;
+  std::vector<std::int32_t> freed_;  // since the last take_freed (record_frees)
   std::shared_ptr<void> device_storage_;
 };
 

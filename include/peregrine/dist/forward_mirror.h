@@ -1,0 +1,35 @@
+// The driver / worker split of a model served across MPI ranks (engine/forward_mirror.h): rank
+// 0's engine broadcasts each step's Batch and the KV sequences it freed (MPI_Bcast over
+// MPI_COMM_WORLD: a count, then one int32 message), and every other rank runs the same forward
+// on its part of the model (tensor- / pipeline-parallel shard) with its own KV cache.
+#pragma once
+
+#include <cstdint>
+
+#include "peregrine/core/status.h"
+#include "peregrine/core/thread_pool.h"
+#include "peregrine/engine/forward_mirror.h"
+#include "peregrine/kv/kv_cache.h"
+#include "peregrine/model/llama_model.h"
+
+namespace peregrine {
+
+/// Rank 0's side: forward() and stop() broadcast to every rank of the world (collective: the
+/// workers are in run_forward_worker). Call from one thread at a time (the engine's loop).
+class MpiForwardMirror final : public ForwardMirror {
+ public:
+  void forward(const Batch& batch, std::span<const std::int32_t> freed) override;
+  void stop() override;
+};
+
+/// A worker rank (> 0): until rank 0 stops, takes each broadcast step, frees the sequences it
+/// names in `cache` and runs model.forward over its batch (logits discarded: rank 0 samples).
+/// `cache` must have as many blocks as rank 0's (broadcast_from_first_rank). Errors: a forward's
+/// (rank 0 ran the same forward without error, so this is a bug or memory trouble: the caller
+/// ends the run).
+Status run_forward_worker(const LlamaModel& model, KvCache& cache, ThreadPool& pool);
+
+/// Rank 0's `value` on every rank of the world (MPI_Bcast; collective).
+std::int64_t broadcast_from_first_rank(std::int64_t value);
+
+}  // namespace peregrine

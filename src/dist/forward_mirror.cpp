@@ -1,0 +1,83 @@
+#include "peregrine/dist/forward_mirror.h"
+
+#include <vector>
+
+#ifdef PEREGRINE_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace peregrine {
+namespace {
+
+// A step as one int32 message: [kind, n_freed, freed..., n_rows, tokens, positions, seq_ids,
+// need_logits]; kind 1 = forward, 0 = stop.
+constexpr std::int32_t kStop = 0, kForward = 1;
+
+std::vector<std::int32_t> encode(const Batch& b, std::span<const std::int32_t> freed) {
+  std::vector<std::int32_t> m = {kForward, static_cast<std::int32_t>(freed.size())};
+  m.insert(m.end(), freed.begin(), freed.end());
+  m.push_back(static_cast<std::int32_t>(b.size()));
+  m.insert(m.end(), b.tokens.begin(), b.tokens.end());
+  m.insert(m.end(), b.positions.begin(), b.positions.end());
+  m.insert(m.end(), b.seq_ids.begin(), b.seq_ids.end());
+  m.insert(m.end(), b.need_logits.begin(), b.need_logits.end());
+  return m;
+}
+
+// The freed sequences and the batch of a kForward message.
+void decode(const std::vector<std::int32_t>& m, std::vector<std::int32_t>& freed, Batch& b) {
+  std::size_t at = 1;
+  const auto n_freed = static_cast<std::size_t>(m[at++]);
+  freed.assign(m.begin() + static_cast<std::ptrdiff_t>(at), m.begin() + static_cast<std::ptrdiff_t>(at + n_freed));
+  at += n_freed;
+  const auto n = static_cast<std::size_t>(m[at++]);
+  b.clear();
+  for (std::size_t i = 0; i < n; ++i) {
+    b.add(m[at + i], m[at + n + i], m[at + 2 * n + i], m[at + 3 * n + i] != 0);
+  }
+}
+
+#ifdef PEREGRINE_HAVE_MPI
+void broadcast(std::vector<std::int32_t>& m) {
+  auto size = static_cast<std::int64_t>(m.size());
+  MPI_Bcast(&size, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  m.resize(static_cast<std::size_t>(size));
+  MPI_Bcast(m.data(), static_cast<int>(size), MPI_INT32_T, 0, MPI_COMM_WORLD);
+}
+#else
+void broadcast(std::vector<std::int32_t>&) {}
+#endif
+
+}  // namespace
+
+void MpiForwardMirror::forward(const Batch& batch, std::span<const std::int32_t> freed) {
+  std::vector<std::int32_t> m = encode(batch, freed);
+  broadcast(m);
+}
+
+void MpiForwardMirror::stop() {
+  std::vector<std::int32_t> m = {kStop};
+  broadcast(m);
+}
+
+Status run_forward_worker(const LlamaModel& model, KvCache& cache, ThreadPool& pool) {
+  std::vector<std::int32_t> m, freed;
+  std::vector<float> logits;
+  Batch batch;
+  for (;;) {
+    broadcast(m);
+    if (m.empty() || m[0] == kStop) return Status::ok();
+    decode(m, freed, batch);
+    for (std::int32_t seq : freed) cache.free_sequence(seq);
+    PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool));
+  }
+}
+
+std::int64_t broadcast_from_first_rank(std::int64_t value) {
+#ifdef PEREGRINE_HAVE_MPI
+  MPI_Bcast(&value, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+#endif
+  return value;
+}
+
+}  // namespace peregrine

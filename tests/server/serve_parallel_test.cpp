@@ -1,0 +1,114 @@
+// `serve --tp 2` / `--pp 2` under mpirun (dist/forward_mirror.h: rank 0's engine schedules, the
+// other rank runs every forward on its part of the model): concurrent greedy clients get one
+// process's text, streaming included; SIGTERM stops every rank; a rank killed mid-request ends
+// the run, the client gets an error, nothing hangs. Skipped without mpirun.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <fstream>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server_process.h"
+#include "test_paths.h"
+
+namespace peregrine::test {
+namespace {
+
+using Json = nlohmann::json;
+
+// One process's greedy completion of `prompt`: `peregrine generate --no-echo`'s text.
+std::string one_process_text(const std::string& prompt, int n) {
+  const std::string out = make_temp_dir() + "/out";
+  const std::string cmd = peregrine_binary() + " generate -t 1 --temp 0 --no-echo -n " + std::to_string(n) + " -p '" + prompt +
+                          "' > " + out + " 2>/dev/null";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  std::string text = read_file(out);
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+std::string completion(const std::string& url, const std::string& prompt, int n, bool stream) {
+  httplib::Client client(url);
+  client.set_read_timeout(60);
+  const Json body = {{"prompt", prompt}, {"max_tokens", n}, {"temperature", 0}, {"stream", stream}};
+  auto r = client.Post("/v1/completions", body.dump(), "application/json");
+  if (!r || r->status != 200) return "<error>";
+  if (!stream) return Json::parse(r->body)["choices"][0]["text"];
+  std::string text;  // data: {...} lines until data: [DONE]
+  std::istringstream lines(r->body);
+  bool done = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("data: ", 0) != 0) continue;
+    if (line == "data: [DONE]") done = true;
+    else text += Json::parse(line.substr(6))["choices"][0]["text"].get<std::string>();
+  }
+  return done ? text : "<no [DONE]>";
+}
+
+void check_serves_like_one_process(const std::vector<std::string>& split) {
+  if (mpirun_path().empty()) GTEST_SKIP() << "mpirun not found: install openmpi-bin (scripts/setup.sh)";
+  std::vector<std::string> args = {"-t", "1"};
+  args.insert(args.end(), split.begin(), split.end());
+  ServerProcess server(2, args);
+  ASSERT_TRUE(server.ready()) << server.log();
+  const std::vector<std::string> prompts = {"Once upon a time", "Lily and Tom"};
+  std::vector<std::future<std::string>> replies;
+  for (int i = 0; i < 8; ++i) {  // 8 concurrent clients, batched together by rank 0's engine
+    replies.push_back(std::async(std::launch::async, completion, server.url(), prompts[i % 2], 48, i == 7));
+  }
+  const std::string want[2] = {one_process_text(prompts[0], 48), one_process_text(prompts[1], 48)};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(replies[static_cast<std::size_t>(i)].get(), want[i % 2]) << "client " << i;
+  // SIGTERM: mpirun passes it to every rank; rank 0 drains and stops the others (mpirun's own
+  // exit status reports the signal it got, so only the ranks' clean stop is checked).
+  EXPECT_NE(server.stop(SIGTERM, 30), -1) << server.log();
+  EXPECT_NE(server.log().find("peregrine: server stopped"), std::string::npos) << server.log();
+}
+
+TEST(ServeParallel, TensorParallelAnswersAsOneProcess) { check_serves_like_one_process({"--tp", "2"}); }
+TEST(ServeParallel, PipelineAnswersAsOneProcess) { check_serves_like_one_process({"--pp", "2"}); }
+
+TEST(ServeParallel, ARankKilledMidRequestFailsTheClientWithoutAHang) {
+  if (mpirun_path().empty()) GTEST_SKIP() << "mpirun not found: install openmpi-bin (scripts/setup.sh)";
+  ServerProcess server(2, {"-t", "1", "--tp", "2", "--ctx", "512"});
+  ASSERT_TRUE(server.ready()) << server.log();
+  const auto started = std::chrono::steady_clock::now();
+  // Clients send long streamed requests (ignore_eos, 500 tokens) one after another until one
+  // fails; rank 1 is killed while they run.
+  auto failure = std::async(std::launch::async, [&] {
+    httplib::Client client(server.url());
+    client.set_read_timeout(60);
+    const Json body = {{"prompt", "Once upon a time"}, {"max_tokens", 500}, {"temperature", 0}, {"ignore_eos", true}, {"stream", true}};
+    while (std::chrono::steady_clock::now() - started < std::chrono::seconds(60)) {
+      auto r = client.Post("/v1/completions", body.dump(), "application/json");
+      if (!r) return std::string("no response: ") + httplib::to_string(r.error());
+      if (r->body.find("data: [DONE]") == std::string::npos) return std::string("a stream cut short");
+    }
+    return std::string();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const std::vector<pid_t> ranks = child_pids(server.pid());
+  ASSERT_EQ(ranks.size(), 2u);
+  ::kill(ranks.back(), SIGKILL);
+  ASSERT_EQ(failure.wait_for(std::chrono::seconds(60)), std::future_status::ready) << "a client still waits 60 s on";
+  const std::string how = failure.get();
+  EXPECT_FALSE(how.empty()) << "every request completed although a rank died";
+  std::printf("[ serve --tp 2 ] rank 1 killed: the client saw %s\n", how.c_str());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60));
+  EXPECT_NE(server.stop(SIGKILL, 30), 0);  // mpirun ended the run (or is ended here)
+  for (pid_t pid : ranks) EXPECT_FALSE(process_running(pid)) << "rank process " << pid << " still running";
+}
+
+}  // namespace
+}  // namespace peregrine::test
