@@ -59,6 +59,9 @@ std::vector<std::string> mpirun_command(int ranks) {
 void set_mpirun_environment() {
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  // A rank waiting in a collective yields its core instead of spinning: the suite runs two tests
+  // at a time on CI's 2 cores, and a spinning rank starved the other test's server.
+  ::setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);
   const char* asan = std::getenv("ASAN_OPTIONS");
   ::setenv("ASAN_OPTIONS", (std::string(asan != nullptr ? asan : "") + ":detect_leaks=0").c_str(), 1);
 }

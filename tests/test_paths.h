@@ -31,7 +31,8 @@ std::string mpirun_path();
 std::vector<std::string> mpirun_command(int ranks);
 
 /// Sets, in the calling (child) process, what mpirun needs here: root may run it (CI runs as
-/// root), and under AddressSanitizer no leak check (Open MPI's own allocations at exit).
+/// root), ranks yield their core while they wait (mpi_yield_when_idle), and under
+/// AddressSanitizer no leak check (Open MPI's own allocations at exit).
 void set_mpirun_environment();
 
 /// The live (not zombie) children of process `parent`, by pid.

@@ -396,7 +396,9 @@ Expected<std::unique_ptr<Engine>> Engine::create(const LlamaModel& model, const 
   PEREGRINE_RETURN_IF_ERROR(validate_options(model, options));
   PEREGRINE_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(model.config(), options.kv));
   if (options.mirror != nullptr) cache.record_frees();
-  return std::unique_ptr<Engine>(new Engine(std::make_unique<Impl>(model, options, pool, std::move(cache))));
+  auto impl = std::make_unique<Impl>(model, options, pool, std::move(cache));
+  impl->record_step(0, 0);  // the metrics describe the empty pool before the first step runs
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

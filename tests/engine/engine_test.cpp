@@ -118,6 +118,14 @@ TEST_F(EngineTest, ThirtyTwoBatchedGreedyRequestsEqualEachRunAlone) {
   EXPECT_EQ(m.ttft.count, 32);
 }
 
+TEST_F(EngineTest, MetricsDescribeTheEmptyPoolBeforeTheFirstStep) {
+  // A /metrics scrape right after startup (before the loop thread ran a step) saw 0 free blocks.
+  auto engine = make_engine(options(24));
+  EXPECT_EQ(engine->metrics().kv_blocks_free, 24);
+  EXPECT_EQ(engine->metrics().kv_blocks_total, 24);
+  EXPECT_EQ(engine->metrics().steps_total, 0);
+}
+
 TEST_F(EngineTest, PreemptionByRecomputationLosesNothing) {
   // 8 requests of up to ~30 + 60 tokens in 24 blocks of 16: they cannot all hold their KV.
   EngineOptions o = options(24);
