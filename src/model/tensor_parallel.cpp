@@ -31,16 +31,14 @@ std::string without_expert_index(const std::string& rest) {
   return rest.substr(0, a) + rest.substr(b);
 }
 
-Split split_of(const std::string& name) {
-  const std::optional<std::string> rest = layer_suffix(name);
-  if (!rest) return Split::kReplicate;
-  const std::string r = without_expert_index(*rest);
+// How a layer tensor is split, by its name without layer and expert index ("attn_q.weight").
+Split split_of(const std::string& base) {
   for (const char* rows : {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias",
                            "ffn_gate.weight", "ffn_up.weight", "ffn_gate_shexp.weight", "ffn_up_shexp.weight"}) {
-    if (r == rows) return r.ends_with(".bias") ? Split::kColumns : Split::kRows;  // a bias is one row
+    if (base == rows) return base.ends_with(".bias") ? Split::kColumns : Split::kRows;  // a bias is one row
   }
   for (const char* cols : {"attn_output.weight", "ffn_down.weight", "ffn_down_shexp.weight"}) {
-    if (r == cols) return Split::kColumns;
+    if (base == cols) return Split::kColumns;
   }
   return Split::kReplicate;
 }
@@ -147,12 +145,13 @@ Expected<ModelFile> shard_model_file(const ModelFile& full, int rank, int size) 
   shard.config.shared_expert_ffn_dim /= size;
   for (const auto& [name, t] : full.tensors) {
     const std::optional<std::string> rest = layer_suffix(name);
-    const bool whole_norm = rest && (*rest == "attn_q_norm.weight" || *rest == "attn_k_norm.weight") && t.numel() != c.head_dim;
-    if (whole_norm && *rest == "attn_k_norm.weight" && c.n_kv_heads < size) {
+    const std::string base = rest ? without_expert_index(*rest) : name;
+    const bool whole_norm = rest && (base == "attn_q_norm.weight" || base == "attn_k_norm.weight") && t.numel() != c.head_dim;
+    if (whole_norm && base == "attn_k_norm.weight" && c.n_kv_heads < size) {
       return unsupported("tensor parallelism does not split " + name + ": a K norm over the whole projection (" + c.arch +
                          ") with KV heads replicated over ranks");
     }
-    const Split split = whole_norm ? Split::kColumns : split_of(name);
+    const Split split = whole_norm ? Split::kColumns : rest ? split_of(base) : Split::kReplicate;
     if (split == Split::kReplicate || size == 1) {
       shard.tensors.emplace(name, t);
       continue;
@@ -161,7 +160,6 @@ Expected<ModelFile> shard_model_file(const ModelFile& full, int rank, int size) 
     // Along the split: rows (out) for kRows, the last dim (in) for kColumns; K / V by KV heads,
     // each replicated over size / n_kv_heads ranks when there are fewer KV heads than ranks.
     const std::int64_t n = split == Split::kRows ? t.shape.front() : t.row_length();
-    const std::string base = without_expert_index(*rest);
     std::int64_t begin = n / size * rank, end = n / size * (rank + 1);
     if (base.starts_with("attn_k.") || base.starts_with("attn_v.")) {
       const std::int64_t head = n / c.n_kv_heads, per_rank = std::max<std::int64_t>(c.n_kv_heads / size, 1);

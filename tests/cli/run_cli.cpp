@@ -21,13 +21,13 @@ namespace peregrine::test {
 
 namespace {
 
-// Starts `program args...` (no shell) with stdout / stderr to files of a fresh temp folder (with
+// Starts `command` (program first; no shell) with stdout / stderr to files of a fresh temp folder (with
 // mpirun's environment when `mpi`); returns its pid and the two paths.
 struct Started {
   pid_t pid;
   std::string out_path, err_path;
 };
-Started start(const std::string& program, const std::vector<std::string>& args, bool mpi) {
+Started start(const std::vector<std::string>& command, bool mpi) {
   const std::string dir = make_temp_dir();
   Started s{-1, dir + "/out", dir + "/err"};
   s.pid = ::fork();
@@ -38,10 +38,9 @@ Started start(const std::string& program, const std::vector<std::string>& args, 
     ::dup2(err, 2);
     if (mpi) set_mpirun_environment();
     std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(program.c_str()));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    ::execv(program.c_str(), argv.data());
+    ::execv(argv[0], argv.data());
     ::_exit(127);
   }
   return s;
@@ -55,25 +54,23 @@ CliResult finish(const Started& s, int status) {
   return r;
 }
 
-// mpirun plus `args` for `ranks` ranks of the peregrine binary.
-std::vector<std::string> mpirun_args(int ranks, const std::vector<std::string>& args) {
-  std::vector<std::string> all = mpirun_command(ranks);
-  all.erase(all.begin());  // the program itself
-  all.insert(all.end(), args.begin(), args.end());
-  return all;
+// `first` followed by `args`.
+std::vector<std::string> joined(std::vector<std::string> first, const std::vector<std::string>& args) {
+  first.insert(first.end(), args.begin(), args.end());
+  return first;
 }
 
 }  // namespace
 
 CliResult run_cli(const std::vector<std::string>& args) {
-  const Started s = start(peregrine_binary(), args, false);
+  const Started s = start(joined({peregrine_binary()}, args), false);
   int status = 0;
   ::waitpid(s.pid, &status, 0);
   return finish(s, status);
 }
 
 CliResult run_mpirun(int ranks, const std::vector<std::string>& args) {
-  const Started s = start(mpirun_path(), mpirun_args(ranks, args), true);
+  const Started s = start(joined(mpirun_command(ranks), args), true);
   int status = 0;
   ::waitpid(s.pid, &status, 0);
   return finish(s, status);
@@ -81,7 +78,7 @@ CliResult run_mpirun(int ranks, const std::vector<std::string>& args) {
 
 CliResult run_mpirun_killing_one_rank(int ranks, const std::vector<std::string>& args, double kill_after_s,
                                       double timeout_s, std::vector<pid_t>& rank_pids) {
-  const Started s = start(mpirun_path(), mpirun_args(ranks, args), true);
+  const Started s = start(joined(mpirun_command(ranks), args), true);
   const auto begin = std::chrono::steady_clock::now();
   const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(); };
   int status = 0;
