@@ -28,7 +28,7 @@ class ServerProcess {
   std::string url() const;
   /// Everything the server wrote to stderr so far.
   std::string log() const;
-  /// Sends `signal` and waits up to `timeout_s` for the exit; returns the exit code, 128 +
+  /// Sends `signal` (0: none, only waits) and waits up to `timeout_s` for the exit; returns the exit code, 128 +
   /// signal number when killed, or -1 on timeout.
   int stop(int signal, double timeout_s);
   /// The process started (mpirun under the ranks constructor), -1 once it exited.
