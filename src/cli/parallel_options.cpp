@@ -68,6 +68,19 @@ Status start_parallel_run(const ModelOptions& o) {
   return Status::ok();
 }
 
+Expected<int> start_disaggregated_run(const std::string& role) {
+  const auto wrong = [](const std::string& what) {
+    return invalid_argument("serve --role runs as two MPI ranks, one of each role: start it with `mpirun -np 1 peregrine serve "
+                            "--role decode ... : -np 1 peregrine serve --role prefill ...` (" + what + ")");
+  };
+  if (launched_ranks() != 2) return wrong("this run has " + std::to_string(launched_ranks()) + " ranks");
+  PEREGRINE_ASSIGN_OR_RETURN(MpiWorld * world, mpi_world());
+  const std::vector<std::int64_t> roles = world->all_gather(role == "prefill" ? 1 : 2);
+  if (roles.size() != 2 || roles[0] == roles[1]) return wrong("both ranks are " + role + " instances");
+  if (role == "prefill") silence_rank();
+  return 1 - world->rank();
+}
+
 Expected<ModelFile> shard_for_run(ModelFile file, const ModelOptions& o) {
   if (o.tp * o.pp == 1) return file;
   PEREGRINE_ASSIGN_OR_RETURN(MpiWorld * world, mpi_world());

@@ -21,6 +21,13 @@ void add_parallel_options(CLI::App& cmd, ModelOptions& o);
 /// kUnavailable (a build without MPI).
 Status start_parallel_run(const ModelOptions& o);
 
+/// serve --role prefill | decode (disaggregated serving, dist/mpi_prefill.h): joins the MPI run,
+/// which must be two ranks started with one role each (`mpirun -np 1 peregrine serve --role
+/// decode ... : -np 1 peregrine serve --role prefill ...`), silences the prefill rank and returns
+/// the other rank. Errors: kInvalidArgument (another number of ranks, or two ranks of one role:
+/// the message says how to start it), kUnavailable (a build without MPI).
+Expected<int> start_disaggregated_run(const std::string& role);
+
 /// This rank's part of `file`: shard_model_file(shard_pipeline_stage(file, stage, o.pp),
 /// tp_rank, o.tp); `file` itself in a one-process run.
 Expected<ModelFile> shard_for_run(ModelFile file, const ModelOptions& o);

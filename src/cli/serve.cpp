@@ -15,6 +15,7 @@
 #include "common.h"
 #include "parallel_options.h"
 #include "peregrine/dist/forward_mirror.h"
+#include "peregrine/dist/mpi_prefill.h"
 #include "peregrine/dist/mpi_world.h"
 #include "peregrine/engine/engine.h"
 #include "peregrine/server/http_server.h"
@@ -48,6 +49,7 @@ struct ServeArgs {
   SpecOptions spec;  // the default speculation of requests; its drafter serves them
   std::vector<std::string> loras;  // --lora NAME=PATH[:SCALE]
   std::int32_t max_loras = 0;       // adapters resident at once (0: all)
+  std::string role = "both";        // --role: both, or one instance of a disaggregated pair
 };
 
 /// "123", "64K", "256M", "1G", "2T" (optionally followed by "B" or "iB": "256MiB"); binary
@@ -151,6 +153,30 @@ int serve_as_worker(const LlamaModel& model, const EngineOptions& options, Threa
   return 0;
 }
 
+// The prefill rank of `serve --role`: computes the prompts the decode rank sends and ships their
+// K/V back, until the decode rank stops (SIGTERM / SIGINT are the decode rank's to act on).
+int serve_prefill(const LlamaModel& model, const EngineOptions& options, ThreadPool& pool, int decode_rank) {
+  ::signal(SIGTERM, SIG_IGN);
+  ::signal(SIGINT, SIG_IGN);
+  KvCacheOptions kv = options.kv;  // one prompt at a time: the context's blocks
+  kv.n_blocks = static_cast<std::int32_t>(blocks_for_tokens(options.ctx_len > 0 ? options.ctx_len : model.config().max_seq_len, kv.block_size));
+  auto cache = KvCache::create(model.config(), kv);
+  if (!cache) return report(cache.status());
+  if (Status st = check_peer_kv_layout(*cache, decode_rank); !st) return report(st);
+  PrefillInstance instance(model, std::move(*cache), pool, options.max_batch_tokens);
+  if (Status st = run_prefill_worker(instance, decode_rank); !st) return report(st);
+  return 0;
+}
+
+// The decode rank's check that the prefill rank's KV cache rows are its own (a one-block cache
+// of its layout: the engine makes the real one).
+Status check_prefill_layout(const LlamaModel& model, const EngineOptions& options, int prefill_rank) {
+  KvCacheOptions kv = options.kv;
+  kv.n_blocks = 1;
+  PEREGRINE_ASSIGN_OR_RETURN(KvCache probe, KvCache::create(model.config(), kv));
+  return check_peer_kv_layout(probe, prefill_rank);
+}
+
 Expected<EngineOptions> engine_options(const ServeArgs& a, const ModelConfig& config) {
   EngineOptions o;
   PEREGRINE_ASSIGN_OR_RETURN(o.kv.dtype, parse_kv_type(a.kv_type));
@@ -169,6 +195,17 @@ Expected<EngineOptions> engine_options(const ServeArgs& a, const ModelConfig& co
 
 int run(const ServeArgs& args) {
   if (Status st = validate(args); !st) return report(st);
+  const bool disaggregated = args.role != "both";
+  if (disaggregated && (args.model.tp * args.model.pp > 1 || args.model.device == "cuda" || !args.loras.empty() ||
+                        args.spec.method != "none")) {
+    return report(unsupported("serve --role runs on the CPU without --tp / --pp, speculative decoding or LoRA adapters yet"));
+  }
+  int peer = -1;  // the other instance's MPI rank
+  if (disaggregated) {
+    auto other = start_disaggregated_run(args.role);
+    if (!other) return report(other.status());
+    peer = *other;
+  }
   ThreadPool pool(args.threads);
   auto file = open_model(args.model, &pool);
   if (!file) return report(file.status());
@@ -191,6 +228,12 @@ int run(const ServeArgs& args) {
     options->kv.n_blocks = static_cast<std::int32_t>(broadcast_from_first_rank(options->kv.n_blocks));
     if ((*mpi_world())->rank() > 0) return serve_as_worker(*model, *options, pool);
     options->mirror = &mirror;
+  }
+  MpiRemotePrefill remote(peer);  // --role decode: the prefill rank computes the prompts' K/V
+  if (disaggregated) {
+    if (args.role == "prefill") return serve_prefill(*model, *options, pool, peer);
+    if (Status st = check_prefill_layout(*model, *options, peer); !st) return report(st);
+    options->remote_prefill = &remote;
   }
   if (args.model.device == "cuda" && (spec->method != SpecMethod::kNone || !args.loras.empty())) {
     return report(unsupported("serve -d cuda runs neither speculative decoding nor LoRA adapters yet"));
@@ -296,6 +339,12 @@ Verb add_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--drain-timeout", args->drain_timeout,
                   "Seconds SIGTERM lets requests in flight finish before cancelling them")->capture_default_str();
+  cmd->add_option("--role", args->role,
+                  "Disaggregated serving (DistServe / Splitwise): 'decode' serves HTTP and decodes, 'prefill' computes "
+                  "the prompts' KV cache and ships it to the decode instance, layer by layer; run the pair as `mpirun -np 1 "
+                  "peregrine serve --role decode ... : -np 1 peregrine serve --role prefill ...` (same model and --kv-type)")
+      ->check(CLI::IsMember({"both", "prefill", "decode"}))
+      ->capture_default_str();
   add_spec_options(*cmd, args->spec);
   return {cmd, [args] { return run(*args); }};
 }

@@ -110,6 +110,12 @@ Expected<std::shared_ptr<PipelineStageLink>> MpiWorld::pipeline_stage_link(int t
   return std::shared_ptr<PipelineStageLink>(std::make_shared<MpiPipelineStage>(comm));
 }
 
+std::vector<std::int64_t> MpiWorld::all_gather(std::int64_t value) const {
+  std::vector<std::int64_t> all(static_cast<std::size_t>(size_));
+  MPI_Allgather(&value, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, MPI_COMM_WORLD);
+  return all;
+}
+
 void MpiWorld::abort(int code) const {
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);  // MPI_Abort does not return; this keeps the compiler's [[noreturn]] promise
@@ -132,6 +138,8 @@ Expected<std::shared_ptr<TensorParallelGroup>> MpiWorld::tensor_parallel_group(i
 Expected<std::shared_ptr<PipelineStageLink>> MpiWorld::pipeline_stage_link(int, int) {
   return unavailable("this peregrine was built without MPI");
 }
+
+std::vector<std::int64_t> MpiWorld::all_gather(std::int64_t value) const { return {value}; }
 
 void MpiWorld::abort(int code) const { std::_Exit(code); }
 

@@ -30,6 +30,9 @@ Status validate_options(const LlamaModel& model, const EngineOptions& o) {
   if (o.mirror != nullptr && (o.prefix_caching || o.drafter != nullptr || o.lora != nullptr)) {
     return invalid_argument("an engine mirrored by other processes runs without prefix caching, drafters or LoRA adapters");
   }
+  if (o.remote_prefill != nullptr && (o.mirror != nullptr || o.drafter != nullptr || o.lora != nullptr)) {
+    return invalid_argument("a decode instance with a remote prefill runs without a mirror, drafters or LoRA adapters");
+  }
   return Status::ok();
 }
 
@@ -63,7 +66,8 @@ class TokenRate {
 struct Engine::Impl {
   Impl(const LlamaModel& m, const EngineOptions& o, ThreadPool& p, KvCache c)
       : model(m), options(o), pool(p), cache(std::move(c)), prefix(cache),
-        scheduler({o.max_batch_tokens, o.max_running, o.prefill_budget}, cache, o.prefix_caching ? &prefix : nullptr, o.lora),
+        scheduler({o.max_batch_tokens, o.max_running, o.prefill_budget}, cache, o.prefix_caching ? &prefix : nullptr, o.lora,
+                  o.remote_prefill),
         speculation(o.drafter),
         ctx_len(o.ctx_len > 0 ? o.ctx_len : m.config().max_seq_len) {}
 
@@ -117,8 +121,8 @@ Status Engine::Impl::check_request(const RequestOptions& r) const {
   if (model.on_cuda() && (r.spec.method != SpecMethod::kNone || r.lora_adapter >= 0)) {
     return invalid_argument("speculative decoding and LoRA adapters do not run on a CUDA model yet");
   }
-  if (options.mirror != nullptr && r.spec.method != SpecMethod::kNone) {
-    return invalid_argument("speculative decoding does not run on a model split across processes (--tp / --pp) yet");
+  if ((options.mirror != nullptr || options.remote_prefill != nullptr) && r.spec.method != SpecMethod::kNone) {
+    return invalid_argument("speculative decoding does not run on a model split across processes (--tp / --pp / --role) yet");
   }
   if (r.prompt.empty()) return invalid_argument("the prompt is empty");
   if (r.max_tokens < 1) return invalid_argument("max_tokens must be >= 1 (got " + std::to_string(r.max_tokens) + ")");
@@ -295,6 +299,7 @@ void Engine::Impl::record_step(std::int64_t prompt_tokens, std::int64_t generate
   m.prefix_tokens_queried = prefix.tokens_queried();
   m.prefix_tokens_hit = prefix.tokens_hit();
   m.preemptions_total = scheduler.preemptions();
+  if (options.remote_prefill != nullptr) m.kv_bytes_received_total = options.remote_prefill->bytes_received();
   if (options.lora != nullptr) {
     m.lora_adapters_resident = options.lora->set().n_slots();
     m.lora_loads_total = options.lora->loads();
@@ -323,8 +328,8 @@ bool Engine::Impl::step() {
   for (Sequence* seq : std::vector<Sequence*>(scheduler.stuck())) finish(seq, FinishReason::kLength);
   for (auto& [seq, error] : std::vector(scheduler.failed())) finish(seq, FinishReason::kError, error);
   if (chunks.empty()) {
-    record_step(0, 0);
-    return !scheduler.running().empty() || !scheduler.waiting().empty();
+    record_step(0, 0);  // nothing to compute: K/V still on their way from a remote prefill?
+    return !scheduler.awaiting_remote() && (!scheduler.running().empty() || !scheduler.waiting().empty());
   }
   for (const ScheduledChunk& c : chunks) {
     if (c.seq->result.queue_ms == 0) c.seq->result.queue_ms = 1000.0 * seconds_between(c.seq->submitted, EngineClock::now());
@@ -378,8 +383,10 @@ void Engine::Impl::loop() {
       if (stop_loop) return;
     }
     if (step()) continue;
+    // Idle, or only K/V arriving from a remote prefill: poll for them every 0.5 ms.
+    const auto wait = scheduler.awaiting_remote() ? std::chrono::microseconds(500) : std::chrono::microseconds(100000);
     std::unique_lock lock(mu);
-    wake.wait_for(lock, std::chrono::milliseconds(100),
+    wake.wait_for(lock, wait,
                   [&] { return !incoming.empty() || !cancels.empty() || stop_loop; });
   }
 }
@@ -430,8 +437,8 @@ Status Engine::check_spec(const SpecParams& spec) const {
   if (impl_->model.on_cuda() && spec.method != SpecMethod::kNone) {
     return invalid_argument("speculative decoding does not run on a CUDA model yet");
   }
-  if (impl_->options.mirror != nullptr && spec.method != SpecMethod::kNone) {
-    return invalid_argument("speculative decoding does not run on a model split across processes (--tp / --pp) yet");
+  if ((impl_->options.mirror != nullptr || impl_->options.remote_prefill != nullptr) && spec.method != SpecMethod::kNone) {
+    return invalid_argument("speculative decoding does not run on a model split across processes (--tp / --pp / --role) yet");
   }
   return impl_->speculation.check(spec);
 }
@@ -472,6 +479,7 @@ void Engine::shutdown(bool drain, double drain_timeout_s) {
   if (threaded) m.thread.join();
   m.fail_all(unavailable("the server is shutting down"));
   if (m.options.mirror != nullptr) m.options.mirror->stop();
+  if (m.options.remote_prefill != nullptr) m.options.remote_prefill->stop();
 }
 
 bool Engine::step() { return impl_->step(); }

@@ -4,8 +4,9 @@
 
 namespace peregrine {
 
-Scheduler::Scheduler(const SchedulerLimits& limits, KvCache& cache, PrefixCache* prefix_cache, LoraPool* lora)
-    : limits_(limits), cache_(cache), prefix_cache_(prefix_cache), lora_(lora) {}
+Scheduler::Scheduler(const SchedulerLimits& limits, KvCache& cache, PrefixCache* prefix_cache, LoraPool* lora,
+                     RemotePrefill* remote)
+    : limits_(limits), cache_(cache), prefix_cache_(prefix_cache), lora_(lora), remote_(remote) {}
 
 void Scheduler::enqueue(std::unique_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
 
@@ -42,7 +43,7 @@ bool Scheduler::reserve(Sequence& seq, std::int64_t n_tokens, bool may_preempt) 
     if (!may_preempt) return false;  // admissions never preempt running sequences
     std::size_t victim = running_.size();
     for (std::size_t i = running_.size(); i-- > 0;) {
-      if (running_[i].get() != &seq && !scheduled_.contains(running_[i].get())) {
+      if (running_[i].get() != &seq && !scheduled_.contains(running_[i].get()) && !running_[i]->awaiting_kv) {
         victim = i;
         break;
       }
@@ -93,6 +94,38 @@ bool Scheduler::pin_adapter(Sequence& seq) {
   return true;
 }
 
+// Marks the sequences whose K/V the remote prefill completed (their last token is left to
+// compute here) or failed.
+void Scheduler::receive_remote_kv() {
+  if (remote_ == nullptr) return;
+  for (auto& [id, status] : remote_->poll(cache_)) {
+    const auto it = std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p->id == id && p->awaiting_kv; });
+    if (it == running_.end()) continue;
+    Sequence& seq = **it;
+    if (!status) {  // stays awaiting_kv (never planned) until the engine ends it
+      failed_.emplace_back(&seq, std::move(status));
+      continue;
+    }
+    seq.awaiting_kv = false;
+    seq.n_computed = static_cast<std::int64_t>(seq.tokens.size()) - 1;
+    offer_blocks(seq);
+  }
+}
+
+// Admits `seq` (its cached prefix attached) with its K/V up to the last token from the remote
+// prefill: false when their blocks are not free.
+bool Scheduler::admit_remote(Sequence& seq) {
+  const std::int64_t n = static_cast<std::int64_t>(seq.tokens.size()) - 1 - seq.n_computed;
+  if (!reserve(seq, n, false)) return false;
+  remote_->request(seq.id, seq.kv_seq, std::span(seq.tokens).first(seq.tokens.size() - 1), seq.n_computed);
+  seq.awaiting_kv = true;
+  return true;
+}
+
+bool Scheduler::awaiting_remote() const {
+  return std::any_of(running_.begin(), running_.end(), [](const auto& p) { return p->awaiting_kv; });
+}
+
 bool Scheduler::is_running(const Sequence* seq) const {
   return std::any_of(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == seq; });
 }
@@ -102,6 +135,7 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
   scheduled_.clear();
   stuck_.clear();
   failed_.clear();
+  receive_remote_kv();
   std::int64_t budget = limits_.max_batch_tokens;
   auto plan = [&](Sequence& seq, std::int64_t n, std::int64_t n_draft) {
     chunks.push_back({&seq, n, n_draft});
@@ -116,7 +150,7 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
     for (const auto& p : running_) order.push_back(p.get());
     for (Sequence* seq : order) {
       if (budget == 0) break;
-      if (scheduled_.contains(seq) || (seq->n_pending() == 1) != decode || !is_running(seq)) continue;
+      if (scheduled_.contains(seq) || seq->awaiting_kv || (seq->n_pending() == 1) != decode || !is_running(seq)) continue;
       if (decode) {
         if (const std::int64_t n_draft = reserve_decode(*seq, budget); n_draft >= 0) {
           plan(*seq, 1, n_draft);
@@ -136,8 +170,9 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
   // at its max_loras), so the base and resident adapters keep running meanwhile.
   for (std::size_t i = 0; i < waiting_.size() && budget > 0 && static_cast<std::int32_t>(running_.size()) < limits_.max_running;) {
     Sequence& seq = *waiting_[i];
-    const std::int64_t worst = blocks_for_tokens(std::min<std::int64_t>(static_cast<std::int64_t>(seq.tokens.size()), budget),
-                                                 cache_.block_size());
+    const auto n_tokens = static_cast<std::int64_t>(seq.tokens.size());
+    // Remote prefill reserves the whole prompt at once (its K/V arrive without a chunk here).
+    const std::int64_t worst = blocks_for_tokens(remote_ != nullptr ? n_tokens : std::min(n_tokens, budget), cache_.block_size());
     const std::int64_t available = cache_.pool().n_free() + (prefix_cache_ ? prefix_cache_->n_evictable_blocks() : 0);
     if (worst > available) break;
     if (!pin_adapter(seq)) {
@@ -145,8 +180,9 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
       continue;
     }
     attach_cached_prefix(seq);
+    const bool remote = remote_ != nullptr && seq.n_pending() > 1;
     const std::int64_t n = std::min(seq.n_pending(), budget);
-    if (!reserve(seq, n, false)) {
+    if (remote ? !admit_remote(seq) : !reserve(seq, n, false)) {
       cache_.free_sequence(seq.kv_seq);
       seq.has_kv = false;
       seq.n_computed = seq.n_cached_blocks = 0;
@@ -154,7 +190,7 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
     }
     running_.push_back(std::move(waiting_[i]));
     waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
-    plan(seq, n, 0);
+    if (!remote) plan(seq, n, 0);
   }
   return chunks;
 }
@@ -176,6 +212,10 @@ std::unique_ptr<Sequence> Scheduler::remove(Sequence* seq) {
              w != waiting_.end()) {
     out = std::move(*w);
     waiting_.erase(w);
+  }
+  if (out && out->awaiting_kv) {
+    remote_->cancel(out->id);
+    out->awaiting_kv = false;
   }
   if (out && out->has_kv) {
     offer_blocks(*out);

@@ -213,6 +213,24 @@ void KvCache::write(std::int32_t seq, std::int64_t layer, std::int64_t pos, cons
   quantize_rtn(dtype_, std::span<const float>(v, n), slab(layer, 1) + offset);
 }
 
+void KvCache::read_rows(std::int32_t seq, std::int64_t layer, std::int64_t first, std::int64_t n, std::uint8_t* out) const {
+  const KvLayerView views[2] = {k_view(seq, layer), v_view(seq, layer)};
+  const auto bytes = static_cast<std::size_t>(row_bytes_);
+  for (const KvLayerView& view : views) {
+    for (std::int64_t p = first; p < first + n; ++p, out += bytes) std::memcpy(out, view.row(p), bytes);
+  }
+}
+
+void KvCache::write_rows(std::int32_t seq, std::int64_t layer, std::int64_t first, std::int64_t n, const std::uint8_t* in) {
+  const KvLayerView kview = k_view(seq, layer);
+  const auto bytes = static_cast<std::size_t>(row_bytes_);
+  for (int kv = 0; kv < 2; ++kv) {
+    for (std::int64_t p = first; p < first + n; ++p, in += bytes) {
+      std::memcpy(slab(layer, kv) + (kview.row(p) - kview.base), in, bytes);
+    }
+  }
+}
+
 void KvCache::set_length(std::int32_t seq, std::int64_t n) { seqs_[seq].length = n; }
 
 KvLayerView KvCache::k_view(std::int32_t seq, std::int64_t layer) const {

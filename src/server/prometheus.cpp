@@ -108,6 +108,8 @@ std::string prometheus_text(const EngineMetrics& m) {
   w.gauge("spec_tokens_per_step", "Tokens emitted per verification step (accepted + 1).", m.spec_tokens_per_step());
   w.counter("weight_bytes_read_total", "Weight bytes read by the model's matrix products.",
             static_cast<double>(m.weight_bytes_read_total));
+  w.counter("kv_bytes_shipped_total", "K/V cache bytes a disaggregated prefill instance shipped to this one (serve --role decode).",
+            static_cast<double>(m.kv_bytes_received_total));
   w.gauge("lora_adapters_resident", "LoRA adapters in memory (serve --max-loras caps them).",
           static_cast<double>(m.lora_adapters_resident));
   w.counter("lora_loads_total", "LoRA adapter loads, at startup and on demand.", static_cast<double>(m.lora_loads_total));

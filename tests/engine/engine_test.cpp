@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "peregrine/dist/kv_transfer.h"
 #include "peregrine/engine/generator.h"
 #include "peregrine/tokenizer/tokenizer.h"
 #include "test_models.h"
@@ -76,7 +77,10 @@ class EngineTest : public ::testing::Test {
                                             [o](const RequestResult& r) { o->result = r; o->finished = true; }});
       EXPECT_TRUE(id) << id.status().message();
     }
-    while (engine.step()) {}
+    // Until every request ended (an engine whose K/V come from a RemotePrefill has steps with
+    // nothing to compute), giving up after 1000 idle steps.
+    const auto unfinished = [&] { return std::any_of(out.begin(), out.end(), [](const Outcome& o) { return !o.finished; }); };
+    for (int idle = 0; idle < 1000 && unfinished();) idle += engine.step() ? 0 : 1;
     for (const Outcome& o : out) EXPECT_TRUE(o.finished);
     return out;
   }
@@ -215,6 +219,119 @@ TEST_F(EngineTest, AMirrorRunsEveryForwardOnItsOwnCache) {
   RequestOptions spec = greedy(prompts(1)[0], 8);
   spec.spec.method = SpecMethod::kPld;
   EXPECT_FALSE(engine->submit(spec, {}));
+}
+
+// The prefill instance of a disaggregated pair, in this process (dist/mpi_prefill.h moves the
+// same messages between two processes): a request is computed on its own model and cache at
+// the engine's next poll, and its rows messages are then applied in order.
+class LocalRemotePrefill final : public RemotePrefill {
+ public:
+  LocalRemotePrefill(std::unique_ptr<LlamaModel> model, DType kv_dtype, std::int64_t ctx, std::int64_t max_batch_tokens)
+      : model_(std::move(model)),
+        instance_(*model_, test::make_kv_cache(model_->config(), ctx, 1, kDefaultKvBlockSize, kv_dtype), pool_, max_batch_tokens) {}
+  void request(std::uint64_t id, std::int32_t kv_seq, std::span<const std::int32_t> tokens, std::int64_t from) override {
+    receiver_.expect(id, kv_seq, static_cast<std::int64_t>(tokens.size()));
+    queued_.push_back({id, from, std::vector<std::int32_t>(tokens.begin(), tokens.end())});
+  }
+  std::vector<std::pair<std::uint64_t, Status>> poll(KvCache& cache) override {
+    std::vector<std::vector<std::uint8_t>> messages;
+    for (const PrefillRequest& r : std::exchange(queued_, {})) {
+      instance_.run(r, [&](std::vector<std::uint8_t> m) { messages.push_back(std::move(m)); });
+    }
+    messages_ += static_cast<std::int64_t>(messages.size());
+    std::vector<std::pair<std::uint64_t, Status>> done;
+    for (const auto& m : messages) {
+      if (auto end = receiver_.apply(m, cache)) done.push_back(std::move(*end));
+    }
+    return done;
+  }
+  void cancel(std::uint64_t id) override { receiver_.cancel(id); }
+  std::int64_t bytes_received() const override { return receiver_.bytes(); }
+  void stop() override { ++stops_; }
+  std::int64_t messages() const { return messages_; }
+  int stops() const { return stops_; }
+
+ private:
+  std::unique_ptr<LlamaModel> model_;
+  ThreadPool pool_{1};
+  PrefillInstance instance_;
+  KvReceiver receiver_;
+  std::vector<PrefillRequest> queued_;
+  std::int64_t messages_ = 0;
+  int stops_ = 0;
+};
+
+TEST_F(EngineTest, ARemotePrefillGivesTheSameTokensAndShipsWhatThePrefixCacheLacks) {
+  for (const DType kv : {DType::kF32, DType::kQ8_0}) {
+    SCOPED_TRACE(std::string(dtype_name(kv)));
+    std::vector<RequestOptions> requests;
+    for (auto& p : prompts(8)) {
+      requests.push_back(greedy(p, 40));
+      requests.back().eos_id = -1;  // every token sampled is emitted
+    }
+    EngineOptions o = options(256);
+    o.kv.dtype = kv;
+    const std::vector<Outcome> local = run_all(*make_engine(o), requests);
+    LocalRemotePrefill remote(test::load_stories260k(), kv, 512, 8);  // 8-row chunks: several per prompt
+    o.remote_prefill = &remote;
+    auto engine = make_engine(o);
+    const std::vector<Outcome> shipped = run_all(*engine, requests);
+    const ModelConfig& c = model_->config();
+    const std::int64_t position_bytes = kv_block_bytes(c, 1, kv);  // K and V rows of every layer
+    std::int64_t positions = 0, messages = 0;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      EXPECT_EQ(shipped[i].tokens, local[i].tokens) << "request " << i;
+      EXPECT_EQ(shipped[i].result.reason, FinishReason::kLength);
+      const auto n = static_cast<std::int64_t>(requests[i].prompt.size()) - 1;  // all but the last prompt token
+      positions += n;
+      messages += c.n_layers * ((n + 7) / 8) + 1;  // a message per layer per chunk, then the end
+    }
+    EXPECT_EQ(engine->metrics().kv_bytes_received_total, positions * position_bytes);
+    EXPECT_EQ(remote.messages(), messages);
+    // The first prompt again: its full blocks are prefix-cache hits, only the rest is shipped.
+    const std::vector<Outcome> again = run_all(*engine, {requests[0]});
+    const std::int64_t n = static_cast<std::int64_t>(requests[0].prompt.size()) - 1, hit = n / 16 * 16;
+    ASSERT_GT(hit, 0);
+    EXPECT_EQ(again[0].result.cached_prompt_tokens, hit);
+    EXPECT_EQ(again[0].tokens, local[0].tokens);
+    EXPECT_EQ(engine->metrics().kv_bytes_received_total, (positions + n - hit) * position_bytes);
+    engine->shutdown(true);
+    EXPECT_EQ(remote.stops(), 1);
+  }
+}
+
+TEST_F(EngineTest, ARemotePrefillErrorOrCancelEndsOnlyItsRequest) {
+  EngineOptions o = options(256);
+  o.prefix_caching = false;
+  LocalRemotePrefill remote(test::load_stories260k(), DType::kF32, 32, 64);  // its cache holds 32 positions
+  o.remote_prefill = &remote;
+  auto engine = make_engine(o);
+  std::vector<std::int32_t> long_prompt;
+  for (const auto& p : prompts(6)) long_prompt.insert(long_prompt.end(), p.begin(), p.end());
+  ASSERT_GT(long_prompt.size(), 40u);
+  const std::vector<Outcome> out = run_all(*engine, {greedy(long_prompt, 8), greedy(prompts(1)[0], 8)});
+  EXPECT_EQ(out[0].result.reason, FinishReason::kError);
+  EXPECT_NE(out[0].result.error.message().find("prefill instance"), std::string::npos) << out[0].result.error.message();
+  EXPECT_EQ(out[1].result.reason, FinishReason::kLength);
+  EXPECT_EQ(out[1].tokens, alone(greedy(prompts(1)[0], 8)));
+  // Cancelled while its K/V are on their way: the rows that arrive later are dropped.
+  Outcome cancelled;
+  auto id = engine->submit(greedy(prompts(2)[1], 8), {nullptr, [&](const RequestResult& r) { cancelled.result = r; cancelled.finished = true; }});
+  ASSERT_TRUE(id);
+  engine->step();  // admitted: the request went to the prefill instance
+  engine->cancel(*id);
+  engine->step();
+  EXPECT_TRUE(cancelled.finished);
+  EXPECT_EQ(cancelled.result.reason, FinishReason::kCancelled);
+  engine->step();
+  EXPECT_EQ(engine->metrics().kv_blocks_free, engine->metrics().kv_blocks_total);
+  // What the prefill instance cannot serve is refused: speculative requests, a mirror.
+  RequestOptions spec = greedy(prompts(1)[0], 8);
+  spec.spec.method = SpecMethod::kPld;
+  EXPECT_FALSE(engine->submit(spec, {}));
+  LocalMirror mirror(test::load_stories260k(), o.kv);
+  o.mirror = &mirror;
+  EXPECT_FALSE(Engine::create(*model_, o, pool_));
 }
 
 TEST_F(EngineTest, PrefixCacheHitsGiveTheSameTokensWithSampling) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <span>
@@ -162,6 +163,25 @@ TEST(KvCache, RowsRoundTripInEveryDtype) {
       const auto want = row_of(7, p), got = read_row(c.k_view(7, 1), p);
       for (std::size_t i = 0; i < want.size(); ++i) {
         ASSERT_NEAR(got[i], want[i], round_trip_tolerance(dtype, want[i], std::fabs(want.back()))) << dtype_name(dtype) << " pos " << p;
+      }
+    }
+  }
+}
+
+TEST(KvCache, RowsReadOutLandBitForBitInACacheOfOtherBlocks) {
+  for (DType dtype : {DType::kF32, DType::kQ8_0, DType::kI8}) {
+    KvCache from = make(3, 5, dtype), to = make(4, 4, dtype);  // other block size, other sequence id
+    ASSERT_TRUE(from.reserve(7, 12).is_ok());
+    write_rows(from, 7, 0, 12);
+    ASSERT_TRUE(to.reserve(2, 12).is_ok());
+    const auto row = static_cast<std::size_t>(from.row_bytes());
+    std::vector<std::uint8_t> shipped(2 * 9 * row);  // positions [3, 12): K rows, then V rows
+    for (std::int64_t layer = 0; layer < 2; ++layer) {
+      from.read_rows(7, layer, 3, 9, shipped.data());
+      to.write_rows(2, layer, 3, 9, shipped.data());
+      for (std::int64_t p = 3; p < 12; ++p) {
+        EXPECT_EQ(std::memcmp(to.k_view(2, layer).row(p), from.k_view(7, layer).row(p), row), 0) << dtype_name(dtype) << " " << p;
+        EXPECT_EQ(std::memcmp(to.v_view(2, layer).row(p), from.v_view(7, layer).row(p), row), 0) << dtype_name(dtype) << " " << p;
       }
     }
   }

@@ -38,6 +38,7 @@ EngineMetrics busy_metrics() {
   m.prefix_tokens_queried = 100;
   m.prefix_tokens_hit = 25;
   m.prompt_tokens_total = 1234;
+  m.kv_bytes_received_total = 65536;
   m.generation_tokens_total = 567;
   m.prompt_tokens_per_s = 12.5;
   m.generation_tokens_per_s = 3.25;
@@ -109,6 +110,7 @@ TEST(Prometheus, EveryLineParsesAndFamiliesAreTyped) {
       {"peregrine_spec_acceptance_rate", "gauge"},
       {"peregrine_spec_tokens_per_step", "gauge"},
       {"peregrine_weight_bytes_read_total", "counter"},
+      {"peregrine_kv_bytes_shipped_total", "counter"},
       {"peregrine_lora_adapters_resident", "gauge"},
       {"peregrine_lora_loads_total", "counter"},
       {"peregrine_lora_evictions_total", "counter"},
@@ -120,6 +122,7 @@ TEST(Prometheus, EveryLineParsesAndFamiliesAreTyped) {
   EXPECT_EQ(value_of(samples, "peregrine_requests_running"), 2);
   EXPECT_DOUBLE_EQ(value_of(samples, "peregrine_prefix_cache_hit_rate"), 0.25);
   EXPECT_EQ(value_of(samples, "peregrine_prompt_tokens_total"), 1234);
+  EXPECT_EQ(value_of(samples, "peregrine_kv_bytes_shipped_total"), 65536);
   EXPECT_DOUBLE_EQ(value_of(samples, "peregrine_spec_acceptance_rate"), 0.75);
   EXPECT_DOUBLE_EQ(value_of(samples, "peregrine_spec_tokens_per_step"), 4.0);
   EXPECT_DOUBLE_EQ(value_of(samples, "peregrine_generation_tokens_per_second"), 3.25);

@@ -1,7 +1,8 @@
 // `serve --tp 2` / `--pp 2` under mpirun (dist/forward_mirror.h: rank 0's engine schedules, the
 // other rank runs every forward on its part of the model): concurrent greedy clients get one
 // process's text, streaming included; SIGTERM stops every rank; a rank killed mid-request ends
-// the run, the client gets an error, nothing hangs. Skipped without mpirun.
+// the run, the client gets an error, nothing hangs. A disaggregated prefill / decode pair
+// (serve --role) answers as one process too. Skipped without mpirun.
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -57,11 +59,8 @@ std::string completion(const std::string& url, const std::string& prompt, int n,
   return done ? text : "<no [DONE]>";
 }
 
-void check_serves_like_one_process(const std::vector<std::string>& split) {
-  if (mpirun_path().empty()) GTEST_SKIP() << "mpirun not found: install openmpi-bin (scripts/setup.sh)";
-  std::vector<std::string> args = {"-t", "1"};
-  args.insert(args.end(), split.begin(), split.end());
-  ServerProcess server(2, args);
+// 8 concurrent greedy clients, one streaming, get one process's text; then SIGTERM stops the run.
+void expect_answers_like_one_process(ServerProcess& server) {
   ASSERT_TRUE(server.ready()) << server.log();
   const std::vector<std::string> prompts = {"Once upon a time", "Lily and Tom"};
   std::vector<std::future<std::string>> replies;
@@ -76,8 +75,48 @@ void check_serves_like_one_process(const std::vector<std::string>& split) {
   EXPECT_NE(server.log().find("peregrine: server stopped"), std::string::npos) << server.log();
 }
 
+void check_serves_like_one_process(const std::vector<std::string>& split) {
+  if (mpirun_path().empty()) GTEST_SKIP() << "mpirun not found: install openmpi-bin (scripts/setup.sh)";
+  std::vector<std::string> args = {"-t", "1"};
+  args.insert(args.end(), split.begin(), split.end());
+  ServerProcess server(2, args);
+  expect_answers_like_one_process(server);
+}
+
 TEST(ServeParallel, TensorParallelAnswersAsOneProcess) { check_serves_like_one_process({"--tp", "2"}); }
 TEST(ServeParallel, PipelineAnswersAsOneProcess) { check_serves_like_one_process({"--pp", "2"}); }
+
+// serve --role decode beside serve --role prefill (dist/mpi_prefill.h): the prompts' K/V are
+// computed by the prefill process and shipped; the decode process's prefix cache spares
+// shipping the blocks it holds.
+TEST(ServeDisaggregated, APrefillDecodePairAnswersAsOneProcessAndShipsTheKvCache) {
+  if (mpirun_path().empty()) GTEST_SKIP() << "mpirun not found: install openmpi-bin (scripts/setup.sh)";
+  ServerProcess server({"-t", "1"}, {"-t", "1"});
+  ASSERT_TRUE(server.ready()) << server.log();
+  // stories260K: 5 layers, K and V rows of 32 f32 → 1280 bytes per prompt position.
+  constexpr double kPositionBytes = 5 * 2 * 32 * 4;
+  const std::string prompt = "Once upon a time there was a little girl who wanted to explore the world. She asked her mom";
+  const std::string want = one_process_text(prompt, 16);
+  EXPECT_EQ(completion(server.url(), prompt, 16, false), want);
+  const double first = metric(server, "peregrine_kv_bytes_shipped_total");
+  EXPECT_GT(first, 0);
+  EXPECT_EQ(std::fmod(first, kPositionBytes), 0);
+  EXPECT_EQ(completion(server.url(), prompt, 16, true), want);  // again, streamed: its full blocks are cached
+  const double again = metric(server, "peregrine_kv_bytes_shipped_total") - first;
+  EXPECT_GE(again, 0);
+  EXPECT_LE(again, first - 16 * kPositionBytes) << "a prefix-cache hit still shipped its blocks";
+  expect_answers_like_one_process(server);
+}
+
+TEST(ServeDisaggregated, RolesThatDoNotPairUpAreOneClearError) {
+  if (mpirun_path().empty()) GTEST_SKIP() << "mpirun not found: install openmpi-bin (scripts/setup.sh)";
+  ServerProcess two_decoders(2, {"-t", "1", "--role", "decode"});
+  EXPECT_FALSE(two_decoders.ready());
+  EXPECT_NE(two_decoders.log().find("one of each role"), std::string::npos) << two_decoders.log();
+  ServerProcess alone({"-t", "1", "--role", "prefill"});
+  EXPECT_FALSE(alone.ready());
+  EXPECT_NE(alone.log().find("runs as two MPI ranks"), std::string::npos) << alone.log();
+}
 
 TEST(ServeParallel, ARankKilledMidRequestFailsTheClientWithoutAHang) {
   if (mpirun_path().empty()) GTEST_SKIP() << "mpirun not found: install openmpi-bin (scripts/setup.sh)";

@@ -111,17 +111,6 @@ Streamed stream(const ServerProcess& s, Json body, const std::function<void(int)
 }
 
 /// The value of an unlabelled (or exactly labelled) sample in /metrics; -1 if absent.
-double metric(const ServerProcess& s, const std::string& name) {
-  httplib::Client client(s.url());
-  auto r = client.Get("/metrics");
-  if (!r || r->status != 200) return -1;
-  std::istringstream in(r->body);
-  for (std::string line; std::getline(in, line);) {
-    if (line.starts_with(name + " ")) return std::stod(line.substr(name.size() + 1));
-  }
-  return -1;
-}
-
 /// Distinct openings of real TinyStories sentences (the first five words of each).
 std::vector<std::string> story_openings(std::size_t n) {
   const std::string text = test::read_file(test::shared_dir() + "/data/tinystories/tinystories_valid_excerpt.txt");

@@ -5,7 +5,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <httplib.h>
+
 #include <chrono>
+#include <sstream>
 #include <regex>
 #include <thread>
 
@@ -21,11 +24,25 @@ using Clock = std::chrono::steady_clock;
 ServerProcess::ServerProcess(const std::vector<std::string>& args) : ServerProcess(0, args) {}
 
 ServerProcess::ServerProcess(int ranks, const std::vector<std::string>& args) {
-  ::signal(SIGPIPE, SIG_IGN);  // a test client writing to a server that hung up gets EPIPE, not killed
-  log_path_ = make_temp_dir() + "/serve.log";
   std::vector<std::string> argv_s = ranks > 0 ? mpirun_command(ranks) : std::vector<std::string>{peregrine_binary()};
   for (const char* a : {"serve", "--port", "0"}) argv_s.push_back(a);
   argv_s.insert(argv_s.end(), args.begin(), args.end());
+  start(std::move(argv_s), ranks > 0);
+}
+
+ServerProcess::ServerProcess(const std::vector<std::string>& decode_args, const std::vector<std::string>& prefill_args) {
+  std::vector<std::string> argv_s = mpirun_command(1);
+  for (const char* a : {"serve", "--port", "0", "--role", "decode"}) argv_s.push_back(a);
+  argv_s.insert(argv_s.end(), decode_args.begin(), decode_args.end());
+  for (const std::string& a : {std::string(":"), std::string("-np"), std::string("1"), peregrine_binary()}) argv_s.push_back(a);
+  for (const char* a : {"serve", "--role", "prefill"}) argv_s.push_back(a);
+  argv_s.insert(argv_s.end(), prefill_args.begin(), prefill_args.end());
+  start(std::move(argv_s), true);
+}
+
+void ServerProcess::start(std::vector<std::string> argv_s, bool mpirun) {
+  ::signal(SIGPIPE, SIG_IGN);  // a test client writing to a server that hung up gets EPIPE, not killed
+  log_path_ = make_temp_dir() + "/serve.log";
   pid_ = ::fork();
   if (pid_ == 0) {
     const int err = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -33,7 +50,7 @@ ServerProcess::ServerProcess(int ranks, const std::vector<std::string>& args) {
     ::dup2(null, 0);
     ::dup2(null, 1);
     ::dup2(err, 2);
-    if (ranks > 0) set_mpirun_environment();
+    if (mpirun) set_mpirun_environment();
     std::vector<char*> argv;
     for (auto& a : argv_s) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -76,6 +93,17 @@ int ServerProcess::stop(int signal, double timeout_s) {
       return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return -1;
+}
+
+double metric(const ServerProcess& server, const std::string& name) {
+  httplib::Client client(server.url());
+  auto r = client.Get("/metrics");
+  if (!r || r->status != 200) return -1;
+  std::istringstream in(r->body);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with(name + " ")) return std::stod(line.substr(name.size() + 1));
   }
   return -1;
 }

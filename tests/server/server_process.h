@@ -18,6 +18,10 @@ class ServerProcess {
   /// The same under `mpirun --oversubscribe -np ranks` (test_paths.h: mpirun_command), with
   /// mpirun's environment; pid() is mpirun's.
   ServerProcess(int ranks, const std::vector<std::string>& args);
+  /// A disaggregated pair under mpirun (serve --role): `mpirun --oversubscribe -np 1 peregrine
+  /// serve --port 0 --role decode <decode_args> : -np 1 peregrine serve --role prefill
+  /// <prefill_args>`; pid() is mpirun's.
+  ServerProcess(const std::vector<std::string>& decode_args, const std::vector<std::string>& prefill_args);
   ~ServerProcess();  // SIGKILL if still running
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
@@ -35,9 +39,14 @@ class ServerProcess {
   pid_t pid() const { return pid_; }
 
  private:
+  // Starts argv (under mpirun's environment when `mpirun`) and waits for the listening line.
+  void start(std::vector<std::string> argv_s, bool mpirun);
   pid_t pid_ = -1;
   int port_ = 0;
   std::string log_path_;
 };
+
+/// The value of the unlabelled sample `name` of `server`'s /metrics, -1 when absent.
+double metric(const ServerProcess& server, const std::string& name);
 
 }  // namespace peregrine::test

@@ -4,7 +4,9 @@
 // entry point reports kUnavailable.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "peregrine/core/status.h"
 #include "peregrine/model/pipeline_parallel.h"
@@ -38,6 +40,9 @@ class MpiWorld {
   /// broadcasts the logits (MPI_Bcast). Collective over the world. Errors: kInvalidArgument
   /// unless tp, pp >= 1 and size() == tp · pp.
   Expected<std::shared_ptr<PipelineStageLink>> pipeline_stage_link(int tp, int pp);
+
+  /// Every rank's `value`, in rank order (MPI_Allgather; collective over the world).
+  std::vector<std::int64_t> all_gather(std::int64_t value) const;
 
   /// Ends every rank of the run (MPI_Abort with `code`): for an error on one rank, which would
   /// otherwise leave the others waiting in a collective. Does not return.

@@ -19,6 +19,7 @@
 #include "peregrine/model/llama_model.h"
 #include "peregrine/engine/forward_mirror.h"
 #include "peregrine/engine/lora_pool.h"
+#include "peregrine/engine/remote_prefill.h"
 #include "peregrine/spec/drafter.h"
 
 namespace peregrine {
@@ -43,13 +44,19 @@ struct EngineOptions {
   /// null. Not owned; the engine calls its stop() when it shuts down. Needs prefix_caching off,
   /// no drafter and no LoRA pool (the only KV changes outside a forward are then frees).
   ForwardMirror* mirror = nullptr;
+  /// A prefill instance computing the prompts' K/V (engine/remote_prefill.h): this engine is
+  /// then the decode instance of a disaggregated pair. Or null. Not owned; the engine calls its
+  /// stop() when it shuts down. Needs no mirror, drafter or LoRA pool (the prefill instance
+  /// runs the base model alone).
+  RemotePrefill* remote_prefill = nullptr;
 };
 
 class Engine {
  public:
   /// An engine over `model` (which must outlive it), computing on `pool`.
   /// Errors: kInvalidArgument (max_batch_tokens < 1, prefill_budget < 0, max_running < 1, max_waiting < 0,
-  /// ctx_len outside [0, model context], a mirror with prefix caching, a drafter or LoRA) and
+  /// ctx_len outside [0, model context], a mirror with prefix caching, a drafter or LoRA, a
+  /// remote prefill with a mirror, a drafter or LoRA) and
   /// those of KvCache::create.
   static Expected<std::unique_ptr<Engine>> create(const LlamaModel& model, const EngineOptions& options,
                                                   ThreadPool& pool);
@@ -59,7 +66,7 @@ class Engine {
   /// Errors: kInvalidArgument (empty prompt, max_tokens < 1, bad sampling params,
   /// top_logprobs > 20, token id outside the vocabulary, bad spec params or a speculative
   /// method this engine has no drafter for, a LoRA adapter it lacks, speculation or LoRA on a
-  /// CUDA model or with a mirror), kOutOfRange (prompt + 1 token longer
+  /// CUDA model, with a mirror or a remote prefill), kOutOfRange (prompt + 1 token longer
   /// than the context, or needing more KV blocks than the whole pool), kResourceExhausted
   /// (the waiting queue is full), kUnavailable (shutting down).
   Expected<std::uint64_t> submit(RequestOptions request, RequestCallbacks callbacks);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "peregrine/engine/lora_pool.h"
+#include "peregrine/engine/remote_prefill.h"
 #include "peregrine/engine/sequence.h"
 #include "peregrine/kv/kv_cache.h"
 #include "peregrine/kv/prefix_cache.h"
@@ -41,9 +42,10 @@ struct ScheduledChunk {
 
 class Scheduler {
  public:
-  /// `prefix_cache` may be null (prefix caching off), `lora` too (requests without adapters).
-  /// All must outlive the scheduler.
-  Scheduler(const SchedulerLimits& limits, KvCache& cache, PrefixCache* prefix_cache, LoraPool* lora = nullptr);
+  /// `prefix_cache` may be null (prefix caching off), `lora` too (requests without adapters),
+  /// `remote` too (prompts prefilled here). All must outlive the scheduler.
+  Scheduler(const SchedulerLimits& limits, KvCache& cache, PrefixCache* prefix_cache, LoraPool* lora = nullptr,
+            RemotePrefill* remote = nullptr);
 
   /// Appends a new request to the waiting queue (FCFS).
   void enqueue(std::unique_ptr<Sequence> seq);
@@ -59,6 +61,11 @@ class Scheduler {
   /// prefix cache evicts, and then the most recently admitted running sequence is preempted
   /// (its KV freed, its tokens kept; it goes back to the front of the queue and is
   /// recomputed later). The returned chunks are ordered like the Batch rows to build.
+  /// With a RemotePrefill, an admitted request whose tokens but the last are not all in the
+  /// cache reserves blocks for them and asks the remote for their K/V instead of taking a
+  /// chunk (it is then awaiting_kv: never scheduled nor preempted); the rows that arrived are
+  /// written first, and a request whose K/V are complete decodes from its last prompt token
+  /// (a remote error sends it to failed()).
   std::vector<ScheduledChunk> schedule();
 
   /// Marks chunks as computed (n_computed advances) and offers newly completed full blocks
@@ -73,6 +80,8 @@ class Scheduler {
   const std::vector<std::unique_ptr<Sequence>>& running() const { return running_; }
   const std::deque<std::unique_ptr<Sequence>>& waiting() const { return waiting_; }
   std::int64_t preemptions() const { return preemptions_; }
+  /// Whether a running sequence waits for its K/V from the RemotePrefill.
+  bool awaiting_remote() const;
   /// Running sequences the last schedule() could not give a block although nothing else was
   /// left to preempt: the pool cannot hold them; the engine ends them (finish reason length).
   const std::vector<Sequence*>& stuck() const { return stuck_; }
@@ -88,11 +97,14 @@ class Scheduler {
   void preempt(std::size_t running_index);
   void offer_blocks(Sequence& seq);
   bool pin_adapter(Sequence& seq);
+  void receive_remote_kv();
+  bool admit_remote(Sequence& seq);
 
   SchedulerLimits limits_;
   KvCache& cache_;
   PrefixCache* prefix_cache_;
   LoraPool* lora_;
+  RemotePrefill* remote_;
   std::vector<std::unique_ptr<Sequence>> running_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::unordered_set<const Sequence*> scheduled_;  // sequences with a chunk in this step

@@ -46,6 +46,7 @@ struct Sequence {
   std::int64_t n_computed = 0;       // positions whose K/V are in the cache (<= tokens.size())
   std::int64_t n_cached_blocks = 0;  // full blocks already offered to the prefix cache
   bool has_kv = false;               // the KV cache knows kv_seq
+  bool awaiting_kv = false;          // a RemotePrefill is shipping its K/V up to tokens.size() - 1
   std::int32_t lora_slot = -1;       // the LoraPool slot pinned for request.lora_adapter once admitted
   Sampler sampler;
   SpecState spec;

@@ -117,6 +117,18 @@ class KvCache {
   /// the whole kv_dim row, absmax / 127 or absmax / the FP8 format's max). Precondition:
   /// reserve(seq, pos + 1) succeeded.
   void write(std::int32_t seq, std::int64_t layer, std::int64_t pos, const float* k, const float* v);
+  /// Bytes of one position's K (or V) row of one layer in the KV dtype (kv_dim values).
+  std::int64_t row_bytes() const { return row_bytes_; }
+  /// Copies the stored K rows, then the V rows, of positions [first, first + n) of `layer` of
+  /// `seq` into `out` (2 · n · row_bytes() bytes, in the KV dtype, position-major): what a
+  /// disaggregated prefill instance ships (dist/kv_transfer.h). Precondition: the positions
+  /// were written (reserve'd and computed).
+  void read_rows(std::int32_t seq, std::int64_t layer, std::int64_t first, std::int64_t n, std::uint8_t* out) const;
+  /// The inverse of read_rows on another cache of the same model and KV dtype: stores `in`
+  /// (2 · n · row_bytes() bytes: K rows, then V rows) at positions [first, first + n) of
+  /// `layer` of `seq`, as they are (no conversion). Precondition: reserve(seq, first + n)
+  /// succeeded; length(seq) is left as is (set_length).
+  void write_rows(std::int32_t seq, std::int64_t layer, std::int64_t first, std::int64_t n, const std::uint8_t* in);
   /// Sets length(seq) = n after a forward wrote positions up to n - 1.
   void set_length(std::int32_t seq, std::int64_t n);
 
