@@ -27,10 +27,15 @@
 #                  default 8; the first --prefill-budget). Prints each run's tokens/s and the
 #                  ratio LoRA / base per round and of the means (issue #21: >= 0.80 with 8 adapters
 #                  and 8 clients). --bin runs another peregrine binary (an older build: before/after).
+#
+# Disaggregated case: bench/serving_bench.sh --disaggregate [--rounds K] [--clients "8"] [--model M]
+#   per round, one `serve -t THREADS`, then the pair `mpirun -np 1 serve --role decode -t T/2 :
+#   -np 1 serve --role prefill -t T/2` (same prefill budget, the first --prefill-budget), the same
+#   load; prints each run's tokens/s, TTFT and ITL, the pair's KV bytes shipped, and the ratios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=build/bin/peregrine
-LLAMA_SERVER="" MODEL="" THREADS=2 CLIENTS="" BUDGETS=8 OUT=build/serving-bench LORAS=0 LORA_RANK=16 ROUNDS=2
+LLAMA_SERVER="" MODEL="" THREADS=2 CLIENTS="" BUDGETS=8 OUT=build/serving-bench LORAS=0 LORA_RANK=16 ROUNDS=2 DISAGGREGATE=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --llama-server) LLAMA_SERVER="$2"; shift 2 ;;
@@ -43,10 +48,11 @@ while [ $# -gt 0 ]; do
     --lora-rank) LORA_RANK="$2"; shift 2 ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
     --bin) BIN="$2"; shift 2 ;;
+    --disaggregate) DISAGGREGATE=1; shift ;;
     *) echo "unknown argument: $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
-if [ -z "$CLIENTS" ]; then if [ "$LORAS" -gt 0 ]; then CLIENTS=8; else CLIENTS="1 8 32"; fi; fi
+if [ -z "$CLIENTS" ]; then if [ "$LORAS" -gt 0 ] || [ "$DISAGGREGATE" = 1 ]; then CLIENTS=8; else CLIENTS="1 8 32"; fi; fi
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json  # no figure of an earlier run in this table
 MODEL=${MODEL:-$OUT/tinyllama-1.1b-q4_0.gguf}
@@ -71,6 +77,15 @@ start_peregrine() {  # CLIENTS BUDGET [SERVE ARGS...] (in this shell: SERVER and
   shift 2
   "$BIN" serve -m "$MODEL" -t "$THREADS" --port 0 --parallel "$c" --max-queue 256 --ctx 2048 \
     --ctx-total 65536 --prefill-budget "$b" "$@" > "$OUT/serve.log" 2>&1 &
+  SERVER=$!
+  wait_url "$OUT/serve.log"
+}
+start_pair() {  # CLIENTS BUDGET: serve --role decode beside serve --role prefill under mpirun
+  local half=$(( THREADS / 2 > 0 ? THREADS / 2 : 1 ))
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 \
+    mpirun --oversubscribe -np 1 "$BIN" serve --role decode -m "$MODEL" -t "$half" --port 0 --parallel "$1" --max-queue 256 \
+    --ctx 2048 --ctx-total 65536 --prefill-budget "$2" : -np 1 "$BIN" serve --role prefill -m "$MODEL" -t "$half" --ctx 2048 \
+    > "$OUT/serve.log" 2>&1 &
   SERVER=$!
   wait_url "$OUT/serve.log"
 }
@@ -133,6 +148,46 @@ for c in clients:
                   f"{j['itl_ms']['p50']:.1f} / {j['itl_ms']['p99']:.1f} | {errors(j)} | {ratio} |")
     mb, ml = sum(base_tps) / rounds, sum(lora_tps) / rounds
     print(f"clients {c}: base {mb:.2f} tok/s, {loras} adapters {ml:.2f} tok/s (means of {rounds} rounds), LoRA / base = {ml / mb:.3f}")
+PY
+  exit 0
+fi
+
+if [ "$DISAGGREGATE" = 1 ]; then
+  BUDGET=${BUDGETS%% *}
+  for c in $CLIENTS; do
+    for r in $(seq "$ROUNDS"); do
+      start_peregrine "$c" "$BUDGET"
+      [ -n "$URL" ] || { echo "peregrine did not start, see $OUT" >&2; exit 1; }
+      run_load "$URL" "$c" "one-c$c-r$r"
+      stop_server
+      start_pair "$c" "$BUDGET"
+      [ -n "$URL" ] || { echo "the prefill / decode pair did not start, see $OUT" >&2; exit 1; }
+      run_load "$URL" "$c" "pair-c$c-r$r"
+      curl -s "$URL/metrics" | awk '/^peregrine_kv_bytes_shipped_total /{print $2}' > "$OUT/pair-c$c-r$r.kv"
+      stop_server
+    done
+  done
+  /usr/bin/python3 - "$OUT" "$ROUNDS" "$MODEL" "$THREADS" $CLIENTS <<'PY'
+import json, sys
+out, rounds, model, threads, clients = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5:]
+load = lambda name: json.load(open(f"{out}/{name}.json"))
+half = max(threads // 2, 1)
+print(f"model {model}; one process × {threads} threads vs a prefill / decode pair × {half} thread(s) each, same load, alternated")
+print("| case | clients | round | out tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | errors | KV MB shipped |")
+print("|---|---|---|---|---|---|---|---|")
+for c in clients:
+    sums = {"one": [0, 0, 0], "pair": [0, 0, 0]}
+    for r in range(1, rounds + 1):
+        for case in ("one", "pair"):
+            j = load(f"{case}-c{c}-r{r}")
+            kv = open(f"{out}/pair-c{c}-r{r}.kv").read().strip() if case == "pair" else ""
+            kv = f"{float(kv) / 1e6:.1f}" if kv else ""
+            label = f"one process × {threads}" if case == "one" else f"pair × {half} + {half}"
+            print(f"| {label} | {c} | {r} | {j['output_tps']:.2f} | {j['ttft_ms']['p50']:.0f} / {j['ttft_ms']['p99']:.0f} | "
+                  f"{j['itl_ms']['p50']:.1f} / {j['itl_ms']['p99']:.1f} | {sum(j['errors'].values())} | {kv} |")
+            for i, v in enumerate((j["output_tps"], j["ttft_ms"]["p99"], j["itl_ms"]["p99"])): sums[case][i] += v / rounds
+    o, p = sums["one"], sums["pair"]
+    print(f"clients {c}, means of {rounds} rounds: pair / one process: tok/s {p[0] / o[0]:.3f}, TTFT p99 {p[1] / o[1]:.3f}, ITL p99 {p[2] / o[2]:.3f}")
 PY
   exit 0
 fi
