@@ -28,14 +28,17 @@
 #                  ratio LoRA / base per round and of the means (issue #21: >= 0.80 with 8 adapters
 #                  and 8 clients). --bin runs another peregrine binary (an older build: before/after).
 #
-# Disaggregated case: bench/serving_bench.sh --disaggregate [--rounds K] [--clients "8"] [--model M]
-#   per round, one `serve -t THREADS`, then the pair `mpirun -np 1 serve --role decode -t T/2 :
-#   -np 1 serve --role prefill -t T/2` (same prefill budget, the first --prefill-budget), the same
-#   load; prints each run's tokens/s, TTFT and ITL, the pair's KV bytes shipped, and the ratios.
+# Across processes: bench/serving_bench.sh [--disaggregate] [--pipeline "1 2"] [--rounds K]
+#                                          [--clients "8"] [--model M]
+#   per round, one `serve -t THREADS`, then with --disaggregate the pair `mpirun -np 1 serve
+#   --role decode -t T/2 : -np 1 serve --role prefill -t T/2`, and with --pipeline `mpirun -np 2
+#   serve --pp 2 -t T/2 --pp-micro-batches M` for each M listed (the same prefill budget, the
+#   first --prefill-budget; the same load); prints each run's tokens/s, TTFT and ITL, the pair's
+#   KV bytes shipped, and each case's ratios to one process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=build/bin/peregrine
-LLAMA_SERVER="" MODEL="" THREADS=2 CLIENTS="" BUDGETS=8 OUT=build/serving-bench LORAS=0 LORA_RANK=16 ROUNDS=2 DISAGGREGATE=0
+LLAMA_SERVER="" MODEL="" THREADS=2 CLIENTS="" BUDGETS=8 OUT=build/serving-bench LORAS=0 LORA_RANK=16 ROUNDS=2 CASES=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --llama-server) LLAMA_SERVER="$2"; shift 2 ;;
@@ -48,11 +51,12 @@ while [ $# -gt 0 ]; do
     --lora-rank) LORA_RANK="$2"; shift 2 ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
     --bin) BIN="$2"; shift 2 ;;
-    --disaggregate) DISAGGREGATE=1; shift ;;
+    --disaggregate) CASES="$CASES pair"; shift ;;
+    --pipeline) for m in $2; do CASES="$CASES pp2-mb$m"; done; shift 2 ;;
     *) echo "unknown argument: $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
-if [ -z "$CLIENTS" ]; then if [ "$LORAS" -gt 0 ] || [ "$DISAGGREGATE" = 1 ]; then CLIENTS=8; else CLIENTS="1 8 32"; fi; fi
+if [ -z "$CLIENTS" ]; then if [ "$LORAS" -gt 0 ] || [ -n "$CASES" ]; then CLIENTS=8; else CLIENTS="1 8 32"; fi; fi
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json  # no figure of an earlier run in this table
 MODEL=${MODEL:-$OUT/tinyllama-1.1b-q4_0.gguf}
@@ -80,12 +84,15 @@ start_peregrine() {  # CLIENTS BUDGET [SERVE ARGS...] (in this shell: SERVER and
   SERVER=$!
   wait_url "$OUT/serve.log"
 }
-start_pair() {  # CLIENTS BUDGET: serve --role decode beside serve --role prefill under mpirun
-  local half=$(( THREADS / 2 > 0 ? THREADS / 2 : 1 ))
-  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 \
-    mpirun --oversubscribe -np 1 "$BIN" serve --role decode -m "$MODEL" -t "$half" --port 0 --parallel "$1" --max-queue 256 \
-    --ctx 2048 --ctx-total 65536 --prefill-budget "$2" : -np 1 "$BIN" serve --role prefill -m "$MODEL" -t "$half" --ctx 2048 \
-    > "$OUT/serve.log" 2>&1 &
+start_case() {  # CASE CLIENTS BUDGET: one process, the prefill / decode pair, or pp2-mbM, under mpirun
+  local half=$(( THREADS / 2 > 0 ? THREADS / 2 : 1 )) common=(-m "$MODEL" --port 0 --parallel "$2" --max-queue 256 --ctx 2048 --ctx-total 65536 --prefill-budget "$3")
+  local mpi=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 mpirun --oversubscribe)
+  case "$1" in
+    one) start_peregrine "$2" "$3"; return ;;
+    pair) "${mpi[@]}" -np 1 "$BIN" serve --role decode "${common[@]}" -t "$half" : \
+            -np 1 "$BIN" serve --role prefill -m "$MODEL" -t "$half" --ctx 2048 > "$OUT/serve.log" 2>&1 & ;;
+    pp2-mb*) "${mpi[@]}" -np 2 "$BIN" serve --pp 2 --pp-micro-batches "${1#pp2-mb}" "${common[@]}" -t "$half" > "$OUT/serve.log" 2>&1 & ;;
+  esac
   SERVER=$!
   wait_url "$OUT/serve.log"
 }
@@ -152,42 +159,44 @@ PY
   exit 0
 fi
 
-if [ "$DISAGGREGATE" = 1 ]; then
+if [ -n "$CASES" ]; then
   BUDGET=${BUDGETS%% *}
   for c in $CLIENTS; do
     for r in $(seq "$ROUNDS"); do
-      start_peregrine "$c" "$BUDGET"
-      [ -n "$URL" ] || { echo "peregrine did not start, see $OUT" >&2; exit 1; }
-      run_load "$URL" "$c" "one-c$c-r$r"
-      stop_server
-      start_pair "$c" "$BUDGET"
-      [ -n "$URL" ] || { echo "the prefill / decode pair did not start, see $OUT" >&2; exit 1; }
-      run_load "$URL" "$c" "pair-c$c-r$r"
-      curl -s "$URL/metrics" | awk '/^peregrine_kv_bytes_shipped_total /{print $2}' > "$OUT/pair-c$c-r$r.kv"
-      stop_server
+      for case in one $CASES; do
+        start_case "$case" "$c" "$BUDGET"
+        [ -n "$URL" ] || { echo "$case did not start, see $OUT/serve.log" >&2; exit 1; }
+        run_load "$URL" "$c" "$case-c$c-r$r"
+        curl -s "$URL/metrics" | awk '/^peregrine_kv_bytes_shipped_total /{print $2}' > "$OUT/$case-c$c-r$r.kv"
+        stop_server
+      done
     done
   done
-  /usr/bin/python3 - "$OUT" "$ROUNDS" "$MODEL" "$THREADS" $CLIENTS <<'PY'
+  /usr/bin/python3 - "$OUT" "$ROUNDS" "$MODEL" "$THREADS" "one $CASES" $CLIENTS <<'PY'
 import json, sys
-out, rounds, model, threads, clients = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5:]
+out, rounds, model, threads, cases, clients = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5].split(), sys.argv[6:]
 load = lambda name: json.load(open(f"{out}/{name}.json"))
 half = max(threads // 2, 1)
-print(f"model {model}; one process × {threads} threads vs a prefill / decode pair × {half} thread(s) each, same load, alternated")
+labels = {"one": f"one process × {threads} threads", "pair": f"prefill / decode pair × {half} + {half}"}
+label = lambda case: labels[case] if case in labels else f"--pp 2 × {half} thread(s), {case.split('mb')[1]} micro-batches"
+print(f"model {model}; the same load on each, alternated per round")
 print("| case | clients | round | out tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | errors | KV MB shipped |")
 print("|---|---|---|---|---|---|---|---|")
 for c in clients:
-    sums = {"one": [0, 0, 0], "pair": [0, 0, 0]}
+    means = {case: [0.0, 0.0, 0.0] for case in cases}
     for r in range(1, rounds + 1):
-        for case in ("one", "pair"):
+        for case in cases:
             j = load(f"{case}-c{c}-r{r}")
-            kv = open(f"{out}/pair-c{c}-r{r}.kv").read().strip() if case == "pair" else ""
-            kv = f"{float(kv) / 1e6:.1f}" if kv else ""
-            label = f"one process × {threads}" if case == "one" else f"pair × {half} + {half}"
-            print(f"| {label} | {c} | {r} | {j['output_tps']:.2f} | {j['ttft_ms']['p50']:.0f} / {j['ttft_ms']['p99']:.0f} | "
+            kv = open(f"{out}/{case}-c{c}-r{r}.kv").read().strip()
+            kv = f"{float(kv) / 1e6:.1f}" if kv and float(kv) > 0 else ""
+            print(f"| {label(case)} | {c} | {r} | {j['output_tps']:.2f} | {j['ttft_ms']['p50']:.0f} / {j['ttft_ms']['p99']:.0f} | "
                   f"{j['itl_ms']['p50']:.1f} / {j['itl_ms']['p99']:.1f} | {sum(j['errors'].values())} | {kv} |")
-            for i, v in enumerate((j["output_tps"], j["ttft_ms"]["p99"], j["itl_ms"]["p99"])): sums[case][i] += v / rounds
-    o, p = sums["one"], sums["pair"]
-    print(f"clients {c}, means of {rounds} rounds: pair / one process: tok/s {p[0] / o[0]:.3f}, TTFT p99 {p[1] / o[1]:.3f}, ITL p99 {p[2] / o[2]:.3f}")
+            for i, v in enumerate((j["output_tps"], j["ttft_ms"]["p99"], j["itl_ms"]["p99"])): means[case][i] += v / rounds
+    o = means["one"]
+    for case in cases[1:]:
+        m = means[case]
+        print(f"clients {c}, means of {rounds} rounds, {label(case)} / one process: tok/s {m[0] / o[0]:.3f}, "
+              f"TTFT p99 {m[1] / o[1]:.3f}, ITL p99 {m[2] / o[2]:.3f}")
 PY
   exit 0
 fi

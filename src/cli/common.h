@@ -24,6 +24,7 @@ struct ModelOptions {
   std::string device = "cpu";  // -d/--device: cpu, or cuda (WeightPlacement::kCuda)
   std::int32_t tp = 1;         // --tp: tensor-parallel MPI ranks (cli/parallel_options.h)
   std::int32_t pp = 1;         // --pp: pipeline stages (MPI ranks: tp · pp in all)
+  std::int32_t pp_micro_batches = 0;  // --pp-micro-batches: parts of a batch in flight through the stages (0: one per stage)
 };
 
 /// Adds -m/--model and --tokenizer to `cmd`.

@@ -49,6 +49,11 @@ void add_parallel_options(CLI::App& cmd, ModelOptions& o) {
                  "Pipeline stages: each holds a contiguous range of the layers and hands the residual stream to the "
                  "next; with --tp, run as `mpirun -np TP·PP`")
       ->check(CLI::Range(1, 1024));
+  cmd.add_option("--pp-micro-batches", o.pp_micro_batches,
+                 "With --pp: cut a batch of several sequences (serve) into up to N micro-batches that follow each other "
+                 "through the stages, so that the stages overlap (GPipe); 0 = one per stage")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
 }
 
 Status start_parallel_run(const ModelOptions& o) {
@@ -97,7 +102,8 @@ Status attach_parallel(LlamaModel& model, const ModelOptions& o) {
   }
   if (o.pp == 1) return Status::ok();
   PEREGRINE_ASSIGN_OR_RETURN(auto link, world->pipeline_stage_link(o.tp, o.pp));
-  return model.set_pipeline_stage(std::move(link));
+  PEREGRINE_RETURN_IF_ERROR(model.set_pipeline_stage(std::move(link)));
+  return model.set_pipeline_micro_batches(o.pp_micro_batches);
 }
 
 std::FILE* error_stream() { return g_error_stream != nullptr ? g_error_stream : stderr; }

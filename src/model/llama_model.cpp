@@ -17,6 +17,7 @@
 #include "peregrine/kernels/cpu/q4_0_packed.h"
 #include "peregrine/kernels/cpu/sparse_nm_q8_packed.h"
 #include "peregrine/kernels/cpu/sparse_nm_packed.h"
+#include "peregrine/model/micro_batches.h"
 #include "peregrine/model/moe_ffn.h"
 #include "peregrine/quant/dequantize.h"
 
@@ -639,6 +640,12 @@ Status LlamaModel::set_pipeline_stage(std::shared_ptr<PipelineStageLink> link) {
   return Status::ok();
 }
 
+Status LlamaModel::set_pipeline_micro_batches(std::int64_t n) {
+  if (n < 0) return invalid_argument("pipeline micro-batches must be >= 0 (got " + std::to_string(n) + ")");
+  pp_micro_batches_ = n;
+  return Status::ok();
+}
+
 void LlamaModel::lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits,
                          ThreadPool& pool) const {
   const ForwardOpTimer timed = timer(ForwardOp::kLmHead);
@@ -700,6 +707,8 @@ Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float
   PEREGRINE_RETURN_IF_ERROR(reserve(batch, rows, cache));
   if (cuda_ != nullptr) {
     PEREGRINE_RETURN_IF_ERROR(forward_cuda(batch, rows, cache, logits, n_layers));
+  } else if (pp_ != nullptr && pp_->n_stages() > 1) {
+    forward_pipelined(batch, cache, logits, pool, n_layers, observer, lora);
   } else {
     forward_cpu(batch, rows, cache, logits, pool, n_layers, observer, batch.lora_slots.empty() ? nullptr : lora);
   }
@@ -735,7 +744,19 @@ void LlamaModel::forward_cpu(const Batch& batch, const BatchLayout& rows, KvCach
     pp_->send_hidden(s.x);
     logits.resize(static_cast<std::size_t>(batch.n_logits() * config().vocab_size));
   }
-  if (pp_ != nullptr && pp_->n_stages() > 1) pp_->broadcast_logits(logits);
+}
+
+void LlamaModel::forward_pipelined(const Batch& batch, KvCache& cache, std::vector<float>& logits, ThreadPool& pool,
+                                   std::int64_t n_layers, ActivationObserver* observer, const LoraSet* lora) const {
+  logits.clear();
+  std::vector<float> part_logits;
+  for (const Batch& part : split_micro_batches(batch, pp_micro_batches_ > 0 ? pp_micro_batches_ : pp_->n_stages())) {
+    BatchLayout rows = layout(part);
+    add_rope_factors(part, rows);
+    forward_cpu(part, rows, cache, part_logits, pool, n_layers, observer, part.lora_slots.empty() ? nullptr : lora);
+    logits.insert(logits.end(), part_logits.begin(), part_logits.end());
+  }
+  pp_->broadcast_logits(logits);
 }
 
 Status LlamaModel::forward_cuda(const Batch& batch, const BatchLayout& rows, KvCache& cache, std::vector<float>& logits,

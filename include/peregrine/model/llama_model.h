@@ -146,6 +146,12 @@ class LlamaModel {
   /// (collective: every stage runs the same forwards). Forward refuses n_layers > 0 (layer-skip
   /// drafting) on a pipeline stage (kUnsupported). Errors: kUnsupported on a kCuda model.
   Status set_pipeline_stage(std::shared_ptr<PipelineStageLink> link);
+  /// Micro-batches per forward of a pipeline stage (model/micro_batches.h: a batch of several
+  /// sequences is cut into up to `n` parts that follow each other through the stages, so that
+  /// the stages overlap; the logits are broadcast once, after the last). Every stage must use
+  /// the same n; 0 (the default) means as many as there are stages (measured best for 2 stages:
+  /// README, "Across processes"). Errors: kInvalidArgument for n < 0.
+  Status set_pipeline_micro_batches(std::int64_t n);
 
   /// The final RMSNorm the LM head reads through: out[i] = RMSNorm(h[i]) · output_norm weight
   /// (with the family's norm_weight_offset) for each of the h.size() / dim rows, h and out
@@ -203,6 +209,10 @@ class LlamaModel {
   // all-reduced, then each rank scales its slice.
   void split_qk_norm(const Layer& layer, Scratch& s) const;
   // The CPU layers of forward (after reserve): embedding, decoder layers, LM head.
+  // A pipeline stage's forward: the batch's micro-batches one after the other through
+  // forward_cpu, then the logits of all of them broadcast from the last stage.
+  void forward_pipelined(const Batch& batch, KvCache& cache, std::vector<float>& logits, ThreadPool& pool,
+                         std::int64_t n_layers, ActivationObserver* observer, const LoraSet* lora) const;
   void forward_cpu(const Batch& batch, const BatchLayout& rows, KvCache& cache, std::vector<float>& logits,
                    ThreadPool& pool, std::int64_t n_layers, ActivationObserver* observer, const LoraSet* lora) const;
   // The same through cuda_: embedding and RoPE tables on the host, the rest on the GPU.
@@ -224,6 +234,7 @@ class LlamaModel {
   std::unique_ptr<CudaForward> cuda_;  // kCuda only
   std::shared_ptr<TensorParallelGroup> tp_;  // set_tensor_parallel, or null
   std::shared_ptr<PipelineStageLink> pp_;    // set_pipeline_stage, or null
+  std::int64_t pp_micro_batches_ = 0;       // set_pipeline_micro_batches (0: one per stage)
   HugePageBuffer weights_;  // what file_.tensors[...].packed (and under kHugePages .data) point into
   bool whole_qk_norm_ = false;  // the family's Q/K norms span the whole projection (QkNorm::kWhole)
   float attention_scale_ = 0.0f;  // AttentionShape::scale: config().attn_scale (0: 1/sqrt(head_dim)),
