@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,35 +68,103 @@ Expected<TensorView> row_slice(const TensorView& t, std::int64_t r0, std::int64_
   return v;
 }
 
+// Copies bits [from, from + n) of `src` to bits [0, n) of `dst` (LSB-first within bytes).
+void copy_bits(const std::uint8_t* src, std::int64_t from, std::uint8_t* dst, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t b = from + i;
+    if ((src[b / 8] >> (b % 8)) & 1) dst[i / 8] = static_cast<std::uint8_t>(dst[i / 8] | (1u << (i % 8)));
+  }
+}
+
+// How columns [c0, c1) of one stored row of `t` become a row of the slice: its bytes, its
+// QuantParams, and the copy.
+struct ColumnSlicer {
+  std::size_t row_bytes = 0;
+  QuantParams quant;
+  std::function<void(const std::uint8_t* src, std::uint8_t* dst)> copy;
+};
+
+Status block_split_error(const TensorView& t, std::int64_t c0, std::int64_t c1, std::int64_t block) {
+  return invalid_argument("tensor parallelism would split a " + std::string(dtype_name(t.dtype)) + " block of " + t.name +
+                          " (columns " + std::to_string(c0) + ".." + std::to_string(c1) + " of " + std::to_string(t.row_length()) +
+                          ", blocks of " + std::to_string(block) + "); use fewer ranks");
+}
+
+// Float and ggml block rows (whole blocks), or row-scaled ones (the scale, then the bytes).
+Expected<ColumnSlicer> block_slicer(const TensorView& t, std::int64_t c0, std::int64_t c1) {
+  const bool row_scaled = t.dtype == DType::kI8 || t.dtype == DType::kF8E4M3 || t.dtype == DType::kF8E5M2;
+  const std::int64_t block = static_cast<std::int64_t>(dtype_block_size(t.dtype)), width = c1 - c0;
+  if (c0 % block != 0 || width % block != 0) return block_split_error(t, c0, c1, block);
+  const std::size_t head = row_scaled ? kRowScaleBytes : 0;
+  const std::size_t from = row_scaled ? head + static_cast<std::size_t>(c0) : *dtype_row_bytes(t.dtype, static_cast<std::uint64_t>(c0));
+  const std::size_t body = row_scaled ? static_cast<std::size_t>(width) : *dtype_row_bytes(t.dtype, static_cast<std::uint64_t>(width));
+  return ColumnSlicer{head + body, t.quant, [=](const std::uint8_t* src, std::uint8_t* dst) {
+                        std::memcpy(dst, src, head);
+                        std::memcpy(dst + head, src + from, body);
+                      }};
+}
+
+// Group-wise int rows {f16 scale[G]; u8 zero[G] if asymmetric; bit-packed codes}: whole groups
+// (a per-channel row keeps its one scale and zero, its group becoming the slice's width).
+Expected<ColumnSlicer> int_slicer(const TensorView& t, std::int64_t c0, std::int64_t c1) {
+  const QuantParams& p = t.quant;
+  const std::int64_t cols = t.row_length(), width = c1 - c0;
+  const bool per_channel = p.group_size == cols;
+  if (!per_channel && (c0 % p.group_size != 0 || width % p.group_size != 0)) return block_split_error(t, c0, c1, p.group_size);
+  QuantParams q = p;
+  if (per_channel) q.group_size = width;
+  const std::int64_t groups = cols / p.group_size, g0 = per_channel ? 0 : c0 / p.group_size;
+  const std::int64_t new_groups = per_channel ? 1 : width / p.group_size;
+  const std::size_t meta = p.asymmetric ? 3 : 2;  // f16 scale (+ u8 zero) per group
+  const std::size_t row = *row_bytes(DType::kInt, q, static_cast<std::uint64_t>(width));
+  return ColumnSlicer{row, q, [=](const std::uint8_t* src, std::uint8_t* dst) {
+                        std::memset(dst, 0, row);
+                        std::memcpy(dst, src + g0 * 2, static_cast<std::size_t>(new_groups) * 2);
+                        if (p.asymmetric) std::memcpy(dst + new_groups * 2, src + groups * 2 + g0, static_cast<std::size_t>(new_groups));
+                        copy_bits(src + groups * static_cast<std::int64_t>(meta), c0 * p.bits,
+                                  dst + new_groups * static_cast<std::int64_t>(meta), width * p.bits);
+                      }};
+}
+
+// N:M sparse rows {kept values in column order; 1-bit column mask}: whole groups of m columns
+// (each keeps n values) and, for a block-quantized kept type, whole blocks of kept values.
+Expected<ColumnSlicer> sparse_slicer(const TensorView& t, const SparseNmFormat& f, std::int64_t c0, std::int64_t c1) {
+  const std::int64_t cols = t.row_length(), width = c1 - c0, k0 = c0 / f.m * f.n, k_width = width / f.m * f.n;
+  const auto kept_bytes = [&](std::int64_t k) { return dtype_row_bytes(f.kept, static_cast<std::uint64_t>(k)); };
+  if (c0 % f.m != 0 || width % f.m != 0 || !kept_bytes(k0) || !kept_bytes(k_width)) {
+    return block_split_error(t, c0, c1, f.kept == DType::kQ8_0 || f.kept == DType::kQ4_0 ? 32 * f.m / f.n : f.m);
+  }
+  const std::size_t from = *kept_bytes(k0), body = *kept_bytes(k_width), mask_at = *kept_bytes(cols / f.m * f.n);
+  const std::size_t row = *dtype_row_bytes(t.dtype, static_cast<std::uint64_t>(width));
+  return ColumnSlicer{row, t.quant, [=](const std::uint8_t* src, std::uint8_t* dst) {
+                        std::memset(dst, 0, row);
+                        std::memcpy(dst, src + from, body);
+                        copy_bits(src + mask_at, c0, dst + body, width);
+                      }};
+}
+
 // Columns [c0, c1) of every row of `t` (1-D: one row), copied into a buffer added to `storage`.
 Expected<TensorView> column_slice(const TensorView& t, std::int64_t c0, std::int64_t c1,
                                   std::vector<std::shared_ptr<const void>>& storage) {
-  const std::int64_t cols = t.row_length(), rows = t.n_rows(), width = c1 - c0;
-  const bool row_scaled = t.dtype == DType::kI8 || t.dtype == DType::kF8E4M3 || t.dtype == DType::kF8E5M2;
-  if (!block_rows(t.dtype) && !row_scaled) {
-    return unsupported("tensor parallelism cannot split the columns of " + t.name + " (" + t.format_string() +
-                       "): its rows are not independent blocks; shard a float or GGUF-block model and convert after (--dtype)");
-  }
-  const std::int64_t block = static_cast<std::int64_t>(dtype_block_size(t.dtype));
   const std::optional<std::size_t> full = t.row_bytes();
-  if (c0 % block != 0 || width % block != 0 || !full) {
-    return invalid_argument("tensor parallelism would split a " + std::string(dtype_name(t.dtype)) + " block of " + t.name +
-                            " (columns " + std::to_string(c0) + ".." + std::to_string(c1) + " of " + std::to_string(cols) +
-                            ", blocks of " + std::to_string(block) + "); use fewer ranks");
+  const std::optional<SparseNmFormat> sparse = sparse_nm_format(t.dtype);
+  const bool row_scaled = t.dtype == DType::kI8 || t.dtype == DType::kF8E4M3 || t.dtype == DType::kF8E5M2;
+  if (!full || (!block_rows(t.dtype) && !row_scaled && t.dtype != DType::kInt && !sparse)) {
+    return unsupported("tensor parallelism cannot split the columns of " + t.name + " (" + t.format_string() +
+                       "): shard a float or GGUF-block model and convert after (--dtype)");
   }
-  // Row-scaled rows: {f32 scale; one byte per value}: the scale, then the slice's bytes.
-  const std::size_t head = row_scaled ? 4 : 0;
-  const std::size_t from = row_scaled ? head + static_cast<std::size_t>(c0) : *dtype_row_bytes(t.dtype, static_cast<std::uint64_t>(c0));
-  const std::size_t body = row_scaled ? static_cast<std::size_t>(width) : *dtype_row_bytes(t.dtype, static_cast<std::uint64_t>(width));
-  auto bytes = std::make_shared<std::vector<std::uint8_t>>(static_cast<std::size_t>(rows) * (head + body));
+  PEREGRINE_ASSIGN_OR_RETURN(const ColumnSlicer slicer, t.dtype == DType::kInt ? int_slicer(t, c0, c1)
+                                                        : sparse              ? sparse_slicer(t, *sparse, c0, c1)
+                                                                              : block_slicer(t, c0, c1));
+  const std::int64_t rows = t.n_rows();
+  auto bytes = std::make_shared<std::vector<std::uint8_t>>(static_cast<std::size_t>(rows) * slicer.row_bytes);
   const auto* src = static_cast<const std::uint8_t*>(t.data);
   for (std::int64_t r = 0; r < rows; ++r) {
-    std::uint8_t* dst = bytes->data() + static_cast<std::size_t>(r) * (head + body);
-    std::memcpy(dst, src + static_cast<std::size_t>(r) * *full, head);
-    std::memcpy(dst + head, src + static_cast<std::size_t>(r) * *full + from, body);
+    slicer.copy(src + static_cast<std::size_t>(r) * *full, bytes->data() + static_cast<std::size_t>(r) * slicer.row_bytes);
   }
   TensorView v = t;
-  v.shape.back() = width;
+  v.shape.back() = c1 - c0;
+  v.quant = slicer.quant;
   v.data = bytes->data();
   v.nbytes = bytes->size();
   storage.push_back(std::move(bytes));
@@ -156,7 +225,6 @@ Expected<ModelFile> shard_model_file(const ModelFile& full, int rank, int size) 
       shard.tensors.emplace(name, t);
       continue;
     }
-    // Along the split: rows (out) for kRows, the last dim (in) for kColumns.
     // Along the split: rows (out) for kRows, the last dim (in) for kColumns; K / V by KV heads,
     // each replicated over size / n_kv_heads ranks when there are fewer KV heads than ranks.
     const std::int64_t n = split == Split::kRows ? t.shape.front() : t.row_length();

@@ -7,17 +7,24 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <memory>
+#include <tuple>
 
 #include "peregrine/engine/generator.h"
 #include "peregrine/model/llama_model.h"
 #include "peregrine/model/pipeline_parallel.h"
 #include "peregrine/model/tensor_parallel.h"
 #include "peregrine/quant/dequantize.h"
+#include "peregrine/quant/int_group.h"
+#include "peregrine/quant/sparse_nm.h"
 #include "peregrine/tokenizer/tokenizer.h"
 #include "parity_cases.h"
 #include "test_models.h"
+#include "test_paths.h"
 #include "thread_parallel.h"
 
 namespace peregrine {
@@ -177,6 +184,74 @@ TEST(PipelineParallel, StagesHoldTheirLayersRenumbered) {
   c.first_layer = 3;
   EXPECT_EQ(c.layer_window(0), 0);
   EXPECT_EQ(c.layer_window(1), 4);
+}
+
+// `file` with every linear but those named in `keep` re-encoded by `encode` (f32 in, the new
+// dtype, QuantParams and bytes out), owned by the file.
+using Encode = std::function<std::tuple<DType, QuantParams, std::vector<std::uint8_t>>(const TensorView&, std::span<const float>)>;
+ModelFile with_linears(ModelFile file, const Encode& encode, const std::string& keep = "") {
+  for (auto& [name, t] : file.tensors) {
+    if (t.shape.size() != 2 || name == "token_embd.weight" || name == "output.weight") continue;
+    if (!keep.empty() && name.find(keep) != std::string::npos) continue;
+    auto [dtype, quant, bytes] = encode(t, {static_cast<const float*>(t.data), static_cast<std::size_t>(t.numel())});
+    auto owned = std::make_shared<std::vector<std::uint8_t>>(std::move(bytes));
+    t = TensorView{t.name, dtype, t.shape, owned->data(), owned->size(), quant};
+    file.storage.push_back(std::move(owned));
+  }
+  return file;
+}
+
+// Logits of `tokens` from `file` in one process and over 2 tensor-parallel thread ranks.
+void expect_split_logits_match(const ModelFile& file, const std::vector<std::int32_t>& tokens) {
+  auto whole = LlamaModel::create(file);
+  ASSERT_TRUE(whole) << whole.status().message();
+  const auto forward = [&](const LlamaModel& model, std::vector<float>& logits) {
+    ThreadPool pool(1);
+    KvCache cache = test::make_kv_cache(model.config(), static_cast<std::int64_t>(tokens.size()));
+    Batch batch;
+    for (std::size_t i = 0; i < tokens.size(); ++i) batch.add(tokens[i], static_cast<std::int32_t>(i), 0, true);
+    EXPECT_TRUE(model.forward(batch, cache, logits, pool).is_ok());
+  };
+  std::vector<float> want;
+  forward(*whole, want);
+  std::vector<std::vector<float>> got(2);
+  const Status st = test::run_split(file, 2, 1, [&](int r, const LlamaModel& model) { forward(model, got[static_cast<std::size_t>(r)]); });
+  ASSERT_TRUE(st) << st.message();
+  EXPECT_LE(max_abs_diff(got[0], want), 1e-4f);
+  EXPECT_EQ(got[1], got[0]);
+}
+
+TEST(TensorParallel, IntAndSparseWeightsSplitByColumnsToTheSameLogits) {
+  auto file = load_model_file(test::testdata_dir() + "/gguf-f32-gqa.gguf");  // attn_output 64 columns, ffn_down 172
+  ASSERT_TRUE(file) << file.status().message();
+  const std::vector<std::int32_t> tokens = {1, 45, 300, 7, 99, 12, 480, 3};
+  // Group-wise int: 4 bits in groups of 2 (ffn_down's 86-column halves hold whole groups), 3
+  // bits asymmetric (86 · 3 bits: a slice that starts inside a byte), 8 bits per channel.
+  for (const QuantParams p : {QuantParams{4, 2, false, 16, 0.0f}, QuantParams{3, 2, true, 16, 0.0f}, QuantParams{8, -1, false, 16, 0.0f}}) {
+    SCOPED_TRACE(std::to_string(p.bits) + " bits, group " + std::to_string(p.group_size));
+    expect_split_logits_match(with_linears(*file, [&](const TensorView& t, std::span<const float> w) {
+      QuantParams q = p;
+      if (q.group_size < 0) q.group_size = t.shape[1];
+      return std::make_tuple(DType::kInt, q, quantize_int_rtn(w, t.shape[0], t.shape[1], q));
+    }), tokens);
+  }
+  // 2:4 sparse F16 (magnitude-pruned; ffn_down's halves of 86 columns are not whole groups of 4,
+  // so it stays f32), and the error when a slice would cut a group.
+  const Encode sparse = [](const TensorView& t, std::span<const float> w) {
+    std::vector<float> pruned(w.begin(), w.end());
+    for (std::size_t g = 0; g + 4 <= pruned.size(); g += 4) {  // keep the 2 largest of every 4
+      std::array<std::size_t, 4> order = {g, g + 1, g + 2, g + 3};
+      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return std::fabs(pruned[a]) > std::fabs(pruned[b]); });
+      pruned[order[2]] = pruned[order[3]] = 0.0f;
+    }
+    auto e = encode_sparse_nm(pruned, t.shape[0], t.shape[1], {2, 4}, SparseBase::kF16);
+    EXPECT_TRUE(e) << e.status().message();
+    return std::make_tuple(e->dtype, QuantParams{}, std::move(e->bytes));
+  };
+  expect_split_logits_match(with_linears(*file, sparse, "ffn_down"), tokens);
+  auto cut = shard_model_file(with_linears(*file, sparse), 0, 2);
+  ASSERT_FALSE(cut);
+  EXPECT_NE(cut.status().message().find("would split a f16_s24 block of blk.0.ffn_down.weight"), std::string::npos) << cut.status().message();
 }
 
 TEST(TensorParallel, WhatCannotBeSplitIsOneClearError) {

@@ -14,7 +14,10 @@
 // attn_output and ffn_down then give partial sums, which the ranks all-reduce
 // (TensorParallelGroup::all_reduce_sum) before the residual add. Row slices are views into the
 // file's mapping (a rank reads only its rows); column slices are copies of whole blocks (a
-// quantized block is never split).
+// quantized block is never split): float and ggml blocks, I8 / F8 rows after their row scale,
+// group-wise int rows by whole groups (their scales, zeros and bit-packed codes; a per-channel
+// row keeps its one scale), N:M sparse rows by whole groups of M columns (their kept values —
+// whole Q8_0 / Q4_0 blocks of them — and mask bits).
 #pragma once
 
 #include <span>
@@ -46,10 +49,9 @@ class TensorParallelGroup {
 /// into buffers the shard owns). size 1 returns a copy of `full`.
 /// Errors: kInvalidArgument (size < 1, rank outside [0, size), n_heads or an FFN width not
 /// divisible by size, n_kv_heads neither divisible by size nor dividing it, a column slice not a whole number of the dtype's blocks — e.g.
-/// Q4_K's 256-value super-blocks across a 2·128-wide split —, naming the tensor); kUnsupported
-/// (a whole-projection K norm (OLMoE) with fewer KV heads than ranks; a Hadamard-rotated FFN; column slices of dtypes
-/// whose rows are not independent blocks: the group-wise int, NF4 and N:M sparse formats —
-/// convert after sharding, as `--dtype` does).
+/// Q4_K's 256-value super-blocks across a 2·128-wide split, int groups, N:M groups —, naming the tensor); kUnsupported
+/// (a whole-projection K norm (OLMoE) with fewer KV heads than ranks; a Hadamard-rotated FFN; column slices of NF4,
+/// a run-time type no file holds — convert after sharding, as `--dtype` does).
 Expected<ModelFile> shard_model_file(const ModelFile& full, int rank, int size);
 
 }  // namespace peregrine
