@@ -224,7 +224,6 @@ int run(const ServeArgs& args) {
     if (spec->method != SpecMethod::kNone || !args.loras.empty()) {
       return report(unsupported("serve --tp / --pp runs neither speculative decoding nor LoRA adapters yet"));
     }
-    options->prefix_caching = false;  // a worker's KV changes outside a forward must be frees
     options->kv.n_blocks = static_cast<std::int32_t>(broadcast_from_first_rank(options->kv.n_blocks));
     if ((*mpi_world())->rank() > 0) return serve_as_worker(*model, *options, pool);
     options->mirror = &mirror;

@@ -9,13 +9,21 @@
 namespace peregrine {
 namespace {
 
-// A step as one int32 message: [kind, n_freed, freed..., n_rows, tokens, positions, seq_ids,
-// need_logits]; kind 1 = forward, 0 = stop.
+// A step as one int32 message: [kind, n_freed, freed..., n_copies, (from, to)..., n_tables,
+// (seq, length, n_blocks, blocks...)..., n_rows, tokens, positions, seq_ids, need_logits];
+// kind 1 = forward, 0 = stop.
 constexpr std::int32_t kStop = 0, kForward = 1;
 
-std::vector<std::int32_t> encode(const Batch& b, std::span<const std::int32_t> freed) {
-  std::vector<std::int32_t> m = {kForward, static_cast<std::int32_t>(freed.size())};
-  m.insert(m.end(), freed.begin(), freed.end());
+std::vector<std::int32_t> encode(const Batch& b, const KvCache::FollowerUpdate& kv) {
+  std::vector<std::int32_t> m = {kForward, static_cast<std::int32_t>(kv.freed.size())};
+  m.insert(m.end(), kv.freed.begin(), kv.freed.end());
+  m.push_back(static_cast<std::int32_t>(kv.copies.size()));
+  for (const auto& [from, to] : kv.copies) m.insert(m.end(), {from, to});
+  m.push_back(static_cast<std::int32_t>(kv.tables.size()));
+  for (const KvCache::FollowerUpdate::Table& t : kv.tables) {
+    m.insert(m.end(), {t.seq, static_cast<std::int32_t>(t.length), static_cast<std::int32_t>(t.blocks.size())});
+    m.insert(m.end(), t.blocks.begin(), t.blocks.end());
+  }
   m.push_back(static_cast<std::int32_t>(b.size()));
   m.insert(m.end(), b.tokens.begin(), b.tokens.end());
   m.insert(m.end(), b.positions.begin(), b.positions.end());
@@ -24,12 +32,23 @@ std::vector<std::int32_t> encode(const Batch& b, std::span<const std::int32_t> f
   return m;
 }
 
-// The freed sequences and the batch of a kForward message.
-void decode(const std::vector<std::int32_t>& m, std::vector<std::int32_t>& freed, Batch& b) {
+// The KV update and the batch of a kForward message.
+void decode(const std::vector<std::int32_t>& m, KvCache::FollowerUpdate& kv, Batch& b) {
   std::size_t at = 1;
-  const auto n_freed = static_cast<std::size_t>(m[at++]);
-  freed.assign(m.begin() + static_cast<std::ptrdiff_t>(at), m.begin() + static_cast<std::ptrdiff_t>(at + n_freed));
-  at += n_freed;
+  const auto take = [&](std::size_t n) {
+    std::vector<std::int32_t> out(m.begin() + static_cast<std::ptrdiff_t>(at), m.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += n;
+    return out;
+  };
+  kv.freed = take(static_cast<std::size_t>(m[at++]));
+  kv.copies.resize(static_cast<std::size_t>(m[at++]));
+  for (auto& [from, to] : kv.copies) from = m[at++], to = m[at++];
+  kv.tables.resize(static_cast<std::size_t>(m[at++]));
+  for (KvCache::FollowerUpdate::Table& t : kv.tables) {
+    t.seq = m[at++];
+    t.length = m[at++];
+    t.blocks = take(static_cast<std::size_t>(m[at++]));
+  }
   const auto n = static_cast<std::size_t>(m[at++]);
   b.clear();
   for (std::size_t i = 0; i < n; ++i) {
@@ -50,8 +69,8 @@ void broadcast(std::vector<std::int32_t>&) {}
 
 }  // namespace
 
-void MpiForwardMirror::forward(const Batch& batch, std::span<const std::int32_t> freed) {
-  std::vector<std::int32_t> m = encode(batch, freed);
+void MpiForwardMirror::forward(const Batch& batch, const KvCache::FollowerUpdate& kv) {
+  std::vector<std::int32_t> m = encode(batch, kv);
   broadcast(m);
 }
 
@@ -61,14 +80,15 @@ void MpiForwardMirror::stop() {
 }
 
 Status run_forward_worker(const LlamaModel& model, KvCache& cache, ThreadPool& pool) {
-  std::vector<std::int32_t> m, freed;
+  std::vector<std::int32_t> m;
+  KvCache::FollowerUpdate kv;
   std::vector<float> logits;
   Batch batch;
   for (;;) {
     broadcast(m);
     if (m.empty() || m[0] == kStop) return Status::ok();
-    decode(m, freed, batch);
-    for (std::int32_t seq : freed) cache.free_sequence(seq);
+    decode(m, kv, batch);
+    cache.follow(kv);
     PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool));
   }
 }

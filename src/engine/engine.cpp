@@ -27,8 +27,8 @@ Status validate_options(const LlamaModel& model, const EngineOptions& o) {
   if (o.ctx_len < 0 || o.ctx_len > model.config().max_seq_len) {
     return invalid_argument("context length must be in [1, " + std::to_string(model.config().max_seq_len) + "]");
   }
-  if (o.mirror != nullptr && (o.prefix_caching || o.drafter != nullptr || o.lora != nullptr)) {
-    return invalid_argument("an engine mirrored by other processes runs without prefix caching, drafters or LoRA adapters");
+  if (o.mirror != nullptr && (o.drafter != nullptr || o.lora != nullptr)) {
+    return invalid_argument("an engine mirrored by other processes runs without drafters or LoRA adapters");
   }
   if (o.remote_prefill != nullptr && (o.mirror != nullptr || o.drafter != nullptr || o.lora != nullptr)) {
     return invalid_argument("a decode instance with a remote prefill runs without a mirror, drafters or LoRA adapters");
@@ -312,7 +312,7 @@ void Engine::Impl::record_step(std::int64_t prompt_tokens, std::int64_t generate
 Status Engine::Impl::run_forward(const std::vector<ScheduledChunk>& chunks) {
   features.clear();
   const LoraSet* lora = options.lora != nullptr ? &options.lora->set() : nullptr;
-  if (options.mirror != nullptr) options.mirror->forward(batch, cache.take_freed());
+  if (options.mirror != nullptr) options.mirror->forward(batch, cache.take_follower_update(batch.seq_ids));
   if (!speculation.needs_features(chunks)) return model.forward(batch, cache, logits, pool, 0, nullptr, lora);
   FinalHiddenCapture capture(model.config().n_layers);
   PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool, 0, &capture, lora));
@@ -402,7 +402,7 @@ Expected<std::unique_ptr<Engine>> Engine::create(const LlamaModel& model, const 
                                                  ThreadPool& pool) {
   PEREGRINE_RETURN_IF_ERROR(validate_options(model, options));
   PEREGRINE_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(model.config(), options.kv));
-  if (options.mirror != nullptr) cache.record_frees();
+  if (options.mirror != nullptr) cache.record_for_followers();
   auto impl = std::make_unique<Impl>(model, options, pool, std::move(cache));
   impl->record_step(0, 0);  // the metrics describe the empty pool before the first step runs
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));

@@ -120,6 +120,11 @@ std::int64_t KvCache::blocks_needed(std::int32_t seq, std::int64_t n_positions) 
 }
 
 Status KvCache::reserve(std::int32_t seq, std::int64_t n_positions) {
+  if (follower_) {
+    if (static_cast<std::int64_t>(block_table(seq).size()) * block_size_ >= n_positions) return Status::ok();
+    return Status(ErrorCode::kInternal, "KV cache: the followed table of sequence " + std::to_string(seq) +
+                                            " does not cover " + std::to_string(n_positions) + " positions");
+  }
   const std::int64_t needed = blocks_needed(seq, n_positions);
   if (needed > pool_.n_free()) {
     return resource_exhausted("KV cache: sequence " + std::to_string(seq) + " needs " + std::to_string(needed) +
@@ -138,6 +143,7 @@ Status KvCache::reserve(std::int32_t seq, std::int64_t n_positions) {
     if (pool_.ref_count(id) == 1) continue;
     const std::int32_t copy = *pool_.allocate();  // copy-on-write of a shared block
     copy_block(id, copy);
+    if (record_) update_.copies.emplace_back(id, copy);
     pool_.unref(id);
     id = copy;
   }
@@ -187,7 +193,24 @@ void KvCache::compact(std::int32_t seq, std::int64_t first, std::span<const std:
 
 void KvCache::free_sequence(std::int32_t seq) {
   truncate(seq, 0);
-  if (seqs_.erase(seq) > 0 && record_frees_) freed_.push_back(seq);
+  if (seqs_.erase(seq) > 0 && record_) update_.freed.push_back(seq);
+}
+
+KvCache::FollowerUpdate KvCache::take_follower_update(std::span<const std::int32_t> seqs) {
+  FollowerUpdate u = std::exchange(update_, {});
+  for (std::int32_t seq : seqs) {
+    if (!u.tables.empty() && u.tables.back().seq == seq) continue;  // a sequence's rows are usually adjacent
+    const std::span<const std::int32_t> blocks = block_table(seq);
+    u.tables.push_back({seq, length(seq), std::vector<std::int32_t>(blocks.begin(), blocks.end())});
+  }
+  return u;
+}
+
+void KvCache::follow(const FollowerUpdate& u) {
+  follower_ = true;
+  for (std::int32_t seq : u.freed) seqs_.erase(seq);
+  for (const auto& [from, to] : u.copies) copy_block(from, to);
+  for (const FollowerUpdate::Table& t : u.tables) seqs_[t.seq] = Sequence{t.blocks, t.length};
 }
 
 std::uint8_t* KvCache::slab(std::int64_t layer, int kv) const {

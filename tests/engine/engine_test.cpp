@@ -156,8 +156,8 @@ class LocalMirror final : public ForwardMirror {
  public:
   LocalMirror(std::unique_ptr<LlamaModel> model, const KvCacheOptions& kv)
       : model_(std::move(model)), cache_(test::make_kv_cache(model_->config(), std::int64_t{kv.n_blocks} * kv.block_size, 1, kv.block_size, kv.dtype)) {}
-  void forward(const Batch& batch, std::span<const std::int32_t> freed) override {
-    for (std::int32_t seq : freed) cache_.free_sequence(seq);
+  void forward(const Batch& batch, const KvCache::FollowerUpdate& kv) override {
+    cache_.follow(kv);
     std::vector<float> logits;
     ok_ = ok_ && model_->forward(batch, cache_, logits, pool_).is_ok();
     const auto vocab = static_cast<std::size_t>(model_->config().vocab_size);
@@ -189,33 +189,37 @@ class LocalMirror final : public ForwardMirror {
 };
 
 TEST_F(EngineTest, AMirrorRunsEveryForwardOnItsOwnCache) {
-  EngineOptions o = options(24);  // preemption, as above
-  o.prefix_caching = false;
+  EngineOptions o = options(24);  // preemption, as above, with the prefix cache on
   LocalMirror mirror(test::load_stories260k(), o.kv);
   o.mirror = &mirror;
   auto engine = make_engine(o);
+  // Every prompt after a shared 2-block opening: prefix-cache hits, then copies on write.
+  std::vector<std::int32_t> opening = prompts(6)[5];
+  for (const auto& p : prompts(4)) opening.insert(opening.end(), p.begin() + 1, p.end());
+  opening.resize(33);
   std::vector<RequestOptions> requests;
   for (auto& p : prompts(8)) {
-    requests.push_back(greedy(p, 60));
+    std::vector<std::int32_t> prompt = opening;
+    prompt.insert(prompt.end(), p.begin() + 1, p.end());
+    requests.push_back(greedy(prompt, 60));
     requests.back().eos_id = -1;  // every token sampled is emitted
   }
   const std::vector<Outcome> out = run_all(*engine, requests);
   std::vector<std::vector<std::int32_t>> emitted;
-  std::int32_t preempted = 0;
+  std::int64_t preempted = 0, cached = 0;
   for (const Outcome& r : out) {
     emitted.push_back(r.tokens);
     preempted += r.result.preemptions;
+    cached += r.result.cached_prompt_tokens;
   }
   std::sort(emitted.begin(), emitted.end());
   EXPECT_GT(preempted, 0);
+  EXPECT_GE(cached, 32);
   EXPECT_TRUE(mirror.ok());
   EXPECT_EQ(mirror.sorted_streams(), emitted);
   engine->shutdown(true);
   EXPECT_EQ(mirror.stops(), 1);
-  // What a mirror cannot follow is refused: the prefix cache, speculative requests.
-  EngineOptions cached = options(24);
-  cached.mirror = &mirror;
-  EXPECT_FALSE(Engine::create(*model_, cached, pool_));
+  // What a mirror cannot follow is refused: speculative requests.
   RequestOptions spec = greedy(prompts(1)[0], 8);
   spec.spec.method = SpecMethod::kPld;
   EXPECT_FALSE(engine->submit(spec, {}));

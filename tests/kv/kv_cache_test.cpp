@@ -187,6 +187,47 @@ TEST(KvCache, RowsReadOutLandBitForBitInACacheOfOtherBlocks) {
   }
 }
 
+TEST(KvCache, AFollowerHoldsTheSameBlocksAfterFreesAndCopiesOnWrite) {
+  KvCache leader = make(6, 4), follower = make(6, 4);
+  leader.record_for_followers();
+  ASSERT_TRUE(leader.reserve(1, 8).is_ok());  // two blocks
+  write_rows(leader, 1, 0, 8);
+  leader.set_length(1, 8);
+  leader.fork(1, 2);                           // sequence 2 shares them
+  ASSERT_TRUE(leader.reserve(2, 10).is_ok());  // a third block of its own
+  leader.free_sequence(1);
+  ASSERT_TRUE(leader.reserve(3, 4).is_ok());   // a block freed by sequence 1 goes to sequence 3
+  const std::int32_t seqs[] = {2, 3};
+  KvCache::FollowerUpdate u = leader.take_follower_update(seqs);
+  EXPECT_EQ(u.freed, std::vector<std::int32_t>{1});
+  ASSERT_EQ(u.tables.size(), 2u);
+  // The follower ran the same forward before (sequence 1's rows); it follows, then both write.
+  ASSERT_TRUE(follower.reserve(1, 8).is_ok());
+  write_rows(follower, 1, 0, 8);
+  follower.follow(u);
+  EXPECT_FALSE(follower.has_sequence(1));
+  for (std::int32_t seq : seqs) {
+    EXPECT_EQ(std::vector<std::int32_t>(follower.block_table(seq).begin(), follower.block_table(seq).end()),
+              std::vector<std::int32_t>(leader.block_table(seq).begin(), leader.block_table(seq).end()));
+    EXPECT_EQ(follower.length(seq), leader.length(seq));
+  }
+  EXPECT_TRUE(follower.reserve(2, 10).is_ok());  // covered: nothing allocated
+  EXPECT_EQ(follower.reserve(2, 13).code(), ErrorCode::kInternal);
+  for (std::int64_t p = 0; p < 8; ++p) EXPECT_EQ(read_row(follower.k_view(2, 1), p), read_row(leader.k_view(2, 1), p)) << p;
+  // A copy on write in the leader is replayed by the follower.
+  write_rows(leader, 2, 8, 9);
+  write_rows(follower, 2, 8, 9);
+  leader.set_length(2, 9);
+  leader.fork(2, 4);
+  ASSERT_TRUE(leader.reserve(4, 10).is_ok());  // position 9 is in sequence 2's third block: copied
+  const std::int32_t forked[] = {4};
+  const KvCache::FollowerUpdate v = leader.take_follower_update(forked);
+  ASSERT_EQ(v.copies.size(), 1u);
+  follower.follow(v);
+  EXPECT_EQ(follower.block_table(4).back(), leader.block_table(4).back());
+  EXPECT_EQ(read_row(follower.k_view(4, 0), 8), read_row(leader.k_view(4, 0), 8));
+}
+
 TEST(KvCache, PerTokenScaleFollowsEachRow) {
   // i8 / f8 keep one scale per position's row: rows of absmax 10^-6 .. 10^5 side by side each
   // round-trip within half a step of their own scale, and values down to 2^-31 of a row's

@@ -1,6 +1,6 @@
 // `serve --tp 2` / `--pp 2` under mpirun (dist/forward_mirror.h: rank 0's engine schedules, the
 // other rank runs every forward on its part of the model): concurrent greedy clients get one
-// process's text, streaming included; SIGTERM stops every rank; a rank killed mid-request ends
+// process's text, streaming included, prefix-cache hits too; SIGTERM stops every rank; a rank killed mid-request ends
 // the run, the client gets an error, nothing hangs. A disaggregated prefill / decode pair
 // (serve --role) answers as one process too. Skipped without mpirun.
 #include <signal.h>
@@ -80,6 +80,14 @@ void check_serves_like_one_process(const std::vector<std::string>& split) {
   std::vector<std::string> args = {"-t", "1"};
   args.insert(args.end(), split.begin(), split.end());
   ServerProcess server(2, args);
+  ASSERT_TRUE(server.ready()) << server.log();
+  // The same long prompt twice: the second reuses the first's blocks on every rank (the workers'
+  // caches follow rank 0's block tables).
+  const std::string prompt = "Once upon a time there was a little girl who wanted to explore the world. She asked her mom";
+  const std::string want = one_process_text(prompt, 16);
+  EXPECT_EQ(completion(server.url(), prompt, 16, false), want);
+  EXPECT_EQ(completion(server.url(), prompt, 16, false), want);
+  EXPECT_GT(metric(server, "peregrine_prefix_cache_hit_rate"), 0.3);
   expect_answers_like_one_process(server);
 }
 

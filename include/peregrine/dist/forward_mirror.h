@@ -1,7 +1,7 @@
 // The driver / worker split of a model served across MPI ranks (engine/forward_mirror.h): rank
-// 0's engine broadcasts each step's Batch and the KV sequences it freed (MPI_Bcast over
-// MPI_COMM_WORLD: a count, then one int32 message), and every other rank runs the same forward
-// on its part of the model (tensor- / pipeline-parallel shard) with its own KV cache.
+// 0's engine broadcasts each step's Batch and its KV cache's follower update (MPI_Bcast over
+// MPI_COMM_WORLD: a count, then one int32 message), and every other rank's cache follows it and
+// runs the same forward on its part of the model (tensor- / pipeline-parallel shard).
 #pragma once
 
 #include <cstdint>
@@ -18,12 +18,13 @@ namespace peregrine {
 /// workers are in run_forward_worker). Call from one thread at a time (the engine's loop).
 class MpiForwardMirror final : public ForwardMirror {
  public:
-  void forward(const Batch& batch, std::span<const std::int32_t> freed) override;
+  void forward(const Batch& batch, const KvCache::FollowerUpdate& kv) override;
   void stop() override;
 };
 
-/// A worker rank (> 0): until rank 0 stops, takes each broadcast step, frees the sequences it
-/// names in `cache` and runs model.forward over its batch (logits discarded: rank 0 samples).
+/// A worker rank (> 0): until rank 0 stops, takes each broadcast step, makes `cache` follow its
+/// update (KvCache::follow) and runs model.forward over its batch (logits discarded: rank 0
+/// samples).
 /// `cache` must have as many blocks as rank 0's (broadcast_from_first_rank). Errors: a forward's
 /// (rank 0 ran the same forward without error, so this is a bug or memory trouble: the caller
 /// ends the run).

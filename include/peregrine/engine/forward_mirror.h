@@ -1,14 +1,16 @@
 // Processes that run every forward of an Engine beside it: the other ranks of a tensor- or
 // pipeline-parallel model (dist/forward_mirror.h; vLLM's driver / worker split). The engine on
-// rank 0 schedules; before each forward it hands the step's Batch and the KV sequences it freed
-// since the last one, and each worker frees those in its own KV cache and runs the same forward
-// on its part of the model. Every KV change outside the forward must therefore be a free: the
-// engine refuses prefix caching, speculative decoding and LoRA adapters with a mirror.
+// rank 0 schedules; before each forward it hands the step's Batch and what its KV cache did
+// since the last one (KvCache::FollowerUpdate: the sequences freed, the copy-on-write copies, the
+// block tables of the batch's sequences), and each worker's cache follows it (KvCache::follow:
+// the same blocks, prefix-cache hits included) before it runs the same forward on its part of
+// the model. The engine refuses speculative decoding and LoRA adapters with a mirror (a draft's
+// rollback and an adapter's products are not mirrored).
 #pragma once
 
 #include <cstdint>
-#include <span>
 
+#include "peregrine/kv/kv_cache.h"
 #include "peregrine/model/batch.h"
 
 namespace peregrine {
@@ -16,8 +18,8 @@ namespace peregrine {
 class ForwardMirror {
  public:
   virtual ~ForwardMirror() = default;
-  /// Before the engine's forward over `batch`: the sequences freed since the previous call.
-  virtual void forward(const Batch& batch, std::span<const std::int32_t> freed) = 0;
+  /// Before the engine's forward over `batch`: its cache's update since the previous call.
+  virtual void forward(const Batch& batch, const KvCache::FollowerUpdate& kv) = 0;
   /// The engine will run no more forwards: the workers return.
   virtual void stop() = 0;
 };

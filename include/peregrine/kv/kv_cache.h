@@ -81,7 +81,8 @@ class KvCache {
   /// Makes positions [length(seq), n_positions) of `seq` writable: creates the sequence if
   /// needed, allocates the missing blocks and copies every shared block (ref count > 1) the
   /// range touches (copy-on-write). All or nothing: on error nothing changes.
-  /// Errors: kResourceExhausted (not enough free blocks; the message gives needed and free).
+  /// Errors: kResourceExhausted (not enough free blocks; the message gives needed and free);
+  /// on a follower (follow) kInternal when the table does not cover the positions.
   Status reserve(std::int32_t seq, std::int64_t n_positions);
   /// Blocks reserve(seq, n_positions) would take from the pool (new + copied).
   std::int64_t blocks_needed(std::int32_t seq, std::int64_t n_positions) const;
@@ -106,11 +107,29 @@ class KvCache {
   void compact(std::int32_t seq, std::int64_t first, std::span<const std::int64_t> from);
   /// Releases every block of `seq` and forgets it (no-op for an unknown sequence).
   void free_sequence(std::int32_t seq);
-  /// Starts recording the sequences free_sequence releases, for take_freed: an engine whose
-  /// forwards other processes run beside it tells them which to free (engine/forward_mirror.h).
-  void record_frees() { record_frees_ = true; }
-  /// The sequences freed since the last call (in order; empty unless record_frees was called).
-  std::vector<std::int32_t> take_freed() { return std::exchange(freed_, {}); }
+  /// What a follower cache needs before it runs the same forward as this one
+  /// (engine/forward_mirror.h: other processes running every forward of an engine): the
+  /// sequences freed and the copy-on-write block copies made since the last update, in order,
+  /// and the block table and length of each sequence the forward will touch.
+  struct FollowerUpdate {
+    struct Table {
+      std::int32_t seq;
+      std::int64_t length;
+      std::vector<std::int32_t> blocks;
+    };
+    std::vector<std::int32_t> freed;
+    std::vector<std::pair<std::int32_t, std::int32_t>> copies;  // (from, to) block ids
+    std::vector<Table> tables;
+  };
+  /// Starts recording frees and copies for take_follower_update.
+  void record_for_followers() { record_ = true; }
+  /// The update since the last call, with the tables of `seqs` (duplicates allowed) as they are now.
+  FollowerUpdate take_follower_update(std::span<const std::int32_t> seqs);
+  /// Makes this cache follow another of the same shape: it applies `u` (forgets the freed
+  /// sequences, replays the copies, takes the tables as they are) and from then on allocates
+  /// nothing itself — reserve only checks that a table covers the positions, and its pool is
+  /// not used — so its blocks hold what the other cache's hold after each same forward.
+  void follow(const FollowerUpdate& u);
 
   /// Stores one position's K and V rows (each kv_dim f32, after RoPE) of `layer` for `seq` at
   /// `pos`, converting to the KV dtype (round-to-nearest as quantize_rtn; i8 / f8: one scale for
@@ -159,8 +178,9 @@ class KvCache {
   // [n_layers, 2 (K, V), n_blocks, block_size, row_bytes]; pages are touched on first write.
   std::unique_ptr<std::uint8_t[]> data_;
   std::unordered_map<std::int32_t, Sequence> seqs_;
-  bool record_frees_ = false;
-  std::vector<std::int32_t> freed_;  // since the last take_freed (record_frees)
+  bool record_ = false;    // record_for_followers
+  bool follower_ = false;  // follow was called
+  FollowerUpdate update_;  // since the last take_follower_update (tables empty)
   std::shared_ptr<void> device_storage_;
 };
 
