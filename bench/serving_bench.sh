@@ -28,10 +28,11 @@
 #                  ratio LoRA / base per round and of the means (issue #21: >= 0.80 with 8 adapters
 #                  and 8 clients). --bin runs another peregrine binary (an older build: before/after).
 #
-# Across processes: bench/serving_bench.sh [--disaggregate] [--pipeline "1 2"] [--rounds K]
-#                                          [--clients "8"] [--model M]
-#   per round, one `serve -t THREADS`, then with --disaggregate the pair `mpirun -np 1 serve
-#   --role decode -t T/2 : -np 1 serve --role prefill -t T/2`, and with --pipeline `mpirun -np 2
+# Across processes: bench/serving_bench.sh [--tensor] [--disaggregate] [--pipeline "1 2"]
+#                                          [--rounds K] [--clients "8"] [--model M]
+#   per round, one `serve -t THREADS`, then with --tensor `mpirun -np 2 serve --tp 2 -t T/2`,
+#   with --disaggregate the pair `mpirun -np 1 serve --role decode -t T/2 : -np 1 serve --role
+#   prefill -t T/2`, and with --pipeline `mpirun -np 2
 #   serve --pp 2 -t T/2 --pp-micro-batches M` for each M listed (the same prefill budget, the
 #   first --prefill-budget; the same load); prints each run's tokens/s, TTFT and ITL, the pair's
 #   KV bytes shipped, and each case's ratios to one process.
@@ -52,6 +53,7 @@ while [ $# -gt 0 ]; do
     --rounds) ROUNDS="$2"; shift 2 ;;
     --bin) BIN="$2"; shift 2 ;;
     --disaggregate) CASES="$CASES pair"; shift ;;
+    --tensor) CASES="$CASES tp2"; shift ;;
     --pipeline) for m in $2; do CASES="$CASES pp2-mb$m"; done; shift 2 ;;
     *) echo "unknown argument: $1 (see the header of $0)" >&2; exit 2 ;;
   esac
@@ -91,6 +93,7 @@ start_case() {  # CASE CLIENTS BUDGET: one process, the prefill / decode pair, o
     one) start_peregrine "$2" "$3"; return ;;
     pair) "${mpi[@]}" -np 1 "$BIN" serve --role decode "${common[@]}" -t "$half" : \
             -np 1 "$BIN" serve --role prefill -m "$MODEL" -t "$half" --ctx 2048 > "$OUT/serve.log" 2>&1 & ;;
+    tp2) "${mpi[@]}" -np 2 "$BIN" serve --tp 2 "${common[@]}" -t "$half" > "$OUT/serve.log" 2>&1 & ;;
     pp2-mb*) "${mpi[@]}" -np 2 "$BIN" serve --pp 2 --pp-micro-batches "${1#pp2-mb}" "${common[@]}" -t "$half" > "$OUT/serve.log" 2>&1 & ;;
   esac
   SERVER=$!
@@ -177,7 +180,8 @@ import json, sys
 out, rounds, model, threads, cases, clients = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5].split(), sys.argv[6:]
 load = lambda name: json.load(open(f"{out}/{name}.json"))
 half = max(threads // 2, 1)
-labels = {"one": f"one process × {threads} threads", "pair": f"prefill / decode pair × {half} + {half}"}
+labels = {"one": f"one process × {threads} threads", "pair": f"prefill / decode pair × {half} + {half}",
+          "tp2": f"--tp 2 × {half} thread(s)"}
 label = lambda case: labels[case] if case in labels else f"--pp 2 × {half} thread(s), {case.split('mb')[1]} micro-batches"
 print(f"model {model}; the same load on each, alternated per round")
 print("| case | clients | round | out tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | errors | KV MB shipped |")

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "idle_poll.h"
+
 #ifdef PEREGRINE_HAVE_MPI
 #include <mpi.h>
 #endif
@@ -57,9 +59,17 @@ void decode(const std::vector<std::int32_t>& m, KvCache::FollowerUpdate& kv, Bat
 }
 
 #ifdef PEREGRINE_HAVE_MPI
+// Rank 0's m to every rank. The size goes by MPI_Ibcast, which a worker waits for by polling
+// (idle_poll.h: an idle server's workers sleep instead of spinning); the body by MPI_Bcast.
 void broadcast(std::vector<std::int32_t>& m) {
   auto size = static_cast<std::int64_t>(m.size());
-  MPI_Bcast(&size, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  MPI_Request request;
+  MPI_Ibcast(&size, 1, MPI_INT64_T, 0, MPI_COMM_WORLD, &request);
+  poll_until([&] {
+    int done = 0;
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    return done != 0;
+  });
   m.resize(static_cast<std::size_t>(size));
   MPI_Bcast(m.data(), static_cast<int>(size), MPI_INT32_T, 0, MPI_COMM_WORLD);
 }

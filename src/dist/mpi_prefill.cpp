@@ -1,5 +1,7 @@
 #include "peregrine/dist/mpi_prefill.h"
 
+#include "idle_poll.h"
+
 #ifdef PEREGRINE_HAVE_MPI
 #include <mpi.h>
 #endif
@@ -81,7 +83,11 @@ Status run_prefill_worker(PrefillInstance& instance, int decode_rank) {
   const PrefillInstance::Ship ship = [&](std::vector<std::uint8_t> m) { outbox.send(std::move(m), decode_rank, kRowsTag); };
   for (;;) {
     MPI_Status status;
-    MPI_Probe(decode_rank, MPI_ANY_TAG, MPI_COMM_WORLD, &status);
+    poll_until([&] {  // idle_poll.h: an idle prefill rank sleeps instead of spinning in MPI_Probe
+      int arrived = 0;
+      MPI_Iprobe(decode_rank, MPI_ANY_TAG, MPI_COMM_WORLD, &arrived, &status);
+      return arrived != 0;
+    });
     receive(buffer, decode_rank, status.MPI_TAG, status);
     if (status.MPI_TAG == kStopTag) return Status::ok();
     PEREGRINE_ASSIGN_OR_RETURN(const PrefillRequest request, decode_prefill_request(buffer));

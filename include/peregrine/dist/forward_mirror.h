@@ -1,6 +1,7 @@
 // The driver / worker split of a model served across MPI ranks (engine/forward_mirror.h): rank
-// 0's engine broadcasts each step's Batch and its KV cache's follower update (MPI_Bcast over
-// MPI_COMM_WORLD: a count, then one int32 message), and every other rank's cache follows it and
+// 0's engine broadcasts each step's Batch and its KV cache's follower update (over
+// MPI_COMM_WORLD: a count by MPI_Ibcast, which the workers wait for by polling — an idle
+// server's workers sleep —, then one int32 message by MPI_Bcast), and every other rank's cache follows it and
 // runs the same forward on its part of the model (tensor- / pipeline-parallel shard).
 #pragma once
 

@@ -3,7 +3,8 @@
 // prompt's K/V (MpiRemotePrefill, an engine/remote_prefill.h), and the prefill rank computes
 // them and sends every layer's rows as the layer finishes (run_prefill_worker). Sends are
 // non-blocking (MPI_Isend, buffers kept until MPI_Test completes them), so neither side waits
-// for the other's loop; the decode side polls (MPI_Iprobe) once per engine step.
+// for the other's loop; the decode side polls (MPI_Iprobe) once per engine step, the prefill
+// side between requests (src/dist/idle_poll.h: it sleeps while idle instead of spinning).
 #pragma once
 
 #include <cstdint>
