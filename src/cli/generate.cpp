@@ -112,7 +112,7 @@ int run(const GenerateArgs& args) {
       if (!spec_or) return report(spec_or.status());
       specs.push_back(*spec_or);
     }
-    auto entries = load_lora_entries(specs, model->file());
+    auto entries = load_lora_entries(specs, model->file(), args.model);
     if (!entries) return report(entries.status());
     lora = resident_lora_pool(std::move(*entries), model->file());
     opt.lora = lora.get();

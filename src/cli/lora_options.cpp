@@ -1,5 +1,7 @@
 #include "lora_options.h"
 
+#include "parallel_options.h"
+
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -31,10 +33,19 @@ Expected<LoraSpec> parse_lora_spec(const std::string& text, bool named) {
   return out;
 }
 
-Expected<std::vector<LoraSlotEntry>> load_lora_entries(const std::vector<LoraSpec>& specs, const ModelFile& base) {
+Expected<std::vector<LoraSlotEntry>> load_lora_entries(const std::vector<LoraSpec>& specs, const ModelFile& base,
+                                                       const ModelOptions& run) {
   std::vector<LoraSlotEntry> entries;
+  const bool split = run.tp * run.pp > 1;
+  ModelFile whole;
+  if (split) {
+    PEREGRINE_ASSIGN_OR_RETURN(whole, load_model_file(run.model.empty() ? default_model_path() : run.model));
+  }
   for (const LoraSpec& s : specs) {
-    PEREGRINE_ASSIGN_OR_RETURN(LoraAdapter adapter, load_lora_adapter(s.path, base));
+    PEREGRINE_ASSIGN_OR_RETURN(LoraAdapter adapter, load_lora_adapter(s.path, split ? whole : base));
+    if (split) {
+      PEREGRINE_ASSIGN_OR_RETURN(adapter, lora_for_run(std::move(adapter), whole.config, run));
+    }
     entries.push_back({std::make_shared<const LoraAdapter>(std::move(adapter)), s.scale});
   }
   return entries;
@@ -46,14 +57,14 @@ std::unique_ptr<LoraPool> resident_lora_pool(std::vector<LoraSlotEntry> entries,
 }
 
 Expected<std::unique_ptr<LoraPool>> serve_lora_pool(const std::vector<LoraSpec>& specs, const ModelFile& base,
-                                                    std::int32_t max_loras) {
+                                                    std::int32_t max_loras, const ModelOptions& run) {
   if (max_loras < 0) return invalid_argument("--max-loras must be >= 0 (got " + std::to_string(max_loras) + ")");
   std::vector<LoraLoader> loaders;
   for (const LoraSpec& s : specs) {
     // Read again after an eviction: a file gone or changed since startup is the server's
     // fault, not the request's (HTTP 500).
-    loaders.push_back([s, &base]() -> Expected<std::vector<LoraSlotEntry>> {
-      auto entries = load_lora_entries({s}, base);
+    loaders.push_back([s, &base, &run]() -> Expected<std::vector<LoraSlotEntry>> {
+      auto entries = load_lora_entries({s}, base, run);
       if (!entries) return Status(ErrorCode::kInternal, "LoRA adapter '" + s.name + "' could not be loaded: " + entries.status().message());
       return entries;
     });

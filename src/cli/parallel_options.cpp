@@ -93,6 +93,16 @@ Expected<ModelFile> shard_for_run(ModelFile file, const ModelOptions& o) {
   return shard_model_file(stage, world->rank() % o.tp, o.tp);
 }
 
+Expected<LoraAdapter> lora_for_run(LoraAdapter adapter, const ModelConfig& whole, const ModelOptions& o) {
+  if (o.tp * o.pp == 1) return adapter;
+  PEREGRINE_ASSIGN_OR_RETURN(MpiWorld * world, mpi_world());
+  const int stage = world->rank() / o.tp;
+  PEREGRINE_ASSIGN_OR_RETURN(LoraAdapter staged, stage_lora_adapter(adapter, whole.n_layers, stage, o.pp));
+  ModelConfig stage_config = whole;
+  stage_config.n_layers = pipeline_layers(whole.n_layers, stage, o.pp).last - pipeline_layers(whole.n_layers, stage, o.pp).first;
+  return shard_lora_adapter(staged, stage_config, world->rank() % o.tp, o.tp);
+}
+
 Status attach_parallel(LlamaModel& model, const ModelOptions& o) {
   if (o.tp * o.pp == 1) return Status::ok();
   PEREGRINE_ASSIGN_OR_RETURN(MpiWorld * world, mpi_world());

@@ -32,6 +32,11 @@ Expected<int> start_disaggregated_run(const std::string& role);
 /// tp_rank, o.tp); `file` itself in a one-process run.
 Expected<ModelFile> shard_for_run(ModelFile file, const ModelOptions& o);
 
+/// This rank's part of a LoRA adapter for the whole model (config `whole`):
+/// shard_lora_adapter(stage_lora_adapter(adapter, stage, o.pp), tp_rank, o.tp), matching
+/// shard_for_run's file; the adapter itself in a one-process run.
+Expected<LoraAdapter> lora_for_run(LoraAdapter adapter, const ModelConfig& whole, const ModelOptions& o);
+
 /// Joins `model` (made from shard_for_run's file) to this rank's tensor-parallel group (o.tp > 1)
 /// and pipeline link (o.pp > 1), collectively over the run. Errors: those of
 /// MpiWorld::tensor_parallel_group / pipeline_stage_link and LlamaModel::set_tensor_parallel /

@@ -144,12 +144,12 @@ Expected<std::int64_t> kv_byte_cap(const ServeArgs& a) {
 
 // A rank > 0 of `serve --tp / --pp`: runs every forward rank 0's engine broadcasts, until it
 // stops (SIGTERM / SIGINT, which mpirun passes to every rank, are rank 0's to act on).
-int serve_as_worker(const LlamaModel& model, const EngineOptions& options, ThreadPool& pool) {
+int serve_as_worker(const LlamaModel& model, const EngineOptions& options, ThreadPool& pool, LoraPool* lora) {
   ::signal(SIGTERM, SIG_IGN);
   ::signal(SIGINT, SIG_IGN);
   auto cache = KvCache::create(model.config(), options.kv);
   if (!cache) return report(cache.status());
-  if (Status st = run_forward_worker(model, *cache, pool); !st) return report(st);
+  if (Status st = run_forward_worker(model, *cache, pool, lora); !st) return report(st);
   return 0;
 }
 
@@ -219,13 +219,29 @@ int run(const ServeArgs& args) {
   if (!options) return report(options.status());
   auto spec = spec_params(args.spec);
   if (!spec) return report(spec.status());
+  std::unique_ptr<LoraPool> lora;
+  std::vector<std::string> lora_names;
+  if (!args.loras.empty()) {
+    std::vector<LoraSpec> specs;
+    for (const std::string& text : args.loras) {
+      auto spec_or = parse_lora_spec(text, true);
+      if (!spec_or) return report(spec_or.status());
+      if (spec_or->name == model_id(args) || std::find(lora_names.begin(), lora_names.end(), spec_or->name) != lora_names.end()) {
+        return report(invalid_argument("--lora: the name '" + spec_or->name + "' is taken"));
+      }
+      lora_names.push_back(spec_or->name);
+      specs.push_back(*spec_or);
+    }
+    auto pool_or = serve_lora_pool(specs, model->file(), args.max_loras, args.model);
+    if (!pool_or) return report(pool_or.status());
+    lora = std::move(*pool_or);
+    options->lora = lora.get();
+  }
   MpiForwardMirror mirror;  // across ranks: rank 0's engine schedules, the others mirror its forwards
   if (args.model.tp * args.model.pp > 1) {
-    if (spec->method != SpecMethod::kNone || !args.loras.empty()) {
-      return report(unsupported("serve --tp / --pp runs neither speculative decoding nor LoRA adapters yet"));
-    }
+    if (spec->method != SpecMethod::kNone) return report(unsupported("serve --tp / --pp runs no speculative decoding yet"));
     options->kv.n_blocks = static_cast<std::int32_t>(broadcast_from_first_rank(options->kv.n_blocks));
-    if ((*mpi_world())->rank() > 0) return serve_as_worker(*model, *options, pool);
+    if ((*mpi_world())->rank() > 0) return serve_as_worker(*model, *options, pool, lora.get());
     options->mirror = &mirror;
   }
   MpiRemotePrefill remote(peer);  // --role decode: the prefill rank computes the prompts' K/V
@@ -241,24 +257,6 @@ int run(const ServeArgs& args) {
   auto drafter = make_drafter(args.spec, *model, args.model, ctx, args.parallel, pool);
   if (!drafter) return report(drafter.status());
   options->drafter = drafter->drafter.get();
-  std::unique_ptr<LoraPool> lora;
-  std::vector<std::string> lora_names;
-  if (!args.loras.empty()) {
-    std::vector<LoraSpec> specs;
-    for (const std::string& text : args.loras) {
-      auto spec_or = parse_lora_spec(text, true);
-      if (!spec_or) return report(spec_or.status());
-      if (spec_or->name == model_id(args) || std::find(lora_names.begin(), lora_names.end(), spec_or->name) != lora_names.end()) {
-        return report(invalid_argument("--lora: the name '" + spec_or->name + "' is taken"));
-      }
-      lora_names.push_back(spec_or->name);
-      specs.push_back(*spec_or);
-    }
-    auto pool_or = serve_lora_pool(specs, model->file(), args.max_loras);
-    if (!pool_or) return report(pool_or.status());
-    lora = std::move(*pool_or);
-    options->lora = lora.get();
-  }
   auto engine = Engine::create(*model, *options, pool);
   if (!engine) return report(engine.status());
   if (args.model.device == "cuda") {

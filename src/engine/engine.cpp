@@ -27,8 +27,8 @@ Status validate_options(const LlamaModel& model, const EngineOptions& o) {
   if (o.ctx_len < 0 || o.ctx_len > model.config().max_seq_len) {
     return invalid_argument("context length must be in [1, " + std::to_string(model.config().max_seq_len) + "]");
   }
-  if (o.mirror != nullptr && (o.drafter != nullptr || o.lora != nullptr)) {
-    return invalid_argument("an engine mirrored by other processes runs without drafters or LoRA adapters");
+  if (o.mirror != nullptr && o.drafter != nullptr) {
+    return invalid_argument("an engine mirrored by other processes runs without drafters");
   }
   if (o.remote_prefill != nullptr && (o.mirror != nullptr || o.drafter != nullptr || o.lora != nullptr)) {
     return invalid_argument("a decode instance with a remote prefill runs without a mirror, drafters or LoRA adapters");
@@ -312,7 +312,11 @@ void Engine::Impl::record_step(std::int64_t prompt_tokens, std::int64_t generate
 Status Engine::Impl::run_forward(const std::vector<ScheduledChunk>& chunks) {
   features.clear();
   const LoraSet* lora = options.lora != nullptr ? &options.lora->set() : nullptr;
-  if (options.mirror != nullptr) options.mirror->forward(batch, cache.take_follower_update(batch.seq_ids));
+  if (options.mirror != nullptr) {
+    std::vector<std::int32_t> slot_adapters;  // what each LoRA slot holds, for the mirror's pools
+    for (std::int32_t k = 0; lora != nullptr && k < lora->n_slots(); ++k) slot_adapters.push_back(options.lora->adapter_in(k));
+    options.mirror->forward(batch, cache.take_follower_update(batch.seq_ids), slot_adapters);
+  }
   if (!speculation.needs_features(chunks)) return model.forward(batch, cache, logits, pool, 0, nullptr, lora);
   FinalHiddenCapture capture(model.config().n_layers);
   PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool, 0, &capture, lora));

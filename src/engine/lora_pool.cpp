@@ -49,6 +49,25 @@ Expected<std::optional<std::int32_t>> LoraPool::acquire(std::int32_t adapter) {
   return slot;
 }
 
+Status LoraPool::place(std::int32_t slot, std::int32_t adapter) {
+  if (slot < 0 || slot >= max_resident_ || adapter < 0 || adapter >= n_adapters()) {
+    return out_of_range("LoRA slot " + std::to_string(slot) + " / adapter " + std::to_string(adapter) + " is out of range");
+  }
+  if (slot < static_cast<std::int32_t>(slots_.size()) && slots_[static_cast<std::size_t>(slot)].adapter == adapter) {
+    return Status::ok();
+  }
+  PEREGRINE_ASSIGN_OR_RETURN(std::vector<LoraSlotEntry> entries, loaders_[static_cast<std::size_t>(adapter)]());
+  while (static_cast<std::int32_t>(slots_.size()) <= slot) {
+    PEREGRINE_ASSIGN_OR_RETURN(const std::int32_t added, set_.add_slot(entries));
+    (void)added;
+    slots_.emplace_back();
+  }
+  PEREGRINE_RETURN_IF_ERROR(set_.replace_slot(slot, std::move(entries)));
+  ++loads_;
+  slots_[static_cast<std::size_t>(slot)].adapter = adapter;
+  return Status::ok();
+}
+
 void LoraPool::release(std::int32_t slot) {
   Slot& s = slots_[static_cast<std::size_t>(slot)];
   if (s.pins > 0) --s.pins;

@@ -684,9 +684,6 @@ Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float
   if (cuda_ != nullptr && (observer != nullptr || !batch.parents.empty() || lora != nullptr)) {
     return unsupported("forward: the CUDA backend does not run token trees, calibration observers or LoRA adapters yet");
   }
-  if (lora != nullptr && !batch.lora_slots.empty() && tp_ != nullptr && tp_->size() > 1) {
-    return unsupported("forward: LoRA adapters do not run under tensor parallelism yet");
-  }
   if (lora != nullptr && config().ffn_down_hadamard) {
     return unsupported("forward: LoRA adapters on a Hadamard-rotated model are not supported (merge them before rotating)");
   }

@@ -179,6 +179,21 @@ Status check_divisible(const std::string& what, std::int64_t n, int size) {
                           ") divisible by " + std::to_string(size));
 }
 
+// Rank `rank`'s range [begin, end) of the `n` entries of tensor `name` (`base`: its name without
+// layer and expert index) along its split: rows (out) for a row split, the last dim (in) for a
+// column split; K / V by KV heads, each replicated over size / n_kv_heads ranks when there are
+// fewer KV heads than ranks.
+Expected<std::pair<std::int64_t, std::int64_t>> split_range(const std::string& name, const std::string& base, std::int64_t n,
+                                                            const ModelConfig& c, int rank, int size) {
+  if (base.starts_with("attn_k.") || base.starts_with("attn_v.")) {
+    const std::int64_t head = n / c.n_kv_heads, per_rank = std::max<std::int64_t>(c.n_kv_heads / size, 1);
+    const std::int64_t begin = rank * c.n_kv_heads / size * head;
+    return std::make_pair(begin, begin + per_rank * head);
+  }
+  PEREGRINE_RETURN_IF_ERROR(check_divisible("the split dimension of " + name, n, size));
+  return std::make_pair(n / size * rank, n / size * (rank + 1));
+}
+
 Status check_config(const ModelConfig& c, int size) {
   PEREGRINE_RETURN_IF_ERROR(check_divisible("n_heads", c.n_heads, size));
   if (c.n_kv_heads % size != 0 && size % c.n_kv_heads != 0) {
@@ -225,22 +240,42 @@ Expected<ModelFile> shard_model_file(const ModelFile& full, int rank, int size) 
       shard.tensors.emplace(name, t);
       continue;
     }
-    // Along the split: rows (out) for kRows, the last dim (in) for kColumns; K / V by KV heads,
-    // each replicated over size / n_kv_heads ranks when there are fewer KV heads than ranks.
     const std::int64_t n = split == Split::kRows ? t.shape.front() : t.row_length();
-    std::int64_t begin = n / size * rank, end = n / size * (rank + 1);
-    if (base.starts_with("attn_k.") || base.starts_with("attn_v.")) {
-      const std::int64_t head = n / c.n_kv_heads, per_rank = std::max<std::int64_t>(c.n_kv_heads / size, 1);
-      begin = rank * c.n_kv_heads / size * head;
-      end = begin + per_rank * head;
-    } else {
-      PEREGRINE_RETURN_IF_ERROR(check_divisible("the split dimension of " + name, n, size));
-    }
+    PEREGRINE_ASSIGN_OR_RETURN(const auto range, split_range(name, base, n, c, rank, size));
+    const auto [begin, end] = range;
     Expected<TensorView> v = split == Split::kRows ? row_slice(t, begin, end) : column_slice(t, begin, end, shard.storage);
     if (!v) return v.status();
     shard.tensors.emplace(name, std::move(*v));
   }
   return shard;
+}
+
+Expected<LoraAdapter> shard_lora_adapter(const LoraAdapter& full, const ModelConfig& config, int rank, int size) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return invalid_argument("tensor parallel rank " + std::to_string(rank) + " of " + std::to_string(size) + " is out of range");
+  }
+  LoraAdapter out = full;
+  if (size == 1) return out;
+  for (auto& [name, pair] : out.tensors) {
+    const std::optional<std::string> rest = layer_suffix(name);
+    const Split split = rest ? split_of(without_expert_index(*rest)) : Split::kReplicate;
+    if (split == Split::kReplicate) continue;
+    // B's rows follow the weight's rows; A's columns its columns (the all-reduce after the
+    // weight sums every rank's B · (A_r · x_r) into B · A · x).
+    const std::int64_t n = split == Split::kRows ? pair.out : pair.in;
+    PEREGRINE_ASSIGN_OR_RETURN(const auto range, split_range(name, without_expert_index(*rest), n, config, rank, size));
+    const auto [begin, end] = range;
+    if (split == Split::kRows) {
+      pair.b.assign(full.tensors.at(name).b.begin() + begin * pair.rank, full.tensors.at(name).b.begin() + end * pair.rank);
+      pair.out = end - begin;
+      continue;
+    }
+    const std::vector<float>& a = full.tensors.at(name).a;
+    pair.a.clear();
+    for (std::int64_t r = 0; r < pair.rank; ++r) pair.a.insert(pair.a.end(), a.begin() + r * pair.in + begin, a.begin() + r * pair.in + end);
+    pair.in = end - begin;
+  }
+  return out;
 }
 
 }  // namespace peregrine

@@ -1,6 +1,6 @@
 // `peregrine generate/bench --tp T --pp P` under `mpirun -np T·P` (Open MPI, dist/mpi_world.h):
 // the same greedy text as one process on stories260K (--tp 2, --tp 4 over its 4 KV heads, --pp 2,
-// --tp 2 --pp 2), one clear error for a run that does not match, and no hang when a rank dies
+// --tp 2 --pp 2; with a LoRA adapter under --tp 2 and --pp 2), one clear error for a run that does not match, and no hang when a rank dies
 // mid-run.
 // Skipped, with a message, where mpirun is not installed (scripts/setup.sh installs it).
 #include <gtest/gtest.h>
@@ -60,6 +60,20 @@ TEST(PipelineParallelCli, TwoStagesAndTwoByTwoPrintOneProcesssGreedyText) {
   ASSERT_EQ(four.exit_code, 0) << four.err;
   EXPECT_EQ(four.out, one_short.out);
   expect_clean_error(run_cli(with(kGreedy, {"--tp", "2", "--pp", "2"})), "--tp 2 --pp 2 runs as 4 MPI ranks");
+}
+
+TEST(TensorParallelCli, LoraAdaptersGiveOneProcesssText) {
+  SKIP_WITHOUT_MPIRUN();
+  // A llama.cpp LoRA GGUF for stories260K (tools/make_test_models.py): each rank applies its part.
+  const std::vector<std::string> lora = {"--lora", testdata_dir() + "/lora-42.gguf"};
+  const CliResult base = run_cli(kGreedyShort), one = run_cli(with(kGreedyShort, lora));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.out, base.out);  // the adapter changes the text
+  for (const std::vector<std::string>& split : {std::vector<std::string>{"--tp", "2"}, std::vector<std::string>{"--pp", "2"}}) {
+    const CliResult two = run_mpirun(2, with(with(kGreedyShort, split), lora));
+    ASSERT_EQ(two.exit_code, 0) << two.err;
+    EXPECT_EQ(two.out, one.out) << split[0];
+  }
 }
 
 TEST(TensorParallelCli, BenchProfilesTheAllReduce) {

@@ -156,7 +156,7 @@ class LocalMirror final : public ForwardMirror {
  public:
   LocalMirror(std::unique_ptr<LlamaModel> model, const KvCacheOptions& kv)
       : model_(std::move(model)), cache_(test::make_kv_cache(model_->config(), std::int64_t{kv.n_blocks} * kv.block_size, 1, kv.block_size, kv.dtype)) {}
-  void forward(const Batch& batch, const KvCache::FollowerUpdate& kv) override {
+  void forward(const Batch& batch, const KvCache::FollowerUpdate& kv, std::span<const std::int32_t>) override {
     cache_.follow(kv);
     std::vector<float> logits;
     ok_ = ok_ && model_->forward(batch, cache_, logits, pool_).is_ok();

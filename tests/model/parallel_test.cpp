@@ -15,6 +15,8 @@
 #include <tuple>
 
 #include "peregrine/engine/generator.h"
+#include "peregrine/formats/lora_adapter.h"
+#include "peregrine/model/lora_set.h"
 #include "peregrine/model/llama_model.h"
 #include "peregrine/model/pipeline_parallel.h"
 #include "peregrine/model/tensor_parallel.h"
@@ -43,7 +45,7 @@ void check_every_family(int tp, int pp, std::int64_t min_checked, std::size_t mi
   std::int64_t checked = 0;
   std::vector<std::string> families;
   for (const test::Case& c : test::load_cases()) {
-    if (!c.lora.empty() || !c.decode_logits.empty()) continue;  // LoRA is not sliced; length-scaled RoPE: LogitsParity
+    if (!c.lora.empty() || !c.decode_logits.empty()) continue;  // LoRA: check_lora_cases; length-scaled RoPE: LogitsParity
     SCOPED_TRACE(c.name);
     auto file = load_model_file(c.model);
     ASSERT_TRUE(file) << file.status().message();
@@ -99,6 +101,50 @@ void check_every_family(int tp, int pp, std::int64_t min_checked, std::size_t mi
 TEST(TensorParallel, ShardedLogitsMatchTheReferenceOnEveryFamily) { check_every_family(2, 1, 32, 8); }
 TEST(PipelineParallel, StagedLogitsMatchTheReferenceOnEveryFamily) { check_every_family(1, 2, 38, 8); }
 TEST(TensorAndPipelineParallel, FourRanksMatchTheReferenceOnEveryFamily) { check_every_family(2, 2, 32, 8); }
+
+// Every manifest case with a LoRA adapter (PEFT folders and llama.cpp GGUFs) over tp × pp thread
+// ranks, each rank applying its stage_lora_adapter + shard_lora_adapter part unmerged: the
+// PyTorch reference's logits with the adapter, within the single-process tolerance.
+void check_lora_cases(int tp, int pp) {
+  std::int64_t checked = 0;
+  for (const test::Case& c : test::load_cases()) {
+    if (c.lora.empty()) continue;
+    SCOPED_TRACE(c.name);
+    auto file = load_model_file(c.model);
+    ASSERT_TRUE(file) << file.status().message();
+    auto adapter = load_lora_adapter(c.lora, *file);
+    ASSERT_TRUE(adapter) << adapter.status().message();
+    std::vector<std::vector<float>> logits(static_cast<std::size_t>(tp * pp));
+    const Status st = test::run_split(*file, tp, pp, [&](int r, const LlamaModel& model) {
+      const int stage = r / tp;
+      auto staged = stage_lora_adapter(*adapter, file->config.n_layers, stage, pp);
+      ASSERT_TRUE(staged) << staged.status().message();
+      auto part = shard_lora_adapter(*staged, shard_pipeline_stage(*file, stage, pp)->config, r % tp, tp);
+      ASSERT_TRUE(part) << part.status().message();
+      LoraSet lora;  // f32 products, as the parity test compares them
+      ASSERT_TRUE(lora.add_slot({{std::make_shared<const LoraAdapter>(std::move(*part)), 1.0f}}));
+      ThreadPool pool(1);
+      KvCache cache = test::make_kv_cache(model.config(), static_cast<std::int64_t>(c.tokens.size()));
+      Batch batch;
+      for (std::size_t i = 0; i < c.tokens.size(); ++i) batch.add(c.tokens[i], static_cast<std::int32_t>(i), 0, true);
+      batch.lora_slots.assign(c.tokens.size(), 0);
+      EXPECT_TRUE(model.forward(batch, cache, logits[static_cast<std::size_t>(r)], pool, 0, nullptr, &lora).is_ok());
+    });
+    if (!st) {
+      std::printf("[ tp=%d pp=%d ] %-28s not split: %s\n", tp, pp, c.name.c_str(), st.message().c_str());
+      continue;
+    }
+    std::printf("[ tp=%d pp=%d ] %-28s max|dlogit| %.2e\n", tp, pp, c.name.c_str(), max_abs_diff(logits[0], c.logits));
+    EXPECT_LE(max_abs_diff(logits[0], c.logits), 1e-4f);
+    for (const auto& l : logits) EXPECT_EQ(l, logits[0]);
+    ++checked;
+  }
+  EXPECT_GE(checked, 4);
+}
+
+TEST(TensorParallel, LoraAdaptersSplitWithTheWeights) { check_lora_cases(2, 1); }
+TEST(PipelineParallel, LoraAdaptersFollowTheirLayers) { check_lora_cases(1, 2); }
+TEST(TensorAndPipelineParallel, LoraAdaptersSplitOnFourRanks) { check_lora_cases(2, 2); }
 
 // stories260K's greedy text over tp × pp thread ranks: one process's, on every rank.
 void check_stories_greedy(int tp, int pp) {

@@ -30,21 +30,22 @@ namespace {
 
 using Json = nlohmann::json;
 
-// One process's greedy completion of `prompt`: `peregrine generate --no-echo`'s text.
-std::string one_process_text(const std::string& prompt, int n) {
+// One process's greedy completion of `prompt`: `peregrine generate --no-echo [extra]`'s text.
+std::string one_process_text(const std::string& prompt, int n, const std::string& extra = "") {
   const std::string out = make_temp_dir() + "/out";
   const std::string cmd = peregrine_binary() + " generate -t 1 --temp 0 --no-echo -n " + std::to_string(n) + " -p '" + prompt +
-                          "' > " + out + " 2>/dev/null";
+                          "' " + extra + " > " + out + " 2>/dev/null";
   EXPECT_EQ(std::system(cmd.c_str()), 0);
   std::string text = read_file(out);
   if (!text.empty() && text.back() == '\n') text.pop_back();
   return text;
 }
 
-std::string completion(const std::string& url, const std::string& prompt, int n, bool stream) {
+std::string completion(const std::string& url, const std::string& prompt, int n, bool stream, const std::string& model = "") {
   httplib::Client client(url);
   client.set_read_timeout(60);
-  const Json body = {{"prompt", prompt}, {"max_tokens", n}, {"temperature", 0}, {"stream", stream}};
+  Json body = {{"prompt", prompt}, {"max_tokens", n}, {"temperature", 0}, {"stream", stream}};
+  if (!model.empty()) body["model"] = model;
   auto r = client.Post("/v1/completions", body.dump(), "application/json");
   if (!r || r->status != 200) return "<error>";
   if (!stream) return Json::parse(r->body)["choices"][0]["text"];
@@ -65,7 +66,7 @@ void expect_answers_like_one_process(ServerProcess& server) {
   const std::vector<std::string> prompts = {"Once upon a time", "Lily and Tom"};
   std::vector<std::future<std::string>> replies;
   for (int i = 0; i < 8; ++i) {  // 8 concurrent clients, batched together by rank 0's engine
-    replies.push_back(std::async(std::launch::async, completion, server.url(), prompts[i % 2], 48, i == 7));
+    replies.push_back(std::async(std::launch::async, completion, server.url(), prompts[i % 2], 48, i == 7, std::string()));
   }
   const std::string want[2] = {one_process_text(prompts[0], 48), one_process_text(prompts[1], 48)};
   for (int i = 0; i < 8; ++i) EXPECT_EQ(replies[static_cast<std::size_t>(i)].get(), want[i % 2]) << "client " << i;
@@ -124,6 +125,23 @@ TEST(ServeDisaggregated, RolesThatDoNotPairUpAreOneClearError) {
   ServerProcess alone({"-t", "1", "--role", "prefill"});
   EXPECT_FALSE(alone.ready());
   EXPECT_NE(alone.log().find("runs as two MPI ranks"), std::string::npos) << alone.log();
+}
+
+// Two LoRA adapters in one slot (--max-loras 1) under --tp 2: each request's adapter is loaded,
+// cut for each rank, into the slot rank 0's pool chose, and the text is one process's with it.
+TEST(ServeParallel, LoraAdaptersLoadOnDemandOnEveryRank) {
+  if (mpirun_path().empty()) GTEST_SKIP() << "mpirun not found: install openmpi-bin (scripts/setup.sh)";
+  const std::string a = testdata_dir() + "/lora-42.gguf", b = testdata_dir() + "/lora-41";
+  ServerProcess server(2, {"-t", "1", "--tp", "2", "--lora", "a=" + a, "--lora", "b=" + b, "--max-loras", "1"});
+  ASSERT_TRUE(server.ready()) << server.log();
+  const std::string prompt = "Once upon a time";
+  const std::string want_a = one_process_text(prompt, 24, "--lora " + a), want_b = one_process_text(prompt, 24, "--lora " + b);
+  ASSERT_NE(want_a, want_b);
+  for (const char* name : {"a", "b", "a", "b"}) {
+    EXPECT_EQ(completion(server.url(), prompt, 24, false, name), name[0] == 'a' ? want_a : want_b) << name;
+  }
+  EXPECT_EQ(completion(server.url(), prompt, 24, false), one_process_text(prompt, 24));  // the base
+  EXPECT_GE(metric(server, "peregrine_lora_evictions_total"), 3);
 }
 
 TEST(ServeParallel, ARankKilledMidRequestFailsTheClientWithoutAHang) {

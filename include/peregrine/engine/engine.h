@@ -41,8 +41,8 @@ struct EngineOptions {
   /// the engine's step loop touches it while the engine runs.
   LoraPool* lora = nullptr;
   /// Other processes running every forward beside this engine (engine/forward_mirror.h), or
-  /// null. Not owned; the engine calls its stop() when it shuts down. Needs no drafter and no
-  /// LoRA pool (their KV rollbacks and adapter products are not mirrored).
+  /// null. Not owned; the engine calls its stop() when it shuts down. Needs no drafter (a
+  /// draft's KV rollback is not mirrored).
   ForwardMirror* mirror = nullptr;
   /// A prefill instance computing the prompts' K/V (engine/remote_prefill.h): this engine is
   /// then the decode instance of a disaggregated pair. Or null. Not owned; the engine calls its
@@ -55,7 +55,7 @@ class Engine {
  public:
   /// An engine over `model` (which must outlive it), computing on `pool`.
   /// Errors: kInvalidArgument (max_batch_tokens < 1, prefill_budget < 0, max_running < 1, max_waiting < 0,
-  /// ctx_len outside [0, model context], a mirror with a drafter or LoRA, a
+  /// ctx_len outside [0, model context], a mirror with a drafter, a
   /// remote prefill with a mirror, a drafter or LoRA) and
   /// those of KvCache::create.
   static Expected<std::unique_ptr<Engine>> create(const LlamaModel& model, const EngineOptions& options,
@@ -66,7 +66,7 @@ class Engine {
   /// Errors: kInvalidArgument (empty prompt, max_tokens < 1, bad sampling params,
   /// top_logprobs > 20, token id outside the vocabulary, bad spec params or a speculative
   /// method this engine has no drafter for, a LoRA adapter it lacks, speculation or LoRA on a
-  /// CUDA model, with a mirror or a remote prefill), kOutOfRange (prompt + 1 token longer
+  /// CUDA model; speculation with a mirror or a remote prefill), kOutOfRange (prompt + 1 token longer
   /// than the context, or needing more KV blocks than the whole pool), kResourceExhausted
   /// (the waiting queue is full), kUnavailable (shutting down).
   Expected<std::uint64_t> submit(RequestOptions request, RequestCallbacks callbacks);

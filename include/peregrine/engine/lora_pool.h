@@ -38,6 +38,11 @@ class LoraPool {
   Expected<std::optional<std::int32_t>> acquire(std::int32_t adapter);
   /// Unpins one acquire() of `slot`.
   void release(std::int32_t slot);
+  /// For a pool that follows another one (a serve --tp / --pp worker, engine/forward_mirror.h):
+  /// makes slot `slot` hold `adapter` as the other pool's does, loading it unless it is there
+  /// (slots up to `slot` are added first, empty), ignoring pins. Errors: kOutOfRange (slot
+  /// outside [0, max_resident()), adapter outside [0, n_adapters())); the loader's error.
+  Status place(std::int32_t slot, std::int32_t adapter);
 
   /// The adapter slot `slot` holds (-1: none), and counters for /metrics.
   std::int32_t adapter_in(std::int32_t slot) const { return slots_[static_cast<std::size_t>(slot)].adapter; }

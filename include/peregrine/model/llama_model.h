@@ -131,9 +131,8 @@ class LlamaModel {
   /// Makes this model rank group->rank() of a tensor-parallel group (model/tensor_parallel.h):
   /// its file must be shard_model_file(full, group->rank(), group->size()); every forward then
   /// all-reduces the attention output and FFN partial sums over the group (collective: every
-  /// rank runs the same forwards, each with its own KV cache of its KV heads; forward refuses
-  /// rows with LoRA slots, kUnsupported: adapters are not sliced). Errors: kUnsupported on a
-  /// kCuda model.
+  /// rank runs the same forwards, each with its own KV cache of its KV heads; LoRA adapters
+  /// must be the rank's shard_lora_adapter parts). Errors: kUnsupported on a kCuda model.
   Status set_tensor_parallel(std::shared_ptr<TensorParallelGroup> group);
   /// The group set by set_tensor_parallel, or null (one process).
   const TensorParallelGroup* tensor_parallel() const { return tp_.get(); }

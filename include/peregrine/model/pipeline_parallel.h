@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "peregrine/core/status.h"
+#include "peregrine/formats/lora_adapter.h"
 #include "peregrine/formats/model_file.h"
 
 namespace peregrine {
@@ -46,5 +47,10 @@ LayerRange pipeline_layers(std::int64_t n_layers, int stage, int n_stages);
 /// config.first_layer = its first layer's index in `full`. n_stages 1 returns `full` as is.
 /// Errors: kInvalidArgument (n_stages < 1 or above the model's layers, stage out of range).
 Expected<ModelFile> shard_pipeline_stage(const ModelFile& full, int stage, int n_stages);
+
+/// A LoRA adapter for a model of `n_layers` layers, cut for that stage's file: the tensors of
+/// its layers renamed as shard_pipeline_stage renames them, the others dropped. Errors: those of
+/// shard_pipeline_stage.
+Expected<LoraAdapter> stage_lora_adapter(const LoraAdapter& full, std::int64_t n_layers, int stage, int n_stages);
 
 }  // namespace peregrine

@@ -23,6 +23,7 @@
 #include <span>
 
 #include "peregrine/core/status.h"
+#include "peregrine/formats/lora_adapter.h"
 #include "peregrine/formats/model_file.h"
 
 namespace peregrine {
@@ -53,5 +54,14 @@ class TensorParallelGroup {
 /// (a whole-projection K norm (OLMoE) with fewer KV heads than ranks; a Hadamard-rotated FFN; column slices of NF4,
 /// a run-time type no file holds — convert after sharding, as `--dtype` does).
 Expected<ModelFile> shard_model_file(const ModelFile& full, int rank, int size);
+
+/// Rank `rank` of `size`'s part of a LoRA adapter for a model of config `config` (the whole
+/// model's, or a pipeline stage's with stage_lora_adapter's adapter), for that rank's
+/// shard_model_file: the rows of B where the weight is split by rows (attn_q / attn_k / attn_v
+/// by heads — KV heads replicated as the weight's —, ffn_gate / ffn_up by FFN columns), the
+/// columns of A where it is split by columns (attn_output, ffn_down); the rank's partial
+/// B · (A_r · x_r) then joins the weight's all-reduce. size 1 returns it as is. Errors:
+/// kInvalidArgument (rank outside [0, size), a split dimension not divisible by size).
+Expected<LoraAdapter> shard_lora_adapter(const LoraAdapter& full, const ModelConfig& config, int rank, int size);
 
 }  // namespace peregrine
