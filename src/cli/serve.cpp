@@ -244,7 +244,7 @@ int run(const ServeArgs& args) {
     if ((*mpi_world())->rank() > 0) return serve_as_worker(*model, *options, pool, lora.get());
     options->mirror = &mirror;
   }
-  MpiRemotePrefill remote(peer);  // --role decode: the prefill rank computes the prompts' K/V
+  MpiRemotePrefill remote(peer, model->config().n_layers);  // --role decode: the prefill rank computes the prompts' K/V
   if (disaggregated) {
     if (args.role == "prefill") return serve_prefill(*model, *options, pool, peer);
     if (Status st = check_prefill_layout(*model, *options, peer); !st) return report(st);

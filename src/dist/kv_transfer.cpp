@@ -113,11 +113,12 @@ Status kv_layout_matches(const KvCache& mine, std::span<const std::int64_t> thei
 PrefillInstance::PrefillInstance(const LlamaModel& model, KvCache cache, ThreadPool& pool, std::int64_t max_batch_tokens)
     : model_(model), cache_(std::move(cache)), pool_(pool), max_batch_tokens_(max_batch_tokens) {}
 
-Status PrefillInstance::compute(const PrefillRequest& r, const Ship& ship) {
+Status PrefillInstance::compute(const PrefillRequest& r, const Ship& ship, const std::function<bool()>& keep_going) {
   const auto n = static_cast<std::int64_t>(r.tokens.size());
   Batch batch;
   std::vector<float> logits;
   for (std::int64_t a = 0; a < n; a += max_batch_tokens_) {
+    if (!keep_going()) return cancelled("the request was cancelled");
     const std::int64_t b = std::min(n, a + max_batch_tokens_);
     batch.clear();
     for (std::int64_t p = a; p < b; ++p) {
@@ -130,15 +131,15 @@ Status PrefillInstance::compute(const PrefillRequest& r, const Ship& ship) {
   return Status::ok();
 }
 
-void PrefillInstance::run(const PrefillRequest& r, const Ship& ship) {
+void PrefillInstance::run(const PrefillRequest& r, const Ship& ship, const std::function<bool()>& keep_going) {
   cache_.free_sequence(0);
-  const Status st = compute(r, ship);
+  const Status st = compute(r, ship, keep_going);
   cache_.free_sequence(0);
   ship(end_message(r.id, st));
 }
 
-void KvReceiver::expect(std::uint64_t id, std::int32_t kv_seq, std::int64_t length) {
-  pending_[id] = Pending{kv_seq, length, Status::ok()};
+void KvReceiver::expect(std::uint64_t id, std::int32_t kv_seq, std::int64_t from, std::int64_t length, std::int64_t n_layers) {
+  pending_[id] = Pending{kv_seq, from, length, std::vector<std::int64_t>(static_cast<std::size_t>(n_layers), 0), Status::ok()};
 }
 
 std::optional<std::pair<std::uint64_t, Status>> KvReceiver::apply(std::span<const std::uint8_t> message, KvCache& cache) {
@@ -148,7 +149,13 @@ std::optional<std::pair<std::uint64_t, Status>> KvReceiver::apply(std::span<cons
   if (it == pending_.end()) return std::nullopt;
   Pending& p = it->second;
   const auto payload = message.subspan(sizeof(KvRowsHeader));
+  const auto fail = [&](const char* what) {
+    if (p.error.is_ok()) p.error = Status(ErrorCode::kInternal, std::string("K/V rows from the prefill instance: ") + what);
+  };
   if (h.layer == kEndOfRequest) {
+    const bool complete = std::all_of(p.rows.begin(), p.rows.end(), [&](std::int64_t n) { return n == p.length - p.from; });
+    if (h.code < 0 || h.code > static_cast<std::int32_t>(ErrorCode::kInternal)) fail("an unknown error code");
+    if (h.code == 0 && !complete) fail("a request ended before every layer's rows arrived");
     Status st = !p.error ? p.error
                 : h.code == 0 ? Status::ok()
                               : Status(static_cast<ErrorCode>(h.code),
@@ -157,14 +164,18 @@ std::optional<std::pair<std::uint64_t, Status>> KvReceiver::apply(std::span<cons
     pending_.erase(it);
     return std::make_pair(h.id, std::move(st));
   }
-  const bool fits = h.layer >= 0 && h.layer < cache.n_layers() && h.first >= 0 && h.n > 0 && h.first + h.n <= p.length &&
-                    static_cast<std::int64_t>(payload.size()) == 2 * h.n * cache.row_bytes();
+  // Bounds checked without overflow: p.from <= first, n <= length - first, payload = 2 · n rows.
+  const bool fits = h.layer >= 0 && h.layer < static_cast<std::int64_t>(p.rows.size()) && h.first >= p.from &&
+                    h.first <= p.length && h.n > 0 && h.n <= p.length - h.first &&
+                    payload.size() / 2 / static_cast<std::size_t>(cache.row_bytes()) == static_cast<std::size_t>(h.n) &&
+                    payload.size() == 2 * static_cast<std::size_t>(h.n) * static_cast<std::size_t>(cache.row_bytes());
   if (!fits) {
-    if (p.error.is_ok()) p.error = Status(ErrorCode::kInternal, "a K/V rows message that does not fit its request");
+    fail("a message that does not fit its request");
     return std::nullopt;
   }
   if (p.error.is_ok()) {
     cache.write_rows(p.kv_seq, h.layer, h.first, h.n, payload.data());
+    p.rows[static_cast<std::size_t>(h.layer)] += h.n;
     bytes_ += static_cast<std::int64_t>(payload.size());
   }
   return std::nullopt;

@@ -299,7 +299,7 @@ void Engine::Impl::record_step(std::int64_t prompt_tokens, std::int64_t generate
   m.prefix_tokens_queried = prefix.tokens_queried();
   m.prefix_tokens_hit = prefix.tokens_hit();
   m.preemptions_total = scheduler.preemptions();
-  if (options.remote_prefill != nullptr) m.kv_bytes_received_total = options.remote_prefill->bytes_received();
+  if (options.remote_prefill != nullptr) m.kv_bytes_shipped_total = options.remote_prefill->bytes_received();
   if (options.lora != nullptr) {
     m.lora_adapters_resident = options.lora->set().n_slots();
     m.lora_loads_total = options.lora->loads();

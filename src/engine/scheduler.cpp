@@ -160,9 +160,9 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
         plan(*seq, n, 0);
         continue;
       }
-      if (scheduled_.empty()) {
+      if (scheduled_.empty() && !awaiting_remote()) {
         stuck_.push_back(seq);  // nothing left to preempt: the pool cannot hold it
-      }
+      }  // (K/V on their way from a remote prefill: that sequence is preemptible once they land)
     }
   }
   // Waiting requests, FCFS: admission stops at the first one that does not fit, except that a

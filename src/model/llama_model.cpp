@@ -747,7 +747,9 @@ void LlamaModel::forward_pipelined(const Batch& batch, KvCache& cache, std::vect
                                    std::int64_t n_layers, ActivationObserver* observer, const LoraSet* lora) const {
   logits.clear();
   std::vector<float> part_logits;
-  for (const Batch& part : split_micro_batches(batch, pp_micro_batches_ > 0 ? pp_micro_batches_ : pp_->n_stages())) {
+  // An observer sees every row of a forward at once (activation_observer.h): no micro-batches.
+  const std::int64_t parts = observer != nullptr ? 1 : pp_micro_batches_ > 0 ? pp_micro_batches_ : pp_->n_stages();
+  for (const Batch& part : split_micro_batches(batch, parts)) {
     BatchLayout rows = layout(part);
     add_rope_factors(part, rows);
     forward_cpu(part, rows, cache, part_logits, pool, n_layers, observer, part.lora_slots.empty() ? nullptr : lora);

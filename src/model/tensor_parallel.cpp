@@ -70,6 +70,10 @@ Expected<TensorView> row_slice(const TensorView& t, std::int64_t r0, std::int64_
 
 // Copies bits [from, from + n) of `src` to bits [0, n) of `dst` (LSB-first within bytes).
 void copy_bits(const std::uint8_t* src, std::int64_t from, std::uint8_t* dst, std::int64_t n) {
+  if (from % 8 == 0 && n % 8 == 0) {  // whole bytes
+    std::memcpy(dst, src + from / 8, static_cast<std::size_t>(n / 8));
+    return;
+  }
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t b = from + i;
     if ((src[b / 8] >> (b % 8)) & 1) dst[i / 8] = static_cast<std::uint8_t>(dst[i / 8] | (1u << (i % 8)));

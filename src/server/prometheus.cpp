@@ -109,7 +109,7 @@ std::string prometheus_text(const EngineMetrics& m) {
   w.counter("weight_bytes_read_total", "Weight bytes read by the model's matrix products.",
             static_cast<double>(m.weight_bytes_read_total));
   w.counter("kv_bytes_shipped_total", "K/V cache bytes a disaggregated prefill instance shipped to this one (serve --role decode).",
-            static_cast<double>(m.kv_bytes_received_total));
+            static_cast<double>(m.kv_bytes_shipped_total));
   w.gauge("lora_adapters_resident", "LoRA adapters in memory (serve --max-loras caps them).",
           static_cast<double>(m.lora_adapters_resident));
   w.counter("lora_loads_total", "LoRA adapter loads, at startup and on demand.", static_cast<double>(m.lora_loads_total));

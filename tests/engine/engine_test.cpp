@@ -234,7 +234,7 @@ class LocalRemotePrefill final : public RemotePrefill {
       : model_(std::move(model)),
         instance_(*model_, test::make_kv_cache(model_->config(), ctx, 1, kDefaultKvBlockSize, kv_dtype), pool_, max_batch_tokens) {}
   void request(std::uint64_t id, std::int32_t kv_seq, std::span<const std::int32_t> tokens, std::int64_t from) override {
-    receiver_.expect(id, kv_seq, static_cast<std::int64_t>(tokens.size()));
+    receiver_.expect(id, kv_seq, from, static_cast<std::int64_t>(tokens.size()), model_->config().n_layers);
     queued_.push_back({id, from, std::vector<std::int32_t>(tokens.begin(), tokens.end())});
   }
   std::vector<std::pair<std::uint64_t, Status>> poll(KvCache& cache) override {
@@ -290,7 +290,7 @@ TEST_F(EngineTest, ARemotePrefillGivesTheSameTokensAndShipsWhatThePrefixCacheLac
       positions += n;
       messages += c.n_layers * ((n + 7) / 8) + 1;  // a message per layer per chunk, then the end
     }
-    EXPECT_EQ(engine->metrics().kv_bytes_received_total, positions * position_bytes);
+    EXPECT_EQ(engine->metrics().kv_bytes_shipped_total, positions * position_bytes);
     EXPECT_EQ(remote.messages(), messages);
     // The first prompt again: its full blocks are prefix-cache hits, only the rest is shipped.
     const std::vector<Outcome> again = run_all(*engine, {requests[0]});
@@ -298,7 +298,7 @@ TEST_F(EngineTest, ARemotePrefillGivesTheSameTokensAndShipsWhatThePrefixCacheLac
     ASSERT_GT(hit, 0);
     EXPECT_EQ(again[0].result.cached_prompt_tokens, hit);
     EXPECT_EQ(again[0].tokens, local[0].tokens);
-    EXPECT_EQ(engine->metrics().kv_bytes_received_total, (positions + n - hit) * position_bytes);
+    EXPECT_EQ(engine->metrics().kv_bytes_shipped_total, (positions + n - hit) * position_bytes);
     engine->shutdown(true);
     EXPECT_EQ(remote.stops(), 1);
   }

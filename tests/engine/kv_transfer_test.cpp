@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 
 #include "kv/kv_test_config.h"
@@ -42,21 +43,34 @@ TEST(KvTransfer, RowsThatDoNotFitTheirRequestEndItWithAnError) {
   ASSERT_TRUE(cache->reserve(0, 6).is_ok());
   ASSERT_TRUE(cache->reserve(1, 6).is_ok());
   KvReceiver receiver;
-  receiver.expect(7, 0, 6);
-  receiver.expect(8, 1, 6);
   const std::int64_t row = cache->row_bytes();
-  EXPECT_FALSE(receiver.apply(rows(7, 1, 0, 6, 2 * 6 * row), *cache));  // fits
-  EXPECT_FALSE(receiver.apply(rows(8, 2, 0, 6, 2 * 6 * row), *cache));  // no layer 2
+  const auto end = [&](std::uint64_t id) { return receiver.apply(rows(id, kEndOfRequest, 0, 0, 0), *cache); };
+  receiver.expect(7, 0, 2, 6, 2);  // rows [2, 6) of 2 layers
+  EXPECT_FALSE(receiver.apply(rows(7, 0, 2, 4, 2 * 4 * row), *cache));
+  EXPECT_FALSE(receiver.apply(rows(7, 1, 2, 1, 2 * 1 * row), *cache));  // layer 1 in two parts
+  EXPECT_FALSE(receiver.apply(rows(7, 1, 3, 3, 2 * 3 * row), *cache));
   EXPECT_FALSE(receiver.apply(rows(9, 0, 0, 6, 2 * 6 * row), *cache));  // not expected: dropped
-  EXPECT_EQ(receiver.bytes(), 2 * 6 * row);
-  auto ok = receiver.apply(rows(7, kEndOfRequest, 0, 0, 0), *cache);
+  EXPECT_EQ(receiver.bytes(), 2 * 8 * row);
+  auto ok = end(7);
   ASSERT_TRUE(ok);
-  EXPECT_TRUE(ok->second.is_ok());
+  EXPECT_TRUE(ok->second.is_ok()) << ok->second.message();
   EXPECT_EQ(cache->length(0), 6);
-  auto bad = receiver.apply(rows(8, kEndOfRequest, 0, 0, 0), *cache);
-  ASSERT_TRUE(bad);
-  EXPECT_EQ(bad->second.code(), ErrorCode::kInternal);
-  EXPECT_EQ(cache->length(1), 0);
+  // Each of these ends its request with kInternal, the cache length untouched.
+  const std::vector<std::vector<std::uint8_t>> bad = {
+      rows(8, 2, 2, 4, 2 * 4 * row),                  // no layer 2
+      rows(8, 0, 1, 4, 2 * 4 * row),                  // below `from`: the engine's own rows
+      rows(8, 0, 2, INT64_MAX, 2 * 4 * row),          // a count that would overflow
+      rows(8, 0, 2, 4, 2 * 4 * row + 1),              // a payload of another size
+      rows(8, 0, 2, 4, 2 * 4 * row),                  // fits, but layer 1 never comes
+  };
+  for (const auto& message : bad) {
+    receiver.expect(8, 1, 2, 6, 2);
+    EXPECT_FALSE(receiver.apply(message, *cache));
+    auto failed = end(8);
+    ASSERT_TRUE(failed);
+    EXPECT_EQ(failed->second.code(), ErrorCode::kInternal) << failed->second.message();
+    EXPECT_EQ(cache->length(1), 0);
+  }
 }
 
 }  // namespace

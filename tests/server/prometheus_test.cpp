@@ -38,7 +38,7 @@ EngineMetrics busy_metrics() {
   m.prefix_tokens_queried = 100;
   m.prefix_tokens_hit = 25;
   m.prompt_tokens_total = 1234;
-  m.kv_bytes_received_total = 65536;
+  m.kv_bytes_shipped_total = 65536;
   m.generation_tokens_total = 567;
   m.prompt_tokens_per_s = 12.5;
   m.generation_tokens_per_s = 3.25;

@@ -63,12 +63,13 @@ class PrefillInstance {
   /// `model` and `pool` must outlive it. The cache needs blocks for the longest prompt.
   PrefillInstance(const LlamaModel& model, KvCache cache, ThreadPool& pool, std::int64_t max_batch_tokens);
   /// Computes `r` and ships its rows messages, then its end message (ok, or the forward's error:
-  /// e.g. kResourceExhausted for a prompt longer than this instance's cache holds).
-  void run(const PrefillRequest& r, const Ship& ship);
+  /// e.g. kResourceExhausted for a prompt longer than this instance's cache holds; kCancelled
+  /// when `keep_going`, asked before each chunk, says no).
+  void run(const PrefillRequest& r, const Ship& ship, const std::function<bool()>& keep_going = [] { return true; });
   const KvCache& cache() const { return cache_; }
 
  private:
-  Status compute(const PrefillRequest& r, const Ship& ship);
+  Status compute(const PrefillRequest& r, const Ship& ship, const std::function<bool()>& keep_going);
   const LlamaModel& model_;
   KvCache cache_;
   ThreadPool& pool_;
@@ -78,13 +79,15 @@ class PrefillInstance {
 /// The decode side: writes the rows messages of the requests it expects into the cache.
 class KvReceiver {
  public:
-  /// Rows for request `id` go to sequence `kv_seq`, whose positions [0, length) are reserved.
-  void expect(std::uint64_t id, std::int32_t kv_seq, std::int64_t length);
+  /// Rows [from, length) of every layer of request `id` go to sequence `kv_seq`, whose
+  /// positions [0, length) are reserved (those before `from` are the engine's: never written).
+  void expect(std::uint64_t id, std::int32_t kv_seq, std::int64_t from, std::int64_t length, std::int64_t n_layers);
   /// Rows for `id` are dropped from now on.
   void cancel(std::uint64_t id) { pending_.erase(id); }
   /// Writes one rows message into `cache` (a request not expected, or cancelled, is skipped).
   /// At a request's end returns (id, its status), after setting length(kv_seq) on success; a
-  /// message that does not fit its request (layer, positions or size) ends it with kInternal.
+  /// message that does not fit its request (layer, positions outside [from, length), size), an
+  /// unknown error code, or an ok end before every layer's rows arrived ends it with kInternal.
   std::optional<std::pair<std::uint64_t, Status>> apply(std::span<const std::uint8_t> message, KvCache& cache);
   /// Row bytes written so far.
   std::int64_t bytes() const { return bytes_; }
@@ -92,8 +95,9 @@ class KvReceiver {
  private:
   struct Pending {
     std::int32_t kv_seq;
-    std::int64_t length;
-    Status error;  // the first malformed message's
+    std::int64_t from, length;
+    std::vector<std::int64_t> rows;  // per layer, rows written so far
+    Status error;                    // the first malformed message's
   };
   std::unordered_map<std::uint64_t, Pending> pending_;
   std::int64_t bytes_ = 0;

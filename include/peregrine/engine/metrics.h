@@ -48,7 +48,7 @@ struct EngineMetrics {
   std::int64_t spec_accepted_tokens_total = 0;  // draft tokens accepted by verification
   std::int64_t spec_steps_total = 0;            // verification steps (per sequence)
   std::uint64_t weight_bytes_read_total = 0;    // the model's matrix products (ForwardCounters)
-  std::int64_t kv_bytes_received_total = 0;     // K/V rows shipped in by a remote prefill
+  std::int64_t kv_bytes_shipped_total = 0;     // K/V rows shipped in by a remote prefill
   std::int64_t lora_adapters_resident = 0;      // LoRA adapters loaded in the engine's LoraPool
   std::int64_t lora_loads_total = 0;            // adapter loads (startup and on demand)
   std::int64_t lora_evictions_total = 0;        // adapters evicted to load another
