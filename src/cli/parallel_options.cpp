@@ -98,9 +98,7 @@ Expected<LoraAdapter> lora_for_run(LoraAdapter adapter, const ModelConfig& whole
   PEREGRINE_ASSIGN_OR_RETURN(MpiWorld * world, mpi_world());
   const int stage = world->rank() / o.tp;
   PEREGRINE_ASSIGN_OR_RETURN(LoraAdapter staged, stage_lora_adapter(adapter, whole.n_layers, stage, o.pp));
-  ModelConfig stage_config = whole;
-  stage_config.n_layers = pipeline_layers(whole.n_layers, stage, o.pp).last - pipeline_layers(whole.n_layers, stage, o.pp).first;
-  return shard_lora_adapter(staged, stage_config, world->rank() % o.tp, o.tp);
+  return shard_lora_adapter(staged, whole, world->rank() % o.tp, o.tp);  // a stage splits as the whole model does
 }
 
 Status attach_parallel(LlamaModel& model, const ModelOptions& o) {

@@ -57,12 +57,14 @@ Status LoraPool::place(std::int32_t slot, std::int32_t adapter) {
     return Status::ok();
   }
   PEREGRINE_ASSIGN_OR_RETURN(std::vector<LoraSlotEntry> entries, loaders_[static_cast<std::size_t>(adapter)]());
-  while (static_cast<std::int32_t>(slots_.size()) <= slot) {
-    PEREGRINE_ASSIGN_OR_RETURN(const std::int32_t added, set_.add_slot(entries));
+  while (static_cast<std::int32_t>(slots_.size()) <= slot) {  // the slot itself converts `entries` once
+    const bool last = static_cast<std::int32_t>(slots_.size()) == slot;
+    PEREGRINE_ASSIGN_OR_RETURN(const std::int32_t added, set_.add_slot(last ? std::move(entries) : entries));
     (void)added;
     slots_.emplace_back();
+    if (last) entries.clear();
   }
-  PEREGRINE_RETURN_IF_ERROR(set_.replace_slot(slot, std::move(entries)));
+  if (!entries.empty()) PEREGRINE_RETURN_IF_ERROR(set_.replace_slot(slot, std::move(entries)));
   ++loads_;
   slots_[static_cast<std::size_t>(slot)].adapter = adapter;
   return Status::ok();
