@@ -1,7 +1,8 @@
 // Micro-benchmark of LoraSet::apply (model/lora_set.h), the unmerged LoRA products of a serving
 // step: S slots, each holding one adapter of rank R on all 7 projections of every layer of
 // TinyLlama-1.1B (dim 2048, KV dim 256, ffn 5632, 22 layers), and a batch of S·M rows, M per
-// slot (decode: M = 1). One "step" applies every layer's 7 products once, as a forward does.
+// slot (decode: M = 1). One "step" applies every layer's 7 products once in 4 calls (Q/K/V,
+// output, gate/up, down), as a forward does.
 // Prints ms per step, the adapter bytes a step reads and their GB/s (every adapter is read once
 // per step: the arithmetic is M·2 FLOPs per stored value, so this is memory-bound).
 //
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -30,9 +32,12 @@ using namespace peregrine;
 struct Shape {
   const char* name;
   std::int64_t in, out;
+  int call;  // weights of one call share their input, as in a forward (Q/K/V, gate/up)
 };
-constexpr Shape kShapes[] = {{"attn_q", 2048, 2048}, {"attn_k", 2048, 256},  {"attn_v", 2048, 256},   {"attn_output", 2048, 2048},
-                             {"ffn_gate", 2048, 5632}, {"ffn_up", 2048, 5632}, {"ffn_down", 5632, 2048}};
+constexpr Shape kShapes[] = {{"attn_q", 2048, 2048, 0},   {"attn_k", 2048, 256, 0}, {"attn_v", 2048, 256, 0},
+                             {"attn_output", 2048, 2048, 1}, {"ffn_gate", 2048, 5632, 2}, {"ffn_up", 2048, 5632, 2},
+                             {"ffn_down", 5632, 2048, 3}};
+constexpr int kCalls = 4;
 constexpr std::int64_t kLayers = 22;
 
 std::shared_ptr<const LoraAdapter> random_adapter(std::int64_t rank, std::mt19937& rng) {
@@ -80,15 +85,22 @@ int main(int argc, char** argv) {
   std::vector<std::int32_t> row_slots;
   for (std::int64_t k = 0; k < slots; ++k) row_slots.insert(row_slots.end(), static_cast<std::size_t>(rows), static_cast<std::int32_t>(k));
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(static_cast<std::size_t>(n * 5632)), y(static_cast<std::size_t>(n * 5632));
+  std::vector<float> x(static_cast<std::size_t>(n * 5632));
+  std::vector<std::vector<float>> y(std::size(kShapes), std::vector<float>(static_cast<std::size_t>(n * 5632)));
   for (float& v : x) v = normal(rng);
   ThreadPool pool(threads);
   ThreadPool::WarmScope warm(pool);
   auto step = [&] {
     for (std::int64_t l = 0; l < kLayers; ++l) {
-      for (const Shape& s : kShapes) {
-        set.apply(layer_tensor_name(l, s.name), std::span<const float>(x).first(static_cast<std::size_t>(n * s.in)), n,
-                  std::span<float>(y).first(static_cast<std::size_t>(n * s.out)), row_slots, pool);
+      for (int call = 0; call < kCalls; ++call) {
+        std::vector<LoraTarget> targets;
+        std::int64_t in = 0;
+        for (std::size_t i = 0; i < std::size(kShapes); ++i) {
+          if (kShapes[i].call != call) continue;
+          targets.push_back({layer_tensor_name(l, kShapes[i].name), std::span<float>(y[i]).first(static_cast<std::size_t>(n * kShapes[i].out))});
+          in = kShapes[i].in;
+        }
+        set.apply(targets, std::span<const float>(x).first(static_cast<std::size_t>(n * in)), n, row_slots, pool);
       }
     }
   };

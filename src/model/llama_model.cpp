@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <thread>
+#include <utility>
 
 #include "peregrine/core/available_memory.h"
 #include "peregrine/kernels/cpu/attention.h"
@@ -97,9 +99,14 @@ struct LlamaModel::Scratch {
   const LoraSet* lora = nullptr;          // with the rows' slots (Batch::lora_slots)
   std::span<const std::int32_t> lora_slots;
 
-  // y += the LoRA products of layer l's weight `weight` ("attn_q", ...) on x, when adapters apply.
-  void adapt(std::int64_t l, std::string_view weight, std::span<const float> x, std::span<float> y, ThreadPool& pool) const {
-    if (lora != nullptr) lora->apply(layer_tensor_name(l, weight), x, n, y, lora_slots, pool);
+  // Each output y += the LoRA products of layer l's weight ("attn_q", ...) on x, when adapters
+  // apply: the weights sharing x in one LoraSet::apply call.
+  void adapt(std::int64_t l, std::initializer_list<std::pair<std::string_view, std::span<float>>> outputs,
+             std::span<const float> x, ThreadPool& pool) const {
+    if (lora == nullptr) return;
+    std::vector<LoraTarget> targets;
+    for (const auto& [weight, y] : outputs) targets.push_back({layer_tensor_name(l, weight), y});
+    lora->apply(targets, x, n, lora_slots, pool);
   }
 
   // Shows the observer (if any) the input of the linear layers `input` of layer `l`.
@@ -485,9 +492,7 @@ void LlamaModel::qkv_projection(const Layer& layer, std::int64_t l, Scratch& s, 
   const ForwardOpTimer timed = timer(ForwardOp::kQkvProjection);
   const std::int64_t n = s.n;
   linear_fused({{{layer.wq, s.xb, s.q}, {layer.wk, s.xb, s.k}, {layer.wv, s.xb, s.v}}}, n, pool);
-  s.adapt(l, "attn_q", s.xb, s.q, pool);
-  s.adapt(l, "attn_k", s.xb, s.k, pool);
-  s.adapt(l, "attn_v", s.xb, s.v, pool);
+  s.adapt(l, {{"attn_q", s.q}, {"attn_k", s.k}, {"attn_v", s.v}}, s.xb, pool);
   add_bias(s.q, n, layer.bq);
   add_bias(s.k, n, layer.bk);
   add_bias(s.v, n, layer.bv);
@@ -572,7 +577,7 @@ void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch
   {
     const ForwardOpTimer timed = timer(ForwardOp::kOutputProjection);
     linear(*layer.wo, s.attn, s.n, s.xb, pool);
-    s.adapt(l, "attn_output", s.attn, s.xb, pool);
+    s.adapt(l, {{"attn_output", s.xb}}, s.attn, pool);
   }
   all_reduce(s.xb);
   add_residual(s.xb, layer.post_attn_norm, s);
@@ -597,8 +602,7 @@ void LlamaModel::dense_ffn(const Layer& layer, std::int64_t l, Scratch& s, Threa
   {
     const ForwardOpTimer timed = timer(ForwardOp::kFfnGateUp);
     linear_fused({{{layer.w_gate, s.xb, s.gate}, {layer.w_up, s.xb, s.up}}}, s.n, pool);
-    s.adapt(l, "ffn_gate", s.xb, s.gate, pool);
-    s.adapt(l, "ffn_up", s.xb, s.up, pool);
+    s.adapt(l, {{"ffn_gate", s.gate}, {"ffn_up", s.up}}, s.xb, pool);
   }
   {
     const ForwardOpTimer timed = timer(ForwardOp::kActivation);
@@ -608,7 +612,7 @@ void LlamaModel::dense_ffn(const Layer& layer, std::int64_t l, Scratch& s, Threa
   s.observe(l, LinearInput::kFfnDown, s.gate);
   const ForwardOpTimer timed = timer(ForwardOp::kFfnDown);
   linear(*layer.w_down, s.gate, s.n, s.xb, pool);
-  s.adapt(l, "ffn_down", s.gate, s.xb, pool);
+  s.adapt(l, {{"ffn_down", s.xb}}, s.gate, pool);
 }
 
 void LlamaModel::linear(const TensorView& w, std::span<const float> x, std::int64_t n, std::span<float> y,

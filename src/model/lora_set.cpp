@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "peregrine/kernels/cpu/gemv_float.h"
 #include "peregrine/kernels/cpu/lora_expand.h"
@@ -11,41 +12,59 @@
 namespace peregrine {
 namespace {
 
-/// Bytes of a [rows, cols] product matrix in `dtype`, rounded up to a cache line.
-std::size_t product_bytes(std::int64_t rows, std::int64_t cols, DType dtype) {
-  const std::size_t bytes = static_cast<std::size_t>(rows * cols) * (dtype == DType::kF32 ? 4 : 2);
+/// Bytes of `elements` product values in `dtype`, rounded up to a cache line.
+std::size_t product_bytes(std::int64_t elements, DType dtype) {
+  const std::size_t bytes = static_cast<std::size_t>(elements) * (dtype == DType::kF32 ? 4 : 2);
   return (bytes + 63) / 64 * 64;
 }
 
+/// The layout a product matrix is stored in: its number of stored values and where (r, c) sits.
+struct Layout {
+  std::int64_t elements;
+  std::function<std::int64_t(std::int64_t, std::int64_t)> index;
+};
+
+Layout row_major(std::int64_t rows, std::int64_t cols) {
+  return {rows * cols, [cols](std::int64_t r, std::int64_t c) { return r * cols + c; }};
+}
+
+Layout expand_panels(std::int64_t rank, std::int64_t out) {  // lora_expand's Bᵀ layout
+  return {lora_panel_elements(rank, out), [rank](std::int64_t k, std::int64_t c) { return lora_panel_index(rank, k, c); }};
+}
+
 /// Writes the [rows, cols] matrix value(r, c) at `at` in `dtype` (F32, or F16 / BF16 rounded to
-/// nearest even) and returns its view; advances `at` by product_bytes.
+/// nearest even), laid out as `layout` says (values it leaves out are zero), and returns its
+/// view; advances `at` by product_bytes.
 template <class Value>
-TensorView write_product(const std::string& name, std::int64_t rows, std::int64_t cols, DType dtype, std::uint8_t*& at,
-                         const Value& value) {
+TensorView write_product(const std::string& name, std::int64_t rows, std::int64_t cols, const Layout& layout, DType dtype,
+                         std::uint8_t*& at, const Value& value) {
   TensorView v;
   v.name = name;
   v.dtype = dtype;
   v.shape = {rows, cols};
   v.data = at;
-  v.nbytes = static_cast<std::size_t>(rows * cols) * (dtype == DType::kF32 ? 4 : 2);
+  v.nbytes = static_cast<std::size_t>(layout.elements) * (dtype == DType::kF32 ? 4 : 2);
+  std::fill_n(at, v.nbytes, std::uint8_t{0});  // +0.0 in every dtype
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t c = 0; c < cols; ++c) {
       const float f = value(r, c);
-      const auto i = static_cast<std::size_t>(r * cols + c);
+      const auto i = static_cast<std::size_t>(layout.index(r, c));
       if (dtype == DType::kF32) reinterpret_cast<float*>(at)[i] = f;
       else reinterpret_cast<std::uint16_t*>(at)[i] = dtype == DType::kF16 ? f32_to_f16(f) : f32_to_bf16(f);
     }
   }
-  at += product_bytes(rows, cols, dtype);
+  at += product_bytes(layout.elements, dtype);
   return v;
 }
 
-/// One (slot, product) of an apply call: the slot's rows, its input and its x·Aᵀ.
+/// One (slot, product) of an apply call: the slot's rows, its input, the target it adds to
+/// and its x·Aᵀ.
 struct Job {
   const TensorView* a;    // A [rank, in]
   const TensorView* bt;   // Bᵀ [rank, out]
   float scale;
   std::int64_t group;     // index into the call's row groups
+  std::int64_t target;    // index into the call's targets
   std::int64_t t_offset;  // of its t [m, rank] in the call's t buffer
   std::int64_t a_begin;   // its first A row in phase 1's numbering of all jobs' A rows
 };
@@ -70,7 +89,7 @@ Expected<LoraSet::Slot> LoraSet::make_slot(std::vector<LoraSlotEntry> entries) c
     if (e.adapter == nullptr) return invalid_argument("a LoRA slot entry has no adapter");
     if (!std::isfinite(e.scale)) return invalid_argument("a LoRA scale must be finite");
     for (const auto& [name, pair] : e.adapter->tensors) {
-      bytes += product_bytes(pair.rank, pair.in, dtype_) + product_bytes(pair.rank, pair.out, dtype_);
+      bytes += product_bytes(pair.rank * pair.in, dtype_) + product_bytes(lora_panel_elements(pair.rank, pair.out), dtype_);
     }
   }
   Slot slot;
@@ -80,9 +99,9 @@ Expected<LoraSet::Slot> LoraSet::make_slot(std::vector<LoraSlotEntry> entries) c
     for (const auto& [name, pair] : e.adapter->tensors) {
       Product p;
       const LoraPair& lp = pair;
-      p.a = write_product(name + ".lora_a", lp.rank, lp.in, dtype_, at,
+      p.a = write_product(name + ".lora_a", lp.rank, lp.in, row_major(lp.rank, lp.in), dtype_, at,
                           [&](std::int64_t k, std::int64_t i) { return lp.a[static_cast<std::size_t>(k * lp.in + i)]; });
-      p.bt = write_product(name + ".lora_b_t", lp.rank, lp.out, dtype_, at,
+      p.bt = write_product(name + ".lora_b_t", lp.rank, lp.out, expand_panels(lp.rank, lp.out), dtype_, at,
                            [&](std::int64_t k, std::int64_t o) { return lp.b[static_cast<std::size_t>(o * lp.rank + k)]; });
       p.scale = e.scale * e.adapter->scale();
       slot.products[name].push_back(std::move(p));
@@ -104,9 +123,11 @@ Status LoraSet::replace_slot(std::int32_t slot, std::vector<LoraSlotEntry> entri
   return Status::ok();
 }
 
-void LoraSet::apply(const std::string& name, std::span<const float> x, std::int64_t n, std::span<float> y,
+void LoraSet::apply(std::span<const LoraTarget> targets, std::span<const float> x, std::int64_t n,
                     std::span<const std::int32_t> row_slots, ThreadPool& pool) const {
-  const std::int64_t in = static_cast<std::int64_t>(x.size()) / n, out = static_cast<std::int64_t>(y.size()) / n;
+  if (targets.empty() || n <= 0) return;
+  const std::int64_t in = static_cast<std::int64_t>(x.size()) / n;
+  const auto n_target = static_cast<std::int64_t>(targets.size());
   // Rows grouped by slot (a counting sort: slots are few), each slot's group gathered unless its
   // rows are contiguous (a sequence's rows are; decode has one row per sequence).
   // The calling thread's buffers, named through references: the phases run on the pool's
@@ -115,17 +136,29 @@ void LoraSet::apply(const std::string& name, std::span<const float> x, std::int6
   thread_local std::vector<float> tl_xs, tl_t;
   thread_local std::vector<Group> tl_groups;
   thread_local std::vector<Job> tl_jobs;
+  thread_local std::vector<const std::vector<Product>*> tl_found;
   std::vector<std::int64_t>& rows = tl_rows;
   std::vector<std::int64_t>& count = tl_count;
   std::vector<float>& xs = tl_xs;
   std::vector<float>& t = tl_t;
   std::vector<Group>& groups = tl_groups;
   std::vector<Job>& jobs = tl_jobs;
+  std::vector<const std::vector<Product>*>& found = tl_found;  // [slot, target]: its products, or null
   const auto n_slot = static_cast<std::size_t>(n_slots());
+  found.assign(n_slot * static_cast<std::size_t>(n_target), nullptr);
+  std::vector<bool> adapted(n_slot, false);
+  for (std::size_t k = 0; k < n_slot; ++k) {
+    for (std::int64_t j = 0; j < n_target; ++j) {
+      const auto it = slots_[k].products.find(targets[static_cast<std::size_t>(j)].name);
+      if (it == slots_[k].products.end()) continue;
+      found[k * static_cast<std::size_t>(n_target) + static_cast<std::size_t>(j)] = &it->second;
+      adapted[k] = true;
+    }
+  }
   count.assign(n_slot + 1, 0);
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int32_t k = row_slots[static_cast<std::size_t>(i)];
-    if (k >= 0 && slots_[static_cast<std::size_t>(k)].products.contains(name)) ++count[static_cast<std::size_t>(k) + 1];
+    if (k >= 0 && adapted[static_cast<std::size_t>(k)]) ++count[static_cast<std::size_t>(k) + 1];
   }
   for (std::size_t k = 0; k < n_slot; ++k) count[k + 1] += count[k];
   rows.resize(static_cast<std::size_t>(count[n_slot]));
@@ -134,11 +167,12 @@ void LoraSet::apply(const std::string& name, std::span<const float> x, std::int6
     std::vector<std::int64_t>& next = count;  // reused as write cursors, restored below
     for (std::int64_t i = 0; i < n; ++i) {
       const std::int32_t k = row_slots[static_cast<std::size_t>(i)];
-      if (k >= 0 && slots_[static_cast<std::size_t>(k)].products.contains(name)) rows[static_cast<std::size_t>(next[static_cast<std::size_t>(k)]++)] = i;
+      if (k >= 0 && adapted[static_cast<std::size_t>(k)]) rows[static_cast<std::size_t>(next[static_cast<std::size_t>(k)]++)] = i;
     }
     for (std::size_t k = n_slot; k > 0; --k) next[k] = next[k - 1];  // cursors ended at the next slot's start
     next[0] = 0;
   }
+  // Jobs slot by slot, each slot's in target order.
   groups.clear();
   jobs.clear();
   std::int64_t gathered = 0, t_size = 0, a_rows = 0, macs = 0;
@@ -148,12 +182,16 @@ void LoraSet::apply(const std::string& name, std::span<const float> x, std::int6
     const bool contiguous = rows[static_cast<std::size_t>(first + m - 1)] - rows[static_cast<std::size_t>(first)] == m - 1;
     if (!contiguous) gathered += m;
     groups.push_back({first, m, nullptr, contiguous});
-    for (const Product& p : slots_[k].products.at(name)) {
-      const std::int64_t rank = p.a.shape[0];
-      jobs.push_back({&p.a, &p.bt, p.scale, static_cast<std::int64_t>(groups.size()) - 1, t_size, a_rows});
-      t_size += m * rank;
-      a_rows += rank;
-      macs += m * rank * (in + out);
+    for (std::int64_t j = 0; j < n_target; ++j) {
+      const std::vector<Product>* products = found[k * static_cast<std::size_t>(n_target) + static_cast<std::size_t>(j)];
+      if (products == nullptr) continue;
+      for (const Product& p : *products) {
+        const std::int64_t rank = p.a.shape[0];
+        jobs.push_back({&p.a, &p.bt, p.scale, static_cast<std::int64_t>(groups.size()) - 1, j, t_size, a_rows});
+        t_size += m * rank;
+        a_rows += rank;
+        macs += m * rank * (in + p.bt.shape[1]);
+      }
     }
   }
   xs.resize(static_cast<std::size_t>(gathered * in));
@@ -169,6 +207,13 @@ void LoraSet::apply(const std::string& name, std::span<const float> x, std::int6
     g.x = xs.data() + xs_at * in;
     xs_at += g.m;
   }
+  // The targets' output columns, one after another, in blocks of kLoraExpandCols:
+  // target j has blocks [block_begin[j], block_begin[j + 1]).
+  std::vector<std::int64_t> block_begin(static_cast<std::size_t>(n_target) + 1, 0);
+  for (std::int64_t j = 0; j < n_target; ++j) {
+    const std::int64_t out = static_cast<std::int64_t>(targets[static_cast<std::size_t>(j)].y.size()) / n;
+    block_begin[static_cast<std::size_t>(j) + 1] = block_begin[static_cast<std::size_t>(j)] + (out + kLoraExpandCols - 1) / kLoraExpandCols;
+  }
 
   // Phase 1, t = x·Aᵀ [m, rank] for every job, over all jobs' A rows at once.
   auto phase1 = [&](std::int64_t begin, std::int64_t end) {
@@ -181,24 +226,28 @@ void LoraSet::apply(const std::string& name, std::span<const float> x, std::int6
                  std::span(t).subspan(static_cast<std::size_t>(job.t_offset), static_cast<std::size_t>(g.m * rank)), r0, r1);
     }
   };
-  // Phase 2, y[rows] += scale · t·Bᵀ over output columns [begin, end) of every job (a slot's
-  // jobs add into the same rows, so the columns, not the jobs, are split between threads, in
-  // blocks of kLoraExpandCols).
+  // Phase 2, y[rows] += scale · t·Bᵀ over output blocks [begin, end) of every job (a slot's
+  // jobs add into the same rows, so the columns, not the jobs, are split between threads).
   auto phase2 = [&](std::int64_t begin, std::int64_t end) {
-    const std::int64_t c0 = begin * kLoraExpandCols, c1 = std::min(end * kLoraExpandCols, out);
     for (const Job& job : jobs) {
+      const auto j = static_cast<std::size_t>(job.target);
+      const std::int64_t b0 = std::max(begin, block_begin[j]), b1 = std::min(end, block_begin[j + 1]);
+      if (b0 >= b1) continue;
+      const std::span<float> y = targets[j].y;
+      const std::int64_t out = static_cast<std::int64_t>(y.size()) / n;
       const Group& g = groups[static_cast<std::size_t>(job.group)];
       lora_expand(*job.bt, std::span<const float>(t).subspan(static_cast<std::size_t>(job.t_offset)), g.m, job.scale, y,
-                  std::span<const std::int64_t>(rows).subspan(static_cast<std::size_t>(g.first)), c0, c1);
+                  std::span<const std::int64_t>(rows).subspan(static_cast<std::size_t>(g.first)),
+                  (b0 - block_begin[j]) * kLoraExpandCols, std::min((b1 - block_begin[j]) * kLoraExpandCols, out));
     }
   };
-  const std::int64_t col_blocks = (out + kLoraExpandCols - 1) / kLoraExpandCols;
+  const std::int64_t blocks = block_begin.back();
   if (macs < kMinParallelMacs || pool.n_threads() == 1) {
     phase1(0, a_rows);
-    phase2(0, col_blocks);
+    phase2(0, blocks);
   } else {
     pool.parallel_for(a_rows, phase1);
-    pool.parallel_for(col_blocks, phase2);
+    pool.parallel_for(blocks, phase2);
   }
 }
 

@@ -1,6 +1,6 @@
 // LoRA's expand product (kernels/cpu/lora_expand.h): the SIMD kernel against its scalar twin on
 // every SIMD target, for F32 / F16 / BF16 Bᵀ at odd byte alignments (stored so that reading past
-// the tensor faults), ranks below and above a vector, row counts across the 4-row register
+// the tensor faults) in the panel layout, ranks below and above a vector, row counts across the 4-row register
 // blocks, scattered output rows, and column ranges with every kind of tail; columns outside the
 // range stay untouched.
 #include "peregrine/kernels/cpu/lora_expand.h"
@@ -19,12 +19,18 @@
 namespace peregrine {
 namespace {
 
-// Bᵀ [rank, out] of standard normal values in `t`, stored in guarded bytes.
+// Bᵀ [rank, out] in the panel layout, every stored value (padding too) standard normal in `t`,
+// in guarded bytes.
 test::StoredWeights random_bt(DType t, std::int64_t rank, std::int64_t out, std::mt19937& rng) {
-  if (t != DType::kF32) return test::random_half_weights(t, rank, out, rng);
-  test::StoredWeights w{test::GuardedBytes(static_cast<std::size_t>(rank * out) * 4), {}};
+  const std::int64_t elements = lora_panel_elements(rank, out);
+  if (t != DType::kF32) {
+    test::StoredWeights w = test::random_half_weights(t, 1, elements, rng);
+    w.view.shape = {rank, out};
+    return w;
+  }
+  test::StoredWeights w{test::GuardedBytes(static_cast<std::size_t>(elements) * 4), {}};
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (std::int64_t i = 0; i < rank * out; ++i) {
+  for (std::int64_t i = 0; i < elements; ++i) {
     const float v = normal(rng);
     std::memcpy(w.bytes.data() + i * 4, &v, 4);
   }
@@ -75,7 +81,7 @@ TEST(LoraExpand, SimdEqualsTheTwinOnEveryTarget) {
                 double terms = 0.0;
                 for (std::int64_t j = 0; j < m; ++j) {
                   if (rows[static_cast<std::size_t>(j)] != row) continue;
-                  for (std::int64_t k = 0; k < rank; ++k) terms += std::abs(t[static_cast<std::size_t>(j * rank + k)] * stored(bt.view, k * kOut + c));
+                  for (std::int64_t k = 0; k < rank; ++k) terms += std::abs(t[static_cast<std::size_t>(j * rank + k)] * stored(bt.view, lora_panel_index(rank, k, c)));
                 }
                 bound = 2.0 * test::f32_gamma(static_cast<double>(rank + 2)) * (std::abs(y0[i]) + 0.75 * terms);
               }
@@ -90,13 +96,18 @@ TEST(LoraExpand, SimdEqualsTheTwinOnEveryTarget) {
 }
 
 TEST(LoraExpand, AddsScaleTimesTheProduct) {
-  // Bᵀ = [[1, 2], [3, 4]] (rank 2, out 2), t = [10, 100]: t·Bᵀ = [310, 420]; y += 0.5 · that.
-  const float values[] = {1.0f, 2.0f, 3.0f, 4.0f};
+  // Bᵀ = [[1, 2], [3, 4]] (rank 2, out 2; one panel, its rows kLoraExpandCols apart),
+  // t = [10, 100]: t·Bᵀ = [310, 420]; y += 0.5 · that.
+  std::vector<float> values(static_cast<std::size_t>(lora_panel_elements(2, 2)), 0.0f);
+  values[0] = 1.0f;
+  values[1] = 2.0f;
+  values[kLoraExpandCols] = 3.0f;
+  values[kLoraExpandCols + 1] = 4.0f;
   TensorView bt;
   bt.dtype = DType::kF32;
   bt.shape = {2, 2};
-  bt.data = values;
-  bt.nbytes = sizeof values;
+  bt.data = values.data();
+  bt.nbytes = values.size() * sizeof(float);
   const std::vector<float> t = {10.0f, 100.0f};
   const std::int64_t rows[] = {1};
   std::vector<float> y = {7.0f, 7.0f, 1.0f, 2.0f};

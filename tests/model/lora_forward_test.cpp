@@ -147,8 +147,9 @@ TEST(LoraForward, BadSlotsAreErrors) {
 }
 
 // Over 700 rows of four slots and the base, interleaved (each slot's rows gathered) and then in
-// runs (contiguous, read in place), with a slot of two adapters: enough multiply-adds for the
-// threaded path. apply's f32 sums differ from the reference's f64 ones by rounding only.
+// runs (contiguous, read in place), with a slot of two adapters, over the calls a forward makes
+// (Q/K/V and gate/up in one call each): enough multiply-adds for the threaded path. apply's f32
+// sums differ from the reference's f64 ones by rounding only.
 TEST(LoraForward, ApplyEqualsItsReferenceTwinInEveryProductDtype) {
   ThreadPool pool(2);
   auto base = test::load_stories260k();
@@ -170,19 +171,30 @@ TEST(LoraForward, ApplyEqualsItsReferenceTwinInEveryProductDtype) {
     ASSERT_TRUE(set.add_slot({{b, 0.5f}}));
     ASSERT_TRUE(set.add_slot({{a, 1.0f}, {b, -2.0f}}));
     ASSERT_TRUE(set.add_slot({{a, 0.25f}}));
-    for (const char* weight : {"ffn_down", "ffn_up", "attn_q"}) {
-      const std::string name = layer_tensor_name(1, weight);
-      const TensorView* w = base->file().find(name);
-      ASSERT_NE(w, nullptr);
-      std::vector<float> x(static_cast<std::size_t>(n * w->shape[1])), y0(static_cast<std::size_t>(n * w->shape[0]));
+    // The calls a forward makes: weights sharing one input in one call (slot 1's adapter has
+    // up but not gate).
+    const std::vector<std::vector<const char*>> calls = {{"ffn_down"}, {"ffn_gate", "ffn_up"}, {"attn_q", "attn_k", "attn_v"}};
+    for (const std::vector<const char*>& call : calls) {
+      const TensorView* first = base->file().find(layer_tensor_name(1, call[0]));
+      ASSERT_NE(first, nullptr);
+      std::vector<float> x(static_cast<std::size_t>(n * first->shape[1]));
       for (float& v : x) v = normal(rng);
-      for (float& v : y0) v = normal(rng);
+      std::vector<std::vector<float>> y0;
+      for (const char* weight : call) {
+        y0.emplace_back(static_cast<std::size_t>(n * base->file().find(layer_tensor_name(1, weight))->shape[0]));
+        for (float& v : y0.back()) v = normal(rng);
+      }
       for (const auto& slots : {interleaved, runs}) {
-        std::vector<float> y = y0, ref = y0;
-        set.apply(name, x, n, y, slots, pool);
-        set.apply_reference(name, x, n, ref, slots);
-        EXPECT_LT(max_abs_diff(y, ref), 1e-5) << name << " " << dtype_name(dtype);
-        EXPECT_GT(max_abs_diff(y, y0), 1e-2) << name;  // the adapters apply
+        std::vector<std::vector<float>> y = y0;
+        std::vector<LoraTarget> targets;
+        for (std::size_t j = 0; j < call.size(); ++j) targets.push_back({layer_tensor_name(1, call[j]), y[j]});
+        set.apply(targets, x, n, slots, pool);
+        for (std::size_t j = 0; j < call.size(); ++j) {
+          std::vector<float> ref = y0[j];
+          set.apply_reference(targets[j].name, x, n, ref, slots);
+          EXPECT_LT(max_abs_diff(y[j], ref), 1e-5) << targets[j].name << " " << dtype_name(dtype);
+          EXPECT_GT(max_abs_diff(y[j], y0[j]), 1e-2) << targets[j].name;  // the adapters apply
+        }
       }
     }
   }

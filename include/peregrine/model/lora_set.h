@@ -4,12 +4,14 @@
 // for a 16-bit or quantized base, F16 / BF16: half the bytes a decode step reads). Adapters sit in slots: a slot is a
 // list of (adapter, user scale) applied together (generate's repeated --lora); each Batch row
 // picks a slot (Batch::lora_slots, -1 = the base alone), so one batch mixes rows of several
-// adapters and the base. The products of one weight group the batch's rows by slot (Punica's
-// SGMV / S-LoRA's grouping, Chen et al. 2023; Sheng et al. 2023): one parallel region computes
-// x·Aᵀ [rows of the slot, r] for every (slot, adapter), split over all their A rows, a second
-// adds scale · (x·Aᵀ)·Bᵀ, split over the output columns — two thread-pool starts per adapted
-// weight whatever the number of slots, through gemv_float (kernels/cpu/gemv_float.h: Punica's
-// "shrink") and lora_expand (kernels/cpu/lora_expand.h: "expand", over B stored transposed).
+// adapters and the base. The products of the weights that share an input (Q/K/V, gate/up, or
+// one weight alone) group the batch's rows by slot (Punica's SGMV / S-LoRA's grouping, Chen et
+// al. 2023; Sheng et al. 2023): one parallel region computes x·Aᵀ [rows of the slot, r] for
+// every (slot, weight, adapter), split over all their A rows, a second adds scale · (x·Aᵀ)·Bᵀ,
+// split over all the weights' output columns — two thread-pool starts per call whatever the
+// number of slots, through gemv_float (kernels/cpu/gemv_float.h: Punica's "shrink") and
+// lora_expand (kernels/cpu/lora_expand.h: "expand", over B stored transposed in column
+// panels: a thread's share of one adapter's Bᵀ is one sequential stream).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +35,13 @@ struct LoraSlotEntry {
   float scale = 1.0f;  // the user's scale on top of the adapter's alpha / r
 };
 
+/// One adapted weight of a LoraSet::apply call: its canonical name (layer_tensor_name) and the
+/// output [n, out] f32 its LoRA products add to.
+struct LoraTarget {
+  std::string name;
+  std::span<float> y;
+};
+
 class LoraSet {
  public:
   /// `products`: the dtype A and B are multiplied in — kF32 (the adapters' own values, exact),
@@ -49,24 +58,27 @@ class LoraSet {
   Status replace_slot(std::int32_t slot, std::vector<LoraSlotEntry> entries);
   std::int32_t n_slots() const { return static_cast<std::int32_t>(slots_.size()); }
 
-  /// For each slot k with products for the canonical weight `name`: y[i] += Σ scale · (x[i]·Aᵀ)·Bᵀ
-  /// over the rows i with row_slots[i] == k. x [n, in], y [n, out] f32; row_slots [n] (-1 or a
-  /// slot index). Products accumulate in f32 (gemv_float, lora_expand); work below kMinParallelMacs
+  /// For each target and each slot k with products for the target's weight: target.y[i] +=
+  /// Σ scale · (x[i]·Aᵀ)·Bᵀ over the rows i with row_slots[i] == k. The targets share the input
+  /// x [n, in] f32 (Q/K/V, gate/up): one call runs all their products in the two parallel
+  /// regions. Each target.y is [n, out] f32 (out: that weight's); row_slots [n] (-1 or a slot
+  /// index). Products accumulate in f32 (gemv_float, lora_expand); work below kMinParallelMacs
   /// (kernels/cpu/matmul.h) multiply-adds runs on the calling thread. Not re-entrant per
-  /// thread (per-thread buffers, reused between calls). Preconditions: the adapters' shapes
-  /// are the weight's (load_lora_adapter checked them against the base).
-  void apply(const std::string& name, std::span<const float> x, std::int64_t n, std::span<float> y,
+  /// thread (per-thread buffers, reused between calls). Preconditions: n >= 0, distinct
+  /// targets, the adapters' shapes are the weights' (load_lora_adapter checked them against
+  /// the base).
+  void apply(std::span<const LoraTarget> targets, std::span<const float> x, std::int64_t n,
              std::span<const std::int32_t> row_slots, ThreadPool& pool) const;
 
-  /// Scalar single-threaded reference twin of apply (same contract): row by row and adapter by
-  /// adapter, x·Aᵀ through matmul_reference (f64 sums of the stored A values), then ·Bᵀ through
+  /// Scalar single-threaded reference twin of apply for one target `name` with output y:
+  /// row by row and adapter by adapter, x·Aᵀ through matmul_reference (f64 sums of the stored A values), then ·Bᵀ through
   /// lora_expand_reference.
   void apply_reference(const std::string& name, std::span<const float> x, std::int64_t n, std::span<float> y,
                        std::span<const std::int32_t> row_slots) const;
 
  private:
   struct Product {
-    TensorView a, bt;  // A [r, in] and Bᵀ [r, out] in dtype_, in the slot's storage
+    TensorView a, bt;  // A [r, in] row-major and Bᵀ [r, out] in lora_expand's panels, in dtype_, in the slot's storage
     float scale;       // user scale · alpha / r
   };
   DType dtype_;

@@ -17,24 +17,25 @@ namespace peregrine::HWY_NAMESPACE {
 // Rows of t sharing each loaded vector of Bᵀ.
 constexpr std::size_t kExpandRows = 4;
 
-// kVecs vectors of columns starting at c, for kRows rows: acc = Σ_k t[j, k] · bt[k, c..], then
-// y_j[c..] += scale · acc.
+// kVecs vectors of columns starting at column c, for kRows rows: acc = Σ_k t[j, k] · Bᵀ[k, c..],
+// then y_j[c..] += scale · acc. w: Bᵀ[0, c] in its panel, whose rows are kLoraExpandCols apart.
 template <std::size_t kVecs, std::size_t kRows, class WT>
-HWY_INLINE void ExpandBlock(const WT* HWY_RESTRICT bt, std::size_t out, std::size_t rank, const float* HWY_RESTRICT t,
-                            float scale, float* const* y, std::size_t c) {
+HWY_INLINE void ExpandBlock(const WT* HWY_RESTRICT w, std::size_t rank, const float* HWY_RESTRICT t, float scale,
+                            float* const* y, std::size_t c) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   const std::size_t n = hn::Lanes(d);
+  constexpr auto kStride = static_cast<std::size_t>(kLoraExpandCols);
   V acc[kRows][kVecs];
   for (std::size_t j = 0; j < kRows; ++j) {
     for (std::size_t v = 0; v < kVecs; ++v) acc[j][v] = hn::Zero(d);
   }
   for (std::size_t k = 0; k < rank; ++k) {
-    V w[kVecs];
-    for (std::size_t v = 0; v < kVecs; ++v) w[v] = LoadAsF32(d, bt + k * out + c + v * n);
+    V b[kVecs];
+    for (std::size_t v = 0; v < kVecs; ++v) b[v] = LoadAsF32(d, w + k * kStride + v * n);
     for (std::size_t j = 0; j < kRows; ++j) {
       const V tk = hn::Set(d, t[j * rank + k]);
-      for (std::size_t v = 0; v < kVecs; ++v) acc[j][v] = hn::MulAdd(w[v], tk, acc[j][v]);
+      for (std::size_t v = 0; v < kVecs; ++v) acc[j][v] = hn::MulAdd(b[v], tk, acc[j][v]);
     }
   }
   const V s = hn::Set(d, scale);
@@ -46,19 +47,24 @@ HWY_INLINE void ExpandBlock(const WT* HWY_RESTRICT bt, std::size_t out, std::siz
   }
 }
 
-// Columns [c0, c1) for kRows rows: blocks of 4 vectors, then single vectors, then scalars.
+// Columns [c0, c1) for kRows rows, panel by panel: blocks of 4 vectors, then single vectors,
+// then scalars (a panel is a whole number of 4-vector blocks on every target).
 template <std::size_t kRows, class WT>
-HWY_INLINE void ExpandRows(const WT* bt, std::size_t out, std::size_t rank, const float* t, float scale, float* const* y,
+HWY_INLINE void ExpandRows(const WT* bt, std::size_t rank, const float* t, float scale, float* const* y,
                            std::size_t c0, std::size_t c1) {
   const std::size_t n = hn::Lanes(hn::ScalableTag<float>());
-  std::size_t c = c0;
-  for (; c + 4 * n <= c1; c += 4 * n) ExpandBlock<4, kRows>(bt, out, rank, t, scale, y, c);
-  for (; c + n <= c1; c += n) ExpandBlock<1, kRows>(bt, out, rank, t, scale, y, c);
-  for (; c < c1; ++c) {
-    for (std::size_t j = 0; j < kRows; ++j) {
-      float acc = 0.0f;
-      for (std::size_t k = 0; k < rank; ++k) acc += t[j * rank + k] * ScalarAsF32(bt + k * out + c);
-      y[j][c] += scale * acc;
+  constexpr auto kCols = static_cast<std::size_t>(kLoraExpandCols);
+  for (std::size_t c = c0; c < c1;) {
+    const std::size_t panel = c / kCols, end = std::min(c1, (panel + 1) * kCols);
+    const WT* w = bt + panel * rank * kCols - panel * kCols;  // + c: Bᵀ[0, c] in its panel
+    for (; c + 4 * n <= end; c += 4 * n) ExpandBlock<4, kRows>(w + c, rank, t, scale, y, c);
+    for (; c + n <= end; c += n) ExpandBlock<1, kRows>(w + c, rank, t, scale, y, c);
+    for (; c < end; ++c) {
+      for (std::size_t j = 0; j < kRows; ++j) {
+        float acc = 0.0f;
+        for (std::size_t k = 0; k < rank; ++k) acc += t[j * rank + k] * ScalarAsF32(w + c + k * kCols);
+        y[j][c] += scale * acc;
+      }
     }
   }
 }
@@ -77,10 +83,10 @@ void LoraExpand(const TensorView& bt, const float* t, std::int64_t m, float scal
       for (std::size_t i = 0; i < mb; ++i) yj[i] = y + static_cast<std::size_t>(rows[j + i]) * out;
       const float* tj = t + j * rank;
       switch (mb) {
-        case 1: ExpandRows<1>(w, out, rank, tj, scale, yj, c0, c1); break;
-        case 2: ExpandRows<2>(w, out, rank, tj, scale, yj, c0, c1); break;
-        case 3: ExpandRows<3>(w, out, rank, tj, scale, yj, c0, c1); break;
-        default: ExpandRows<4>(w, out, rank, tj, scale, yj, c0, c1); break;
+        case 1: ExpandRows<1>(w, rank, tj, scale, yj, c0, c1); break;
+        case 2: ExpandRows<2>(w, rank, tj, scale, yj, c0, c1); break;
+        case 3: ExpandRows<3>(w, rank, tj, scale, yj, c0, c1); break;
+        default: ExpandRows<4>(w, rank, tj, scale, yj, c0, c1); break;
       }
     }
   });
@@ -118,7 +124,7 @@ void lora_expand_reference(const TensorView& bt, std::span<const float> t, std::
   for (std::int64_t j = 0; j < m; ++j) {
     for (std::int64_t c = col_begin; c < col_end; ++c) {
       float acc = 0.0f;
-      for (std::int64_t k = 0; k < rank; ++k) acc += t[static_cast<std::size_t>(j * rank + k)] * stored_value(bt, k * out + c);
+      for (std::int64_t k = 0; k < rank; ++k) acc += t[static_cast<std::size_t>(j * rank + k)] * stored_value(bt, lora_panel_index(rank, k, c));
       y[static_cast<std::size_t>(rows[static_cast<std::size_t>(j)] * out + c)] += scale * acc;
     }
   }
