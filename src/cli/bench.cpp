@@ -92,7 +92,7 @@ void print_expert_load(const ModelConfig& c, const BenchResult& r) {
 /// read + written per second, measured now); no FMA peak (% fma prints n/a).
 Expected<Roofline> cuda_roofline() {
   PEREGRINE_ASSIGN_OR_RETURN(const double gbps, cuda_copy_bandwidth_gbs());
-  return Roofline{gbps, 0.0, "CUDA device-to-device copy"};
+  return Roofline{gbps, 0.0, "CUDA device-to-device copy", gbps};
 }
 
 void print_roofline(const Roofline& roof, int threads) {
@@ -100,8 +100,8 @@ void print_roofline(const Roofline& roof, int threads) {
     std::printf("roofline (%s): %.1f GB/s\n", roof.simd_target, roof.read_gbps);
     return;
   }
-  std::printf("roofline (%d threads, %s): read %.1f GB/s, fp32 FMA %.1f GFLOP/s\n", threads,
-              roof.simd_target, roof.read_gbps, roof.fma_gflops);
+  std::printf("roofline (%d threads, %s): read %.1f GB/s (median of its samples %.1f), fp32 FMA %.1f GFLOP/s\n",
+              threads, roof.simd_target, roof.read_gbps, roof.read_median_gbps, roof.fma_gflops);
 }
 
 /// Whether the matmuls of `dtype` (dominant_dtype) run as int8 dot products (every ggml block
@@ -135,7 +135,7 @@ void print_json(const std::string& name, const std::string& dtype, const BenchAr
                       {"n_prompt", a.params.n_prompt}, {"n_gen", a.params.n_gen}, {"reps", a.params.reps}, {"batch", a.params.batch},
                       {"pp_tps", nullptr},   {"pp_sd", nullptr},       {"tg_tps", nullptr},
                       {"tg_sd", nullptr},    {"gbps", nullptr},        {"gflops", nullptr},
-                      {"read_gbps", roof.read_gbps}, {"fma_gflops", roof.fma_gflops}, {"simd", roof.simd_target},
+                      {"read_gbps", roof.read_gbps}, {"read_median_gbps", roof.read_median_gbps}, {"fma_gflops", roof.fma_gflops}, {"simd", roof.simd_target},
                       {"pp_weight_bytes", r.pp_weight_bytes}, {"tg_weight_bytes", r.tg_weight_bytes},
                       {"expert_tokens", r.expert_tokens}};
   if (a.params.profile) {

@@ -100,10 +100,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-double measure_read_bandwidth(ThreadPool& pool, std::size_t bytes, int reps) {
+ReadBandwidth measure_read_bandwidth(ThreadPool& pool, std::size_t bytes, int reps) {
   const std::size_t n = bytes / sizeof(float);
   auto pages = HugePageBuffer::allocate(n * sizeof(float));  // where LlamaModel keeps the weights
-  if (!pages) return 0.0;
+  if (!pages) return {};
   auto* const data = reinterpret_cast<float*>(pages->data());
   const std::int64_t n_chunks = pool.n_threads();
   const std::size_t per_chunk = n / static_cast<std::size_t>(n_chunks) / 64 * 64;
@@ -112,7 +112,7 @@ double measure_read_bandwidth(ThreadPool& pool, std::size_t bytes, int reps) {
     std::fill(data + b * per_chunk, data + e * per_chunk, 1.0f);
   });
   const ThreadPool::WarmScope warm(pool);
-  double best = 0.0;
+  std::vector<double> samples;
   for (int r = 0; r < reps; ++r) {
     for (const ReadMethod& m : kReadMethods) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -123,10 +123,12 @@ double measure_read_bandwidth(ThreadPool& pool, std::size_t bytes, int reps) {
         }
       });
       const double bytes_read = static_cast<double>(per_chunk * sizeof(float)) * n_chunks;
-      best = std::max(best, bytes_read / seconds_since(t0) / 1e9);
+      samples.push_back(bytes_read / seconds_since(t0) / 1e9);
     }
   }
-  return best;
+  std::sort(samples.begin(), samples.end());
+  const std::size_t k = samples.size();
+  return {samples.back(), k % 2 == 1 ? samples[k / 2] : (samples[k / 2 - 1] + samples[k / 2]) / 2.0};
 }
 
 double measure_fma_peak(ThreadPool& pool, int reps) {
@@ -151,7 +153,9 @@ double measure_fma_peak(ThreadPool& pool, int reps) {
 
 Roofline measure_roofline(ThreadPool& pool) {
   Roofline r;
-  r.read_gbps = measure_read_bandwidth(pool);
+  const ReadBandwidth read = measure_read_bandwidth(pool);
+  r.read_gbps = read.best;
+  r.read_median_gbps = read.median;
   r.fma_gflops = measure_fma_peak(pool);
   r.simd_target = hwy::TargetName(HWY_DYNAMIC_DISPATCH(CompiledTarget)());
   return r;

@@ -14,6 +14,14 @@ struct Roofline {
   double read_gbps = 0.0;    // GB/s (1e9 bytes/s) streaming reads from DRAM, all pool threads
   double fma_gflops = 0.0;   // GFLOP/s fp32 (an FMA counts 2 FLOPs), all pool threads
   const char* simd_target = "";  // Highway target the measurement ran on, e.g. "AVX3_DL"
+  double read_median_gbps = 0.0;  // the median of the read samples read_gbps is the best of
+};
+
+/// A read-bandwidth measurement: the best of its samples (the ceiling) and their median (what
+/// reading at an ordinary moment of the run gets), GB/s.
+struct ReadBandwidth {
+  double best = 0.0;
+  double median = 0.0;
 };
 
 /// Read bandwidth as a ceiling: the best of `reps` rounds over several read methods — every
@@ -21,11 +29,12 @@ struct Roofline {
 /// 512 MiB) as 1, 2, 4 or 8 concurrent streams, with and without software prefetch — so that a
 /// decode kernel reading its weights in any of these ways stays under it. The buffer is a
 /// HugePageBuffer, as the model's weights are (2 MiB pages read faster than 4 KiB ones, which
-/// the file mapping of an engine reading in place mostly has). Returns GB/s, 0 when the
-/// buffer cannot be mapped. Allocates and touches the buffer first. A shared machine's bandwidth drifts over minutes:
-/// compare figures measured in the same run.
-double measure_read_bandwidth(ThreadPool& pool, std::size_t bytes = std::size_t{512} << 20,
-                              int reps = 3);
+/// the file mapping of an engine reading in place mostly has). Returns the best sample and the
+/// median of all of them (every method, every round), in GB/s; zeros when the buffer cannot be
+/// mapped. Allocates and touches the buffer first. A shared machine's bandwidth drifts over
+/// minutes and jitters between samples milliseconds apart (the best is then a burst no
+/// sustained read keeps up): compare figures measured in the same run.
+ReadBandwidth measure_read_bandwidth(ThreadPool& pool, std::size_t bytes = std::size_t{512} << 20, int reps = 3);
 
 /// Best of `reps` runs of register-resident independent FMA chains on every pool thread.
 /// Returns GFLOP/s fp32.
