@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <span>
+#include <vector>
 
 #include "peregrine/kernels/cpu/gemv_float.h"
 #include "peregrine/kernels/cpu/lora_expand.h"
@@ -77,6 +79,91 @@ struct Group {
   bool contiguous;        // rows first_row .. first_row + m - 1 of x / y
 };
 
+/// The rows i < n whose slot row_slots[i] is adapted, grouped by slot (a counting sort: slots
+/// are few): slot k's rows are rows[count[k] .. count[k + 1]), in order.
+void group_rows_by_slot(std::span<const std::int32_t> row_slots, std::int64_t n, const std::vector<bool>& adapted,
+                        std::vector<std::int64_t>& rows, std::vector<std::int64_t>& count) {
+  const std::size_t n_slot = adapted.size();
+  count.assign(n_slot + 1, 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int32_t k = row_slots[static_cast<std::size_t>(i)];
+    if (k >= 0 && adapted[static_cast<std::size_t>(k)]) ++count[static_cast<std::size_t>(k) + 1];
+  }
+  for (std::size_t k = 0; k < n_slot; ++k) count[k + 1] += count[k];
+  rows.resize(static_cast<std::size_t>(count[n_slot]));
+  std::vector<std::int64_t>& next = count;  // reused as write cursors, restored below
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int32_t k = row_slots[static_cast<std::size_t>(i)];
+    if (k >= 0 && adapted[static_cast<std::size_t>(k)]) rows[static_cast<std::size_t>(next[static_cast<std::size_t>(k)]++)] = i;
+  }
+  for (std::size_t k = n_slot; k > 0; --k) next[k] = next[k - 1];  // cursors ended at the next slot's start
+  next[0] = 0;
+}
+
+/// Points each group at its input rows of x [n, in]: x's own rows when contiguous (a sequence's
+/// rows are; decode has one row per sequence), else copies gathered into xs.
+void gather_inputs(std::span<const float> x, std::int64_t in, const std::vector<std::int64_t>& rows,
+                   std::vector<Group>& groups, std::vector<float>& xs) {
+  std::int64_t gathered = 0;
+  for (const Group& g : groups) gathered += g.contiguous ? 0 : g.m;
+  xs.resize(static_cast<std::size_t>(gathered * in));
+  std::int64_t at = 0;
+  for (Group& g : groups) {
+    const std::int64_t* r = &rows[static_cast<std::size_t>(g.first)];
+    if (g.contiguous) {
+      g.x = x.data() + r[0] * in;
+      continue;
+    }
+    for (std::int64_t j = 0; j < g.m; ++j) std::copy_n(x.begin() + r[j] * in, in, xs.begin() + (at + j) * in);
+    g.x = xs.data() + at * in;
+    at += g.m;
+  }
+}
+
+/// The targets' output columns one after another in blocks of kLoraExpandCols: target j has
+/// blocks [result[j], result[j + 1]).
+std::vector<std::int64_t> output_blocks(std::span<const LoraTarget> targets, std::int64_t n) {
+  std::vector<std::int64_t> begin(targets.size() + 1, 0);
+  for (std::size_t j = 0; j < targets.size(); ++j) {
+    const std::int64_t out = static_cast<std::int64_t>(targets[j].y.size()) / n;
+    begin[j + 1] = begin[j] + (out + kLoraExpandCols - 1) / kLoraExpandCols;
+  }
+  return begin;
+}
+
+/// Phase 1 (Punica's shrink): t = x·Aᵀ [m, rank] of every job, for A rows [begin, end) in the
+/// numbering of all jobs' A rows.
+void shrink(const std::vector<Job>& jobs, const std::vector<Group>& groups, std::int64_t in, std::vector<float>& t,
+            std::int64_t begin, std::int64_t end) {
+  for (const Job& job : jobs) {
+    const std::int64_t rank = job.a->shape[0];
+    const std::int64_t r0 = std::max(begin - job.a_begin, std::int64_t{0}), r1 = std::min(end - job.a_begin, rank);
+    if (r0 >= r1) continue;
+    const Group& g = groups[static_cast<std::size_t>(job.group)];
+    gemv_float(*job.a, {g.x, static_cast<std::size_t>(g.m * in)}, g.m,
+               std::span(t).subspan(static_cast<std::size_t>(job.t_offset), static_cast<std::size_t>(g.m * rank)), r0, r1);
+  }
+}
+
+/// Phase 2 (Punica's expand): y[rows] += scale · t·Bᵀ of every job over output blocks
+/// [begin, end) of output_blocks' numbering (a slot's jobs add into the same rows, so the
+/// columns, not the jobs, are split between threads).
+void expand(const std::vector<Job>& jobs, const std::vector<Group>& groups, const std::vector<std::int64_t>& rows,
+            const std::vector<float>& t, std::span<const LoraTarget> targets, const std::vector<std::int64_t>& blocks,
+            std::int64_t n, std::int64_t begin, std::int64_t end) {
+  for (const Job& job : jobs) {
+    const auto j = static_cast<std::size_t>(job.target);
+    const std::int64_t b0 = std::max(begin, blocks[j]), b1 = std::min(end, blocks[j + 1]);
+    if (b0 >= b1) continue;
+    const std::span<float> y = targets[j].y;
+    const std::int64_t out = static_cast<std::int64_t>(y.size()) / n;
+    const Group& g = groups[static_cast<std::size_t>(job.group)];
+    lora_expand(*job.bt, std::span<const float>(t).subspan(static_cast<std::size_t>(job.t_offset)), g.m, job.scale, y,
+                std::span<const std::int64_t>(rows).subspan(static_cast<std::size_t>(g.first)),
+                (b0 - blocks[j]) * kLoraExpandCols, std::min((b1 - blocks[j]) * kLoraExpandCols, out));
+  }
+}
+
 }  // namespace
 
 LoraSet::LoraSet(DType products)
@@ -127,127 +214,62 @@ void LoraSet::apply(std::span<const LoraTarget> targets, std::span<const float> 
                     std::span<const std::int32_t> row_slots, ThreadPool& pool) const {
   if (targets.empty() || n <= 0) return;
   const std::int64_t in = static_cast<std::int64_t>(x.size()) / n;
-  const auto n_target = static_cast<std::int64_t>(targets.size());
-  // Rows grouped by slot (a counting sort: slots are few), each slot's group gathered unless its
-  // rows are contiguous (a sequence's rows are; decode has one row per sequence).
   // The calling thread's buffers, named through references: the phases run on the pool's
   // workers too, where the thread_local names would be their own (empty) ones.
   thread_local std::vector<std::int64_t> tl_rows, tl_count;
   thread_local std::vector<float> tl_xs, tl_t;
   thread_local std::vector<Group> tl_groups;
   thread_local std::vector<Job> tl_jobs;
-  thread_local std::vector<const std::vector<Product>*> tl_found;
   std::vector<std::int64_t>& rows = tl_rows;
   std::vector<std::int64_t>& count = tl_count;
-  std::vector<float>& xs = tl_xs;
   std::vector<float>& t = tl_t;
   std::vector<Group>& groups = tl_groups;
   std::vector<Job>& jobs = tl_jobs;
-  std::vector<const std::vector<Product>*>& found = tl_found;  // [slot, target]: its products, or null
-  const auto n_slot = static_cast<std::size_t>(n_slots());
-  found.assign(n_slot * static_cast<std::size_t>(n_target), nullptr);
+  // found[k · targets + j]: slot k's products for target j, or null.
+  const std::size_t n_slot = slots_.size(), n_target = targets.size();
+  std::vector<const std::vector<Product>*> found(n_slot * n_target, nullptr);
   std::vector<bool> adapted(n_slot, false);
   for (std::size_t k = 0; k < n_slot; ++k) {
-    for (std::int64_t j = 0; j < n_target; ++j) {
-      const auto it = slots_[k].products.find(targets[static_cast<std::size_t>(j)].name);
+    for (std::size_t j = 0; j < n_target; ++j) {
+      const auto it = slots_[k].products.find(targets[j].name);
       if (it == slots_[k].products.end()) continue;
-      found[k * static_cast<std::size_t>(n_target) + static_cast<std::size_t>(j)] = &it->second;
+      found[k * n_target + j] = &it->second;
       adapted[k] = true;
     }
   }
-  count.assign(n_slot + 1, 0);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int32_t k = row_slots[static_cast<std::size_t>(i)];
-    if (k >= 0 && adapted[static_cast<std::size_t>(k)]) ++count[static_cast<std::size_t>(k) + 1];
-  }
-  for (std::size_t k = 0; k < n_slot; ++k) count[k + 1] += count[k];
-  rows.resize(static_cast<std::size_t>(count[n_slot]));
+  group_rows_by_slot(row_slots, n, adapted, rows, count);
   if (rows.empty()) return;
-  {
-    std::vector<std::int64_t>& next = count;  // reused as write cursors, restored below
-    for (std::int64_t i = 0; i < n; ++i) {
-      const std::int32_t k = row_slots[static_cast<std::size_t>(i)];
-      if (k >= 0 && adapted[static_cast<std::size_t>(k)]) rows[static_cast<std::size_t>(next[static_cast<std::size_t>(k)]++)] = i;
-    }
-    for (std::size_t k = n_slot; k > 0; --k) next[k] = next[k - 1];  // cursors ended at the next slot's start
-    next[0] = 0;
-  }
   // Jobs slot by slot, each slot's in target order.
   groups.clear();
   jobs.clear();
-  std::int64_t gathered = 0, t_size = 0, a_rows = 0, macs = 0;
+  std::int64_t t_size = 0, a_rows = 0, macs = 0;
   for (std::size_t k = 0; k < n_slot; ++k) {
     const std::int64_t first = count[k], m = count[k + 1] - first;
     if (m == 0) continue;
     const bool contiguous = rows[static_cast<std::size_t>(first + m - 1)] - rows[static_cast<std::size_t>(first)] == m - 1;
-    if (!contiguous) gathered += m;
     groups.push_back({first, m, nullptr, contiguous});
-    for (std::int64_t j = 0; j < n_target; ++j) {
-      const std::vector<Product>* products = found[k * static_cast<std::size_t>(n_target) + static_cast<std::size_t>(j)];
-      if (products == nullptr) continue;
-      for (const Product& p : *products) {
+    for (std::size_t j = 0; j < n_target; ++j) {
+      if (found[k * n_target + j] == nullptr) continue;
+      for (const Product& p : *found[k * n_target + j]) {
         const std::int64_t rank = p.a.shape[0];
-        jobs.push_back({&p.a, &p.bt, p.scale, static_cast<std::int64_t>(groups.size()) - 1, j, t_size, a_rows});
+        jobs.push_back({&p.a, &p.bt, p.scale, static_cast<std::int64_t>(groups.size()) - 1, static_cast<std::int64_t>(j), t_size, a_rows});
         t_size += m * rank;
         a_rows += rank;
         macs += m * rank * (in + p.bt.shape[1]);
       }
     }
   }
-  xs.resize(static_cast<std::size_t>(gathered * in));
+  gather_inputs(x, in, rows, groups, tl_xs);
   t.resize(static_cast<std::size_t>(t_size));
-  std::int64_t xs_at = 0;
-  for (Group& g : groups) {
-    const std::int64_t* r = &rows[static_cast<std::size_t>(g.first)];
-    if (g.contiguous) {
-      g.x = x.data() + r[0] * in;
-      continue;
-    }
-    for (std::int64_t j = 0; j < g.m; ++j) std::copy_n(x.begin() + r[j] * in, in, xs.begin() + (xs_at + j) * in);
-    g.x = xs.data() + xs_at * in;
-    xs_at += g.m;
-  }
-  // The targets' output columns, one after another, in blocks of kLoraExpandCols:
-  // target j has blocks [block_begin[j], block_begin[j + 1]).
-  std::vector<std::int64_t> block_begin(static_cast<std::size_t>(n_target) + 1, 0);
-  for (std::int64_t j = 0; j < n_target; ++j) {
-    const std::int64_t out = static_cast<std::int64_t>(targets[static_cast<std::size_t>(j)].y.size()) / n;
-    block_begin[static_cast<std::size_t>(j) + 1] = block_begin[static_cast<std::size_t>(j)] + (out + kLoraExpandCols - 1) / kLoraExpandCols;
-  }
-
-  // Phase 1, t = x·Aᵀ [m, rank] for every job, over all jobs' A rows at once.
-  auto phase1 = [&](std::int64_t begin, std::int64_t end) {
-    for (const Job& job : jobs) {
-      const std::int64_t rank = job.a->shape[0];
-      const std::int64_t r0 = std::max(begin - job.a_begin, std::int64_t{0}), r1 = std::min(end - job.a_begin, rank);
-      if (r0 >= r1) continue;
-      const Group& g = groups[static_cast<std::size_t>(job.group)];
-      gemv_float(*job.a, {g.x, static_cast<std::size_t>(g.m * in)}, g.m,
-                 std::span(t).subspan(static_cast<std::size_t>(job.t_offset), static_cast<std::size_t>(g.m * rank)), r0, r1);
-    }
-  };
-  // Phase 2, y[rows] += scale · t·Bᵀ over output blocks [begin, end) of every job (a slot's
-  // jobs add into the same rows, so the columns, not the jobs, are split between threads).
-  auto phase2 = [&](std::int64_t begin, std::int64_t end) {
-    for (const Job& job : jobs) {
-      const auto j = static_cast<std::size_t>(job.target);
-      const std::int64_t b0 = std::max(begin, block_begin[j]), b1 = std::min(end, block_begin[j + 1]);
-      if (b0 >= b1) continue;
-      const std::span<float> y = targets[j].y;
-      const std::int64_t out = static_cast<std::int64_t>(y.size()) / n;
-      const Group& g = groups[static_cast<std::size_t>(job.group)];
-      lora_expand(*job.bt, std::span<const float>(t).subspan(static_cast<std::size_t>(job.t_offset)), g.m, job.scale, y,
-                  std::span<const std::int64_t>(rows).subspan(static_cast<std::size_t>(g.first)),
-                  (b0 - block_begin[j]) * kLoraExpandCols, std::min((b1 - block_begin[j]) * kLoraExpandCols, out));
-    }
-  };
-  const std::int64_t blocks = block_begin.back();
+  const std::vector<std::int64_t> blocks = output_blocks(targets, n);
+  auto phase1 = [&](std::int64_t begin, std::int64_t end) { shrink(jobs, groups, in, t, begin, end); };
+  auto phase2 = [&](std::int64_t begin, std::int64_t end) { expand(jobs, groups, rows, t, targets, blocks, n, begin, end); };
   if (macs < kMinParallelMacs || pool.n_threads() == 1) {
     phase1(0, a_rows);
-    phase2(0, blocks);
+    phase2(0, blocks.back());
   } else {
     pool.parallel_for(a_rows, phase1);
-    pool.parallel_for(blocks, phase2);
+    pool.parallel_for(blocks.back(), phase2);
   }
 }
 
