@@ -13,6 +13,7 @@
 #include "parallel_options.h"
 #include "peregrine/backend/cuda_forward.h"
 #include "peregrine/engine/bench.h"
+#include "peregrine/kernels/cpu/gemm_bf16_dot.h"
 #include "peregrine/kernels/cpu/roofline.h"
 #include "verbs.h"
 
@@ -104,12 +105,15 @@ void print_roofline(const Roofline& roof, int threads) {
               threads, roof.simd_target, roof.read_gbps, roof.read_median_gbps, roof.fma_gflops);
 }
 
-/// Whether the matmuls of `dtype` (dominant_dtype) run as int8 dot products (every ggml block
-/// format against 8-bit activation blocks, kInt with int8 activations), which the fp32 FMA peak
-/// does not bound.
-bool int8_dot_products(const std::string& dtype) {
+/// Why the fp32 FMA peak does not bound the matmuls of `dtype` (dominant_dtype), or "" when it
+/// does: every ggml block format (against 8-bit activation blocks) and kInt with int8
+/// activations run as int8 dot products; BF16's prefill GEMM, on a CPU with AVX512_BF16, as
+/// BF16 pair dot products (gemm_bf16_dot: two multiply-adds per f32 lane per instruction).
+std::string past_fma_peak(const std::string& dtype) {
   const auto t = dtype_from_name(dtype);
-  return (t && is_ggml_block_dtype(*t)) || dtype.ends_with(" a8");
+  if ((t && is_ggml_block_dtype(*t)) || dtype.ends_with(" a8")) return "int8 dot products";
+  if (t == DType::kBF16 && gemm_bf16_dot_available()) return "BF16 pair dot products (VDPBF16PS) from 32 tokens on";
+  return "";
 }
 
 void print_table(const std::string& name, const std::string& dtype, const BenchArgs& a,
@@ -117,16 +121,18 @@ void print_table(const std::string& name, const std::string& dtype, const BenchA
   std::printf("model: %s (%s, %.3f GB of weights read per decoded token, %.3f per pp%lld forward)\n", name.c_str(),
               dtype.c_str(), result.tg_weight_bytes / 1e9, result.pp_weight_bytes / 1e9, static_cast<long long>(a.params.n_prompt));
   print_roofline(roof, a.threads);
-  const bool int8 = int8_dot_products(dtype);
+  const std::string past_fma = past_fma_peak(dtype);
   std::printf("| %-7s | %18s | %8s | %6s | %8s | %6s |\n", "test", "t/s", "GB/s", "% bw", "GFLOP/s", "% fma");
   std::printf("|---------|--------------------|----------|--------|----------|--------|\n");
   for (const Row& r : rows) {
     char fma[16] = "n/a";
-    if (!int8 && roof.fma_gflops > 0.0) std::snprintf(fma, sizeof fma, "%5.1f%%", 100.0 * r.gflops / roof.fma_gflops);
+    if (past_fma.empty() && roof.fma_gflops > 0.0) std::snprintf(fma, sizeof fma, "%5.1f%%", 100.0 * r.gflops / roof.fma_gflops);
     std::printf("| %-7s | %9.2f ± %6.2f | %8.2f | %5.1f%% | %8.2f | %6s |\n", r.test.c_str(), r.tps.mean, r.tps.sd,
                 r.gbps, 100.0 * r.gbps / roof.read_gbps, r.gflops, fma);
   }
-  if (int8) std::printf("%% fma: n/a, %s matmuls are int8 dot products, which the fp32 FMA peak does not bound\n", dtype.c_str());
+  if (!past_fma.empty()) {
+    std::printf("%% fma: n/a, %s matmuls are %s, which the fp32 FMA peak does not bound\n", dtype.c_str(), past_fma.c_str());
+  }
 }
 
 void print_json(const std::string& name, const std::string& dtype, const BenchArgs& a, const Roofline& roof,

@@ -13,6 +13,7 @@
 #include "parallel_options.h"
 #include "peregrine/core/text_file.h"
 #include "peregrine/dist/mpi_world.h"
+#include "peregrine/kernels/cpu/bf16_activations.h"
 #include "peregrine/quant/convert_model.h"
 
 namespace peregrine::cli {
@@ -31,6 +32,11 @@ void add_dtype_option(CLI::App& cmd, ModelOptions& o) {
                  "Convert the weight matrices on load (round-to-nearest): f32, f16, bf16, q8_0, "
                  "q4_0 or nf4 (QLoRA's NormalFloat-4; rows not a multiple of 32 — nf4: 64 — stay "
                  "f16); an already quantized model takes only f32 (decoded exactly)");
+  cmd.add_option("--bf16-activations", o.bf16_activations,
+                 "What BF16 weights multiply: bf16 (the activations rounded to BF16, as PyTorch and "
+                 "llama.cpp compute; prefill runs as AVX512_BF16 dot products, about twice as fast) "
+                 "or f32 (the activations as they are: exact products, the f32 GEMM)")
+      ->check(CLI::IsMember({"bf16", "f32"}));
 }
 
 void add_mmap_option(CLI::App& cmd, ModelOptions& o) {
@@ -88,6 +94,7 @@ Expected<ModelFile> open_model(const ModelOptions& o, ThreadPool* pool) {
   if (!o.dtype.empty()) {
     PEREGRINE_ASSIGN_OR_RETURN(dtype, parse_weight_dtype(o.dtype));
   }
+  set_bf16_activations(o.bf16_activations == "f32" ? Bf16Activations::kF32 : Bf16Activations::kBf16);
   PEREGRINE_RETURN_IF_ERROR(start_parallel_run(o));
   PEREGRINE_ASSIGN_OR_RETURN(ModelFile full, load_model_file(o.model.empty() ? default_model_path() : o.model));
   PEREGRINE_ASSIGN_OR_RETURN(ModelFile m, shard_for_run(std::move(full), o));

@@ -20,6 +20,7 @@ struct ModelOptions {
   std::string model;      // empty = the bundled stories260K
   std::string tokenizer;  // override
   std::string dtype;      // empty = as stored; else one of convert_target_dtypes(), converted on load
+  std::string bf16_activations = "bf16";  // --bf16-activations: bf16 or f32 (kernels/cpu/bf16_activations.h)
   bool mmap = false;      // --mmap: weights read in place (WeightPlacement::kInPlace)
   std::string device = "cpu";  // -d/--device: cpu, or cuda (WeightPlacement::kCuda)
   std::int32_t tp = 1;         // --tp: tensor-parallel MPI ranks (cli/parallel_options.h)
@@ -29,7 +30,8 @@ struct ModelOptions {
 
 /// Adds -m/--model and --tokenizer to `cmd`.
 void add_model_options(CLI::App& cmd, ModelOptions& o);
-/// Adds --dtype (weight conversion on load) to `cmd`.
+/// Adds --dtype (weight conversion on load) and --bf16-activations (what BF16 weights multiply)
+/// to `cmd`.
 void add_dtype_option(CLI::App& cmd, ModelOptions& o);
 /// Adds --mmap (weights read in place rather than copied into huge pages) to `cmd`.
 void add_mmap_option(CLI::App& cmd, ModelOptions& o);

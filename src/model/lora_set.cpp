@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "peregrine/kernels/cpu/float_matmul.h"
 #include "peregrine/kernels/cpu/gemv_float.h"
 #include "peregrine/kernels/cpu/lora_expand.h"
 #include "peregrine/kernels/cpu/matmul.h"
@@ -285,7 +286,7 @@ void LoraSet::apply_reference(const std::string& name, std::span<const float> x,
     for (const Product& p : it->second) {
       const std::int64_t rank = p.a.shape[0];
       std::vector<float> t(static_cast<std::size_t>(rank));
-      matmul_reference(p.a, x.subspan(static_cast<std::size_t>(i * in), static_cast<std::size_t>(in)), 1, t);
+      float_matmul_reference(p.a, x.subspan(static_cast<std::size_t>(i * in), static_cast<std::size_t>(in)), 1, t, 0, rank);
       const std::int64_t row[] = {i};
       lora_expand_reference(p.bt, t, 1, p.scale, y, row, 0, out);
     }

@@ -40,6 +40,11 @@ TEST(Dtype, BadValueIsAnError) {
   expect_clean_error(run_cli({"generate", "-n", "4", "--dtype", "q3_k"}), "--dtype 'q3_k' is not one of f32, f16, bf16, q8_0, q4_0");
 }
 
+TEST(Dtype, BadBf16ActivationsIsAnError) {
+  expect_clean_error(run_cli({"generate", "-n", "4", "--dtype", "bf16", "--bf16-activations", "f16"}),
+                     "--bf16-activations: f16 not in {bf16,f32}");
+}
+
 TEST(Dtype, AlreadyQuantizedModelIsRefused) {
   const std::string path = make_temp_dir() + "/q.gguf";
   ASSERT_EQ(run_cli({"synth", "--shape", "stories260k", "-o", path, "--dtype", "q4_0"}).exit_code, 0);

@@ -16,6 +16,7 @@
 
 #include "peregrine/engine/generator.h"
 #include "peregrine/formats/lora_adapter.h"
+#include "peregrine/kernels/cpu/bf16_activations.h"
 #include "peregrine/model/lora_set.h"
 #include "peregrine/model/llama_model.h"
 #include "peregrine/model/pipeline_parallel.h"
@@ -41,6 +42,7 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 // Every manifest case split over tp × pp thread ranks: the reference logits on rank 0, the same
 // bits on every rank; at least `min_checked` cases of `min_families` families split.
 void check_every_family(int tp, int pp, std::int64_t min_checked, std::size_t min_families) {
+  const ScopedBf16Activations exact(Bf16Activations::kF32);  // as the reference multiplies (LogitsParity)
   const int ranks = tp * pp;
   std::int64_t checked = 0;
   std::vector<std::string> families;

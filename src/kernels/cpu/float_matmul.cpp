@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "kernels/cpu/row_split.h"
+#include "peregrine/kernels/cpu/bf16_activations.h"
+#include "peregrine/kernels/cpu/gemm_bf16_dot.h"
 #include "peregrine/kernels/cpu/gemm_float.h"
 #include "peregrine/kernels/cpu/gemv_float.h"
 #include "peregrine/quant/fp16.h"
@@ -30,12 +32,20 @@ bool is_float_dtype(DType t) {
   return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16;
 }
 
+bool uses_bf16_dot(const TensorView& w, std::int64_t n_tokens) {
+  return n_tokens >= kGemmMinTokens && bf16_activations() == Bf16Activations::kBf16 && gemm_bf16_dot_available() &&
+         gemm_bf16_dot_takes(w);
+}
+
 void matmul_float(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
                   std::span<float> y, ThreadPool& pool, std::int64_t min_parallel_macs) {
   const bool gemm = n_tokens >= kGemmMinTokens;
+  const bool bf16_dot = uses_bf16_dot(w, n_tokens);
   split_rows(w.n_rows(), w.row_length() * n_tokens, gemm ? kGemmRows : kGemvRows, pool, min_parallel_macs,
              [&](std::int64_t begin, std::int64_t end) {
-               if (gemm) {
+               if (bf16_dot) {
+                 gemm_bf16_dot(w, x, n_tokens, y, begin, end);
+               } else if (gemm) {
                  gemm_float(w, x, n_tokens, y, begin, end);
                } else {
                  gemv_float(w, x, n_tokens, y, begin, end);

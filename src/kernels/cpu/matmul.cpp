@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/cpu/row_split.h"
+#include "peregrine/kernels/cpu/bf16_activations.h"
 #include "peregrine/kernels/cpu/float_matmul.h"
 #include "peregrine/kernels/cpu/gemm_float.h"
 #include "peregrine/kernels/cpu/gemm_fp8.h"
@@ -21,6 +22,7 @@
 #include "peregrine/kernels/cpu/sparse_nm_q8.h"
 #include "peregrine/kernels/cpu/sparse_nm_q8_packed.h"
 #include "peregrine/quant/dequantize.h"
+#include "peregrine/quant/fp16.h"
 
 namespace peregrine {
 namespace {
@@ -56,10 +58,41 @@ std::vector<const QuantizedActivations*> quantize_inputs(std::span<const MatmulP
   return xq;
 }
 
+// x rounded to BF16 (nearest even) and widened back to f32, into `buf`.
+std::span<const float> bf16_rounded(std::span<const float> x, std::vector<float>& buf) {
+  buf.resize(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) buf[i] = bf16_to_f32(f32_to_bf16(x[i]));
+  return buf;
+}
+
+// The products with BF16 weights take their x rounded to BF16, each distinct x (by address)
+// rounded once, into buffers this thread keeps between calls (valid until its next call).
+std::vector<MatmulProduct> with_bf16_inputs(std::span<const MatmulProduct> products) {
+  thread_local std::vector<std::vector<float>> rounded;
+  std::vector<const float*> inputs;
+  std::vector<MatmulProduct> out(products.begin(), products.end());
+  for (MatmulProduct& p : out) {
+    if (p.w->dtype != DType::kBF16) continue;
+    const auto at = std::find(inputs.begin(), inputs.end(), p.x.data());
+    const auto i = static_cast<std::size_t>(at - inputs.begin());
+    if (at == inputs.end()) {
+      inputs.push_back(p.x.data());
+      if (rounded.size() < inputs.size()) rounded.resize(inputs.size());
+      bf16_rounded(p.x, rounded[i]);
+    }
+    p.x = {rounded[i].data(), p.x.size()};
+  }
+  return out;
+}
+
 }  // namespace
 
 void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
             std::span<float> y, ThreadPool& pool, std::int64_t min_parallel_macs) {
+  if (w.dtype == DType::kBF16 && bf16_activations() == Bf16Activations::kBf16 && !uses_bf16_dot(w, n_tokens)) {
+    thread_local std::vector<float> rounded;  // reused: no allocation per call
+    x = bf16_rounded(x, rounded);
+  }
   if (w.packed != nullptr && is_float_dtype(w.dtype) && n_tokens <= kHalfPackedTokens) {
     const MatmulProduct product{&w, x, y};
     gemv_half_packed({&product, 1}, n_tokens, pool, min_parallel_macs);
@@ -123,7 +156,14 @@ void matmul_fused(std::span<const MatmulProduct> products, std::int64_t n_tokens
                        [&](const MatmulProduct& p) { return p.w->packed != nullptr && is_type(p.w->dtype); });
   };
   if (n_tokens >= 1 && n_tokens <= kHalfPackedTokens && all_packed(is_float_dtype)) {
-    gemv_half_packed(products, n_tokens, pool, min_parallel_macs);
+    const bool round_bf16 = bf16_activations() == Bf16Activations::kBf16 &&
+                            std::any_of(products.begin(), products.end(),
+                                        [](const MatmulProduct& p) { return p.w->dtype == DType::kBF16; });
+    if (round_bf16) {
+      gemv_half_packed(with_bf16_inputs(products), n_tokens, pool, min_parallel_macs);
+    } else {
+      gemv_half_packed(products, n_tokens, pool, min_parallel_macs);
+    }
     return;
   }
   const auto is_half_sparse = [](DType t) { return t == DType::kF16_S24 || t == DType::kBF16_S24; };
@@ -157,6 +197,8 @@ void matmul_reference(const TensorView& w, std::span<const float> x, std::int64_
     gemm_int8_act_reference(w, x, n_tokens, y);
     return;
   }
+  std::vector<float> rounded;
+  if (w.dtype == DType::kBF16 && bf16_activations() == Bf16Activations::kBf16) x = bf16_rounded(x, rounded);
   const std::int64_t out = w.n_rows(), in = w.row_length();
   std::vector<float> full(static_cast<std::size_t>(out * in));
   for (std::int64_t o = 0; o < out; ++o) {

@@ -19,8 +19,15 @@ inline constexpr std::int64_t kGemmMinTokens = 32;
 /// True for the dtypes matmul_float handles: F32, F16, BF16.
 bool is_float_dtype(DType t);
 
+/// True when matmul_float runs `w` over n_tokens rows as gemm_bf16_dot (gemm_bf16_dot.h): BF16
+/// weights it takes, from kGemmMinTokens tokens on, in the Bf16Activations::kBf16 mode
+/// (bf16_activations.h), on a CPU with AVX512_BF16. That kernel rounds x to BF16 itself; in that
+/// mode matmul rounds it for every other BF16 path (matmul.h).
+bool uses_bf16_dot(const TensorView& w, std::int64_t n_tokens);
+
 /// w: [out, in] row-major F32/F16/BF16 (any byte alignment). x: [n_tokens, in] f32.
-/// y: [n_tokens, out] f32 (overwritten). Same contract as matmul() (matmul.h): products with
+/// y: [n_tokens, out] f32 (overwritten). BF16 weights: where uses_bf16_dot, x is rounded to
+/// BF16 (gemm_bf16_dot); elsewhere it is used as given. Same contract as matmul() (matmul.h): products with
 /// fewer than `min_parallel_macs` multiply-adds run on the calling thread, otherwise the
 /// output rows are split across `pool` in chunks that are whole kernel tiles (kGemvRows or
 /// kGemmRows rows).

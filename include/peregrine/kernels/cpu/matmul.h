@@ -14,6 +14,11 @@ namespace peregrine {
 /// any byte alignment). x: [n_tokens, in] f32. y: [n_tokens, out] f32 (overwritten).
 /// Threaded over output rows; each weight row is decoded once and reused for every token
 /// (prefill reads the weights once, decode is the n_tokens == 1 GEMV). Accumulates in f32.
+/// BF16 weights, in the default Bf16Activations::kBf16 mode (bf16_activations.h): x is rounded
+/// to BF16 (nearest even) on every path, as PyTorch's and llama.cpp's BF16 linears do, so that
+/// the prefill GEMM can run as VDPBF16PS pair dot products (gemm_bf16_dot.h; twice the f32 FMA
+/// rate) while decode-sized calls multiply the same values; the products of two BF16 values are
+/// exact in f32. In the kF32 mode x is used as given.
 /// Q8_0/Q4_0 weights: x is quantized to 8-bit blocks of 32 once per call and the product runs
 /// as integer block dot products (quantize_activations.h, gemm_quant.h), like llama.cpp; y then
 /// differs from the f32-activation product by the activation rounding, at most
@@ -61,7 +66,8 @@ void matmul_fused(std::span<const MatmulProduct> products, std::int64_t n_tokens
 
 /// Scalar single-threaded reference twin of matmul: every row decoded by dequantize_row
 /// (quant/dequantize.h), then a naive triple loop with f64 accumulation (the products of the
-/// stored weights with x exact, their sum in f64), rounded to f32 once. kInt weights with act_bits 8 instead reproduce the
+/// stored weights with x exact, their sum in f64), rounded to f32 once; BF16 weights take x
+/// rounded to BF16 first in the kBf16 mode, as matmul does. kInt weights with act_bits 8 instead reproduce the
 /// kernel's activation quantization (quantize_tokens_reference: per-token int8, LLM.int8()
 /// outlier columns) and evaluate gemm_int8_act's formula in int64 / f64
 /// (gemm_int8_act_reference). Tests compare matmul against it.
