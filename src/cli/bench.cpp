@@ -93,16 +93,16 @@ void print_expert_load(const ModelConfig& c, const BenchResult& r) {
 /// read + written per second, measured now); no FMA peak (% fma prints n/a).
 Expected<Roofline> cuda_roofline() {
   PEREGRINE_ASSIGN_OR_RETURN(const double gbps, cuda_copy_bandwidth_gbs());
-  return Roofline{gbps, 0.0, "CUDA device-to-device copy", gbps};
+  return Roofline{{gbps, gbps}, 0.0, "CUDA device-to-device copy"};
 }
 
 void print_roofline(const Roofline& roof, int threads) {
   if (roof.fma_gflops == 0.0) {
-    std::printf("roofline (%s): %.1f GB/s\n", roof.simd_target, roof.read_gbps);
+    std::printf("roofline (%s): %.1f GB/s\n", roof.simd_target, roof.read.best);
     return;
   }
   std::printf("roofline (%d threads, %s): read %.1f GB/s (median of its samples %.1f), fp32 FMA %.1f GFLOP/s\n",
-              threads, roof.simd_target, roof.read_gbps, roof.read_median_gbps, roof.fma_gflops);
+              threads, roof.simd_target, roof.read.best, roof.read.median, roof.fma_gflops);
 }
 
 /// Why the fp32 FMA peak does not bound the matmuls of `dtype` (dominant_dtype), or "" when it
@@ -128,7 +128,7 @@ void print_table(const std::string& name, const std::string& dtype, const BenchA
     char fma[16] = "n/a";
     if (past_fma.empty() && roof.fma_gflops > 0.0) std::snprintf(fma, sizeof fma, "%5.1f%%", 100.0 * r.gflops / roof.fma_gflops);
     std::printf("| %-7s | %9.2f ± %6.2f | %8.2f | %5.1f%% | %8.2f | %6s |\n", r.test.c_str(), r.tps.mean, r.tps.sd,
-                r.gbps, 100.0 * r.gbps / roof.read_gbps, r.gflops, fma);
+                r.gbps, 100.0 * r.gbps / roof.read.best, r.gflops, fma);
   }
   if (!past_fma.empty()) {
     std::printf("%% fma: n/a, %s matmuls are %s, which the fp32 FMA peak does not bound\n", dtype.c_str(), past_fma.c_str());
@@ -141,7 +141,7 @@ void print_json(const std::string& name, const std::string& dtype, const BenchAr
                       {"n_prompt", a.params.n_prompt}, {"n_gen", a.params.n_gen}, {"reps", a.params.reps}, {"batch", a.params.batch},
                       {"pp_tps", nullptr},   {"pp_sd", nullptr},       {"tg_tps", nullptr},
                       {"tg_sd", nullptr},    {"gbps", nullptr},        {"gflops", nullptr},
-                      {"read_gbps", roof.read_gbps}, {"read_median_gbps", roof.read_median_gbps}, {"fma_gflops", roof.fma_gflops}, {"simd", roof.simd_target},
+                      {"read_gbps", roof.read.best}, {"read_median_gbps", roof.read.median}, {"fma_gflops", roof.fma_gflops}, {"simd", roof.simd_target},
                       {"pp_weight_bytes", r.pp_weight_bytes}, {"tg_weight_bytes", r.tg_weight_bytes},
                       {"expert_tokens", r.expert_tokens}};
   if (a.params.profile) {

@@ -153,9 +153,7 @@ double measure_fma_peak(ThreadPool& pool, int reps) {
 
 Roofline measure_roofline(ThreadPool& pool) {
   Roofline r;
-  const ReadBandwidth read = measure_read_bandwidth(pool);
-  r.read_gbps = read.best;
-  r.read_median_gbps = read.median;
+  r.read = measure_read_bandwidth(pool);
   r.fma_gflops = measure_fma_peak(pool);
   r.simd_target = hwy::TargetName(HWY_DYNAMIC_DISPATCH(CompiledTarget)());
   return r;

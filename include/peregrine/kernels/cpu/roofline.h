@@ -10,18 +10,18 @@
 
 namespace peregrine {
 
-struct Roofline {
-  double read_gbps = 0.0;    // GB/s (1e9 bytes/s) streaming reads from DRAM, all pool threads
-  double fma_gflops = 0.0;   // GFLOP/s fp32 (an FMA counts 2 FLOPs), all pool threads
-  const char* simd_target = "";  // Highway target the measurement ran on, e.g. "AVX3_DL"
-  double read_median_gbps = 0.0;  // the median of the read samples read_gbps is the best of
-};
-
 /// A read-bandwidth measurement: the best of its samples (the ceiling) and their median (what
-/// reading at an ordinary moment of the run gets), GB/s.
+/// reading at an ordinary moment of the run gets), GB/s (1e9 bytes/s) streaming reads from DRAM,
+/// all pool threads.
 struct ReadBandwidth {
   double best = 0.0;
   double median = 0.0;
+};
+
+struct Roofline {
+  ReadBandwidth read;            // measure_read_bandwidth's
+  double fma_gflops = 0.0;       // GFLOP/s fp32 (an FMA counts 2 FLOPs), all pool threads; 0: not measured
+  const char* simd_target = "";  // Highway target the measurement ran on, e.g. "AVX3_DL"
 };
 
 /// Read bandwidth as a ceiling: the best of `reps` rounds over several read methods — every
