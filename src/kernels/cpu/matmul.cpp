@@ -93,7 +93,7 @@ void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens
     thread_local std::vector<float> rounded;  // reused: no allocation per call
     x = bf16_rounded(x, rounded);
   }
-  if (w.packed != nullptr && is_float_dtype(w.dtype) && n_tokens <= kHalfPackedTokens) {
+  if (w.packed != nullptr && is_float_dtype(w.dtype) && n_tokens <= kHalfPackedTokens && !uses_bf16_dot(w, n_tokens)) {
     const MatmulProduct product{&w, x, y};
     gemv_half_packed({&product, 1}, n_tokens, pool, min_parallel_macs);
     return;
@@ -155,7 +155,9 @@ void matmul_fused(std::span<const MatmulProduct> products, std::int64_t n_tokens
     return std::all_of(products.begin(), products.end(),
                        [&](const MatmulProduct& p) { return p.w->packed != nullptr && is_type(p.w->dtype); });
   };
-  if (n_tokens >= 1 && n_tokens <= kHalfPackedTokens && all_packed(is_float_dtype)) {
+  const bool bf16_dot = std::any_of(products.begin(), products.end(),
+                                    [&](const MatmulProduct& p) { return uses_bf16_dot(*p.w, n_tokens); });
+  if (n_tokens >= 1 && n_tokens <= kHalfPackedTokens && all_packed(is_float_dtype) && !bf16_dot) {
     const bool round_bf16 = bf16_activations() == Bf16Activations::kBf16 &&
                             std::any_of(products.begin(), products.end(),
                                         [](const MatmulProduct& p) { return p.w->dtype == DType::kBF16; });
