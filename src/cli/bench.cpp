@@ -112,7 +112,7 @@ void print_roofline(const Roofline& roof, int threads) {
 std::string past_fma_peak(const std::string& dtype) {
   const auto t = dtype_from_name(dtype);
   if ((t && is_ggml_block_dtype(*t)) || dtype.ends_with(" a8")) return "int8 dot products";
-  if (t == DType::kBF16 && gemm_bf16_dot_available()) return "BF16 pair dot products (VDPBF16PS) from 16 tokens on";
+  if (t == DType::kBF16 && gemm_bf16_dot_available()) return "BF16 pair dot products (VDPBF16PS)";
   return "";
 }
 

@@ -33,14 +33,14 @@ bool is_float_dtype(DType t) {
 }
 
 bool uses_bf16_dot(const TensorView& w, std::int64_t n_tokens) {
-  return n_tokens >= kBf16DotMinTokens && bf16_activations() == Bf16Activations::kBf16 && gemm_bf16_dot_available() &&
+  return n_tokens >= kGemmMinTokens && bf16_activations() == Bf16Activations::kBf16 && gemm_bf16_dot_available() &&
          gemm_bf16_dot_takes(w);
 }
 
 void matmul_float(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
                   std::span<float> y, ThreadPool& pool, std::int64_t min_parallel_macs) {
+  const bool gemm = n_tokens >= kGemmMinTokens;
   const bool bf16_dot = uses_bf16_dot(w, n_tokens);
-  const bool gemm = n_tokens >= kGemmMinTokens || bf16_dot;
   split_rows(w.n_rows(), w.row_length() * n_tokens, gemm ? kGemmRows : kGemvRows, pool, min_parallel_macs,
              [&](std::int64_t begin, std::int64_t end) {
                if (bf16_dot) {

@@ -13,6 +13,7 @@
 #include "peregrine/kernels/cpu/gemm_int.h"
 #include "peregrine/kernels/cpu/gemm_int8_act.h"
 #include "peregrine/kernels/cpu/gemm_quant.h"
+#include "peregrine/kernels/cpu/gemv_bf16_dot.h"
 #include "peregrine/kernels/cpu/gemv_float.h"
 #include "peregrine/kernels/cpu/half_packed.h"
 #include "peregrine/kernels/cpu/q4_0_packed.h"
@@ -89,14 +90,14 @@ std::vector<MatmulProduct> with_bf16_inputs(std::span<const MatmulProduct> produ
 
 void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
             std::span<float> y, ThreadPool& pool, std::int64_t min_parallel_macs) {
+  if (w.packed != nullptr && is_float_dtype(w.dtype) && n_tokens <= kHalfPackedTokens) {
+    const MatmulProduct product{&w, x, y};
+    matmul_fused({&product, 1}, n_tokens, pool, min_parallel_macs);  // the packed GEMVs
+    return;
+  }
   if (w.dtype == DType::kBF16 && bf16_activations() == Bf16Activations::kBf16 && !uses_bf16_dot(w, n_tokens)) {
     thread_local std::vector<float> rounded;  // reused: no allocation per call
     x = bf16_rounded(x, rounded);
-  }
-  if (w.packed != nullptr && is_float_dtype(w.dtype) && n_tokens <= kHalfPackedTokens && !uses_bf16_dot(w, n_tokens)) {
-    const MatmulProduct product{&w, x, y};
-    gemv_half_packed({&product, 1}, n_tokens, pool, min_parallel_macs);
-    return;
   }
   if (is_float_dtype(w.dtype)) {
     matmul_float(w, x, n_tokens, y, pool, min_parallel_macs);
@@ -155,12 +156,15 @@ void matmul_fused(std::span<const MatmulProduct> products, std::int64_t n_tokens
     return std::all_of(products.begin(), products.end(),
                        [&](const MatmulProduct& p) { return p.w->packed != nullptr && is_type(p.w->dtype); });
   };
-  const bool bf16_dot = std::any_of(products.begin(), products.end(),
-                                    [&](const MatmulProduct& p) { return uses_bf16_dot(*p.w, n_tokens); });
-  if (n_tokens >= 1 && n_tokens <= kHalfPackedTokens && all_packed(is_float_dtype) && !bf16_dot) {
-    const bool round_bf16 = bf16_activations() == Bf16Activations::kBf16 &&
-                            std::any_of(products.begin(), products.end(),
-                                        [](const MatmulProduct& p) { return p.w->dtype == DType::kBF16; });
+  if (n_tokens >= 1 && n_tokens <= kHalfPackedTokens && all_packed(is_float_dtype)) {
+    const bool bf16_inputs = bf16_activations() == Bf16Activations::kBf16;
+    if (bf16_inputs && std::all_of(products.begin(), products.end(),
+                                   [](const MatmulProduct& p) { return gemv_bf16_dot_takes(*p.w); })) {
+      gemv_bf16_dot(products, n_tokens, pool, min_parallel_macs);
+      return;
+    }
+    const bool round_bf16 = bf16_inputs && std::any_of(products.begin(), products.end(),
+                                                       [](const MatmulProduct& p) { return p.w->dtype == DType::kBF16; });
     if (round_bf16) {
       gemv_half_packed(with_bf16_inputs(products), n_tokens, pool, min_parallel_macs);
     } else {

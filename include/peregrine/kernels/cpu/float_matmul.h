@@ -16,17 +16,11 @@ namespace peregrine {
 /// up to 24 tokens and even at 32, where the GEMM's first 2-vector token panel fills.
 inline constexpr std::int64_t kGemmMinTokens = 32;
 
-/// From this many tokens on (one vector of 16 f32 lanes of tokens), BF16 weights take
-/// gemm_bf16_dot (uses_bf16_dot) instead of the packed GEMV too. Measured (tinyllama-1.1b BF16,
-/// `bench -p 0 -n 16 --batch B`, 2 threads; tokens/s GEMV → bf16 dot): B = 8: 135.7 → 92.8,
-/// 12: 152.8 → 137.6, 16: 160.5 → 186.6, 24: 168.5 → 216.0.
-inline constexpr std::int64_t kBf16DotMinTokens = 16;
-
 /// True for the dtypes matmul_float handles: F32, F16, BF16.
 bool is_float_dtype(DType t);
 
 /// True when matmul_float runs `w` over n_tokens rows as gemm_bf16_dot (gemm_bf16_dot.h): BF16
-/// weights it takes, from kBf16DotMinTokens tokens on, in the Bf16Activations::kBf16 mode
+/// weights it takes, from kGemmMinTokens tokens on, in the Bf16Activations::kBf16 mode
 /// (bf16_activations.h), on a CPU with AVX512_BF16. That kernel rounds x to BF16 itself; in that
 /// mode matmul rounds it for every other BF16 path (matmul.h).
 bool uses_bf16_dot(const TensorView& w, std::int64_t n_tokens);

@@ -17,8 +17,9 @@ namespace peregrine {
 /// BF16 weights, in the default Bf16Activations::kBf16 mode (bf16_activations.h): x is rounded
 /// to BF16 (nearest even) on every path, as PyTorch's and llama.cpp's BF16 linears do, so that
 /// the prefill GEMM can run as VDPBF16PS pair dot products (gemm_bf16_dot.h; twice the f32 FMA
-/// rate) from kBf16DotMinTokens (16) tokens on, while smaller calls multiply the same values;
-/// the products of two BF16 values are exact in f32. In the kF32 mode x is used as given.
+/// rate; from kGemmMinTokens tokens on) and packed BF16 below that as gemv_bf16_dot's
+/// (gemv_bf16_dot.h), where the CPU has AVX512_BF16; elsewhere x is rounded first. The
+/// products of two BF16 values are exact in f32. In the kF32 mode x is used as given.
 /// Q8_0/Q4_0 weights: x is quantized to 8-bit blocks of 32 once per call and the product runs
 /// as integer block dot products (quantize_activations.h, gemm_quant.h), like llama.cpp; y then
 /// differs from the f32-activation product by the activation rounding, at most

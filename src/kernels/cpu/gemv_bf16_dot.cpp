@@ -1,0 +1,145 @@
+#include "peregrine/kernels/cpu/gemv_bf16_dot.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/row_split.h"
+#include "kernels/cpu/token_chunks.h"
+#include "peregrine/kernels/cpu/half_packed.h"
+#include "peregrine/quant/fp16.h"
+
+namespace peregrine {
+namespace {
+
+constexpr std::size_t kRows = 16;  // rows per packed group (kHalfPackRows)
+constexpr std::size_t kSums = 4;   // partial sums per output: pair j goes to j mod 4
+
+std::uint32_t bf16_pair(float lo, float hi) {
+  return static_cast<std::uint32_t>(f32_to_bf16(lo)) | static_cast<std::uint32_t>(f32_to_bf16(hi)) << 16;
+}
+
+// One product: W's packed groups, x as BF16 pairs [n_tokens, in/2] and y [n_tokens, out].
+struct Operands {
+  const std::uint16_t* packed;
+  std::size_t in, out;
+  const std::uint32_t* x_pairs;
+  std::size_t n_tokens;
+  float* y;
+};
+
+#define PEREGRINE_BF16_DOT __attribute__((target("avx512f,avx512bw,avx512bf16")))
+
+// 16 rows × T (<= 4) tokens of group g: per pair of columns, the 64 bytes of both columns, each
+// row's two weights made adjacent by one VPERMW, then one VDPBF16PS per token with its
+// broadcast pair of activations; T·4 accumulators.
+template <std::size_t T>
+PEREGRINE_BF16_DOT inline void group_tokens(const Operands& op, std::size_t g, std::size_t t0) {
+  const std::uint16_t* w = op.packed + g * kRows * op.in;
+  const std::size_t pairs = op.in / 2;
+  // Word 2e of a permuted vector is row e of the first column, word 2e + 1 row e of the second.
+  alignas(64) std::uint16_t order[32];
+  for (std::size_t e = 0; e < kRows; ++e) {
+    order[2 * e] = static_cast<std::uint16_t>(e);
+    order[2 * e + 1] = static_cast<std::uint16_t>(kRows + e);
+  }
+  const __m512i idx = _mm512_load_si512(order);
+  __m512 acc[T][kSums];
+  for (std::size_t t = 0; t < T; ++t) {
+    for (std::size_t u = 0; u < kSums; ++u) acc[t][u] = _mm512_setzero_ps();
+  }
+  const auto pair = [&](std::size_t j, std::size_t u) {
+    const auto wv = reinterpret_cast<__m512bh>(_mm512_permutexvar_epi16(idx, _mm512_loadu_si512(w + j * 2 * kRows)));
+    for (std::size_t t = 0; t < T; ++t) {
+      const auto xv = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(op.x_pairs[(t0 + t) * pairs + j])));
+      acc[t][u] = _mm512_dpbf16_ps(acc[t][u], wv, xv);
+    }
+  };
+  const char* next = reinterpret_cast<const char*>(w + kRows * op.in);  // hints only, never read
+  std::size_t j = 0;
+  for (; j + kSums <= pairs; j += kSums) {
+    if constexpr (T > 1) {
+      for (std::size_t line = 0; line < kSums * 64; line += 64) __builtin_prefetch(next + j * 64 + line, 0, 2);
+    }
+    for (std::size_t u = 0; u < kSums; ++u) pair(j + u, u);
+  }
+  for (std::size_t u = 0; j + u < pairs; ++u) pair(j + u, u);
+  for (std::size_t t = 0; t < T; ++t) {
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]), _mm512_add_ps(acc[t][2], acc[t][3]));
+    _mm512_storeu_ps(op.y + (t0 + t) * op.out + g * kRows, sum);
+  }
+}
+
+PEREGRINE_BF16_DOT void groups(const Operands& op, std::size_t g0, std::size_t g1) {
+  for_groups_in_token_chunks(g0, g1, op.n_tokens, [&]<std::size_t T>(std::size_t g, std::size_t t) {
+    group_tokens<T>(op, g, t);
+  });
+}
+
+bool has_bf16_dot() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512bf16");
+  return yes;
+}
+
+// x [n_tokens, in] as BF16 pairs, into `out`.
+void round_pairs(std::span<const float> x, std::vector<std::uint32_t>& out) {
+  out.resize(x.size() / 2);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = bf16_pair(x[2 * i], x[2 * i + 1]);
+}
+
+}  // namespace
+
+bool gemv_bf16_dot_takes(const TensorView& w) {
+  return has_bf16_dot() && w.packed != nullptr && w.dtype == DType::kBF16 && w.shape.size() == 2 && w.shape[1] % 2 == 0;
+}
+
+void gemv_bf16_dot(std::span<const MatmulProduct> products, std::int64_t n_tokens, ThreadPool& pool,
+                   std::int64_t min_parallel_macs) {
+  thread_local std::vector<std::vector<std::uint32_t>> rounded;  // per distinct x, reused between calls
+  if (rounded.size() < products.size()) rounded.resize(products.size());
+  std::vector<const float*> inputs;
+  std::vector<Operands> ops;
+  std::vector<std::int64_t> outs;
+  std::int64_t macs = 0, max_in = 0;
+  for (const MatmulProduct& p : products) {
+    const auto at = std::find(inputs.begin(), inputs.end(), p.x.data());
+    auto& pairs = rounded[static_cast<std::size_t>(at - inputs.begin())];
+    if (at == inputs.end()) {
+      inputs.push_back(p.x.data());
+      round_pairs(p.x, pairs);
+    }
+    ops.push_back({static_cast<const std::uint16_t*>(p.w->packed), static_cast<std::size_t>(p.w->row_length()),
+                   static_cast<std::size_t>(p.w->n_rows()), pairs.data(), static_cast<std::size_t>(n_tokens), p.y.data()});
+    outs.push_back(p.w->n_rows());
+    macs += p.w->n_rows() * p.w->row_length() * n_tokens;
+    max_in = std::max(max_in, p.w->row_length());
+  }
+  split_products_guided(outs, macs, static_cast<std::size_t>(max_in) * 2, kHalfPackRows, pool, min_parallel_macs,
+                        [&](std::size_t p, std::int64_t begin, std::int64_t end) {
+                          groups(ops[p], static_cast<std::size_t>(begin / kHalfPackRows),
+                                 static_cast<std::size_t>(end / kHalfPackRows));
+                        });
+}
+
+void gemv_bf16_dot_reference(const TensorView& w, std::span<const float> x, std::int64_t n_tokens, std::span<float> y) {
+  const auto in = static_cast<std::size_t>(w.row_length()), out = static_cast<std::size_t>(w.n_rows());
+  const auto* packed = static_cast<const std::uint16_t*>(w.packed);
+  for (std::size_t t = 0; t < static_cast<std::size_t>(n_tokens); ++t) {
+    for (std::size_t o = 0; o < out; ++o) {
+      const std::uint16_t* g = packed + (o / kRows) * kRows * in;
+      float s[kSums] = {};
+      for (std::size_t j = 0; j < in / 2; ++j) {
+        for (std::size_t k = 0; k < 2; ++k) {
+          const float xi = bf16_to_f32(f32_to_bf16(x[t * in + 2 * j + k]));
+          s[j % kSums] += bf16_to_f32(g[(2 * j + k) * kRows + o % kRows]) * xi;
+        }
+      }
+      y[t * out + o] = (s[0] + s[1]) + (s[2] + s[3]);
+    }
+  }
+}
+
+}  // namespace peregrine
