@@ -96,6 +96,21 @@ TEST(HalfPacked, TwinOverThePackedLayoutIsTheRowMajorProduct) {
   }
 }
 
+// A forward with no logits rows (a prompt chunk) multiplies the LM head by 0 tokens: nothing to
+// do, on every path (the packed GEMVs hand such a call to the row-major kernels).
+TEST(HalfPacked, ZeroTokensIsANoOp) {
+  std::mt19937 rng(35);
+  ThreadPool pool(2);
+  for (DType t : kHalfTypes) {
+    const Packed p = packed_copy(t, {32, 64}, rng);
+    std::vector<float> x, y;
+    matmul(p.weights.view, x, 0, y, pool, 0);
+    const MatmulProduct product{&p.weights.view, x, y};
+    matmul_fused({&product, 1}, 0, pool, 0);
+    EXPECT_TRUE(y.empty()) << dtype_name(t);
+  }
+}
+
 TEST(HalfPacked, RefusesWhatItCannotPack) {
   std::mt19937 rng(33);
   const test::StoredWeights rows = test::random_half_weights(DType::kF16, 24, 64, rng);  // not whole groups

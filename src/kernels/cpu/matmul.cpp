@@ -90,7 +90,7 @@ std::vector<MatmulProduct> with_bf16_inputs(std::span<const MatmulProduct> produ
 
 void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,
             std::span<float> y, ThreadPool& pool, std::int64_t min_parallel_macs) {
-  if (w.packed != nullptr && is_float_dtype(w.dtype) && n_tokens <= kHalfPackedTokens) {
+  if (w.packed != nullptr && is_float_dtype(w.dtype) && n_tokens >= 1 && n_tokens <= kHalfPackedTokens) {
     const MatmulProduct product{&w, x, y};
     matmul_fused({&product, 1}, n_tokens, pool, min_parallel_macs);  // the packed GEMVs
     return;
