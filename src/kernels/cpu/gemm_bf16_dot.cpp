@@ -16,10 +16,6 @@ constexpr std::size_t kRows = 12;        // output rows per micro-tile: 24 accum
 constexpr std::size_t kPanel = 32;       // tokens per panel: two vectors of 16 f32 lanes
 constexpr std::size_t kBlockPairs = 256; // input pairs per block: a panel's block of x is 32 KiB
 
-std::uint32_t bf16_pair(float lo, float hi) {
-  return static_cast<std::uint32_t>(f32_to_bf16(lo)) | static_cast<std::uint32_t>(f32_to_bf16(hi)) << 16;
-}
-
 #define PEREGRINE_BF16_DOT __attribute__((target("avx512f,avx512vl,avx512bf16")))
 
 // xp[p][j][c] = (bf16(x[t][2j]), bf16(x[t][2j + 1])) as one uint32, low half first, for token
@@ -36,7 +32,7 @@ PEREGRINE_BF16_DOT void pack_tokens(const float* x, std::size_t n_tokens, std::s
       _mm256_store_si256(reinterpret_cast<__m256i*>(p), reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(row + 2 * j))));
       for (std::size_t e = 0; e < 8; ++e) dst[(j + e) * kPanel] = p[e];
     }
-    for (; j < pairs; ++j) dst[j * kPanel] = bf16_pair(row[2 * j], row[2 * j + 1]);
+    for (; j < pairs; ++j) dst[j * kPanel] = f32_pair_to_bf16(row[2 * j], row[2 * j + 1]);
   }
 }
 

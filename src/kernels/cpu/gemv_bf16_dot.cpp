@@ -17,9 +17,10 @@ namespace {
 constexpr std::size_t kRows = 16;  // rows per packed group (kHalfPackRows)
 constexpr std::size_t kSums = 4;   // partial sums per output: pair j goes to j mod 4
 
-std::uint32_t bf16_pair(float lo, float hi) {
-  return static_cast<std::uint32_t>(f32_to_bf16(lo)) | static_cast<std::uint32_t>(f32_to_bf16(hi)) << 16;
-}
+// VPERMW indices over two packed columns: word 2e is row e of the first, word 2e + 1 row e of
+// the second, so each row's two weights sit side by side.
+alignas(64) constexpr std::uint16_t kPairOrder[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
 
 // One product: W's packed groups, x as BF16 pairs [n_tokens, in/2] and y [n_tokens, out].
 struct Operands {
@@ -39,13 +40,7 @@ template <std::size_t T>
 PEREGRINE_BF16_DOT inline void group_tokens(const Operands& op, std::size_t g, std::size_t t0) {
   const std::uint16_t* w = op.packed + g * kRows * op.in;
   const std::size_t pairs = op.in / 2;
-  // Word 2e of a permuted vector is row e of the first column, word 2e + 1 row e of the second.
-  alignas(64) std::uint16_t order[32];
-  for (std::size_t e = 0; e < kRows; ++e) {
-    order[2 * e] = static_cast<std::uint16_t>(e);
-    order[2 * e + 1] = static_cast<std::uint16_t>(kRows + e);
-  }
-  const __m512i idx = _mm512_load_si512(order);
+  const __m512i idx = _mm512_load_si512(kPairOrder);
   __m512 acc[T][kSums];
   for (std::size_t t = 0; t < T; ++t) {
     for (std::size_t u = 0; u < kSums; ++u) acc[t][u] = _mm512_setzero_ps();
@@ -87,7 +82,7 @@ bool has_bf16_dot() {
 // x [n_tokens, in] as BF16 pairs, into `out`.
 void round_pairs(std::span<const float> x, std::vector<std::uint32_t>& out) {
   out.resize(x.size() / 2);
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = bf16_pair(x[2 * i], x[2 * i + 1]);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = f32_pair_to_bf16(x[2 * i], x[2 * i + 1]);
 }
 
 }  // namespace
