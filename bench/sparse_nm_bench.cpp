@@ -3,7 +3,7 @@
 // LlamaModel::place_weights places them, cycling through enough copies to defeat the L3 (DRAM
 // bandwidth, as in decode):
 //   --kind f16: 2:4 F16 (kernels/cpu/sparse_nm_packed.h) vs dense packed F16 (half_packed.h);
-//   --kind q4:  2:4 Q4_0 (sparse_nm_q8_packed.h) vs dense packed Q4_0 (q4_0_packed.h);
+//   --kind q4:  2:4 Q4_0 (sparse_nm_q8_packed.h) vs dense packed Q4_0 (quant_packed.h);
 //   --kind q8:  2:4 Q8_0 (sparse_nm_q8_packed.h) vs dense row-major Q8_0 (gemm_quant.h).
 //
 // Usage: build/bin/sparse_nm_bench [--kind f16|q4|q8] [--reps N] [--threads N] [--min-mib M]
@@ -26,7 +26,7 @@
 #include "peregrine/core/thread_pool.h"
 #include "peregrine/kernels/cpu/half_packed.h"
 #include "peregrine/kernels/cpu/matmul.h"
-#include "peregrine/kernels/cpu/q4_0_packed.h"
+#include "peregrine/kernels/cpu/quant_packed.h"
 #include "peregrine/kernels/cpu/sparse_nm_packed.h"
 #include "peregrine/kernels/cpu/sparse_nm_q8_packed.h"
 #include "peregrine/quant/fp16.h"
@@ -126,7 +126,7 @@ Pair make_pair(const std::string& kind, Shape s, double min_mib, std::mt19937& r
     p.dense = pack_copies(dense, dense.nbytes, copies, pack_half);
     p.sparse = pack_copies(sparse, sparse_packed_bytes(sparse), copies, pack_sparse_nm);
   } else {
-    p.dense = kind == "q4" ? pack_copies(dense, dense.nbytes, copies, pack_q4_0) : stored_copies(dense, copies);
+    p.dense = kind == "q4" ? pack_copies(dense, dense.nbytes, copies, pack_quant) : stored_copies(dense, copies);
     p.sparse = pack_copies(sparse, sparse_q8_packed_bytes(sparse), copies, pack_sparse_q8);
   }
   p.unpacked = stored_copies(sparse, copies);
@@ -146,8 +146,8 @@ void bench_shape(const std::string& kind, Shape s, int reps, double min_mib, Thr
       if (kind == "f16") {
         gemv_half_packed({&product, 1}, n_tokens, pool, kMinParallelMacs);
       } else if (kind == "q4") {
-        const PackedProduct packed{static_cast<const std::uint8_t*>(v.packed), s.out, &xq, y};
-        gemv_q4_0_packed({&packed, 1}, pool, kMinParallelMacs);
+        const PackedProduct packed{DType::kQ4_0, static_cast<const std::uint8_t*>(v.packed), s.out, &xq, y};
+        gemv_quant_packed({&packed, 1}, pool, kMinParallelMacs);
       } else {
         matmul(v, x, n_tokens, y, pool);
       }
@@ -195,7 +195,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const bool simd = kind == "f16" ? peregrine::sparse_packed_gemv_available() && peregrine::half_packed_gemv_available()
-                                  : peregrine::sparse_q8_packed_gemv_available() && peregrine::q4_0_packed_gemv_available();
+                                  : peregrine::sparse_q8_packed_gemv_available() && peregrine::quant_packed_gemv_available();
   if (!simd) {
     std::fprintf(stderr, "sparse_nm_bench: the packed GEMVs need AVX-512 (VNNI, VBMI for q4 / q8)\n");
     return 1;

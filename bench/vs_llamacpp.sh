@@ -27,12 +27,18 @@ rounds="${4:?$usage}"
 shift 4
 [ "$#" -gt 0 ] || { echo "$usage" >&2; exit 2; }
 
-# llama-bench's mean tokens/s of its one test: llama MODEL -p P -n N -r R
+# llama-bench's mean tokens/s of its one test: llama MODEL -p P -n N -r R; "nan" (and the reason
+# on stderr) where llama-bench fails, so one crashing test leaves the other figures standing.
 llama() {
-  local model="$1"
+  local model="$1" out rc=0
   shift
-  "$llama_bench" -m "$model" -t "$threads" "$@" -o json 2>/dev/null |
-    /usr/bin/python3 -c 'import json,sys; print(" ".join("%.3f" % x["avg_ts"] for x in json.load(sys.stdin)))'
+  out="$("$llama_bench" -m "$model" -t "$threads" "$@" -o json 2>/dev/null)" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    echo "llama-bench $* on $(basename "$model") failed (exit status $rc)" >&2
+    echo nan
+    return
+  fi
+  /usr/bin/python3 -c 'import json,sys; print(" ".join("%.3f" % x["avg_ts"] for x in json.load(sys.stdin)))' <<<"$out"
 }
 
 printf '| model | Peregrine tg128 | llama.cpp tg128 | tg ratio, median (range) | Peregrine pp128 | llama.cpp pp128 | pp ratio | tg GB/s (%% of read roofline; of its median sample) | pp128 GB read |\n'
@@ -57,10 +63,13 @@ ours = [r["tg_tps"] for r in runs]
 ratios = [o / ((llama_tg[i] + llama_tg[i + 1]) / 2) for i, o in enumerate(ours)]
 mid = sorted(range(len(runs)), key=lambda i: ours[i])[len(runs) // 2]
 lpp = (lpp1 + lpp2) / 2
+# NaN where llama-bench's prefill failed (its stderr line says how)
+llama_pp = (f"{lpp:.1f} ({lpp1:.1f}, {lpp2:.1f}) | {pp['pp_tps'] / lpp:.2f}×" if lpp == lpp
+            else "failed | –")
 print(f"| {name} | {statistics.median(ours):.2f} ({min(ours):.2f}–{max(ours):.2f}) "
       f"| {statistics.median(llama_tg):.2f} ({min(llama_tg):.2f}–{max(llama_tg):.2f}) "
       f"| {statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f}) "
-      f"| {pp['pp_tps']:.1f} ± {pp['pp_sd']:.1f} | {lpp:.1f} ({lpp1:.1f}, {lpp2:.1f}) | {pp['pp_tps'] / lpp:.2f}× "
+      f"| {pp['pp_tps']:.1f} ± {pp['pp_sd']:.1f} | {llama_pp} "
       f"| {runs[mid]['gbps']:.1f} ({100 * runs[mid]['gbps'] / runs[mid]['read_gbps']:.0f}% of {runs[mid]['read_gbps']:.1f}; "
       f"{100 * runs[mid]['gbps'] / runs[mid]['read_median_gbps']:.0f}% of its median {runs[mid]['read_median_gbps']:.1f}) "
       f"| {pp['pp_weight_bytes'] / 1e9:.3f} |")

@@ -16,7 +16,7 @@
 #include "peregrine/kernels/cpu/hadamard.h"
 #include "peregrine/kernels/cpu/half_packed.h"
 #include "peregrine/kernels/cpu/matmul.h"
-#include "peregrine/kernels/cpu/q4_0_packed.h"
+#include "peregrine/kernels/cpu/quant_packed.h"
 #include "peregrine/kernels/cpu/sparse_nm_q8_packed.h"
 #include "peregrine/kernels/cpu/sparse_nm_packed.h"
 #include "peregrine/model/micro_batches.h"
@@ -209,7 +209,7 @@ void run_on_all_cores(std::size_t n_jobs, const std::function<void(std::size_t)>
 }  // namespace
 
 Status LlamaModel::place_weights(WeightPlacement placement) {
-  // Q4_0 is packed for its VNNI GEMV whatever the placement. F16 / BF16 are packed for theirs
+  // Q4_0 and Q8_0 are packed for their VNNI GEMV whatever the placement. F16 / BF16 are packed for theirs
   // in huge pages only (in place, e.g. the quantizers' calibration models, they stay in the
   // mapping), and only where their packed copies and their pages of the file both fit in the
   // memory available: their prefill GEMM then reads the file's stored layout, which would
@@ -219,7 +219,7 @@ Status LlamaModel::place_weights(WeightPlacement placement) {
   const auto multiplied = [&](const std::string& name, const TensorView& t) {
     return t.shape.size() >= 2 && (name != "token_embd.weight" || file_.config.tied_embeddings);
   };
-  const bool pack_q4_0s = q4_0_packed_gemv_available();
+  const bool pack_quants = quant_packed_gemv_available();
   std::uint64_t half_bytes = 0;
   for (const auto& [name, t] : file_.tensors) {
     half_bytes += multiplied(name, t) && (half_packable(t) || sparse_packable(t)) ? t.nbytes : 0;
@@ -228,10 +228,10 @@ Status LlamaModel::place_weights(WeightPlacement placement) {
   const bool pack_halves = fit_twice && half_packed_gemv_available();
   const bool pack_sparse = fit_twice && sparse_packed_gemv_available();
   const bool pack_sparse_q8s = placement == WeightPlacement::kHugePages && sparse_q8_packed_gemv_available();
-  enum class How { kSkip, kCopy, kPackQ4_0, kPackHalf, kPackSparse, kPackSparseQ8 };
+  enum class How { kSkip, kCopy, kPackQuant, kPackHalf, kPackSparse, kPackSparseQ8 };
   const auto how = [&](const std::string& name, const TensorView& t) {
     if (!multiplied(name, t)) return How::kSkip;
-    if (pack_q4_0s && q4_0_packable(t)) return How::kPackQ4_0;
+    if (pack_quants && quant_packable(t)) return How::kPackQuant;
     if (pack_halves && half_packable(t)) return How::kPackHalf;
     if (pack_sparse && sparse_packable(t)) return How::kPackSparse;
     if (pack_sparse_q8s && sparse_q8_packable(t)) return How::kPackSparseQ8;
@@ -258,8 +258,8 @@ Status LlamaModel::place_weights(WeightPlacement placement) {
     const std::span<std::uint8_t> dst =
         weights_.bytes().subspan(jobs[i].offset, jobs[i].how == How::kPackSparse ? sparse_packed_bytes(t) : t.nbytes);
     switch (jobs[i].how) {
-      case How::kPackQ4_0:
-        done[i] = pack_q4_0(t, dst);
+      case How::kPackQuant:
+        done[i] = pack_quant(t, dst);
         t.packed = dst.data();
         break;
       case How::kPackHalf:

@@ -26,7 +26,7 @@ struct TensorView {
   std::size_t nbytes = 0;
   QuantParams quant{};
   /// Optional: the same weights repacked at load for a faster kernel (kernels/cpu/
-  /// q4_0_packed.h for Q4_0), owned by whoever packed them; `data` keeps the stored layout,
+  /// quant_packed.h for Q4_0 and Q8_0), owned by whoever packed them; `data` keeps the stored layout,
   /// which every other reader uses.
   const void* packed = nullptr;
 

@@ -175,8 +175,8 @@ class LlamaModel {
 
   explicit LlamaModel(ModelFile file) : file_(std::move(file)) {}
   // Fills weights_ with every matrix the forward multiplies (not an untied embedding, which
-  // is only looked up): a Q4_0 matrix repacked 16 rows in lanes for the decode GEMV when the
-  // CPU has its kernel (kernels/cpu/q4_0_packed.h; llama.cpp's CPU repack), its view's
+  // is only looked up): a Q4_0 or Q8_0 matrix repacked 16 rows in lanes for the decode GEMV when
+  // the CPU has its kernel (kernels/cpu/quant_packed.h; llama.cpp's CPU repack), its view's
   // `packed` pointing there (`data`, the stored layout the prefill GEMM reads, stays in the
   // file); under kHugePages every other matrix copied, its view's `data` pointing there.
   Status place_weights(WeightPlacement placement);

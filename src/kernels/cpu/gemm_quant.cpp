@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/row_split.h"
-#include "peregrine/kernels/cpu/q4_0_packed.h"
+#include "peregrine/kernels/cpu/quant_packed.h"
 #include "peregrine/quant/unpack_int8.h"
 
 #ifndef PEREGRINE_KERNELS_CPU_GEMM_QUANT_OPERANDS
@@ -536,8 +536,8 @@ void gemm_quant(const TensorView& w, const QuantizedActivations& xq, std::span<f
   const auto op = operands(w, xq, y);
   if (op.n_tokens == 0 || op.out == 0) return;
   if (w.packed != nullptr) {
-    const PackedProduct product{static_cast<const std::uint8_t*>(w.packed), op.out, &xq, y};
-    gemv_q4_0_packed({&product, 1}, pool, min_parallel_macs);
+    const PackedProduct product{w.dtype, static_cast<const std::uint8_t*>(w.packed), op.out, &xq, y};
+    gemv_quant_packed({&product, 1}, pool, min_parallel_macs);
     return;
   }
   if (op.out * op.in * op.n_tokens < min_parallel_macs) {

@@ -16,7 +16,7 @@
 #include "peregrine/kernels/cpu/gemv_bf16_dot.h"
 #include "peregrine/kernels/cpu/gemv_float.h"
 #include "peregrine/kernels/cpu/half_packed.h"
-#include "peregrine/kernels/cpu/q4_0_packed.h"
+#include "peregrine/kernels/cpu/quant_packed.h"
 #include "peregrine/kernels/cpu/quantize_activations.h"
 #include "peregrine/kernels/cpu/sparse_nm_matmul.h"
 #include "peregrine/kernels/cpu/sparse_nm_packed.h"
@@ -177,9 +177,9 @@ void matmul_fused(std::span<const MatmulProduct> products, std::int64_t n_tokens
     gemv_sparse_packed(products, n_tokens, pool, min_parallel_macs);
     return;
   }
-  const bool q4_0 = all_packed([](DType t) { return t == DType::kQ4_0; });
+  const bool quant = all_packed([](DType t) { return t == DType::kQ4_0 || t == DType::kQ8_0; });
   const bool sparse_q8 = all_packed([](DType t) { return t == DType::kQ4_0_S24 || t == DType::kQ8_0_S24; });
-  if (!(q4_0 || sparse_q8) || n_tokens < 1) {
+  if (!(quant || sparse_q8) || n_tokens < 1) {
     for (const MatmulProduct& p : products) matmul(*p.w, p.x, n_tokens, p.y, pool, min_parallel_macs);
     return;
   }
@@ -192,9 +192,10 @@ void matmul_fused(std::span<const MatmulProduct> products, std::int64_t n_tokens
   }
   std::vector<PackedProduct> packed;
   for (std::size_t i = 0; i < products.size(); ++i) {
-    packed.push_back({static_cast<const std::uint8_t*>(products[i].w->packed), products[i].w->n_rows(), xq[i], products[i].y});
+    const TensorView& w = *products[i].w;
+    packed.push_back({w.dtype, static_cast<const std::uint8_t*>(w.packed), w.n_rows(), xq[i], products[i].y});
   }
-  gemv_q4_0_packed(packed, pool, min_parallel_macs);
+  gemv_quant_packed(packed, pool, min_parallel_macs);
 }
 
 void matmul_reference(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,

@@ -129,7 +129,7 @@ PEREGRINE_SPARSE_Q8_PACKED_TARGET void group_tokens(const Layout& L, const std::
   for (std::size_t t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   const __m512i ones = _mm512_set1_epi8(1);
   // Each unit prefetches the next group's same unit into L2, so that the next group's DRAM read
-  // overlaps this group's compute (as q4_0_packed.cpp does; tinyllama's GEMVs, same run: one
+  // overlaps this group's compute (as quant_packed.cpp does; tinyllama's GEMVs, same run: one
   // token 1.08–1.21× → 1.18–1.32× dense packed Q4_0, eight 0.44–0.47× → 0.49–0.60×). Past the
   // matrix's end the addresses are hints, never dereferenced.
   const std::size_t ahead = L.units() * L.unit_bytes();

@@ -24,10 +24,10 @@ namespace peregrine {
 /// GEMMs of llamafile / ggml); rows past a range's last 16-row panel use register tiles of
 /// 4 rows × 3 tokens. x86 with AVX-512 VNNI (Highway target AVX3_DL) uses vpdpbusd; other
 /// targets unpack each row once and use int16 widening multiply-adds.
-/// Q4_0 weights packed at load (w.packed, kernels/cpu/q4_0_packed.h) take the packed GEMV for
-/// every token count, with the same formula (faster than these panels at every count measured:
-/// tinyllama forwards of 33 / 128 / 512 rows 81–89 / 261–296 / 1063–1076 ms here, 58–61 /
-/// 213–219 / 1003–1028 ms there).
+/// Q4_0 and Q8_0 weights packed at load (w.packed, kernels/cpu/quant_packed.h) take the packed
+/// GEMV for every token count, with the same formula (Q4_0: faster than these panels at every
+/// count measured: tinyllama forwards of 33 / 128 / 512 rows 81–89 / 261–296 / 1063–1076 ms
+/// here, 58–61 / 213–219 / 1003–1028 ms there; Q8_0: see quant_packed.h).
 /// Threaded over output rows: the pool's threads take ~64 KiB chunks of whole tiles (multiples
 /// of 16 rows) from a shared counter; products of fewer than `min_parallel_macs` multiply-adds (see matmul.h) run
 /// on the calling thread.

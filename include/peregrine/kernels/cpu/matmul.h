@@ -56,7 +56,7 @@ struct MatmulProduct {
 
 /// y_i = x_i · W_iᵀ for every product — of one input (a layer's Q, K and V; the FFN's gate and
 /// up) or of several (the down projections of one token's experts) — with the same results as
-/// one matmul each. When every W_i is Q4_0 packed at load (kernels/cpu/q4_0_packed.h), or
+/// one matmul each. When every W_i is Q4_0 or Q8_0 packed at load (kernels/cpu/quant_packed.h), or
 /// 2:4 Q4_0 / Q8_0 packed at load (sparse_nm_q8_packed.h), each
 /// distinct input (by address) is quantized once and all the products run in one parallel
 /// region (likewise packed F16 / BF16, dense or 2:4, without the quantization) (one start and one tail instead of one per

@@ -1,6 +1,6 @@
 // 2:4 sparse Q4_0 / Q8_0 weights (core/dtype.h q4_0_s24, q8_0_s24; Mishra et al. 2021,
 // "Accelerating Sparse Deep Neural Networks") repacked at load for the decode GEMV against Q8_0
-// activation blocks: 16 rows in the lanes of a vector, as the dense Q4_0 GEMV (q4_0_packed.h),
+// activation blocks: 16 rows in the lanes of a vector, as the dense Q4_0 GEMV (quant_packed.h),
 // reading only the kept codes, their 2-bit positions and the block scales — the stored bytes,
 // 0.406 (Q4) / 0.656 (Q8) bytes per weight against dense Q4_0's 0.5625 / Q8_0's 1.0625.
 //

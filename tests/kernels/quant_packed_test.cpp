@@ -1,8 +1,8 @@
-// Q4_0 weights repacked 16 rows in lanes (kernels/cpu/q4_0_packed.h): the scalar twin over the
-// packed layout equals gemm_quant_reference on the original rows bit for bit (so the packing
-// loses nothing and puts every nibble and scale where the layout says), and the SIMD GEMV
+// Q4_0 and Q8_0 weights repacked 16 rows in lanes (kernels/cpu/quant_packed.h): the scalar twin
+// over the packed layout equals gemm_quant_reference on the original rows bit for bit (so the
+// packing loses nothing and puts every code and scale where the layout says), and the SIMD GEMV
 // matches the twin up to summation order on every target.
-#include "peregrine/kernels/cpu/q4_0_packed.h"
+#include "peregrine/kernels/cpu/quant_packed.h"
 
 #include <gtest/gtest.h>
 
@@ -25,10 +25,12 @@ constexpr Shape kShapes[] = {{16, 32}, {32, 96}, {48, 2048}, {16, 33 * 32}, {64,
 // Every chunk remainder of the kernel's 8 tokens per pass, and prefill-sized batches.
 constexpr std::int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 129};
 
+constexpr DType kPackedTypes[] = {DType::kQ4_0, DType::kQ8_0};
+
 // `w` packed into a buffer of its own.
 std::vector<std::uint8_t> packed_copy(const TensorView& w) {
   std::vector<std::uint8_t> dst(w.nbytes);
-  const Status st = pack_q4_0(w, dst);
+  const Status st = pack_quant(w, dst);
   EXPECT_TRUE(st) << st.message();
   return dst;
 }
@@ -39,17 +41,17 @@ QuantizedActivations quantized(std::int64_t n_tokens, std::int64_t in, std::mt19
   return xq;
 }
 
-TEST(Q4_0Packed, TwinOverThePackedLayoutEqualsTheRowMajorReference) {
+TEST(QuantPacked, TwinOverThePackedLayoutEqualsTheRowMajorReference) {
   std::mt19937 rng(21);
-  for (Shape s : kShapes) {
-    const test::BlockWeights w = test::random_block_weights(DType::kQ4_0, s.out, s.in, /*offset=*/5, rng);
+  for (DType dtype : kPackedTypes) for (Shape s : kShapes) {
+    const test::BlockWeights w = test::random_block_weights(dtype, s.out, s.in, /*offset=*/5, rng);
     const std::vector<std::uint8_t> packed = packed_copy(w.view);
     for (std::int64_t n_tokens : kTokenCounts) {
       const QuantizedActivations xq = quantized(n_tokens, s.in, rng);
       std::vector<float> expected(static_cast<std::size_t>(n_tokens * s.out)), got(expected.size());
       gemm_quant_reference(w.view, xq, expected);
-      gemv_q4_0_packed_reference(packed.data(), s.out, xq, got);
-      EXPECT_EQ(got, expected) << s.out << "x" << s.in << " n_tokens=" << n_tokens;
+      gemv_quant_packed_reference({dtype, packed.data(), s.out, &xq, got});
+      EXPECT_EQ(got, expected) << dtype_name(dtype) << " " << s.out << "x" << s.in << " n_tokens=" << n_tokens;
     }
   }
 }
@@ -57,27 +59,27 @@ TEST(Q4_0Packed, TwinOverThePackedLayoutEqualsTheRowMajorReference) {
 // The SIMD kernel adds the same exact terms d_w·d_x·(int dot) per row in block order, with a
 // fused multiply-add instead of the twin's product and sum (k <= blocks + 2 roundings per term
 // in both): |simd − twin| <= 2·γ_{blocks+2}·M.
-TEST(Q4_0Packed, GemvMatchesTheTwinUpToRounding) {
+TEST(QuantPacked, GemvMatchesTheTwinUpToRounding) {
   std::mt19937 rng(22);
-  for (Shape s : kShapes) {
-    const test::BlockWeights w = test::random_block_weights(DType::kQ4_0, s.out, s.in, /*offset=*/0, rng);
+  for (DType dtype : kPackedTypes) for (Shape s : kShapes) {
+    const test::BlockWeights w = test::random_block_weights(dtype, s.out, s.in, /*offset=*/0, rng);
     const std::vector<std::uint8_t> packed = packed_copy(w.view);
     const double bound = 2.0 * test::f32_gamma(static_cast<double>(s.in / 32 + 2));
     for (std::int64_t n_tokens : kTokenCounts) {
       const QuantizedActivations xq = quantized(n_tokens, s.in, rng);
       std::vector<float> ref(static_cast<std::size_t>(n_tokens * s.out));
-      gemv_q4_0_packed_reference(packed.data(), s.out, xq, ref);
+      gemv_quant_packed_reference({dtype, packed.data(), s.out, &xq, ref});
       test::for_each_simd_target([&] {
         for (int threads : {1, 3}) {
           ThreadPool pool(threads);
           std::vector<float> y(ref.size(), NAN);
-          const PackedProduct product{packed.data(), s.out, &xq, y};
-          gemv_q4_0_packed({&product, 1}, pool, /*min_parallel_macs=*/0);
+          const PackedProduct product{dtype, packed.data(), s.out, &xq, y};
+          gemv_quant_packed({&product, 1}, pool, /*min_parallel_macs=*/0);
           for (std::int64_t t = 0; t < n_tokens; ++t) {
             for (std::int64_t o = 0; o < s.out; ++o) {
               const auto i = static_cast<std::size_t>(t * s.out + o);
               ASSERT_NEAR(y[i], ref[i], bound * test::term_magnitude(w.view, xq, o, t))
-                  << s.out << "x" << s.in << " n_tokens=" << n_tokens << " threads=" << threads << " token " << t
+                  << dtype_name(dtype) << " " << s.out << "x" << s.in << " n_tokens=" << n_tokens << " threads=" << threads << " token " << t
                   << " row " << o;
             }
           }
@@ -87,37 +89,39 @@ TEST(Q4_0Packed, GemvMatchesTheTwinUpToRounding) {
   }
 }
 
-TEST(Q4_0Packed, RefusesWhatItCannotPack) {
+TEST(QuantPacked, RefusesWhatItCannotPack) {
   std::mt19937 rng(23);
-  const test::BlockWeights q8 = test::random_block_weights(DType::kQ8_0, 16, 64, 0, rng);
-  const test::BlockWeights rows = test::random_block_weights(DType::kQ4_0, 24, 64, 0, rng);  // not whole groups
-  for (const TensorView* w : {&q8.view, &rows.view}) {
-    EXPECT_FALSE(q4_0_packable(*w));
+  const test::BlockWeights q4_1 = test::random_block_weights(DType::kQ4_1, 16, 64, 0, rng);
+  const test::BlockWeights rows = test::random_block_weights(DType::kQ8_0, 24, 64, 0, rng);  // not whole groups
+  for (const TensorView* w : {&q4_1.view, &rows.view}) {
+    EXPECT_FALSE(quant_packable(*w));
     std::vector<std::uint8_t> dst(w->nbytes);
-    EXPECT_EQ(pack_q4_0(*w, dst).code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(pack_quant(*w, dst).code(), ErrorCode::kInvalidArgument);
   }
-  const test::BlockWeights ok = test::random_block_weights(DType::kQ4_0, 16, 64, 0, rng);
+  const test::BlockWeights ok = test::random_block_weights(DType::kQ8_0, 16, 64, 0, rng);
   std::vector<std::uint8_t> short_dst(ok.view.nbytes - 1);
-  EXPECT_EQ(pack_q4_0(ok.view, short_dst).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(pack_quant(ok.view, short_dst).code(), ErrorCode::kInvalidArgument);
   TensorView flat = rows.view;
   flat.shape = {24 * 64};
-  EXPECT_FALSE(q4_0_packable(flat));
+  EXPECT_FALSE(quant_packable(flat));
 }
 
 // matmul_fused on Q/K/V-like products (2048 → 2048, 256, 256) of one input plus a down-like
-// product (5632 → 2048) of another, all packed, in one parallel region, gives exactly what
-// matmul gives for each: every row is the same kernel over the same quantized activations,
-// whichever thread takes it.
-TEST(Q4_0Packed, FusedProductsEqualOneMatmulEach) {
+// product (5632 → 2048) of another, all packed, Q4_0 and Q8_0 mixed (as in a Q4_0 file whose
+// V is Q8_0), in one parallel region, gives exactly what matmul gives for each: every row is
+// the same kernel over the same quantized activations, whichever thread takes it.
+TEST(QuantPacked, FusedProductsEqualOneMatmulEach) {
   std::mt19937 rng(24);
   struct Shape {
     std::int64_t out, in;
   };
   const Shape shapes[] = {{2048, 2048}, {256, 2048}, {256, 2048}, {2048, 5632}};
+  const DType dtypes[] = {DType::kQ4_0, DType::kQ4_0, DType::kQ8_0, DType::kQ8_0};
   std::vector<test::BlockWeights> weights;
   std::vector<std::vector<std::uint8_t>> packed;
-  for (Shape s : shapes) {
-    weights.push_back(test::random_block_weights(DType::kQ4_0, s.out, s.in, /*offset=*/0, rng));
+  for (std::size_t i = 0; i < std::size(shapes); ++i) {
+    const Shape s = shapes[i];
+    weights.push_back(test::random_block_weights(dtypes[i], s.out, s.in, /*offset=*/0, rng));
     packed.push_back(packed_copy(weights.back().view));
     weights.back().view.packed = packed.back().data();
   }
