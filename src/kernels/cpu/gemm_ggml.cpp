@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "peregrine/kernels/cpu/ggml_unpack.h"
+#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/row_split.h"
 #include "peregrine/quant/ggml_blocks.h"
 
@@ -393,8 +394,8 @@ HWY_INLINE void store(const Operands& op, __m512 (&acc)[RM][RN], std::int64_t ro
 
 // Decode: one row at a time through all its super-groups (one sequential stream per thread),
 // every token (n_tokens <= 3) reusing each decoded group. Each chunk of a group has its own
-// accumulator: one chain of five FMAs per group would bound the loop by their latency.
-constexpr std::size_t kPrefetchBytes = 2048;
+// accumulator: one chain of five FMAs per group would bound the loop by their latency. The row
+// stream is prefetched ahead (decode_prefetch.h).
 
 template <class D, int RN>
 void gemv_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
@@ -405,9 +406,7 @@ void gemv_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end)
       for (int c = 0; c < 4; ++c) acc[n][c] = _mm512_setzero_ps();
     }
     for (std::int64_t g = 0; g < op.groups; ++g) {
-      _mm_prefetch(reinterpret_cast<const char*>(op.group(row, g)) + kPrefetchBytes, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(op.group(row, g)) + kPrefetchBytes + 64, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(op.group(row, g)) + kPrefetchBytes + 128, _MM_HINT_T0);
+      prefetch_decode_stream(op.group(row, g), 192);
       Decoded d;
       decode<D>(op, row, g, d);
 #pragma GCC unroll 4
@@ -453,9 +452,7 @@ void gemv_int_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_
     __m512 acc[RN], offsets[RN];
     for (int n = 0; n < RN; ++n) acc[n] = offsets[n] = _mm512_setzero_ps();
     for (std::int64_t g = 0; g < op.groups; ++g) {
-      _mm_prefetch(reinterpret_cast<const char*>(op.group(row, g)) + kPrefetchBytes, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(op.group(row, g)) + kPrefetchBytes + 64, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(op.group(row, g)) + kPrefetchBytes + 128, _MM_HINT_T0);
+      prefetch_decode_stream(op.group(row, g), 192);
       IntScaled k;
       D::decode_int(op.group(row, g), k);
       const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(k.sc));

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/row_split.h"
 #include "kernels/cpu/token_chunks.h"
 #include "peregrine/kernels/cpu/half_packed.h"
@@ -57,6 +58,8 @@ PEREGRINE_BF16_DOT inline void group_tokens(const Operands& op, std::size_t g, s
   for (; j + kSums <= pairs; j += kSums) {
     if constexpr (T > 1) {
       for (std::size_t line = 0; line < kSums * 64; line += 64) __builtin_prefetch(next + j * 64 + line, 0, 2);
+    } else {
+      prefetch_decode_stream(w + j * 2 * kRows, kSums * 64);  // one token: its own stream ahead
     }
     for (std::size_t u = 0; u < kSums; ++u) pair(j + u, u);
   }

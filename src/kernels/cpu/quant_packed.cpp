@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 
+#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/row_split.h"
 #include "peregrine/quant/fp16.h"
 
@@ -112,14 +113,19 @@ void GroupVnni(const Operands& op, std::int64_t group) {
   __m512 acc[RN];
 #pragma GCC unroll 8
   for (int t = 0; t < RN; ++t) acc[t] = _mm512_setzero_ps();
-  // Each block prefetches the next group's same block into L2, so that the next group's DRAM
-  // read overlaps this group's compute; the hardware prefetcher alone left them in series once a
-  // group had several tokens to compute (Q4_0 tinyllama, same run: forwards of 4 / 8 / 16 / 24 /
-  // 32 rows 14 / 31 / 50 / 62 / 76 -> 10 / 16 / 28 / 43 / 56 ms; one row unchanged at 9.1 ms).
-  // Past the matrix's end the addresses are hints, never dereferenced.
+  // With several tokens each block prefetches the next group's same block into L2, so that the
+  // next group's DRAM read overlaps this group's compute; the hardware prefetcher alone left them
+  // in series (Q4_0 tinyllama, same run: forwards of 4 / 8 / 16 / 24 / 32 rows 14 / 31 / 50 /
+  // 62 / 76 -> 10 / 16 / 28 / 43 / 56 ms; one row unchanged at 9.1 ms). One token prefetches its
+  // own stream ahead instead (decode_prefetch.h). Past the matrix's end the addresses are hints,
+  // never dereferenced.
   const std::size_t ahead = op.group_bytes();
   for (std::int64_t b = 0; b < op.blocks; ++b, codes += kGroupBlockBytes) {
-    for (std::size_t line = 0; line < kGroupBlockBytes; line += 64) __builtin_prefetch(codes + ahead + line, 0, 2);
+    if constexpr (RN == 1) {
+      prefetch_decode_stream(codes, kGroupBlockBytes);
+    } else {
+      for (std::size_t line = 0; line < kGroupBlockBytes; line += 64) __builtin_prefetch(codes + ahead + line, 0, 2);
+    }
     __m512i u[8];
     Codes::unpack(codes, u);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + Codes::kFormat.code_bytes)));
