@@ -21,8 +21,10 @@ namespace {
 struct Shape {
   std::int64_t out, in;
 };
-// in / 2 pairs with every remainder mod 4 (the 4 partial sums) and tinyllama's rows.
-constexpr Shape kShapes[] = {{16, 2}, {32, 18}, {16, 260}, {16, 1030}, {48, 2048}, {32, 5632}};
+// in / 2 pairs with every remainder mod 4 (the 4 partial sums) and tinyllama's rows; 16 and 13
+// groups for the single-token kernel's kDecodeStreams side-by-side parts (whole, and with groups
+// left over).
+constexpr Shape kShapes[] = {{16, 2}, {32, 18}, {16, 260}, {16, 1030}, {48, 2048}, {32, 5632}, {256, 34}, {208, 10}};
 constexpr std::int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 8, 13, 15};
 
 struct Packed {

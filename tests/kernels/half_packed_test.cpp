@@ -22,8 +22,10 @@ namespace {
 struct Shape {
   std::int64_t out, in;
 };
-// Row lengths with every remainder mod 4 (the kernel's 4 partial sums) and tinyllama's.
-constexpr Shape kShapes[] = {{16, 1}, {16, 7}, {32, 17}, {48, 2048}, {16, 258}, {32, 5632}, {16, 1027}};
+// Row lengths with every remainder mod 4 (the kernel's 4 partial sums) and tinyllama's; 16 and
+// 13 groups for the single-token kernel's kDecodeStreams side-by-side parts (whole, and with
+// groups left over).
+constexpr Shape kShapes[] = {{16, 1}, {16, 7}, {32, 17}, {48, 2048}, {16, 258}, {32, 5632}, {16, 1027}, {256, 33}, {208, 9}};
 constexpr DType kHalfTypes[] = {DType::kF16, DType::kBF16};
 constexpr std::int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 8, 13, kHalfPackedTokens};
 

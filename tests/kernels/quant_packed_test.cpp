@@ -20,8 +20,9 @@ namespace {
 struct Shape {
   std::int64_t out, in;
 };
-// Odd block counts (33·32, 257·32) as well as the tinyllama row lengths.
-constexpr Shape kShapes[] = {{16, 32}, {32, 96}, {48, 2048}, {16, 33 * 32}, {64, 5632}, {16, 257 * 32}};
+// Odd block counts (33·32, 257·32) as well as the tinyllama row lengths; 16 and 13 groups for the
+// single-token kernel's kDecodeStreams side-by-side parts (whole, and with groups left over).
+constexpr Shape kShapes[] = {{16, 32}, {32, 96}, {48, 2048}, {16, 33 * 32}, {64, 5632}, {16, 257 * 32}, {256, 64}, {208, 96}};
 // Every chunk remainder of the kernel's 8 tokens per pass, and prefill-sized batches.
 constexpr std::int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 129};
 

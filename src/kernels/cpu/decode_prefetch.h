@@ -1,25 +1,64 @@
-// The software prefetch of the single-token decode GEMVs: each thread streams its weights in
-// order, and a hint kDecodePrefetchBytes ahead of the line being read keeps the stream's next
-// lines in flight across the 4 KiB boundaries where the L2 hardware prefetcher starts over
-// (also in 2 MiB pages). Measured on tinyllama decode, 2 threads (Xeon with AVX-512, 2026-11-28,
-// same binary, alternated): F16 13.1-13.3 -> 13.9-14.5 tok/s at 1.5-2 KiB (3 KiB: 13.0; L2
-// hint instead of L1: 14.2; non-temporal: 5.8), packed Q8_0 25.8 -> 26.8-27.3, packed Q4_0
-// 45.0-45.3 -> 46.1-47.6 (3 KiB: 23.4 / 40.7, past the line fill buffers); on the Zen 5 of
-// earlier sessions hints 1-8 KiB ahead neither helped nor hurt F16. With several tokens a group's
-// compute outlasts its read and the kernels prefetch the next row group into L2 instead.
+// The software prefetch of the single-token decode GEMVs: each stream of weights a thread reads
+// in order gets a hint kDecodePrefetchBytes ahead of the line being read, which keeps its next
+// lines in flight across the 4 KiB boundaries where the L2 hardware prefetcher starts over (also
+// in 2 MiB pages). Measured on tinyllama decode, 2 threads (Xeon with AVX-512, 2026-11-28, same
+// binary, alternated; distances set through a test-only variable): F16 13.1-13.3 -> 13.9-14.5
+// tok/s at 1.5-2 KiB (3 KiB: 13.0; L2 hint instead of L1: 14.2; non-temporal: 5.8), packed Q8_0
+// 25.8 -> 26.8-27.3, packed Q4_0 45.0-45.3 -> 46.1-47.6 (3 KiB: 23.4 / 40.7). With 4 streams per
+// thread (kDecodeStreams) 2 KiB stays best for F16 (512 B: 12.4-12.6, no better than none). On
+// the Zen 5 of earlier sessions hints 1-8 KiB ahead neither helped nor hurt F16. With several
+// tokens a group's compute outlasts its read and the kernels prefetch the next row group into L2
+// instead.
 #pragma once
 
 #include <cstddef>
+#include <utility>
 
 namespace peregrine {
 
 inline constexpr std::size_t kDecodePrefetchBytes = 2048;
 
-/// Hints the `bytes` starting kDecodePrefetchBytes past `p` into L1, one per 64-byte line
+/// Read streams per thread of a single-token decode GEMV: each thread's row groups cut into this
+/// many contiguous parts that it walks side by side, each part prefetched kDecodePrefetchBytes
+/// ahead. One stream per thread left a Xeon core short of its share of the bandwidth (each core
+/// reads at most about half the 2-thread roofline, and one stream per core did not keep enough
+/// lines in flight). tinyllama decode, 2 threads, alternated twice with the build before (one
+/// stream per thread), 2026-11-28, tok/s: F16 13.64 / 13.63 -> 15.24 / 14.83 (its hint had been
+/// compiled away), Q4_0 46.46 / 46.78 -> 53.11 / 51.92, Q8_0 27.10 / 26.96 -> 27.62 / 28.00, BF16
+/// (dot-product GEMV) 15.32 / 14.84 -> 15.08 / 15.09.
+inline constexpr int kDecodeStreams = 4;
+
+/// Single-token decode of row groups [g0, g1): the range cut into kDecodeStreams contiguous
+/// parts of `part` groups walked side by side, tile.template operator()<kDecodeStreams>(g, part)
+/// reading groups g, g + part, g + 2·part, …; the groups left over one at a time through
+/// tile.template operator()<1>(g, 1).
+template <class Index, class Tile>
+inline void for_decode_streams(Index g0, Index g1, Tile&& tile) {
+  const Index part = (g1 - g0) / kDecodeStreams;
+  for (Index k = 0; k < part; ++k) tile.template operator()<kDecodeStreams>(g0 + k, part);
+  for (Index g = g0 + part * kDecodeStreams; g < g1; ++g) tile.template operator()<1>(g, 1);
+}
+
+/// Hints the 64-byte line at `line` into L1 (never dereferenced). On x86 an inline-assembly
+/// prefetcht0: GCC 12 deletes __builtin_prefetch calls, which it counts as free of side effects,
+/// from some kernels they are inlined into (half_packed's single-token hint was missing from the
+/// binary until 2026-11-28, and an unrolled form lost the Q8_0 kernel's too).
+inline void prefetch_line_l1(const char* line) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetcht0 %0" : : "m"(*line));
+#else
+  __builtin_prefetch(line, 0, 3);
+#endif
+}
+
+/// Hints the kBytes starting kDecodePrefetchBytes past `p` into L1, one per 64-byte line
 /// (addresses past the weights' end are hints only, never dereferenced).
-inline void prefetch_decode_stream(const void* p, std::size_t bytes) {
+template <std::size_t kBytes>
+inline void prefetch_decode_stream(const void* p) {
   const char* ahead = static_cast<const char*>(p) + kDecodePrefetchBytes;
-  for (std::size_t line = 0; line < bytes; line += 64) __builtin_prefetch(ahead + line, 0, 3);
+  [&]<std::size_t... kLine>(std::index_sequence<kLine...>) {
+    (prefetch_line_l1(ahead + kLine * 64), ...);
+  }(std::make_index_sequence<(kBytes + 63) / 64>());
 }
 
 }  // namespace peregrine

@@ -406,7 +406,7 @@ void gemv_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end)
       for (int c = 0; c < 4; ++c) acc[n][c] = _mm512_setzero_ps();
     }
     for (std::int64_t g = 0; g < op.groups; ++g) {
-      prefetch_decode_stream(op.group(row, g), 192);
+      prefetch_decode_stream<192>(op.group(row, g));
       Decoded d;
       decode<D>(op, row, g, d);
 #pragma GCC unroll 4
@@ -452,7 +452,7 @@ void gemv_int_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_
     __m512 acc[RN], offsets[RN];
     for (int n = 0; n < RN; ++n) acc[n] = offsets[n] = _mm512_setzero_ps();
     for (std::int64_t g = 0; g < op.groups; ++g) {
-      prefetch_decode_stream(op.group(row, g), 192);
+      prefetch_decode_stream<192>(op.group(row, g));
       IntScaled k;
       D::decode_int(op.group(row, g), k);
       const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(k.sc));

@@ -34,7 +34,7 @@ struct Operands {
 
 #define PEREGRINE_BF16_DOT __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
-// 16 rows × T (<= 4) tokens of group g: per pair of columns, the 64 bytes of both columns, each
+// 16 rows × T (2..4) tokens of group g: per pair of columns, the 64 bytes of both columns, each
 // row's two weights made adjacent by one VPERMW, then one VDPBF16PS per token with its
 // broadcast pair of activations; T·4 accumulators.
 template <std::size_t T>
@@ -56,11 +56,7 @@ PEREGRINE_BF16_DOT inline void group_tokens(const Operands& op, std::size_t g, s
   const char* next = reinterpret_cast<const char*>(w + kRows * op.in);  // hints only, never read
   std::size_t j = 0;
   for (; j + kSums <= pairs; j += kSums) {
-    if constexpr (T > 1) {
-      for (std::size_t line = 0; line < kSums * 64; line += 64) __builtin_prefetch(next + j * 64 + line, 0, 2);
-    } else {
-      prefetch_decode_stream(w + j * 2 * kRows, kSums * 64);  // one token: its own stream ahead
-    }
+    for (std::size_t line = 0; line < kSums * 64; line += 64) __builtin_prefetch(next + j * 64 + line, 0, 2);
     for (std::size_t u = 0; u < kSums; ++u) pair(j + u, u);
   }
   for (std::size_t u = 0; j + u < pairs; ++u) pair(j + u, u);
@@ -70,9 +66,48 @@ PEREGRINE_BF16_DOT inline void group_tokens(const Operands& op, std::size_t g, s
   }
 }
 
+// One token (t0), S groups at once (group s is g + s·stride), each its own read stream
+// prefetched kDecodePrefetchBytes ahead (decode_prefetch.h): per pair of columns the token's
+// broadcast pair shared by the S groups; S·4 accumulators.
+template <int S>
+PEREGRINE_BF16_DOT inline void group_streams(const Operands& op, std::size_t g, std::size_t stride, std::size_t t0) {
+  const std::size_t pairs = op.in / 2;
+  const __m512i idx = _mm512_load_si512(kPairOrder);
+  const std::uint16_t* w[S];
+  __m512 acc[S][kSums];
+  for (int s = 0; s < S; ++s) {
+    w[s] = op.packed + (g + static_cast<std::size_t>(s) * stride) * kRows * op.in;
+    for (std::size_t u = 0; u < kSums; ++u) acc[s][u] = _mm512_setzero_ps();
+  }
+  const auto pair = [&](std::size_t j, std::size_t u) {
+    const auto xv = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(op.x_pairs[t0 * pairs + j])));
+    for (int s = 0; s < S; ++s) {
+      const auto wv = reinterpret_cast<__m512bh>(_mm512_permutexvar_epi16(idx, _mm512_loadu_si512(w[s] + j * 2 * kRows)));
+      acc[s][u] = _mm512_dpbf16_ps(acc[s][u], wv, xv);
+    }
+  };
+  std::size_t j = 0;
+  for (; j + kSums <= pairs; j += kSums) {
+    for (int s = 0; s < S; ++s) prefetch_decode_stream<kSums * 64>(w[s] + j * 2 * kRows);
+    for (std::size_t u = 0; u < kSums; ++u) pair(j + u, u);
+  }
+  for (std::size_t u = 0; j + u < pairs; ++u) pair(j + u, u);
+  for (int s = 0; s < S; ++s) {
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[s][0], acc[s][1]), _mm512_add_ps(acc[s][2], acc[s][3]));
+    _mm512_storeu_ps(op.y + t0 * op.out + (g + static_cast<std::size_t>(s) * stride) * kRows, sum);
+  }
+}
+
 PEREGRINE_BF16_DOT void groups(const Operands& op, std::size_t g0, std::size_t g1) {
+  if (op.n_tokens == 1) {  // kDecodeStreams groups side by side (decode_prefetch.h)
+    return for_decode_streams(g0, g1, [&]<int S>(std::size_t g, std::size_t stride) { group_streams<S>(op, g, stride, 0); });
+  }
   for_groups_in_token_chunks(g0, g1, op.n_tokens, [&]<std::size_t T>(std::size_t g, std::size_t t) {
-    group_tokens<T>(op, g, t);
+    if constexpr (T == 1) {
+      group_streams<1>(op, g, 1, t);
+    } else {
+      group_tokens<T>(op, g, t);
+    }
   });
 }
 

@@ -64,7 +64,38 @@ using half_packed_detail::Operands;
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 
-// 16 rows (one f32 vector) × T (<= 4) tokens of group `g`: per column one 32-byte load widened
+// One token, S groups at once (16 rows each, one f32 vector; group s is g + s·stride): per column
+// one 32-byte load per group widened to f32, one fused multiply-add with the broadcast
+// activation; S·4 accumulators. Each group is its own read stream with its own prefetch
+// kDecodePrefetchBytes ahead (decode_prefetch.h).
+template <int S, class WT>
+HWY_INLINE void GroupStreams(const Operands& op, std::size_t g, std::size_t stride, const float* HWY_RESTRICT x,
+                             float* HWY_RESTRICT y) {
+  const hn::FixedTag<float, kRows> d;
+  using V = hn::Vec<decltype(d)>;
+  const std::size_t in = op.in;
+  const WT* HWY_RESTRICT w[S];
+  V acc[S][kSums];
+  for (int s = 0; s < S; ++s) {
+    w[s] = reinterpret_cast<const WT*>(op.packed) + (g + static_cast<std::size_t>(s) * stride) * kRows * in;
+    for (std::size_t u = 0; u < kSums; ++u) acc[s][u] = hn::Zero(d);
+  }
+  const auto column = [&](std::size_t i, std::size_t u) {
+    const V xv = hn::Set(d, x[i]);
+    for (int s = 0; s < S; ++s) acc[s][u] = hn::MulAdd(LoadAsF32(d, w[s] + i * kRows), xv, acc[s][u]);
+  };
+  std::size_t i = 0;
+  for (; i + kSums <= in; i += kSums) {
+    for (int s = 0; s < S; ++s) prefetch_decode_stream<kSums * kRows * sizeof(WT)>(w[s] + i * kRows);
+    for (std::size_t u = 0; u < kSums; ++u) column(i + u, u);
+  }
+  for (std::size_t u = 0; i + u < in; ++u) column(i + u, u);
+  for (int s = 0; s < S; ++s) {
+    hn::StoreU(hn::Add(hn::Add(acc[s][0], acc[s][1]), hn::Add(acc[s][2], acc[s][3])), d, y + (g + static_cast<std::size_t>(s) * stride) * kRows);
+  }
+}
+
+// 16 rows (one f32 vector) × T (2..4) tokens of group `g`: per column one 32-byte load widened
 // to f32, then one fused multiply-add per token with the broadcast activation; T·4 accumulators.
 template <std::size_t T, class WT>
 HWY_INLINE void GroupTokens(const Operands& op, std::size_t g, const float* HWY_RESTRICT x, float* HWY_RESTRICT y) {
@@ -82,18 +113,12 @@ HWY_INLINE void GroupTokens(const Operands& op, std::size_t g, const float* HWY_
   };
   // With several tokens a group's compute outlasts its read: prefetch the next group's same
   // columns into L2 so that its DRAM read overlaps (tinyllama F16, same run: forwards of 8 rows
-  // 90-125 -> 53-63 ms). One token is read-bound (that hint cost it ~4%, 20.8 -> 20.1 t/s): it
-  // prefetches its own stream ahead (decode_prefetch.h). Past the matrix's end the addresses are
-  // hints, never dereferenced.
+  // 90-125 -> 53-63 ms). Past the matrix's end the addresses are hints, never dereferenced.
   const std::uintptr_t next = reinterpret_cast<std::uintptr_t>(w + kRows * in);
   std::size_t i = 0;
   for (; i + kSums <= in; i += kSums) {
-    if constexpr (T > 1) {
-      for (std::size_t line = 0; line < kSums * kRows * sizeof(WT); line += 64) {
-        __builtin_prefetch(reinterpret_cast<const char*>(next + i * kRows * sizeof(WT) + line), 0, 2);
-      }
-    } else {
-      prefetch_decode_stream(w + i * kRows, kSums * kRows * sizeof(WT));
+    for (std::size_t line = 0; line < kSums * kRows * sizeof(WT); line += 64) {
+      __builtin_prefetch(reinterpret_cast<const char*>(next + i * kRows * sizeof(WT) + line), 0, 2);
     }
     for (std::size_t u = 0; u < kSums; ++u) column(i + u, u);
   }
@@ -105,8 +130,21 @@ HWY_INLINE void GroupTokens(const Operands& op, std::size_t g, const float* HWY_
 
 template <class WT>
 void GroupsOf(const Operands& op, std::size_t g0, std::size_t g1) {
+  if (op.n_tokens == 1) {
+    // kDecodeStreams groups side by side (tinyllama F16 decode on a Xeon, 2 threads, one binary
+    // choosing by a test-only variable, alternated: 1 stream without hints 12.7-13.0 tok/s, 2
+    // streams 14.5-14.6, 4 streams 14.6-15.4, 8 streams 14.1-14.5; 4 streams with the hints 512 B
+    // ahead instead of 2 KiB: 12.4-12.6).
+    return for_decode_streams(g0, g1, [&]<int S>(std::size_t g, std::size_t stride) {
+      GroupStreams<S, WT>(op, g, stride, op.x, op.y);
+    });
+  }
   for_groups_in_token_chunks(g0, g1, op.n_tokens, [&]<std::size_t T>(std::size_t g, std::size_t t) {
-    GroupTokens<T, WT>(op, g, op.x + t * op.in, op.y + t * op.out);
+    if constexpr (T == 1) {
+      GroupStreams<1, WT>(op, g, 1, op.x + t * op.in, op.y + t * op.out);
+    } else {
+      GroupTokens<T, WT>(op, g, op.x + t * op.in, op.y + t * op.out);
+    }
   });
 }
 

@@ -102,7 +102,7 @@ struct Q8_0Codes {
   }
 };
 
-// 16 rows × RN (<= 8) tokens: per block, the codes give 8 vpdpbusd operands (values 4m..4m+3 of
+// 16 rows × RN (2..8) tokens: per block, the codes give 8 vpdpbusd operands (values 4m..4m+3 of
 // every row, rows in lanes), each multiplied by 4 broadcast activation bytes; two int32 chains
 // per token start from the block's -c·Σq_x bias; then one f32 fused multiply-add by d_w
 // (16 lanes) · d_x. The outputs of the 16 rows are one store.
@@ -116,16 +116,11 @@ void GroupVnni(const Operands& op, std::int64_t group) {
   // With several tokens each block prefetches the next group's same block into L2, so that the
   // next group's DRAM read overlaps this group's compute; the hardware prefetcher alone left them
   // in series (Q4_0 tinyllama, same run: forwards of 4 / 8 / 16 / 24 / 32 rows 14 / 31 / 50 /
-  // 62 / 76 -> 10 / 16 / 28 / 43 / 56 ms; one row unchanged at 9.1 ms). One token prefetches its
-  // own stream ahead instead (decode_prefetch.h). Past the matrix's end the addresses are hints,
-  // never dereferenced.
+  // 62 / 76 -> 10 / 16 / 28 / 43 / 56 ms; one row unchanged at 9.1 ms). Past the matrix's end the
+  // addresses are hints, never dereferenced.
   const std::size_t ahead = op.group_bytes();
   for (std::int64_t b = 0; b < op.blocks; ++b, codes += kGroupBlockBytes) {
-    if constexpr (RN == 1) {
-      prefetch_decode_stream(codes, kGroupBlockBytes);
-    } else {
-      for (std::size_t line = 0; line < kGroupBlockBytes; line += 64) __builtin_prefetch(codes + ahead + line, 0, 2);
-    }
+    for (std::size_t line = 0; line < kGroupBlockBytes; line += 64) __builtin_prefetch(codes + ahead + line, 0, 2);
     __m512i u[8];
     Codes::unpack(codes, u);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + Codes::kFormat.code_bytes)));
@@ -146,11 +141,51 @@ void GroupVnni(const Operands& op, std::int64_t group) {
   for (int t = 0; t < RN; ++t) _mm512_storeu_ps(op.y + t * op.out + group * 16, acc[t]);
 }
 
+// One token, S groups at once (group s is g + s·stride), each its own read stream prefetched
+// kDecodePrefetchBytes ahead (decode_prefetch.h): per block the token's 8 broadcast activation
+// words are shared by the S groups, each group's codes unpacked and multiplied as in GroupVnni.
+template <class Codes, int S>
+void GroupVnniStreams(const Operands& op, std::int64_t g, std::int64_t stride) {
+  constexpr std::size_t kGroupBlockBytes = Codes::kFormat.group_block_bytes();
+  const std::uint8_t* codes[S];
+  __m512 acc[S];
+#pragma GCC unroll 8
+  for (int s = 0; s < S; ++s) {
+    codes[s] = op.packed + static_cast<std::size_t>(g + s * stride) * op.group_bytes();
+    acc[s] = _mm512_setzero_ps();
+  }
+  for (std::int64_t b = 0; b < op.blocks; ++b) {
+    const auto* x = reinterpret_cast<const std::int32_t*>(op.xq + b * 32);
+    __m512i xb[8];
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; ++m) xb[m] = _mm512_set1_epi32(x[m]);
+    const __m512 xd = _mm512_set1_ps(op.xd[b]);
+    const __m512i bias = _mm512_set1_epi32(op.bias[b]);
+#pragma GCC unroll 8
+    for (int s = 0; s < S; ++s) {
+      const std::uint8_t* block = codes[s] + static_cast<std::size_t>(b) * kGroupBlockBytes;
+      prefetch_decode_stream<kGroupBlockBytes>(block);
+      __m512i u[8];
+      Codes::unpack(block, u);
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + Codes::kFormat.code_bytes)));
+      __m512i s0 = bias, s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int h = 0; h < 4; ++h) {
+        s0 = _mm512_dpbusd_epi32(s0, u[h], xb[h]);
+        s1 = _mm512_dpbusd_epi32(s1, u[h + 4], xb[h + 4]);
+      }
+      acc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_mul_ps(dw, xd), acc[s]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int s = 0; s < S; ++s) _mm512_storeu_ps(op.y + (g + s * stride) * 16, acc[s]);
+}
+
 // One group for up to 8 tokens of `op`.
 template <class Codes>
 void GroupTokens(const Operands& op, std::int64_t g) {
   switch (op.n_tokens) {
-    case 1: return GroupVnni<Codes, 1>(op, g);
+    case 1: return GroupVnniStreams<Codes, 1>(op, g, 1);
     case 2: return GroupVnni<Codes, 2>(op, g);
     case 3: return GroupVnni<Codes, 3>(op, g);
     case 4: return GroupVnni<Codes, 4>(op, g);
@@ -161,9 +196,16 @@ void GroupTokens(const Operands& op, std::int64_t g) {
   }
 }
 
-// Each group for all tokens, 8 at a time: the group's weights (16 rows) stay in L1/L2 between
-// the token chunks, so DRAM sees them once.
+// One token: kDecodeStreams groups side by side (decode_prefetch.h). More: each group for all
+// tokens, 8 at a time: the group's weights (16 rows) stay in L1/L2 between the token chunks, so
+// DRAM sees them once.
 void GemvGroups(const Operands& op, std::int64_t g0, std::int64_t g1) {
+  if (op.n_tokens == 1) {
+    return for_decode_streams(g0, g1, [&]<int S>(std::int64_t g, std::int64_t stride) {
+      if (op.dtype == DType::kQ8_0) return GroupVnniStreams<Q8_0Codes, S>(op, g, stride);
+      GroupVnniStreams<Q4_0Codes, S>(op, g, stride);
+    });
+  }
   for (std::int64_t g = g0; g < g1; ++g) {
     for (std::int64_t t = 0; t < op.n_tokens; t += 8) {
       Operands chunk = op;
