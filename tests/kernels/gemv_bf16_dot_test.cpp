@@ -25,7 +25,8 @@ struct Shape {
 // groups for the single-token kernel's kDecodeStreams side-by-side parts (whole, and with groups
 // left over).
 constexpr Shape kShapes[] = {{16, 2}, {32, 18}, {16, 260}, {16, 1030}, {48, 2048}, {32, 5632}, {256, 34}, {208, 10}};
-constexpr std::int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 8, 13, 15};
+// Token counts: every chunk size 1-6 of the multi-token tile (6 whole, 8 = 4 + 4, 13 = 5 + 4 + 4).
+constexpr std::int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 6, 8, 13, 15};
 
 struct Packed {
   test::StoredWeights weights;
