@@ -102,6 +102,26 @@ struct Q8_0Codes {
   }
 };
 
+// One group block: its codes unpacked into u and its 16 rows' scales d_w returned as f32.
+template <class Codes>
+HWY_INLINE __m512 LoadBlock(const std::uint8_t* block, __m512i (&u)[8]) {
+  Codes::unpack(block, u);
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + Codes::kFormat.code_bytes)));
+}
+
+// acc + d_w·d_x·(bias + Σ_m u[m]·x[m]) for one token's block (x its 32 activation bytes as 8
+// words, bias = -c·Σq_x, d_x its scale): two int32 vpdpbusd chains, one f32 fused multiply-add.
+HWY_INLINE __m512 AddBlockProduct(const __m512i (&u)[8], __m512 dw, const std::int32_t* x, std::int32_t bias, float xd,
+                                  __m512 acc) {
+  __m512i s0 = _mm512_set1_epi32(bias), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int h = 0; h < 4; ++h) {
+    s0 = _mm512_dpbusd_epi32(s0, u[h], _mm512_set1_epi32(x[h]));
+    s1 = _mm512_dpbusd_epi32(s1, u[h + 4], _mm512_set1_epi32(x[h + 4]));
+  }
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_mul_ps(dw, _mm512_set1_ps(xd)), acc);
+}
+
 // 16 rows × RN (2..8) tokens: per block, the codes give 8 vpdpbusd operands (values 4m..4m+3 of
 // every row, rows in lanes), each multiplied by 4 broadcast activation bytes; two int32 chains
 // per token start from the block's -c·Σq_x bias; then one f32 fused multiply-add by d_w
@@ -122,19 +142,11 @@ void GroupVnni(const Operands& op, std::int64_t group) {
   for (std::int64_t b = 0; b < op.blocks; ++b, codes += kGroupBlockBytes) {
     for (std::size_t line = 0; line < kGroupBlockBytes; line += 64) __builtin_prefetch(codes + ahead + line, 0, 2);
     __m512i u[8];
-    Codes::unpack(codes, u);
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + Codes::kFormat.code_bytes)));
+    const __m512 dw = LoadBlock<Codes>(codes, u);
 #pragma GCC unroll 8
     for (int t = 0; t < RN; ++t) {
-      const auto* x = reinterpret_cast<const std::int32_t*>(op.xq + (t * op.blocks + b) * 32);
-      __m512i s0 = _mm512_set1_epi32(op.bias[t * op.blocks + b]), s1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-      for (int h = 0; h < 4; ++h) {
-        s0 = _mm512_dpbusd_epi32(s0, u[h], _mm512_set1_epi32(x[h]));
-        s1 = _mm512_dpbusd_epi32(s1, u[h + 4], _mm512_set1_epi32(x[h + 4]));
-      }
-      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(op.xd[t * op.blocks + b]));
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), scale, acc[t]);
+      const std::int64_t tb = t * op.blocks + b;
+      acc[t] = AddBlockProduct(u, dw, reinterpret_cast<const std::int32_t*>(op.xq + tb * 32), op.bias[tb], op.xd[tb], acc[t]);
     }
   }
 #pragma GCC unroll 8
@@ -142,8 +154,8 @@ void GroupVnni(const Operands& op, std::int64_t group) {
 }
 
 // One token, S groups at once (group s is g + s·stride), each its own read stream prefetched
-// kDecodePrefetchBytes ahead (decode_prefetch.h): per block the token's 8 broadcast activation
-// words are shared by the S groups, each group's codes unpacked and multiplied as in GroupVnni.
+// kDecodePrefetchBytes ahead (decode_prefetch.h): per block each group's codes unpacked and
+// multiplied by the token's activations as in GroupVnni.
 template <class Codes, int S>
 void GroupVnniStreams(const Operands& op, std::int64_t g, std::int64_t stride) {
   constexpr std::size_t kGroupBlockBytes = Codes::kFormat.group_block_bytes();
@@ -156,25 +168,13 @@ void GroupVnniStreams(const Operands& op, std::int64_t g, std::int64_t stride) {
   }
   for (std::int64_t b = 0; b < op.blocks; ++b) {
     const auto* x = reinterpret_cast<const std::int32_t*>(op.xq + b * 32);
-    __m512i xb[8];
-#pragma GCC unroll 8
-    for (int m = 0; m < 8; ++m) xb[m] = _mm512_set1_epi32(x[m]);
-    const __m512 xd = _mm512_set1_ps(op.xd[b]);
-    const __m512i bias = _mm512_set1_epi32(op.bias[b]);
 #pragma GCC unroll 8
     for (int s = 0; s < S; ++s) {
       const std::uint8_t* block = codes[s] + static_cast<std::size_t>(b) * kGroupBlockBytes;
       prefetch_decode_stream<kGroupBlockBytes>(block);
       __m512i u[8];
-      Codes::unpack(block, u);
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + Codes::kFormat.code_bytes)));
-      __m512i s0 = bias, s1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-      for (int h = 0; h < 4; ++h) {
-        s0 = _mm512_dpbusd_epi32(s0, u[h], xb[h]);
-        s1 = _mm512_dpbusd_epi32(s1, u[h + 4], xb[h + 4]);
-      }
-      acc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_mul_ps(dw, xd), acc[s]);
+      const __m512 dw = LoadBlock<Codes>(block, u);
+      acc[s] = AddBlockProduct(u, dw, x, op.bias[b], op.xd[b], acc[s]);
     }
   }
 #pragma GCC unroll 8
