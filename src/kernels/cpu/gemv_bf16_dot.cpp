@@ -105,11 +105,11 @@ PEREGRINE_BF16_DOT void groups(const Operands& op, std::size_t g0, std::size_t g
   // Chunks of up to 6 tokens (as half_packed.cpp; tinyllama BF16 batched decode, 2 threads, a
   // Xeon, 2026-11-28, alternated with chunks of up to 4: 16 sequences 64.2 / 65.6 -> 66.4 / 67.9
   // tok/s, 24 sequences 66.9 / 64.4 -> 68.0 / 74.6, 8 sequences unchanged).
-  for_groups_in_token_chunks<6>(g0, g1, op.n_tokens, [&]<std::size_t T>(std::size_t g, std::size_t t) {
+  for_groups_in_token_chunks<6>(g0, g1, op.n_tokens, [&]<std::size_t T>(std::size_t g, TokenChunk chunk) {
     if constexpr (T == 1) {
-      group_streams<1>(op, g, 1, t);
+      group_streams<1>(op, g, 1, chunk.first);
     } else {
-      group_tokens<T>(op, g, t);
+      group_tokens<T>(op, g, chunk.first);
     }
   });
 }

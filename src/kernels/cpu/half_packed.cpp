@@ -95,15 +95,17 @@ HWY_INLINE void GroupStreams(const Operands& op, std::size_t g, std::size_t stri
   }
 }
 
-// 16 rows (one f32 vector) × T (2..6) tokens of group `g`: per column one 32-byte load widened
-// to f32, then one fused multiply-add per token with the broadcast activation; T·4 accumulators
-// (24 at T = 6, the most that stay in the 32 registers).
+// 16 rows (one f32 vector) × T (2..6) tokens of group `g` (the tokens of `chunk`): per column
+// one 32-byte load widened to f32, then one fused multiply-add per token with the broadcast
+// activation; T·4 accumulators (24 at T = 6, the most that stay in the 32 registers).
 template <std::size_t T, class WT>
-HWY_INLINE void GroupTokens(const Operands& op, std::size_t g, const float* HWY_RESTRICT x, float* HWY_RESTRICT y) {
+HWY_INLINE void GroupTokens(const Operands& op, std::size_t g, TokenChunk chunk) {
   const hn::FixedTag<float, kRows> d;
   using V = hn::Vec<decltype(d)>;
   const WT* HWY_RESTRICT w = reinterpret_cast<const WT*>(op.packed) + g * kRows * op.in;
   const std::size_t in = op.in;
+  const float* HWY_RESTRICT x = op.x + chunk.first * in;
+  float* HWY_RESTRICT y = op.y + chunk.first * op.out;
   V acc[T][kSums];
   for (std::size_t t = 0; t < T; ++t) {
     for (std::size_t u = 0; u < kSums; ++u) acc[t][u] = hn::Zero(d);
@@ -112,14 +114,24 @@ HWY_INLINE void GroupTokens(const Operands& op, std::size_t g, const float* HWY_
     const V wv = LoadAsF32(d, w + i * kRows);
     for (std::size_t t = 0; t < T; ++t) acc[t][u] = hn::MulAdd(wv, hn::Set(d, x[t * in + i]), acc[t][u]);
   };
-  // With several tokens a group's compute outlasts its read: prefetch the next group's same
-  // columns into L2 so that its DRAM read overlaps (tinyllama F16, same run: forwards of 8 rows
-  // 90-125 -> 53-63 ms). Past the matrix's end the addresses are hints, never dereferenced.
+  // With several tokens a group's compute outlasts its read: the next group is prefetched into
+  // L2 meanwhile, spread over this group's chunks (NextGroupHints; first, each chunk hinting the
+  // whole next group: tinyllama F16, same run, forwards of 8 rows 90-125 -> 53-63 ms). Spread,
+  // against every chunk hinting it all (tinyllama's F16 matrices over 22 layers, 2 threads, a
+  // Xeon with AVX-512, 2026-11-28, alternated): 8 tokens 117-122 -> 104-106 ms, 16 tokens
+  // 158-168 -> 136-141, 24 tokens 207-227 -> 185-191; batched decode tg16, 8 sequences 59.7 /
+  // 57.8 -> 65.4 / 65.8 tok/s, 16: 85.8 / 82.0 -> 97.4 / 102.2, 24: 96.8 / 92.2 -> 105.3 / 106.6
+  // (2 and 4 sequences, one chunk: 23.0 / 22.9 -> 22.1 / 22.2 and 40.5 / 39.6 -> 37.8 / 39.6).
+  // Past the matrix's end the addresses are hints, never dereferenced.
   const std::uintptr_t next = reinterpret_cast<std::uintptr_t>(w + kRows * in);
+  constexpr std::size_t kStepBytes = kSums * kRows * sizeof(WT);
+  NextGroupHints hints(chunk, in / kSums);
   std::size_t i = 0;
   for (; i + kSums <= in; i += kSums) {
-    for (std::size_t line = 0; line < kSums * kRows * sizeof(WT); line += 64) {
-      __builtin_prefetch(reinterpret_cast<const char*>(next + i * kRows * sizeof(WT) + line), 0, 2);
+    if (std::size_t step; hints.due(step)) {
+      for (std::size_t line = 0; line < kStepBytes; line += 64) {
+        __builtin_prefetch(reinterpret_cast<const char*>(next + step * kStepBytes + line), 0, 2);
+      }
     }
     for (std::size_t u = 0; u < kSums; ++u) column(i + u, u);
   }
@@ -146,11 +158,11 @@ void GroupsOf(const Operands& op, std::size_t g0, std::size_t g1) {
   // 127-131 -> 125-128; chunks of 8 spill the 32 accumulators and took 2x as long; tinyllama F16
   // batched decode tg16: 16 sequences 73.2 / 71.7 -> 75.9 / 77.6 tok/s, 24: 74.3 / 79.0 -> 87.0 /
   // 90.9).
-  for_groups_in_token_chunks<6>(g0, g1, op.n_tokens, [&]<std::size_t T>(std::size_t g, std::size_t t) {
+  for_groups_in_token_chunks<6>(g0, g1, op.n_tokens, [&]<std::size_t T>(std::size_t g, TokenChunk chunk) {
     if constexpr (T == 1) {
-      GroupStreams<1, WT>(op, g, 1, op.x + t * op.in, op.y + t * op.out);
+      GroupStreams<1, WT>(op, g, 1, op.x + chunk.first * op.in, op.y + chunk.first * op.out);
     } else {
-      GroupTokens<T, WT>(op, g, op.x + t * op.in, op.y + t * op.out);
+      GroupTokens<T, WT>(op, g, chunk);
     }
   });
 }

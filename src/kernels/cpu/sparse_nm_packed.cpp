@@ -148,7 +148,8 @@ HWY_INLINE void GroupTokens(const Operands& op, std::size_t g, const float* HWY_
 
 // Row groups [g0, g1) of `op`, every token: each group read from memory once.
 void SparseGemvGroups(const Operands& op, std::size_t g0, std::size_t g1) {
-  for_groups_in_token_chunks(g0, g1, op.n_tokens, [&]<std::size_t T>(std::size_t g, std::size_t t) {
+  for_groups_in_token_chunks(g0, g1, op.n_tokens, [&]<std::size_t T>(std::size_t g, TokenChunk chunk) {
+    const std::size_t t = chunk.first;
     const float* x = op.x + t * op.in;
     float* y = op.y + t * op.out;
     if (op.bf16) {

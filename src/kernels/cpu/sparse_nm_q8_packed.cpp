@@ -175,7 +175,8 @@ struct Operands {
 
 template <bool kQ4>
 void groups(const Operands& op, std::size_t g0, std::size_t g1) {
-  for_groups_in_token_chunks(g0, g1, op.n_tokens, [&]<std::size_t T>(std::size_t g, std::size_t t) {
+  for_groups_in_token_chunks(g0, g1, op.n_tokens, [&]<std::size_t T>(std::size_t g, TokenChunk chunk) {
+    const std::size_t t = chunk.first;
     const Tokens x{op.x.xu + t * op.x.in, op.x.dx + t * (op.x.in / 32), op.x.in};
     group_tokens<kQ4, T>(op.L, op.group(g), x, op.y + t * op.L.out + g * kRows, op.L.out);
   });
