@@ -9,7 +9,8 @@
 #                    DEVELOPERS.md); it runs with -np = clients, a 512-token context per slot
 #   --model          default: a tinyllama-1.1b Q4_0 synth model (made with `peregrine synth`)
 #   --clients        concurrent streaming clients per run (2·clients requests; 4 for one)
-#   --prefill-budget Peregrine runs once per value (serve --prefill-budget; 0 = none)
+#   --prefill-budget Peregrine runs once per value (serve --prefill-budget; 0 = none); a value
+#                    B:S also sets serve --step-budget S (else serve's default)
 # Per client count: llama-server (if given), Peregrine at each budget, llama-server again; the
 # llama-server figure is the mean of its two runs (the machine's speed drifts), and every
 # Peregrine row carries its ratios to it. "out tok/s" counts the completed requests' tokens;
@@ -112,8 +113,14 @@ run_load() {  # URL CLIENTS NAME [LOADGEN ARGS...] → $OUT/NAME.json
   shift 3
   "$BIN" loadgen -m "$MODEL" --url "$url" --stream --json -c "$c" -n "$n" --prompt-len 128 --max-tokens 128 "$@" > "$OUT/$name.json"
 }
-measure() {  # ENGINE CLIENTS TAG [BUDGET] → $OUT/ENGINE-c<clients>-<tag>.json
-  if [ "$1" = llama ]; then start_llama "$2"; else start_peregrine "$2" "$4"; fi
+measure() {  # ENGINE CLIENTS TAG [BUDGET[:STEP BUDGET]] → $OUT/ENGINE-c<clients>-<tag>.json
+  if [ "$1" = llama ]; then
+    start_llama "$2"
+  elif [ "${4#*:}" != "$4" ]; then
+    start_peregrine "$2" "${4%%:*}" --step-budget "${4#*:}"
+  else
+    start_peregrine "$2" "$4"
+  fi
   [ -n "$URL" ] || { echo "$1 did not start, see $OUT" >&2; exit 1; }
   run_load "$URL" "$2" "$1-c$2-$3"
   stop_server
@@ -121,6 +128,7 @@ measure() {  # ENGINE CLIENTS TAG [BUDGET] → $OUT/ENGINE-c<clients>-<tag>.json
 
 if [ "$LORAS" -gt 0 ]; then
   BUDGET=${BUDGETS%% *}
+  BUDGET=${BUDGET%%:*}  # the prefill budget of B:S
   SERVE_LORAS=() NAMES=""
   for i in $(seq "$LORAS"); do
     dir="$OUT/lora-r$LORA_RANK-$i"
@@ -164,6 +172,7 @@ fi
 
 if [ -n "$CASES" ]; then
   BUDGET=${BUDGETS%% *}
+  BUDGET=${BUDGET%%:*}  # the prefill budget of B:S
   for c in $CLIENTS; do
     for r in $(seq "$ROUNDS"); do
       for case in one $CASES; do
@@ -207,7 +216,7 @@ fi
 
 for c in $CLIENTS; do
   [ -z "$LLAMA_SERVER" ] || measure llama "$c" 1
-  for b in $BUDGETS; do measure peregrine "$c" "b$b" "$b"; done
+  for b in $BUDGETS; do measure peregrine "$c" "b${b/:/-s}" "$b"; done
   [ -z "$LLAMA_SERVER" ] || measure llama "$c" 2
 done
 if [ -z "$LLAMA_SERVER" ]; then
@@ -231,7 +240,8 @@ for c in clients:
     llama = [j for j in (load(f"llama-c{c}-1"), load(f"llama-c{c}-2")) if j]
     mean = lambda f: sum(f(j) for j in llama) / len(llama)
     rows = [("llama-server (mean of 2 runs)" if len(llama) > 1 else "llama-server", None)] if llama else []
-    rows += [(f"Peregrine, prefill budget {b}", load(f"peregrine-c{c}-b{b}")) for b in budgets]
+    rows += [(f"Peregrine, prefill budget {b.replace(':', ', step budget ')}", load(f"peregrine-c{c}-b{b.replace(':', '-s')}"))
+             for b in budgets]
     for label, j in rows:
         if j is None:  # the llama-server row: means of its runs
             v = [mean(lambda x: x["output_tps"]), mean(lambda x: x["ttft_ms"]["p50"]), mean(lambda x: x["ttft_ms"]["p99"]),

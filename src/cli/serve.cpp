@@ -41,6 +41,7 @@ struct ServeArgs {
   std::int32_t block_size = 16;
   std::int64_t max_batch_tokens = 256;
   std::int64_t prefill_budget = 8;  // bench/serving_bench.sh: 8 clients, tinyllama Q4_0 (README)
+  std::int64_t step_budget = 24;    // bench/serving_bench.sh: 8 clients, tinyllama F16 (README)
   std::int32_t max_queue = 64;
   bool no_prefix_cache = false;
   std::string chat_template;
@@ -187,6 +188,7 @@ Expected<EngineOptions> engine_options(const ServeArgs& a, const ModelConfig& co
   PEREGRINE_ASSIGN_OR_RETURN(o.kv.n_blocks, pool_blocks(a, config, o.kv.dtype, ctx, cap));
   o.max_batch_tokens = a.max_batch_tokens;
   o.prefill_budget = a.prefill_budget;
+  o.step_budget = a.step_budget;
   o.max_running = a.parallel;
   o.max_waiting = a.max_queue;
   o.prefix_caching = !a.no_prefix_cache;
@@ -321,6 +323,11 @@ Verb add_serve(CLI::App& app) {
                   "Prompt tokens a step that also decodes may carry (stall-free batching, Sarathi-Serve): lower keeps "
                   "inter-token latency near a decode step's, higher lowers time to first token; 0 = up to "
                   "--max-batch-tokens")
+      ->capture_default_str();
+  cmd->add_option("--step-budget", args->step_budget,
+                  "With --prefill-budget: tokens a step that also decodes may hold in all, decodes included (Sarathi-Serve's "
+                  "token budget); its prompt tokens are max(prefill budget, step budget - decodes), so with few decodes "
+                  "waiting prompts go faster at about the same step time; 0 = the prefill budget alone")
       ->capture_default_str();
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching");
   cmd->add_option("--chat-template", args->chat_template,

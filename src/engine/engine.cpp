@@ -22,6 +22,7 @@ double seconds_between(EngineClock::time_point a, EngineClock::time_point b) {
 Status validate_options(const LlamaModel& model, const EngineOptions& o) {
   if (o.max_batch_tokens < 1) return invalid_argument("max batch tokens must be >= 1");
   if (o.prefill_budget < 0) return invalid_argument("the prefill budget must be >= 0");
+  if (o.step_budget < 0) return invalid_argument("the step budget must be >= 0");
   if (o.max_running < 1) return invalid_argument("the number of parallel sequences must be >= 1");
   if (o.max_waiting < 0) return invalid_argument("the queue size must be >= 0");
   if (o.ctx_len < 0 || o.ctx_len > model.config().max_seq_len) {
@@ -66,7 +67,7 @@ class TokenRate {
 struct Engine::Impl {
   Impl(const LlamaModel& m, const EngineOptions& o, ThreadPool& p, KvCache c)
       : model(m), options(o), pool(p), cache(std::move(c)), prefix(cache),
-        scheduler({o.max_batch_tokens, o.max_running, o.prefill_budget}, cache, o.prefix_caching ? &prefix : nullptr, o.lora,
+        scheduler({o.max_batch_tokens, o.max_running, o.prefill_budget, o.step_budget}, cache, o.prefix_caching ? &prefix : nullptr, o.lora,
                   o.remote_prefill),
         speculation(o.drafter),
         ctx_len(o.ctx_len > 0 ? o.ctx_len : m.config().max_seq_len) {}

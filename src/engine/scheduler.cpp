@@ -145,7 +145,10 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
   // Running sequences: decodes first (they wait on one token each), then prefill chunks.
   // Reserving may preempt others, so iterate over a snapshot and skip the preempted.
   for (const bool decode : {true, false}) {
-    if (!decode && !chunks.empty() && limits_.prefill_budget > 0) budget = std::min(budget, limits_.prefill_budget);
+    if (!decode && !chunks.empty() && limits_.prefill_budget > 0) {
+      const auto decode_rows = limits_.max_batch_tokens - budget;  // decode tokens + draft rows
+      budget = std::min(budget, std::max(limits_.prefill_budget, limits_.step_budget - decode_rows));
+    }
     std::vector<Sequence*> order;
     for (const auto& p : running_) order.push_back(p.get());
     for (Sequence* seq : order) {

@@ -338,6 +338,17 @@ TEST_F(EngineTest, ARemotePrefillErrorOrCancelEndsOnlyItsRequest) {
   EXPECT_FALSE(Engine::create(*model_, o, pool_));
 }
 
+TEST_F(EngineTest, NegativeTokenBudgetsAreRefused) {
+  EngineOptions o = options(32);
+  o.prefill_budget = -1;
+  EXPECT_EQ(Engine::create(*model_, o, pool_).status().code(), ErrorCode::kInvalidArgument);
+  o.prefill_budget = 8;
+  o.step_budget = -1;
+  EXPECT_EQ(Engine::create(*model_, o, pool_).status().code(), ErrorCode::kInvalidArgument);
+  o.step_budget = 24;
+  EXPECT_TRUE(Engine::create(*model_, o, pool_));
+}
+
 TEST_F(EngineTest, PrefixCacheHitsGiveTheSameTokensWithSampling) {
   // A long shared prefix (4+ blocks) with different suffixes, sampled with fixed seeds.
   const auto shared = tokenizer_->encode(

@@ -69,6 +69,45 @@ TEST_F(SchedulerTest, PrefillBudgetCapsPromptTokensOnlyBesideDecodes) {
   EXPECT_EQ(tokens_of(step, b) + tokens_of(step, c), 40 - 12);
 }
 
+TEST_F(SchedulerTest, StepBudgetFillsStepsWithFewDecodesAndKeepsThePrefillBudgetWithMany) {
+  Scheduler s({/*max_batch_tokens=*/64, /*max_running=*/8, /*prefill_budget=*/4, /*step_budget=*/10}, *cache_, nullptr);
+  std::vector<Sequence*> decoding;
+  for (std::int32_t i = 0; i < 6; ++i) decoding.push_back(add(s, i, 3));
+  s.commit(s.schedule());  // the six prompts at once (no decode yet)
+  for (Sequence* d : decoding) d->tokens.push_back(2);
+  Sequence* p = add(s, 6, 50);
+
+  const auto step_with = [&](std::size_t n_decoding) {
+    while (decoding.size() > n_decoding) {
+      s.remove(decoding.back());
+      decoding.pop_back();
+    }
+    auto step = s.schedule();
+    for (Sequence* d : decoding) EXPECT_EQ(tokens_of(step, d), 1);
+    const std::int64_t prompt = tokens_of(step, p);
+    s.commit(step);
+    for (Sequence* d : decoding) d->tokens.push_back(3);
+    return prompt;
+  };
+  EXPECT_EQ(step_with(6), 4);   // 10 - 6 = 4: the prefill budget either way
+  EXPECT_EQ(step_with(5), 5);   // 10 - 5
+  EXPECT_EQ(step_with(2), 8);   // 10 - 2
+  EXPECT_EQ(step_with(1), 9);
+}
+
+TEST_F(SchedulerTest, StepBudgetBelowTheDecodesStillCarriesThePrefillBudget) {
+  Scheduler s({/*max_batch_tokens=*/64, /*max_running=*/8, /*prefill_budget=*/3, /*step_budget=*/2}, *cache_, nullptr);
+  Sequence* a = add(s, 0, 5);
+  Sequence* b = add(s, 1, 5);
+  s.commit(s.schedule());
+  a->tokens.push_back(2);
+  b->tokens.push_back(2);
+  Sequence* p = add(s, 2, 30);
+  const auto step = s.schedule();
+  EXPECT_EQ(tokens_of(step, a) + tokens_of(step, b), 2);
+  EXPECT_EQ(tokens_of(step, p), 3);
+}
+
 TEST_F(SchedulerTest, ZeroPrefillBudgetLeavesTheStepBudget) {
   Scheduler s({/*max_batch_tokens=*/32, /*max_running=*/8, /*prefill_budget=*/0}, *cache_, nullptr);
   Sequence* a = add(s, 0, 10);

@@ -28,6 +28,7 @@ struct EngineOptions {
   KvCacheOptions kv;                  // pool size, block size, KV dtype
   std::int64_t max_batch_tokens = 256;  // token budget of one step (decodes + prefill chunks)
   std::int64_t prefill_budget = 0;      // prompt tokens of a step that decodes (SchedulerLimits)
+  std::int64_t step_budget = 0;         // rows of a step that decodes, decodes included (SchedulerLimits)
   std::int32_t max_running = 16;      // sequences in flight at once (--parallel)
   std::int32_t max_waiting = 64;      // queued requests beyond which submit fails (HTTP 429)
   std::int64_t ctx_len = 0;           // per-request KV positions (prompt + output − 1); 0 = model's
@@ -54,7 +55,7 @@ struct EngineOptions {
 class Engine {
  public:
   /// An engine over `model` (which must outlive it), computing on `pool`.
-  /// Errors: kInvalidArgument (max_batch_tokens < 1, prefill_budget < 0, max_running < 1, max_waiting < 0,
+  /// Errors: kInvalidArgument (max_batch_tokens < 1, prefill_budget < 0, step_budget < 0, max_running < 1, max_waiting < 0,
   /// ctx_len outside [0, model context], a mirror with a drafter, a
   /// remote prefill with a mirror, a drafter or LoRA) and
   /// those of KvCache::create.

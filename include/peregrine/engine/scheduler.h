@@ -29,6 +29,12 @@ struct SchedulerLimits {
   /// a small budget keeps such a step near a decode step's time (lower ITL p99), a large one
   /// admits prompts faster (lower TTFT). A step without decodes is not capped by it.
   std::int64_t prefill_budget = 0;
+  /// With prefill_budget > 0: the rows a step that also decodes may hold in all, decodes (and
+  /// their draft rows) included — Sarathi-Serve's token budget —, its prompt tokens being
+  /// max(prefill_budget, step_budget − decode rows). With few decodes a step carries more of the
+  /// waiting prompts at about the same step time (their time to first token falls), with many
+  /// it still carries prefill_budget (no prompt starves). 0: prefill_budget alone.
+  std::int64_t step_budget = 0;
 };
 
 /// One sequence's share of a step: compute tokens [seq->n_computed, + n_tokens), plus
@@ -53,7 +59,7 @@ class Scheduler {
   /// Plans one step, in this order: every running sequence in decode (1 token each, oldest
   /// first, plus up to seq->spec.budget draft rows when blocks are free without preempting
   /// anyone and the token budget allows), running prefills (chunks; when the step decodes,
-  /// at most limits.prefill_budget prompt tokens in all), then waiting requests in FCFS order while there are
+  /// at most max(limits.prefill_budget, limits.step_budget − decode rows) prompt tokens in all), then waiting requests in FCFS order while there are
   /// running slots, budget and blocks (a request that does not fit blocks the ones behind it);
   /// one naming a LoRA adapter also needs a LoraPool slot, pinned from admission until
   /// remove() (without one it is passed over and stays queued; if its adapter fails to load
