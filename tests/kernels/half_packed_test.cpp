@@ -28,7 +28,7 @@ struct Shape {
 constexpr Shape kShapes[] = {{16, 1}, {16, 7}, {32, 17}, {48, 2048}, {16, 258}, {32, 5632}, {16, 1027}, {256, 33}, {208, 9}};
 constexpr DType kHalfTypes[] = {DType::kF16, DType::kBF16};
 // Token counts: every chunk size 1-6 of the multi-token tile (6 whole, 8 = 4 + 4, 13 = 5 + 4 + 4).
-constexpr std::int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 6, 8, 13, kHalfPackedTokens};
+constexpr std::int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, kHalfPackedTokens};
 
 // `w` packed into a buffer of its own, w.packed pointing there.
 struct Packed {

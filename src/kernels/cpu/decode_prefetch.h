@@ -28,15 +28,16 @@ inline constexpr std::size_t kDecodePrefetchBytes = 2048;
 /// (dot-product GEMV) 15.32 / 14.84 -> 15.08 / 15.09.
 inline constexpr int kDecodeStreams = 4;
 
-/// Single-token decode of row groups [g0, g1): the range cut into kDecodeStreams contiguous
-/// parts of `part` groups walked side by side, tile.template operator()<kDecodeStreams>(g, part)
-/// reading groups g, g + part, g + 2·part, …; the groups left over one at a time through
+/// Row groups [g0, g1) as kStreams read streams (kDecodeStreams for single-token decode;
+/// half_packed's multi-token passes take 2): the range cut into kStreams contiguous parts of
+/// `part` groups walked side by side, tile.template operator()<kStreams>(g, part) reading groups
+/// g, g + part, g + 2·part, …; the groups left over one at a time through
 /// tile.template operator()<1>(g, 1).
-template <class Index, class Tile>
+template <int kStreams = kDecodeStreams, class Index, class Tile>
 inline void for_decode_streams(Index g0, Index g1, Tile&& tile) {
-  const Index part = (g1 - g0) / kDecodeStreams;
-  for (Index k = 0; k < part; ++k) tile.template operator()<kDecodeStreams>(g0 + k, part);
-  for (Index g = g0 + part * kDecodeStreams; g < g1; ++g) tile.template operator()<1>(g, 1);
+  const Index part = (g1 - g0) / kStreams;
+  for (Index k = 0; k < part; ++k) tile.template operator()<kStreams>(g0 + k, part);
+  for (Index g = g0 + part * kStreams; g < g1; ++g) tile.template operator()<1>(g, 1);
 }
 
 /// Hints the 64-byte line at `line` into L1 (never dereferenced). On x86 an inline-assembly

@@ -141,6 +141,89 @@ HWY_INLINE void GroupTokens(const Operands& op, std::size_t g, TokenChunk chunk)
   }
 }
 
+// The passes kernel, for 2..kPassTokens tokens: S groups side by side (g, g + stride, ...; each
+// its own read stream, prefetched one block ahead), every token at once, so each weight is
+// widened once for all of them. Column i adds to partial sum i mod 4 as in the other kernels
+// (bit-for-bit the same sums); the columns go in blocks of kPassBlock, and each block in 4 / P
+// passes, pass k over the columns of partial sums kP .. kP + P - 1, its S·T·P accumulators in
+// registers and all 4·S·T of them in L1 between passes.
+constexpr std::size_t kPassTokens = 12;
+constexpr std::size_t kPassBlock = 128;  // columns: 4 KiB of F16 per group
+
+// Partial sums per pass for T tokens: the most that keep 2·T·P ≤ 24 accumulators.
+template <std::size_t T>
+constexpr std::size_t kPassSums = T <= 3 ? 4 : T <= 6 ? 2 : 1;
+
+template <std::size_t S, std::size_t T, class WT>
+HWY_INLINE void GroupPasses(const Operands& op, std::size_t g, std::size_t stride) {
+  constexpr std::size_t P = kPassSums<T>;
+  const hn::FixedTag<float, kRows> d;
+  using V = hn::Vec<decltype(d)>;
+  const std::size_t in = op.in;
+  const float* HWY_RESTRICT x = op.x;
+  const WT* HWY_RESTRICT w[S];
+  for (std::size_t s = 0; s < S; ++s) w[s] = reinterpret_cast<const WT*>(op.packed) + (g + s * stride) * kRows * in;
+  HWY_ALIGN float sums[S][T][kSums][kRows];
+  for (std::size_t s = 0; s < S; ++s) {
+    for (std::size_t t = 0; t < T; ++t) {
+      for (std::size_t u = 0; u < kSums; ++u) hn::Store(hn::Zero(d), d, sums[s][t][u]);
+    }
+  }
+  // Columns [b, b + n) (n = N when N > 0): the next block's lines are hinted into L1 spread over
+  // the passes' steps.
+  const auto block = [&]<std::size_t N>(std::size_t b, std::size_t n_dynamic) {
+    const std::size_t n = N > 0 ? N : n_dynamic;
+    constexpr std::size_t kSteps = kPassBlock / P, kLines = kPassBlock * kRows * sizeof(WT) / 64;
+    std::size_t step = 0;
+    for (std::size_t u0 = 0; u0 < kSums; u0 += P) {
+      V acc[S][T][P];
+      for (std::size_t s = 0; s < S; ++s) {
+        for (std::size_t t = 0; t < T; ++t) {
+          for (std::size_t p = 0; p < P; ++p) acc[s][t][p] = hn::Load(d, sums[s][t][u0 + p]);
+        }
+      }
+      for (std::size_t i = b + u0; i < b + n; i += kSums, ++step) {
+        for (std::size_t line = step * kLines / kSteps; line < (step + 1) * kLines / kSteps; ++line) {
+          for (std::size_t s = 0; s < S; ++s) {
+            prefetch_line_l1(reinterpret_cast<const char*>(w[s] + (b + kPassBlock) * kRows) + line * 64);
+          }
+        }
+        for (std::size_t p = 0; p < P && i + p < b + n; ++p) {
+          for (std::size_t s = 0; s < S; ++s) {
+            const V wv = LoadAsF32(d, w[s] + (i + p) * kRows);
+            for (std::size_t t = 0; t < T; ++t) acc[s][t][p] = hn::MulAdd(wv, hn::Set(d, x[t * in + i + p]), acc[s][t][p]);
+          }
+        }
+      }
+      for (std::size_t s = 0; s < S; ++s) {
+        for (std::size_t t = 0; t < T; ++t) {
+          for (std::size_t p = 0; p < P; ++p) hn::Store(acc[s][t][p], d, sums[s][t][u0 + p]);
+        }
+      }
+    }
+  };
+  std::size_t b = 0;
+  for (; b + kPassBlock <= in; b += kPassBlock) block.template operator()<kPassBlock>(b, 0);
+  if (b < in) block.template operator()<0>(b, in - b);
+  for (std::size_t s = 0; s < S; ++s) {
+    for (std::size_t t = 0; t < T; ++t) {
+      const V sum = hn::Add(hn::Add(hn::Load(d, sums[s][t][0]), hn::Load(d, sums[s][t][1])),
+                            hn::Add(hn::Load(d, sums[s][t][2]), hn::Load(d, sums[s][t][3])));
+      hn::StoreU(sum, d, op.y + t * op.out + (g + s * stride) * kRows);
+    }
+  }
+}
+
+// Groups [g0, g1) through the passes kernel for op.n_tokens = 2 .. kPassTokens, two streams.
+template <class WT, std::size_t... T>
+void PassesOf(std::index_sequence<T...>, const Operands& op, std::size_t g0, std::size_t g1) {
+  const auto tokens = [&]<std::size_t kT>() {
+    for_decode_streams<2>(g0, g1, [&]<int S>(std::size_t g, std::size_t stride) { GroupPasses<S, kT, WT>(op, g, stride); });
+    return true;
+  };
+  (void)((op.n_tokens == T + 2 && tokens.template operator()<T + 2>()) || ...);
+}
+
 template <class WT>
 void GroupsOf(const Operands& op, std::size_t g0, std::size_t g1) {
   if (op.n_tokens == 1) {
@@ -152,6 +235,13 @@ void GroupsOf(const Operands& op, std::size_t g0, std::size_t g1) {
       GroupStreams<S, WT>(op, g, stride, op.x, op.y);
     });
   }
+  // Up to kPassTokens tokens, the passes kernel: one read stream per group, two groups at once,
+  // each weight widened once (tinyllama's F16 matrices over 22 layers, 2 threads, a Xeon with
+  // AVX-512, 2026-11-28, against the token chunks below, alternated twice, ms: 2 tokens 84-86 ->
+  // 68-72, 4: 93-95 -> 68-72, 6: 94-102 -> 74-75, 8: 110-112 -> 80-83, 12: 123-125 -> 113-116;
+  // with 16 or more tokens the GEMV is bound by the multiply-adds, and passes of 8 or 12 tokens
+  // ran 0-15% slower than the chunks).
+  if (op.n_tokens <= kPassTokens) return PassesOf<WT>(std::make_index_sequence<kPassTokens - 1>(), op, g0, g1);
   // Chunks of up to 6 tokens, so one widening serves up to 6 multiply-adds (tinyllama's F16
   // matrices over 22 layers, 2 threads, a Xeon with AVX-512, 2026-11-28, against chunks of up to
   // 4, alternated: 16 tokens 189-199 -> 176-184 ms, 24 tokens 254-267 -> 236-241, 8 tokens
