@@ -41,7 +41,7 @@ struct ServeArgs {
   std::int32_t block_size = 16;
   std::int64_t max_batch_tokens = 256;
   std::int64_t prefill_budget = 8;  // bench/serving_bench.sh: 8 clients, tinyllama Q4_0 (README)
-  std::int64_t step_budget = 24;    // bench/serving_bench.sh: 8 clients, tinyllama F16 (README)
+  std::int64_t step_budget = 18;    // bench/serving_bench.sh: 8 clients, tinyllama F16 (README)
   std::int32_t max_queue = 64;
   bool no_prefix_cache = false;
   std::string chat_template;
