@@ -26,7 +26,7 @@ struct Shape {
 // left over).
 constexpr Shape kShapes[] = {{16, 2}, {32, 18}, {16, 260}, {16, 1030}, {48, 2048}, {32, 5632}, {256, 34}, {208, 10}};
 // Token counts: every chunk size 1-6 of the multi-token tile (6 whole, 8 = 4 + 4, 13 = 5 + 4 + 4).
-constexpr std::int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 6, 8, 13, 15};
+constexpr std::int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 15};
 
 struct Packed {
   test::StoredWeights weights;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/decode_prefetch.h"
@@ -98,11 +99,98 @@ PEREGRINE_BF16_DOT inline void group_streams(const Operands& op, std::size_t g, 
   }
 }
 
+// The passes kernel for kPassMinTokens..kPassTokens tokens, as half_packed.cpp's (tinyllama BF16
+// batched decode tg16, 2 threads, a Xeon, 2026-11-28, alternated twice against the chunks below,
+// tok/s: 8 sequences 62.7 / 64.3 -> 78.5 / 80.2, 12: 74.2 / 74.1 -> 85.7 / 86.6, 4: 50.9 / 51.5 ->
+// 51.8 / 51.1; 2 sequences 28.3 / 29.1 -> 25.4 / 27.0, so 2-3 tokens stay in the chunks): S groups side by side, each
+// its own read stream prefetched one block of kPassPairs column pairs ahead, every token at once
+// (one load and VPERMW per pair for all of them); each block walked in 4 / P passes over the
+// pairs of P of the 4 partial sums (pair j adds to j mod 4, in order: the same sums as
+// group_tokens), 2·T·P ≤ 24 accumulators in registers and all 4·S·T in L1 between passes.
+constexpr std::size_t kPassMinTokens = 4, kPassTokens = 12;
+constexpr std::size_t kPassPairs = 64;  // column pairs per block: 4 KiB of BF16 per group
+
+template <std::size_t T>
+constexpr std::size_t kPassSums = T <= 6 ? 2 : 1;
+
+template <std::size_t S, std::size_t T>
+PEREGRINE_BF16_DOT inline void group_passes(const Operands& op, std::size_t g, std::size_t stride) {
+  constexpr std::size_t P = kPassSums<T>;
+  constexpr std::size_t kSteps = kPassPairs / P;  // and one 64-byte line per pair
+  const std::size_t pairs = op.in / 2;
+  const __m512i idx = _mm512_load_si512(kPairOrder);
+  const std::uint16_t* w[S];
+  for (std::size_t s = 0; s < S; ++s) w[s] = op.packed + (g + s * stride) * kRows * op.in;
+  alignas(64) float sums[S][T][kSums][kRows];
+  for (std::size_t s = 0; s < S; ++s) {
+    for (std::size_t t = 0; t < T; ++t) {
+      for (std::size_t u = 0; u < kSums; ++u) _mm512_store_ps(sums[s][t][u], _mm512_setzero_ps());
+    }
+  }
+  // Pairs [b, b + n) (n = N when N > 0), the next block's lines hinted into L1 over the steps.
+  const auto block = [&]<std::size_t N>(std::size_t b, std::size_t n_dynamic) {
+    const std::size_t n = N > 0 ? N : n_dynamic;
+    std::size_t step = 0;
+    for (std::size_t u0 = 0; u0 < kSums; u0 += P) {
+      __m512 acc[S][T][P];
+      for (std::size_t s = 0; s < S; ++s) {
+        for (std::size_t t = 0; t < T; ++t) {
+          for (std::size_t p = 0; p < P; ++p) acc[s][t][p] = _mm512_load_ps(sums[s][t][u0 + p]);
+        }
+      }
+      for (std::size_t j = b + u0; j < b + n; j += kSums, ++step) {
+        for (std::size_t line = step * kPassPairs / kSteps; line < (step + 1) * kPassPairs / kSteps; ++line) {
+          for (std::size_t s = 0; s < S; ++s) {
+            prefetch_line_l1(reinterpret_cast<const char*>(w[s] + (b + kPassPairs) * 2 * kRows) + line * 64);
+          }
+        }
+        for (std::size_t p = 0; p < P && j + p < b + n; ++p) {
+          for (std::size_t s = 0; s < S; ++s) {
+            const auto wv = reinterpret_cast<__m512bh>(_mm512_permutexvar_epi16(idx, _mm512_loadu_si512(w[s] + (j + p) * 2 * kRows)));
+            for (std::size_t t = 0; t < T; ++t) {
+              const auto xv = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(op.x_pairs[t * pairs + j + p])));
+              acc[s][t][p] = _mm512_dpbf16_ps(acc[s][t][p], wv, xv);
+            }
+          }
+        }
+      }
+      for (std::size_t s = 0; s < S; ++s) {
+        for (std::size_t t = 0; t < T; ++t) {
+          for (std::size_t p = 0; p < P; ++p) _mm512_store_ps(sums[s][t][u0 + p], acc[s][t][p]);
+        }
+      }
+    }
+  };
+  std::size_t b = 0;
+  for (; b + kPassPairs <= pairs; b += kPassPairs) block.template operator()<kPassPairs>(b, 0);
+  if (b < pairs) block.template operator()<0>(b, pairs - b);
+  for (std::size_t s = 0; s < S; ++s) {
+    for (std::size_t t = 0; t < T; ++t) {
+      const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(sums[s][t][0]), _mm512_load_ps(sums[s][t][1])),
+                                       _mm512_add_ps(_mm512_load_ps(sums[s][t][2]), _mm512_load_ps(sums[s][t][3])));
+      _mm512_storeu_ps(op.y + t * op.out + (g + s * stride) * kRows, sum);
+    }
+  }
+}
+
+// Groups [g0, g1) through the passes kernel for op.n_tokens = kPassMinTokens .. kPassTokens, two streams.
+template <std::size_t... T>
+PEREGRINE_BF16_DOT void passes(std::index_sequence<T...>, const Operands& op, std::size_t g0, std::size_t g1) {
+  const auto tokens = [&]<std::size_t kT>() {
+    for_decode_streams<2>(g0, g1, [&]<int S>(std::size_t g, std::size_t stride) { group_passes<S, kT>(op, g, stride); });
+    return true;
+  };
+  (void)((op.n_tokens == T + kPassMinTokens && tokens.template operator()<T + kPassMinTokens>()) || ...);
+}
+
 PEREGRINE_BF16_DOT void groups(const Operands& op, std::size_t g0, std::size_t g1) {
   if (op.n_tokens == 1) {  // kDecodeStreams groups side by side (decode_prefetch.h)
     return for_decode_streams(g0, g1, [&]<int S>(std::size_t g, std::size_t stride) { group_streams<S>(op, g, stride, 0); });
   }
-  // Chunks of up to 6 tokens (as half_packed.cpp; tinyllama BF16 batched decode, 2 threads, a
+  if (op.n_tokens >= kPassMinTokens && op.n_tokens <= kPassTokens) {
+    return passes(std::make_index_sequence<kPassTokens - kPassMinTokens + 1>(), op, g0, g1);
+  }
+  // 2-3 and 13+ tokens: chunks of up to 6 tokens (as half_packed.cpp; tinyllama BF16 batched decode, 2 threads, a
   // Xeon, 2026-11-28, alternated with chunks of up to 4: 16 sequences 64.2 / 65.6 -> 66.4 / 67.9
   // tok/s, 24 sequences 66.9 / 64.4 -> 68.0 / 74.6, 8 sequences unchanged).
   for_groups_in_token_chunks<6>(g0, g1, op.n_tokens, [&]<std::size_t T>(std::size_t g, TokenChunk chunk) {
