@@ -178,9 +178,8 @@ template <std::size_t... T>
 PEREGRINE_BF16_DOT void passes(std::index_sequence<T...>, const Operands& op, std::size_t g0, std::size_t g1) {
   const auto tokens = [&]<std::size_t kT>() {
     for_decode_streams<2>(g0, g1, [&]<int S>(std::size_t g, std::size_t stride) { group_passes<S, kT>(op, g, stride); });
-    return true;
   };
-  (void)((op.n_tokens == T + kPassMinTokens && tokens.template operator()<T + kPassMinTokens>()) || ...);
+  (void)((op.n_tokens == T + kPassMinTokens && (tokens.template operator()<T + kPassMinTokens>(), true)) || ...);
 }
 
 PEREGRINE_BF16_DOT void groups(const Operands& op, std::size_t g0, std::size_t g1) {

@@ -219,9 +219,8 @@ template <class WT, std::size_t... T>
 void PassesOf(std::index_sequence<T...>, const Operands& op, std::size_t g0, std::size_t g1) {
   const auto tokens = [&]<std::size_t kT>() {
     for_decode_streams<2>(g0, g1, [&]<int S>(std::size_t g, std::size_t stride) { GroupPasses<S, kT, WT>(op, g, stride); });
-    return true;
   };
-  (void)((op.n_tokens == T + 2 && tokens.template operator()<T + 2>()) || ...);
+  (void)((op.n_tokens == T + 2 && (tokens.template operator()<T + 2>(), true)) || ...);
 }
 
 template <class WT>

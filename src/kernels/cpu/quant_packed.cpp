@@ -154,8 +154,8 @@ void GroupVnni(const Operands& op, std::int64_t group) {
   for (int t = 0; t < RN; ++t) _mm512_storeu_ps(op.y + t * op.out + group * 16, acc[t]);
 }
 
-// T tokens (1..4), S groups at once (group s is g + s·stride), each its own read stream
-// prefetched kDecodePrefetchBytes ahead (decode_prefetch.h): per block each group's codes
+// T tokens (1..kStreamTokens), S groups at once (group s is g + s·stride), each its own read
+// stream prefetched kDecodePrefetchBytes ahead (decode_prefetch.h): per block each group's codes
 // unpacked once and multiplied by every token's activations as in GroupVnni.
 template <class Codes, int S, int T>
 void GroupVnniStreams(const Operands& op, std::int64_t g, std::int64_t stride) {
@@ -212,28 +212,25 @@ void GroupTokens(const Operands& op, std::int64_t g) {
 // 96.4 / 97.1, 6: 121.1 / 127.2 -> 132.5 / 130.9; at 8 sequences no better: Q4_0 229.7 / 216.3 /
 // 223.7 / 214.9 -> 213.1 / 246.8 / 215.2 / 213.1).
 constexpr int kStreamTokens = 6;
+
+// Groups [g0, g1) of op's kT tokens as kStreams read streams (for_decode_streams).
+template <int kStreams, int kT>
+void StreamTiles(const Operands& op, std::int64_t g0, std::int64_t g1) {
+  for_decode_streams<kStreams>(g0, g1, [&]<int S>(std::int64_t g, std::int64_t stride) {
+    if (op.dtype == DType::kQ8_0) return GroupVnniStreams<Q8_0Codes, S, kT>(op, g, stride);
+    GroupVnniStreams<Q4_0Codes, S, kT>(op, g, stride);
+  });
+}
 template <int... T>
 void StreamsOf(std::integer_sequence<int, T...>, const Operands& op, std::int64_t g0, std::int64_t g1) {
-  const auto tokens = [&]<int kT>() {
-    for_decode_streams<2>(g0, g1, [&]<int S>(std::int64_t g, std::int64_t stride) {
-      if (op.dtype == DType::kQ8_0) return GroupVnniStreams<Q8_0Codes, S, kT>(op, g, stride);
-      GroupVnniStreams<Q4_0Codes, S, kT>(op, g, stride);
-    });
-    return true;
-  };
-  (void)((op.n_tokens == T + 2 && tokens.template operator()<T + 2>()) || ...);
+  (void)((op.n_tokens == T + 2 && (StreamTiles<2, T + 2>(op, g0, g1), true)) || ...);
 }
 
 // One token: kDecodeStreams groups side by side (decode_prefetch.h); 2..kStreamTokens: two
-// (StreamsOf). More: each group for all tokens, 8 at a time: the group's weights (16 rows) stay in L1/L2 between the token chunks, so
-// DRAM sees them once.
+// (StreamsOf). More: each group for all tokens, 8 at a time: the group's weights (16 rows) stay
+// in L1/L2 between the token chunks, so DRAM sees them once.
 void GemvGroups(const Operands& op, std::int64_t g0, std::int64_t g1) {
-  if (op.n_tokens == 1) {
-    return for_decode_streams(g0, g1, [&]<int S>(std::int64_t g, std::int64_t stride) {
-      if (op.dtype == DType::kQ8_0) return GroupVnniStreams<Q8_0Codes, S, 1>(op, g, stride);
-      GroupVnniStreams<Q4_0Codes, S, 1>(op, g, stride);
-    });
-  }
+  if (op.n_tokens == 1) return StreamTiles<kDecodeStreams, 1>(op, g0, g1);
   if (op.n_tokens <= kStreamTokens) return StreamsOf(std::make_integer_sequence<int, kStreamTokens - 1>(), op, g0, g1);
   for (std::int64_t g = g0; g < g1; ++g) {
     for (std::int64_t t = 0; t < op.n_tokens; t += 8) {
