@@ -13,6 +13,13 @@
 #include "peregrine/kernels/cpu/half_packed.h"
 #include "peregrine/quant/fp16.h"
 
+// The kernels below are compiled for AVX-512 BF16 whatever the build's -march (a pragma rather
+// than per-function attributes, so that their lambdas and the walk they share with half_packed.cpp
+// are too); has_bf16_dot() guards the calls.
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512bf16")
+#include "kernels/cpu/column_passes-inl.h"
+
 namespace peregrine {
 namespace {
 
@@ -33,13 +40,11 @@ struct Operands {
   float* y;
 };
 
-#define PEREGRINE_BF16_DOT __attribute__((target("avx512f,avx512bw,avx512bf16")))
-
 // 16 rows × T (2..6) tokens of group g: per pair of columns, the 64 bytes of both columns, each
 // row's two weights made adjacent by one VPERMW, then one VDPBF16PS per token with its
 // broadcast pair of activations; T·4 accumulators.
 template <std::size_t T>
-PEREGRINE_BF16_DOT inline void group_tokens(const Operands& op, std::size_t g, std::size_t t0) {
+inline void group_tokens(const Operands& op, std::size_t g, std::size_t t0) {
   const std::uint16_t* w = op.packed + g * kRows * op.in;
   const std::size_t pairs = op.in / 2;
   const __m512i idx = _mm512_load_si512(kPairOrder);
@@ -71,7 +76,7 @@ PEREGRINE_BF16_DOT inline void group_tokens(const Operands& op, std::size_t g, s
 // prefetched kDecodePrefetchBytes ahead (decode_prefetch.h): per pair of columns the token's
 // broadcast pair shared by the S groups; S·4 accumulators.
 template <int S>
-PEREGRINE_BF16_DOT inline void group_streams(const Operands& op, std::size_t g, std::size_t stride, std::size_t t0) {
+inline void group_streams(const Operands& op, std::size_t g, std::size_t stride, std::size_t t0) {
   const std::size_t pairs = op.in / 2;
   const __m512i idx = _mm512_load_si512(kPairOrder);
   const std::uint16_t* w[S];
@@ -102,87 +107,67 @@ PEREGRINE_BF16_DOT inline void group_streams(const Operands& op, std::size_t g, 
 // The passes kernel for kPassMinTokens..kPassTokens tokens, as half_packed.cpp's (tinyllama BF16
 // batched decode tg16, 2 threads, a Xeon, 2026-11-28, alternated twice against the chunks below,
 // tok/s: 8 sequences 62.7 / 64.3 -> 78.5 / 80.2, 12: 74.2 / 74.1 -> 85.7 / 86.6, 4: 50.9 / 51.5 ->
-// 51.8 / 51.1; 2 sequences 28.3 / 29.1 -> 25.4 / 27.0, so 2-3 tokens stay in the chunks): S groups side by side, each
-// its own read stream prefetched one block of kPassPairs column pairs ahead, every token at once
-// (one load and VPERMW per pair for all of them); each block walked in 4 / P passes over the
-// pairs of P of the 4 partial sums (pair j adds to j mod 4, in order: the same sums as
-// group_tokens), 2·T·P ≤ 24 accumulators in registers and all 4·S·T in L1 between passes.
+// 51.8 / 51.1; 2 sequences 28.3 / 29.1 -> 25.4 / 27.0, so 2-3 tokens stay in the chunks): the
+// walk of column_passes-inl.h over column pairs, S groups side by side, each its own read stream
+// prefetched one block of kPassPairs pairs ahead, every token at once (one load and VPERMW per
+// pair for all of them); pair j adds to j mod 4, in order: the same sums as group_tokens.
 constexpr std::size_t kPassMinTokens = 4, kPassTokens = 12;
 constexpr std::size_t kPassPairs = 64;  // column pairs per block: 4 KiB of BF16 per group
 
 template <std::size_t T>
 constexpr std::size_t kPassSums = T <= 6 ? 2 : 1;
 
+// The pair step of the walk: per group one load and one VPERMW, one VDPBF16PS per token.
 template <std::size_t S, std::size_t T>
-PEREGRINE_BF16_DOT inline void group_passes(const Operands& op, std::size_t g, std::size_t stride) {
-  constexpr std::size_t P = kPassSums<T>;
-  constexpr std::size_t kSteps = kPassPairs / P;  // and one 64-byte line per pair
-  const std::size_t pairs = op.in / 2;
-  const __m512i idx = _mm512_load_si512(kPairOrder);
+struct PassPairs {
+  using V = __m512;
+  static constexpr std::size_t kStepBytes = 64;  // a column pair of one group
+  const std::uint32_t* x_pairs;                   // [T, pairs]
+  std::size_t pairs;
+  float* y;  // the first group's outputs of token 0; token t at y + t·out, group s at + s·stride·16
+  std::size_t out, stride_rows;
   const std::uint16_t* w[S];
-  for (std::size_t s = 0; s < S; ++s) w[s] = op.packed + (g + s * stride) * kRows * op.in;
-  alignas(64) float sums[S][T][kSums][kRows];
-  for (std::size_t s = 0; s < S; ++s) {
-    for (std::size_t t = 0; t < T; ++t) {
-      for (std::size_t u = 0; u < kSums; ++u) _mm512_store_ps(sums[s][t][u], _mm512_setzero_ps());
+  __m512i idx;
+
+  PassPairs(const Operands& op, std::size_t g, std::size_t stride)
+      : x_pairs(op.x_pairs), pairs(op.in / 2), y(op.y + g * kRows), out(op.out), stride_rows(stride * kRows),
+        idx(_mm512_load_si512(kPairOrder)) {
+    for (std::size_t s = 0; s < S; ++s) w[s] = op.packed + (g + s * stride) * kRows * op.in;
+  }
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_load_ps(p); }
+  static void store(V v, float* p) { _mm512_store_ps(p, v); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  const char* stream(std::size_t s) const { return reinterpret_cast<const char*>(w[s]); }
+  template <std::size_t P>
+  [[gnu::always_inline]] void step(V (&acc)[S][T][P], std::size_t j, std::size_t p) const {
+    for (std::size_t s = 0; s < S; ++s) {
+      const auto wv = reinterpret_cast<__m512bh>(_mm512_permutexvar_epi16(idx, _mm512_loadu_si512(w[s] + j * 2 * kRows)));
+      for (std::size_t t = 0; t < T; ++t) {
+        const auto xv = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(x_pairs[t * pairs + j])));
+        acc[s][t][p] = _mm512_dpbf16_ps(acc[s][t][p], wv, xv);
+      }
     }
   }
-  // Pairs [b, b + n) (n = N when N > 0), the next block's lines hinted into L1 over the steps.
-  const auto block = [&]<std::size_t N>(std::size_t b, std::size_t n_dynamic) {
-    const std::size_t n = N > 0 ? N : n_dynamic;
-    std::size_t step = 0;
-    for (std::size_t u0 = 0; u0 < kSums; u0 += P) {
-      __m512 acc[S][T][P];
-      for (std::size_t s = 0; s < S; ++s) {
-        for (std::size_t t = 0; t < T; ++t) {
-          for (std::size_t p = 0; p < P; ++p) acc[s][t][p] = _mm512_load_ps(sums[s][t][u0 + p]);
-        }
-      }
-      for (std::size_t j = b + u0; j < b + n; j += kSums, ++step) {
-        for (std::size_t line = step * kPassPairs / kSteps; line < (step + 1) * kPassPairs / kSteps; ++line) {
-          for (std::size_t s = 0; s < S; ++s) {
-            prefetch_line_l1(reinterpret_cast<const char*>(w[s] + (b + kPassPairs) * 2 * kRows) + line * 64);
-          }
-        }
-        for (std::size_t p = 0; p < P && j + p < b + n; ++p) {
-          for (std::size_t s = 0; s < S; ++s) {
-            const auto wv = reinterpret_cast<__m512bh>(_mm512_permutexvar_epi16(idx, _mm512_loadu_si512(w[s] + (j + p) * 2 * kRows)));
-            for (std::size_t t = 0; t < T; ++t) {
-              const auto xv = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(op.x_pairs[t * pairs + j + p])));
-              acc[s][t][p] = _mm512_dpbf16_ps(acc[s][t][p], wv, xv);
-            }
-          }
-        }
-      }
-      for (std::size_t s = 0; s < S; ++s) {
-        for (std::size_t t = 0; t < T; ++t) {
-          for (std::size_t p = 0; p < P; ++p) _mm512_store_ps(sums[s][t][u0 + p], acc[s][t][p]);
-        }
-      }
-    }
-  };
-  std::size_t b = 0;
-  for (; b + kPassPairs <= pairs; b += kPassPairs) block.template operator()<kPassPairs>(b, 0);
-  if (b < pairs) block.template operator()<0>(b, pairs - b);
-  for (std::size_t s = 0; s < S; ++s) {
-    for (std::size_t t = 0; t < T; ++t) {
-      const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(sums[s][t][0]), _mm512_load_ps(sums[s][t][1])),
-                                       _mm512_add_ps(_mm512_load_ps(sums[s][t][2]), _mm512_load_ps(sums[s][t][3])));
-      _mm512_storeu_ps(op.y + t * op.out + (g + s * stride) * kRows, sum);
-    }
-  }
+  void finish(std::size_t s, std::size_t t, V sum) const { _mm512_storeu_ps(y + t * out + s * stride_rows, sum); }
+};
+
+template <std::size_t S, std::size_t T>
+inline void group_passes(const Operands& op, std::size_t g, std::size_t stride) {
+  PassPairs<S, T> pairs(op, g, stride);
+  HWY_NAMESPACE::walk_column_passes<S, T, kPassSums<T>, kPassPairs>(op.in / 2, pairs);
 }
 
 // Groups [g0, g1) through the passes kernel for op.n_tokens = kPassMinTokens .. kPassTokens, two streams.
 template <std::size_t... T>
-PEREGRINE_BF16_DOT void passes(std::index_sequence<T...>, const Operands& op, std::size_t g0, std::size_t g1) {
+void passes(std::index_sequence<T...>, const Operands& op, std::size_t g0, std::size_t g1) {
   const auto tokens = [&]<std::size_t kT>() {
     for_decode_streams<2>(g0, g1, [&]<int S>(std::size_t g, std::size_t stride) { group_passes<S, kT>(op, g, stride); });
   };
   (void)((op.n_tokens == T + kPassMinTokens && (tokens.template operator()<T + kPassMinTokens>(), true)) || ...);
 }
 
-PEREGRINE_BF16_DOT void groups(const Operands& op, std::size_t g0, std::size_t g1) {
+void groups(const Operands& op, std::size_t g0, std::size_t g1) {
   if (op.n_tokens == 1) {  // kDecodeStreams groups side by side (decode_prefetch.h)
     return for_decode_streams(g0, g1, [&]<int S>(std::size_t g, std::size_t stride) { group_streams<S>(op, g, stride, 0); });
   }
@@ -200,6 +185,8 @@ PEREGRINE_BF16_DOT void groups(const Operands& op, std::size_t g0, std::size_t g
     }
   });
 }
+
+#pragma GCC pop_options
 
 bool has_bf16_dot() {
   static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

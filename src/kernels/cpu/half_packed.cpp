@@ -16,6 +16,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include "kernels/cpu/column_passes-inl.h"
 #include "kernels/cpu/float_weight_load-inl.h"
 
 #ifndef PEREGRINE_KERNELS_CPU_HALF_PACKED_SHARED
@@ -141,12 +142,10 @@ HWY_INLINE void GroupTokens(const Operands& op, std::size_t g, TokenChunk chunk)
   }
 }
 
-// The passes kernel, for 2..kPassTokens tokens: S groups side by side (g, g + stride, ...; each
-// its own read stream, prefetched one block ahead), every token at once, so each weight is
-// widened once for all of them. Column i adds to partial sum i mod 4 as in the other kernels
-// (bit-for-bit the same sums); the columns go in blocks of kPassBlock, and each block in 4 / P
-// passes, pass k over the columns of partial sums kP .. kP + P - 1, its S·T·P accumulators in
-// registers and all 4·S·T of them in L1 between passes.
+// The passes kernel, for 2..kPassTokens tokens (column_passes-inl.h): S groups side by side (g,
+// g + stride, ...; each its own read stream, prefetched one block of kPassBlock columns ahead),
+// every token at once, so each weight is widened once for all of them; the same sums as the other
+// kernels, bit for bit.
 constexpr std::size_t kPassTokens = 12;
 constexpr std::size_t kPassBlock = 128;  // columns: 4 KiB of F16 per group
 
@@ -154,64 +153,42 @@ constexpr std::size_t kPassBlock = 128;  // columns: 4 KiB of F16 per group
 template <std::size_t T>
 constexpr std::size_t kPassSums = T <= 3 ? 4 : T <= 6 ? 2 : 1;
 
+// The column step of the walk: one load per group widened to f32, one multiply-add per token.
+template <std::size_t S, std::size_t T, class WT>
+struct PassColumns {
+  using D = hn::FixedTag<float, kRows>;
+  using V = hn::Vec<D>;
+  static constexpr std::size_t kStepBytes = kRows * sizeof(WT);
+  const float* HWY_RESTRICT x;  // [T, in]
+  std::size_t in;
+  float* y;  // the first group's outputs of token 0; token t at y + t·out, group s at + s·stride·16
+  std::size_t out;
+  const WT* HWY_RESTRICT w[S];
+
+  PassColumns(const Operands& op, std::size_t g, std::size_t stride)
+      : x(op.x), in(op.in), y(op.y + g * kRows), out(op.out), stride_rows(stride * kRows) {
+    for (std::size_t s = 0; s < S; ++s) w[s] = reinterpret_cast<const WT*>(op.packed) + (g + s * stride) * kRows * in;
+  }
+  static V zero() { return hn::Zero(D()); }
+  static V load(const float* p) { return hn::Load(D(), p); }
+  static void store(V v, float* p) { hn::Store(v, D(), p); }
+  static V add(V a, V b) { return hn::Add(a, b); }
+  const char* stream(std::size_t s) const { return reinterpret_cast<const char*>(w[s]); }
+  template <std::size_t P>
+  HWY_INLINE void step(V (&acc)[S][T][P], std::size_t i, std::size_t p) const {
+    for (std::size_t s = 0; s < S; ++s) {
+      const V wv = LoadAsF32(D(), w[s] + i * kRows);
+      for (std::size_t t = 0; t < T; ++t) acc[s][t][p] = hn::MulAdd(wv, hn::Set(D(), x[t * in + i]), acc[s][t][p]);
+    }
+  }
+  void finish(std::size_t s, std::size_t t, V sum) const { hn::StoreU(sum, D(), y + t * out + s * stride_rows); }
+  std::size_t stride_rows;
+};
+
 template <std::size_t S, std::size_t T, class WT>
 HWY_INLINE void GroupPasses(const Operands& op, std::size_t g, std::size_t stride) {
-  constexpr std::size_t P = kPassSums<T>;
-  const hn::FixedTag<float, kRows> d;
-  using V = hn::Vec<decltype(d)>;
-  const std::size_t in = op.in;
-  const float* HWY_RESTRICT x = op.x;
-  const WT* HWY_RESTRICT w[S];
-  for (std::size_t s = 0; s < S; ++s) w[s] = reinterpret_cast<const WT*>(op.packed) + (g + s * stride) * kRows * in;
-  HWY_ALIGN float sums[S][T][kSums][kRows];
-  for (std::size_t s = 0; s < S; ++s) {
-    for (std::size_t t = 0; t < T; ++t) {
-      for (std::size_t u = 0; u < kSums; ++u) hn::Store(hn::Zero(d), d, sums[s][t][u]);
-    }
-  }
-  // Columns [b, b + n) (n = N when N > 0): the next block's lines are hinted into L1 spread over
-  // the passes' steps.
-  const auto block = [&]<std::size_t N>(std::size_t b, std::size_t n_dynamic) {
-    const std::size_t n = N > 0 ? N : n_dynamic;
-    constexpr std::size_t kSteps = kPassBlock / P, kLines = kPassBlock * kRows * sizeof(WT) / 64;
-    std::size_t step = 0;
-    for (std::size_t u0 = 0; u0 < kSums; u0 += P) {
-      V acc[S][T][P];
-      for (std::size_t s = 0; s < S; ++s) {
-        for (std::size_t t = 0; t < T; ++t) {
-          for (std::size_t p = 0; p < P; ++p) acc[s][t][p] = hn::Load(d, sums[s][t][u0 + p]);
-        }
-      }
-      for (std::size_t i = b + u0; i < b + n; i += kSums, ++step) {
-        for (std::size_t line = step * kLines / kSteps; line < (step + 1) * kLines / kSteps; ++line) {
-          for (std::size_t s = 0; s < S; ++s) {
-            prefetch_line_l1(reinterpret_cast<const char*>(w[s] + (b + kPassBlock) * kRows) + line * 64);
-          }
-        }
-        for (std::size_t p = 0; p < P && i + p < b + n; ++p) {
-          for (std::size_t s = 0; s < S; ++s) {
-            const V wv = LoadAsF32(d, w[s] + (i + p) * kRows);
-            for (std::size_t t = 0; t < T; ++t) acc[s][t][p] = hn::MulAdd(wv, hn::Set(d, x[t * in + i + p]), acc[s][t][p]);
-          }
-        }
-      }
-      for (std::size_t s = 0; s < S; ++s) {
-        for (std::size_t t = 0; t < T; ++t) {
-          for (std::size_t p = 0; p < P; ++p) hn::Store(acc[s][t][p], d, sums[s][t][u0 + p]);
-        }
-      }
-    }
-  };
-  std::size_t b = 0;
-  for (; b + kPassBlock <= in; b += kPassBlock) block.template operator()<kPassBlock>(b, 0);
-  if (b < in) block.template operator()<0>(b, in - b);
-  for (std::size_t s = 0; s < S; ++s) {
-    for (std::size_t t = 0; t < T; ++t) {
-      const V sum = hn::Add(hn::Add(hn::Load(d, sums[s][t][0]), hn::Load(d, sums[s][t][1])),
-                            hn::Add(hn::Load(d, sums[s][t][2]), hn::Load(d, sums[s][t][3])));
-      hn::StoreU(sum, d, op.y + t * op.out + (g + s * stride) * kRows);
-    }
-  }
+  PassColumns<S, T, WT> columns(op, g, stride);
+  walk_column_passes<S, T, kPassSums<T>, kPassBlock>(op.in, columns);
 }
 
 // Groups [g0, g1) through the passes kernel for op.n_tokens = 2 .. kPassTokens, two streams.
