@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <utility>
 
+#include "kernels/cpu/count_dispatch.h"
+
 namespace peregrine {
 
 inline constexpr std::size_t kDecodePrefetchBytes = 2048;
@@ -41,9 +43,7 @@ inline void for_decode_streams(Index g0, Index g1, Tile&& tile) {
   const Index part = (g1 - g0) / kStreams;
   for (Index k = 0; k < part; ++k) tile.template operator()<kStreams>(g0 + k, part);
   const Index g = g0 + part * kStreams, left = g1 - g;
-  [&]<int... kLeft>(std::integer_sequence<int, kLeft...>) {
-    (void)((left == kLeft + 1 && (tile.template operator()<kLeft + 1>(g, 1), true)) || ...);
-  }(std::make_integer_sequence<int, kStreams - 1>());
+  if constexpr (kStreams > 1) dispatch_count<1, kStreams - 1>(left, [&]<int r>() { tile.template operator()<r>(g, 1); });
 }
 
 /// Hints the 64-byte line at `line` into L1 (never dereferenced). On x86 an inline-assembly

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/count_dispatch.h"
 #include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/row_split.h"
 #include "kernels/cpu/token_chunks.h"
@@ -159,12 +160,10 @@ inline void group_passes(const Operands& op, std::size_t g, std::size_t stride) 
 }
 
 // Groups [g0, g1) through the passes kernel for op.n_tokens = kPassMinTokens .. kPassTokens, two streams.
-template <std::size_t... T>
-void passes(std::index_sequence<T...>, const Operands& op, std::size_t g0, std::size_t g1) {
-  const auto tokens = [&]<std::size_t kT>() {
+void passes(const Operands& op, std::size_t g0, std::size_t g1) {
+  dispatch_count<kPassMinTokens, kPassTokens>(op.n_tokens, [&]<std::size_t kT>() {
     for_decode_streams<2>(g0, g1, [&]<int S>(std::size_t g, std::size_t stride) { group_passes<S, kT>(op, g, stride); });
-  };
-  (void)((op.n_tokens == T + kPassMinTokens && (tokens.template operator()<T + kPassMinTokens>(), true)) || ...);
+  });
 }
 
 void groups(const Operands& op, std::size_t g0, std::size_t g1) {
@@ -172,7 +171,7 @@ void groups(const Operands& op, std::size_t g0, std::size_t g1) {
     return for_decode_streams(g0, g1, [&]<int S>(std::size_t g, std::size_t stride) { group_streams<S>(op, g, stride, 0); });
   }
   if (op.n_tokens >= kPassMinTokens && op.n_tokens <= kPassTokens) {
-    return passes(std::make_index_sequence<kPassTokens - kPassMinTokens + 1>(), op, g0, g1);
+    return passes(op, g0, g1);
   }
   // 2-3 and 13+ tokens: chunks of up to 6 tokens (as half_packed.cpp; tinyllama BF16 batched decode, 2 threads, a
   // Xeon, 2026-11-28, alternated with chunks of up to 4: 16 sequences 64.2 / 65.6 -> 66.4 / 67.9

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/count_dispatch.h"
 #include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/row_split.h"
 #include "kernels/cpu/token_chunks.h"
@@ -163,6 +164,7 @@ struct PassColumns {
   std::size_t in;
   float* y;  // the first group's outputs of token 0; token t at y + t·out, group s at + s·stride·16
   std::size_t out;
+  std::size_t stride_rows;  // the rows between two streams' groups
   const WT* HWY_RESTRICT w[S];
 
   PassColumns(const Operands& op, std::size_t g, std::size_t stride)
@@ -182,7 +184,6 @@ struct PassColumns {
     }
   }
   void finish(std::size_t s, std::size_t t, V sum) const { hn::StoreU(sum, D(), y + t * out + s * stride_rows); }
-  std::size_t stride_rows;
 };
 
 template <std::size_t S, std::size_t T, class WT>
@@ -192,12 +193,11 @@ HWY_INLINE void GroupPasses(const Operands& op, std::size_t g, std::size_t strid
 }
 
 // Groups [g0, g1) through the passes kernel for op.n_tokens = 2 .. kPassTokens, two streams.
-template <class WT, std::size_t... T>
-void PassesOf(std::index_sequence<T...>, const Operands& op, std::size_t g0, std::size_t g1) {
-  const auto tokens = [&]<std::size_t kT>() {
+template <class WT>
+void Passes(const Operands& op, std::size_t g0, std::size_t g1) {
+  dispatch_count<std::size_t{2}, kPassTokens>(op.n_tokens, [&]<std::size_t kT>() {
     for_decode_streams<2>(g0, g1, [&]<int S>(std::size_t g, std::size_t stride) { GroupPasses<S, kT, WT>(op, g, stride); });
-  };
-  (void)((op.n_tokens == T + 2 && (tokens.template operator()<T + 2>(), true)) || ...);
+  });
 }
 
 template <class WT>
@@ -217,7 +217,7 @@ void GroupsOf(const Operands& op, std::size_t g0, std::size_t g1) {
   // 68-72, 4: 93-95 -> 68-72, 6: 94-102 -> 74-75, 8: 110-112 -> 80-83, 12: 123-125 -> 113-116;
   // with 16 or more tokens the GEMV is bound by the multiply-adds, and passes of 8 or 12 tokens
   // ran 0-15% slower than the chunks).
-  if (op.n_tokens <= kPassTokens) return PassesOf<WT>(std::make_index_sequence<kPassTokens - 1>(), op, g0, g1);
+  if (op.n_tokens <= kPassTokens) return Passes<WT>(op, g0, g1);
   // Chunks of up to 6 tokens, so one widening serves up to 6 multiply-adds (tinyllama's F16
   // matrices over 22 layers, 2 threads, a Xeon with AVX-512, 2026-11-28, against chunks of up to
   // 4, alternated: 16 tokens 189-199 -> 176-184 ms, 24 tokens 254-267 -> 236-241, 8 tokens

@@ -6,6 +6,7 @@
 #include <map>
 #include <utility>
 
+#include "kernels/cpu/count_dispatch.h"
 #include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/row_split.h"
 #include "peregrine/quant/fp16.h"
@@ -221,17 +222,15 @@ void StreamTiles(const Operands& op, std::int64_t g0, std::int64_t g1) {
     GroupVnniStreams<Q4_0Codes, S, kT>(op, g, stride);
   });
 }
-template <int... T>
-void StreamsOf(std::integer_sequence<int, T...>, const Operands& op, std::int64_t g0, std::int64_t g1) {
-  (void)((op.n_tokens == T + 2 && (StreamTiles<2, T + 2>(op, g0, g1), true)) || ...);
-}
 
-// One token: kDecodeStreams groups side by side (decode_prefetch.h); 2..kStreamTokens: two
-// (StreamsOf). More: each group for all tokens, 8 at a time: the group's weights (16 rows) stay
+// One token: kDecodeStreams groups side by side (decode_prefetch.h); 2..kStreamTokens: two. More: each group for all tokens, 8 at a time: the group's weights (16 rows) stay
 // in L1/L2 between the token chunks, so DRAM sees them once.
 void GemvGroups(const Operands& op, std::int64_t g0, std::int64_t g1) {
   if (op.n_tokens == 1) return StreamTiles<kDecodeStreams, 1>(op, g0, g1);
-  if (op.n_tokens <= kStreamTokens) return StreamsOf(std::make_integer_sequence<int, kStreamTokens - 1>(), op, g0, g1);
+  if (op.n_tokens <= kStreamTokens) {
+    dispatch_count<2, kStreamTokens>(op.n_tokens, [&]<int kT>() { StreamTiles<2, kT>(op, g0, g1); });
+    return;
+  }
   for (std::int64_t g = g0; g < g1; ++g) {
     for (std::int64_t t = 0; t < op.n_tokens; t += 8) {
       Operands chunk = op;

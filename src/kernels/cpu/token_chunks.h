@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <utility>
 
+#include "kernels/cpu/count_dispatch.h"
+
 namespace peregrine {
 
 /// One chunk of a group's tokens: its first token, its index among the group's chunks, and how
@@ -15,13 +17,6 @@ namespace peregrine {
 struct TokenChunk {
   std::size_t first, index, count;
 };
-
-namespace token_chunks_detail {
-template <std::size_t... T, class Tile>
-inline void dispatch(std::index_sequence<T...>, std::size_t size, Tile& tile, std::size_t g, TokenChunk chunk) {
-  (void)((size == T + 1 ? (tile.template operator()<T + 1>(g, chunk), true) : false) || ...);
-}
-}  // namespace token_chunks_detail
 
 /// Calls tile.template operator()<T>(g, chunk) for every group g in [g0, g1) and every chunk of
 /// the tokens: ⌈n_tokens / kMax⌉ chunks of sizes T ≤ kMax that differ by at most one (the larger
@@ -35,7 +30,8 @@ inline void for_groups_in_token_chunks(std::size_t g0, std::size_t g1, std::size
     std::size_t t = 0;
     for (std::size_t c = 0; c < chunks; ++c) {
       const std::size_t size = base + (c < larger ? 1 : 0);
-      token_chunks_detail::dispatch(std::make_index_sequence<kMax>(), size, tile, g, TokenChunk{t, c, chunks});
+      const TokenChunk chunk{t, c, chunks};
+      dispatch_count<std::size_t{1}, kMax>(size, [&]<std::size_t T>() { tile.template operator()<T>(g, chunk); });
       t += size;
     }
   }
