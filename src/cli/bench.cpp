@@ -93,7 +93,7 @@ void print_expert_load(const ModelConfig& c, const BenchResult& r) {
 /// read + written per second, measured now); no FMA peak (% fma prints n/a).
 Expected<Roofline> cuda_roofline() {
   PEREGRINE_ASSIGN_OR_RETURN(const double gbps, cuda_copy_bandwidth_gbs());
-  return Roofline{{gbps, gbps}, 0.0, "CUDA device-to-device copy"};
+  return Roofline{{gbps, gbps, gbps}, 0.0, "CUDA device-to-device copy"};
 }
 
 void print_roofline(const Roofline& roof, int threads) {
@@ -101,8 +101,9 @@ void print_roofline(const Roofline& roof, int threads) {
     std::printf("roofline (%s): %.1f GB/s\n", roof.simd_target, roof.read.best);
     return;
   }
-  std::printf("roofline (%d threads, %s): read %.1f GB/s (median of its samples %.1f), fp32 FMA %.1f GFLOP/s\n",
-              threads, roof.simd_target, roof.read.best, roof.read.median, roof.fma_gflops);
+  std::printf("roofline (%d threads, %s): read %.1f GB/s (median of its samples %.1f, the fastest method's median %.1f), "
+              "fp32 FMA %.1f GFLOP/s\n",
+              threads, roof.simd_target, roof.read.best, roof.read.median, roof.read.sustained, roof.fma_gflops);
 }
 
 /// Why the fp32 FMA peak does not bound the matmuls of `dtype` (dominant_dtype), or "" when it
@@ -141,7 +142,7 @@ void print_json(const std::string& name, const std::string& dtype, const BenchAr
                       {"n_prompt", a.params.n_prompt}, {"n_gen", a.params.n_gen}, {"reps", a.params.reps}, {"batch", a.params.batch},
                       {"pp_tps", nullptr},   {"pp_sd", nullptr},       {"tg_tps", nullptr},
                       {"tg_sd", nullptr},    {"gbps", nullptr},        {"gflops", nullptr},
-                      {"read_gbps", roof.read.best}, {"read_median_gbps", roof.read.median}, {"fma_gflops", roof.fma_gflops}, {"simd", roof.simd_target},
+                      {"read_gbps", roof.read.best}, {"read_median_gbps", roof.read.median}, {"read_sustained_gbps", roof.read.sustained}, {"fma_gflops", roof.fma_gflops}, {"simd", roof.simd_target},
                       {"pp_weight_bytes", r.pp_weight_bytes}, {"tg_weight_bytes", r.tg_weight_bytes},
                       {"expert_tokens", r.expert_tokens}};
   if (a.params.profile) {

@@ -14,6 +14,8 @@ TEST(Roofline, MeasuresPositiveBandwidthAndPeak) {
   const ReadBandwidth read = measure_read_bandwidth(pool, std::size_t{64} << 20, 2);
   EXPECT_GT(read.median, 0.1);
   EXPECT_LE(read.median, read.best);
+  EXPECT_GT(read.sustained, 0.1);
+  EXPECT_LE(read.sustained, read.best);
   EXPECT_LT(read.best, 10'000.0);  // 10 TB/s would mean the reads were optimized away
   const double gflops = measure_fma_peak(pool, 2);
   EXPECT_GT(gflops, 0.1);

@@ -98,12 +98,19 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The median of `v` (not empty): the middle value, or the mean of the two middle ones.
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t k = v.size();
+  return k % 2 == 1 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2.0;
+}
+
 }  // namespace
 
 ReadBandwidth measure_read_bandwidth(ThreadPool& pool, std::size_t bytes, int reps) {
   const std::size_t n = bytes / sizeof(float);
   auto pages = HugePageBuffer::allocate(n * sizeof(float));  // where LlamaModel keeps the weights
-  if (!pages) return {};
+  if (!pages || reps < 1) return {};
   auto* const data = reinterpret_cast<float*>(pages->data());
   const std::int64_t n_chunks = pool.n_threads();
   const std::size_t per_chunk = n / static_cast<std::size_t>(n_chunks) / 64 * 64;
@@ -112,9 +119,10 @@ ReadBandwidth measure_read_bandwidth(ThreadPool& pool, std::size_t bytes, int re
     std::fill(data + b * per_chunk, data + e * per_chunk, 1.0f);
   });
   const ThreadPool::WarmScope warm(pool);
-  std::vector<double> samples;
+  std::vector<std::vector<double>> by_method(std::size(kReadMethods));
   for (int r = 0; r < reps; ++r) {
-    for (const ReadMethod& m : kReadMethods) {
+    for (std::size_t k = 0; k < std::size(kReadMethods); ++k) {
+      const ReadMethod& m = kReadMethods[k];
       const auto t0 = std::chrono::steady_clock::now();
       pool.parallel_for(n_chunks, [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t c = b; c < e; ++c) {
@@ -123,12 +131,16 @@ ReadBandwidth measure_read_bandwidth(ThreadPool& pool, std::size_t bytes, int re
         }
       });
       const double bytes_read = static_cast<double>(per_chunk * sizeof(float)) * n_chunks;
-      samples.push_back(bytes_read / seconds_since(t0) / 1e9);
+      by_method[k].push_back(bytes_read / seconds_since(t0) / 1e9);
     }
   }
-  std::sort(samples.begin(), samples.end());
-  const std::size_t k = samples.size();
-  return {samples.back(), k % 2 == 1 ? samples[k / 2] : (samples[k / 2 - 1] + samples[k / 2]) / 2.0};
+  std::vector<double> samples;
+  double sustained = 0.0;
+  for (const std::vector<double>& method : by_method) {
+    samples.insert(samples.end(), method.begin(), method.end());
+    sustained = std::max(sustained, median_of(method));
+  }
+  return {*std::max_element(samples.begin(), samples.end()), median_of(samples), sustained};
 }
 
 double measure_fma_peak(ThreadPool& pool, int reps) {

@@ -10,12 +10,14 @@
 
 namespace peregrine {
 
-/// A read-bandwidth measurement: the best of its samples (the ceiling) and their median (what
-/// reading at an ordinary moment of the run gets), GB/s (1e9 bytes/s) streaming reads from DRAM,
-/// all pool threads.
+/// A read-bandwidth measurement: the best of its samples (the ceiling), their median (what
+/// reading at an ordinary moment of the run gets) and the fastest read method's median over the
+/// rounds (what the best way of reading sustains, bursts left out), GB/s (1e9 bytes/s)
+/// streaming reads from DRAM, all pool threads. median ≤ best and sustained ≤ best.
 struct ReadBandwidth {
   double best = 0.0;
   double median = 0.0;
+  double sustained = 0.0;
 };
 
 struct Roofline {
@@ -29,8 +31,9 @@ struct Roofline {
 /// 512 MiB) as 1, 2, 4 or 8 concurrent streams, with and without software prefetch — so that a
 /// decode kernel reading its weights in any of these ways stays under it. The buffer is a
 /// HugePageBuffer, as the model's weights are (2 MiB pages read faster than 4 KiB ones, which
-/// the file mapping of an engine reading in place mostly has). Returns the best sample and the
-/// median of all of them (every method, every round), in GB/s; zeros when the buffer cannot be
+/// the file mapping of an engine reading in place mostly has). Returns the best sample, the
+/// median of all of them (every method, every round) and the highest of the methods' medians
+/// over the rounds, in GB/s; zeros when the buffer cannot be
 /// mapped. Allocates and touches the buffer first. A shared machine's bandwidth drifts over
 /// minutes and jitters between samples milliseconds apart (the best is then a burst no
 /// sustained read keeps up): compare figures measured in the same run.
