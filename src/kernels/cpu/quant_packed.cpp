@@ -223,8 +223,9 @@ void StreamTiles(const Operands& op, std::int64_t g0, std::int64_t g1) {
   });
 }
 
-// One token: kDecodeStreams groups side by side (decode_prefetch.h); 2..kStreamTokens: two. More: each group for all tokens, 8 at a time: the group's weights (16 rows) stay
-// in L1/L2 between the token chunks, so DRAM sees them once.
+// One token: kDecodeStreams groups side by side (decode_prefetch.h); 2..kStreamTokens: two.
+// More: each group for all tokens, 8 at a time: the group's weights (16 rows) stay in L1/L2
+// between the token chunks, so DRAM sees them once.
 void GemvGroups(const Operands& op, std::int64_t g0, std::int64_t g1) {
   if (op.n_tokens == 1) return StreamTiles<kDecodeStreams, 1>(op, g0, g1);
   if (op.n_tokens <= kStreamTokens) {

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <utility>
 
 #include "kernels/cpu/count_dispatch.h"
 
