@@ -14,6 +14,7 @@ struct TokenizeArgs {
   std::string text;
   std::string file;
   bool no_bos = false;
+  bool no_parse_special = false;  // special-token text as plain text (llama-tokenize --no-parse-special)
   bool ids_only = false;
 };
 
@@ -33,7 +34,8 @@ int run(const TokenizeArgs& args) {
   auto loaded = tokenizer_for(args.model);
   if (!loaded) return report(loaded.status());
   const std::unique_ptr<Tokenizer>& tok = *loaded;
-  const auto ids = tok->encode(*text, tok->add_bos_default() && !args.no_bos);
+  const auto ids = tok->encode(*text, tok->add_bos_default() && !args.no_bos,
+                               args.no_parse_special ? ParseSpecial::kNo : ParseSpecial::kYes);
   if (args.ids_only) {
     std::string line = "[";
     for (std::size_t i = 0; i < ids.size(); ++i) line += (i ? ", " : "") + std::to_string(ids[i]);
@@ -55,6 +57,9 @@ Verb add_tokenize(CLI::App& app) {
   text->excludes(file);
   cmd->add_flag("--no-bos", args->no_bos, "Do not prepend BOS (by default it is added when the tokenizer's config says so)");
   cmd->add_flag("--ids", args->ids_only, "Print only the ids, as [1, 2, 3]");
+  cmd->add_flag("--no-parse-special", args->no_parse_special,
+                "Tokenize special-token text (\"<|im_start|>\", \"<s>\") as plain text; by default it becomes those tokens, "
+                "as llama-tokenize does");
   return {cmd, [args] { return run(*args); }};
 }
 

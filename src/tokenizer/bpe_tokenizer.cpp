@@ -17,10 +17,10 @@ Expected<std::unique_ptr<BpeTokenizer>> BpeTokenizer::create(
 BpeTokenizer::BpeTokenizer(Vocab vocab, MergeRanks ranks, PreTokenizer pre, BpeOptions options)
     : vocab_(std::move(vocab)), ranks_(std::move(ranks)), pre_(std::move(pre)), options_(std::move(options)) {}
 
-std::vector<std::int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos) const {
+std::vector<std::int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos, ParseSpecial parse) const {
   std::vector<std::int32_t> out;
   if (add_bos && vocab_.bos_id >= 0) out.push_back(vocab_.bos_id);
-  for (const auto& f : split_user_defined(text, vocab_)) {
+  for (const auto& f : split_special_tokens(text, vocab_, parse == ParseSpecial::kYes)) {
     if (f.token >= 0) {
       out.push_back(f.token);
     } else {

@@ -36,6 +36,7 @@ Status read_types(const GgufFile& g, Vocab& v) {
                         std::to_string(types.size()) + " token types");
   }
   for (std::size_t i = 0; i < types.size(); ++i) v.types[i] = token_type_from_int(static_cast<std::int64_t>(types[i]));
+  promote_control_looking_tokens(v);
   return Status::ok();
 }
 

@@ -33,7 +33,10 @@ class SentencePieceTokenizer final : public Tokenizer {
   SentencePieceTokenizer(const SentencePieceTokenizer&) = delete;
   SentencePieceTokenizer& operator=(const SentencePieceTokenizer&) = delete;
 
-  std::vector<std::int32_t> encode(std::string_view text, bool add_bos) const override {
+  using Tokenizer::encode;
+  // libsentencepiece matches its user-defined pieces itself and never control pieces in text:
+  // `parse` does not apply.
+  std::vector<std::int32_t> encode(std::string_view text, bool add_bos, ParseSpecial /*parse*/) const override {
     const std::vector<int> ids = api_.encode(sp_, text);
     std::vector<std::int32_t> out;
     out.reserve(ids.size() + 1);

@@ -19,11 +19,11 @@ void split_fragment(const TextFragment& f, std::string_view piece, std::int32_t 
 
 }  // namespace
 
-std::vector<TextFragment> split_user_defined(std::string_view text, const Vocab& vocab) {
+std::vector<TextFragment> split_special_tokens(std::string_view text, const Vocab& vocab, bool parse_special) {
   std::vector<TextFragment> frags;
   if (!text.empty()) frags.push_back({text, -1});
-  if (vocab.user_defined().empty()) return frags;
-  for (std::int32_t id : vocab.user_defined()) {
+  const std::vector<std::int32_t>& tokens = parse_special ? vocab.specials() : vocab.user_defined();
+  for (std::int32_t id : tokens) {
     if (text.find(vocab.piece(id)) == std::string_view::npos) continue;
     std::vector<TextFragment> next;
     next.reserve(frags.size() + 2);

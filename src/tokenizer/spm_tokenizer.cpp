@@ -11,11 +11,11 @@ std::unique_ptr<SpmTokenizer> SpmTokenizer::create(Vocab vocab, SpmOptions optio
   return std::unique_ptr<SpmTokenizer>(new SpmTokenizer(std::move(vocab), std::move(options)));
 }
 
-std::vector<std::int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos) const {
+std::vector<std::int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos, ParseSpecial parse) const {
   std::vector<std::int32_t> out;
   if (add_bos && vocab_.bos_id >= 0) out.push_back(vocab_.bos_id);
   bool prefix = options_.add_space_prefix;  // the start of the text counts as "after a token"
-  for (const auto& f : split_user_defined(text, vocab_)) {
+  for (const auto& f : split_special_tokens(text, vocab_, parse == ParseSpecial::kYes)) {
     if (f.token >= 0) {
       out.push_back(f.token);
       prefix = options_.add_space_prefix && !options_.space_prefix_only_at_start;

@@ -1,6 +1,8 @@
 #include "peregrine/tokenizer/vocab.h"
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_set>
 
 namespace peregrine {
 namespace {
@@ -51,17 +53,37 @@ Status Vocab::finalize(const std::string& what) {
   index_.reserve(n);
   std::fill(std::begin(byte_tokens_), std::end(byte_tokens_), -1);
   user_defined_.clear();
+  specials_.clear();
   for (std::int32_t id = 0; id < nn; ++id) {
     index_.emplace(pieces[static_cast<std::size_t>(id)], id);
     if (type(id) == TokenType::kByte) {
       if (auto b = parse_byte_piece(piece(id)); b && byte_tokens_[*b] < 0) byte_tokens_[*b] = id;
     }
     if (type(id) == TokenType::kUserDefined && !piece(id).empty()) user_defined_.push_back(id);
+    const bool special = type(id) == TokenType::kUserDefined || type(id) == TokenType::kControl ||
+                         type(id) == TokenType::kUnknown || id == bos_id || id == eos_id;
+    if (special && !piece(id).empty()) specials_.push_back(id);
   }
-  std::stable_sort(user_defined_.begin(), user_defined_.end(), [&](std::int32_t a, std::int32_t b) {
-    return piece(a).size() > piece(b).size();
-  });
+  const auto longer = [&](std::int32_t a, std::int32_t b) { return piece(a).size() > piece(b).size(); };
+  std::stable_sort(user_defined_.begin(), user_defined_.end(), longer);
+  std::stable_sort(specials_.begin(), specials_.end(), longer);
   return Status::ok();
+}
+
+void promote_control_looking_tokens(Vocab& v) {
+  // llama-vocab.cpp (b10470) load(): the EOT / EOM / FIM / EOG texts it forces to control.
+  static const std::unordered_set<std::string_view> kControlLooking = {
+      "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>",
+      "[EOT]", "[EOS]", "<｜end▁of▁sentence｜>", "<end_of_utterance>", "<|eom_id|>", "<|return|>", "<|call|>",
+      "<|flush|>", "<|calls|>", "</s>", "<eos>", "<turn|>", "<|tool_response>", "[e~[",
+      "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>", "<|code_prefix|>",
+      "<|prefix|>", "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
+      "<|code_suffix|>", "<|suffix|>", "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>",
+      "▁<MID>", "<|code_middle|>", "<|middle|>", "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "[PAD]", "<PAD>",
+      "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>"};
+  for (std::size_t id = 0; id < v.pieces.size() && id < v.types.size(); ++id) {
+    if (kControlLooking.contains(v.pieces[id])) v.types[id] = TokenType::kControl;
+  }
 }
 
 std::int32_t Vocab::find(std::string_view piece) const {

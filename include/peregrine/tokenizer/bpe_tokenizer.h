@@ -36,7 +36,8 @@ class BpeTokenizer final : public Tokenizer {
       Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options);
 
   /// Tokenizer interface (contracts in tokenizer.h; none of these fail); kind() is "bpe".
-  std::vector<std::int32_t> encode(std::string_view text, bool add_bos) const override;
+  using Tokenizer::encode;
+  std::vector<std::int32_t> encode(std::string_view text, bool add_bos, ParseSpecial parse) const override;
   std::string decode_token(std::int32_t prev, std::int32_t id) const override;
   std::string piece(std::int32_t id) const override;
   std::int32_t vocab_size() const override { return vocab_.size(); }

@@ -17,16 +17,27 @@
 
 namespace peregrine {
 
+/// Whether Tokenizer::encode matches the text of control tokens ("<|im_start|>", "<s>") as
+/// those tokens (llama.cpp's parse_special). User-defined tokens are matched either way.
+enum class ParseSpecial : bool { kNo = false, kYes = true };
+
 /// A tokenizer. Thread-safe for concurrent const use.
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
   /// Token ids of `text` (UTF-8). `add_bos` prepends the BOS id when the vocabulary has one.
-  /// Special-token strings in `text` (e.g. "<s>") are NOT parsed as specials: they are
-  /// tokenized as plain text, as llama.cpp does with parse_special=false. Never fails: text
-  /// the vocabulary cannot cover becomes byte tokens or UNK; invalid UTF-8 is tokenized bytewise.
-  virtual std::vector<std::int32_t> encode(std::string_view text, bool add_bos) const = 0;
+  /// With ParseSpecial::kNo, special-token strings in `text` (e.g. "<s>") are tokenized as
+  /// plain text (llama.cpp's parse_special=false); with kYes every control, unknown and
+  /// user-defined token's text becomes that token, longest first (llama.cpp's
+  /// tokenizer_st_partition with parse_special=true: what chat templates need). Never fails:
+  /// text the vocabulary cannot cover becomes byte tokens or UNK; invalid UTF-8 is tokenized
+  /// bytewise.
+  virtual std::vector<std::int32_t> encode(std::string_view text, bool add_bos, ParseSpecial parse) const = 0;
+  /// encode(text, add_bos, ParseSpecial::kNo).
+  std::vector<std::int32_t> encode(std::string_view text, bool add_bos) const {
+    return encode(text, add_bos, ParseSpecial::kNo);
+  }
 
   /// The bytes a token contributes to the output when it follows `prev` (streaming decode):
   /// byte-fallback tokens give their raw byte (possibly part of a UTF-8 sequence), SPM "▁"

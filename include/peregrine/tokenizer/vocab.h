@@ -64,12 +64,24 @@ struct Vocab {
   /// Ids of the user-defined tokens (matched verbatim in the input before tokenizing), longest
   /// piece first, ties by id.
   const std::vector<std::int32_t>& user_defined() const { return user_defined_; }
+  /// Ids of the control, unknown and user-defined tokens and of BOS / EOS (what parse_special
+  /// matches in text),
+  /// longest piece first, ties by id.
+  const std::vector<std::int32_t>& specials() const { return specials_; }
 
  private:
   std::unordered_map<std::string, std::int32_t, StringViewHash, std::equal_to<>> index_;
   std::int32_t byte_tokens_[256] = {};
   std::vector<std::int32_t> user_defined_;
+  std::vector<std::int32_t> specials_;
 };
+
+/// Makes control tokens of the pieces llama.cpp treats as end-of-turn, end-of-generation or
+/// fill-in-the-middle markers whatever their stored type ("<|im_end|>", "<|endoftext|>", "</s>",
+/// "<|fim_prefix|>", ...: llama-vocab.cpp's "control-looking token" overrides of GGUF
+/// vocabularies), so that parse_special matches them and decoding hides them as llama.cpp
+/// does. Call before Vocab::finalize.
+void promote_control_looking_tokens(Vocab& v);
 
 /// The byte a SentencePiece byte piece stands for: "<0x0A>" → 0x0A; nullopt for other text.
 std::optional<std::uint8_t> parse_byte_piece(std::string_view piece);

@@ -1,0 +1,28 @@
+// A conversation → the prompt token ids a model expects, and the tokens that end its turn.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "peregrine/core/status.h"
+#include "peregrine/tokenizer/chat_template.h"
+#include "peregrine/tokenizer/tokenizer.h"
+
+namespace peregrine {
+
+/// `messages` rendered by `chat_template` (add_generation_prompt on, the tokenizer's BOS / EOS
+/// pieces as bos_token / eos_token), then encoded with ParseSpecial::kYes: every special
+/// token's text (<|im_start|>, BOS, ...) becomes its id, as llama.cpp's server and llama-cli
+/// do; BOS is prepended per add_bos_default() only when the text does not already start with
+/// it (a template that writes bos_token gets exactly one). Errors: kInvalidArgument from
+/// ChatTemplate::render (e.g. roles that do not alternate) or an empty result.
+Expected<std::vector<std::int32_t>> chat_prompt_tokens(const ChatTemplate& chat_template,
+                                                       std::span<const ChatMessage> messages, const Tokenizer& tokenizer);
+
+/// The tokens that end a reply: EOS and the vocabulary's end-of-turn tokens (<|im_end|>,
+/// <|eot_id|>, <end_of_turn>, <|end|>, <|endoftext|>, <｜end▁of▁sentence｜>, <EOT>: llama.cpp's
+/// end-of-generation set, llama-vocab.cpp), each once, where the vocabulary has them as one token.
+std::vector<std::int32_t> end_of_turn_tokens(const Tokenizer& tokenizer);
+
+}  // namespace peregrine
