@@ -22,6 +22,10 @@ constexpr Architecture kArchitectures[] = {
      .qkv_bias = false, .qk_norm = kNone, .fused_gate_up = false, .post_norms = true,
      .activation = FfnActivation::kGeluTanh, .embed_scale_sqrt_dim = true, .hf_norm_offset = 1.0f,
      .sliding_window_period = 2, .gguf_attn_softcap = 50.0f, .gguf_final_softcap = 30.0f, .gguf_scale_dim_layers = 46},
+    {.name = "gemma3", .hf_class = "Gemma3ForCausalLM", .hf_model_type = "gemma3_text", .gguf_rope_style = RopeStyle::kNeox,
+     .qkv_bias = false, .qk_norm = kPerHead, .fused_gate_up = false, .post_norms = true,
+     .activation = FfnActivation::kGeluTanh, .embed_scale_sqrt_dim = true, .hf_norm_offset = 1.0f,
+     .sliding_window_period = 6, .gguf_scale_dim_layers = 62, .rope_theta_local = 10000.0f},
 };
 
 }  // namespace

@@ -31,15 +31,20 @@ std::uint32_t llama_file_type(DType t) {
 
 namespace {
 
-/// The sliding-window and Gemma 2 keys gguf_model.cpp reads back: the window when set; the
-/// soft-caps when set or when the family's reader would otherwise default them (Gemma 2: 50 /
-/// 30); {arch}.attention.scale when set or when llama.cpp's layer-count rule would apply.
+/// The sliding-window and Gemma 2 / 3 keys gguf_model.cpp reads back: the window when set, its
+/// period when not the family's, the local layers' RoPE base when set; the soft-caps when set
+/// or when the family's reader would otherwise default them (Gemma 2: 50 / 30);
+/// {arch}.attention.scale when set or when llama.cpp's layer-count rule would apply.
 Status add_attention_variant_metadata(GgufWriter& w, const ModelConfig& c) {
   const Architecture* family = find_architecture(c.arch);
   const auto key = [&](const char* k) { return c.arch + "." + k; };
   if (c.sliding_window > 0) {
     PEREGRINE_RETURN_IF_ERROR(w.add(key("attention.sliding_window"), gguf_u32(static_cast<std::uint32_t>(c.sliding_window))));
   }
+  if (family && c.sliding_window_period != family->sliding_window_period) {
+    PEREGRINE_RETURN_IF_ERROR(w.add(key("attention.sliding_window_pattern"), gguf_u32(static_cast<std::uint32_t>(c.sliding_window_period))));
+  }
+  if (c.rope_theta_local > 0.0f) PEREGRINE_RETURN_IF_ERROR(w.add(key("rope.freq_base_swa"), gguf_f32(c.rope_theta_local)));
   if (c.attn_softcap > 0.0f || (family && family->gguf_attn_softcap > 0.0f)) {
     PEREGRINE_RETURN_IF_ERROR(w.add(key("attn_logit_softcapping"), gguf_f32(c.attn_softcap)));
   }

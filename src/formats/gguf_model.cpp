@@ -162,8 +162,9 @@ Expected<float> read_non_negative(const GgufFile& g, const std::string& key, flo
   return v.value_or(fallback);
 }
 
-/// The family's fields (apply_architecture) and the keys of sliding-window and Gemma 2
-/// attention (llama-arch.cpp LLM_KV_ATTENTION_SLIDING_WINDOW, LLM_KV_ATTN_LOGIT_SOFTCAPPING,
+/// The family's fields (apply_architecture) and the keys of sliding-window and Gemma 2 / 3
+/// attention (llama-arch.cpp LLM_KV_ATTENTION_SLIDING_WINDOW, its _PATTERN (a scalar period) and
+/// LLM_KV_ROPE_FREQ_BASE_SWA overriding the family's, LLM_KV_ATTN_LOGIT_SOFTCAPPING,
 /// LLM_KV_FINAL_LOGIT_SOFTCAPPING, LLM_KV_ATTENTION_SCALE): the soft-caps default to the
 /// family's (llama.cpp's hparams for gemma2), and without {arch}.attention.scale a Gemma 2 file
 /// of gguf_scale_dim_layers layers scales scores by (dim / n_heads)^-0.5 as llama.cpp does.
@@ -174,6 +175,10 @@ Status read_attention_variant(const GgufFile& g, const Architecture& arch, const
   PEREGRINE_ASSIGN_OR_RETURN(auto window, optional_int(g, a + ".attention.sliding_window", path));
   if (window && *window < 0) return corrupt_file(path + ": GGUF key '" + a + ".attention.sliding_window' is negative");
   c.sliding_window = window.value_or(0);
+  PEREGRINE_ASSIGN_OR_RETURN(auto period, optional_int(g, a + ".attention.sliding_window_pattern", path));
+  if (period && *period < 0) return corrupt_file(path + ": GGUF key '" + a + ".attention.sliding_window_pattern' is negative");
+  if (period) c.sliding_window_period = *period;
+  PEREGRINE_ASSIGN_OR_RETURN(c.rope_theta_local, read_non_negative(g, a + ".rope.freq_base_swa", c.rope_theta_local, path));
   PEREGRINE_ASSIGN_OR_RETURN(c.attn_softcap, read_non_negative(g, a + ".attn_logit_softcapping", arch.gguf_attn_softcap, path));
   PEREGRINE_ASSIGN_OR_RETURN(c.final_softcap, read_non_negative(g, a + ".final_logit_softcapping", arch.gguf_final_softcap, path));
   PEREGRINE_ASSIGN_OR_RETURN(auto scale, read_non_negative(g, a + ".attention.scale", 0.0f, path));

@@ -38,9 +38,13 @@ void add_experts(nlohmann::ordered_json& j, const ModelConfig& c, const Architec
 
 /// The sliding window and Gemma 2's fields as transformers' configs name them (hf_model.cpp
 /// reads them back): sliding_window, query_pre_attn_scalar (the scale's ^-2), the soft-caps,
-/// hidden_activation beside hidden_act.
+/// hidden_activation beside hidden_act, Gemma 3's rope_local_base_freq and a sliding_window_pattern
+/// other than the family's.
 void add_attention_variant(nlohmann::ordered_json& j, const ModelConfig& c) {
   if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
+  const Architecture* family = find_architecture(c.arch);
+  if (family && c.sliding_window_period != family->sliding_window_period) j["sliding_window_pattern"] = c.sliding_window_period;
+  if (c.rope_theta_local > 0.0f) j["rope_local_base_freq"] = as_decimal(c.rope_theta_local);
   if (c.sliding_window > 0 && c.arch == "llama" && c.n_experts == 0) {  // transformers' Llama has no window: Mistral's class
     j["architectures"] = nlohmann::ordered_json::array({"MistralForCausalLM"});
     j["model_type"] = "mistral";

@@ -226,9 +226,16 @@ Status read_sliding_window(const ConfigFields& f, ModelConfig& c) {
   return Status::ok();
 }
 
-/// Gemma 2's attention fields: query_pre_attn_scalar (scores × its ^-0.5),
-/// attn_logit_softcapping, final_logit_softcapping; and the family's RMSNorm offset.
+/// Gemma 2 / 3's attention fields: query_pre_attn_scalar (scores × its ^-0.5),
+/// attn_logit_softcapping, final_logit_softcapping, rope_local_base_freq (Gemma 3's local layers'
+/// RoPE base) and sliding_window_pattern (older Gemma 3 configs); the family's RMSNorm offset.
 Status read_gemma_fields(const ConfigFields& f, const Architecture& family, ModelConfig& c) {
+  PEREGRINE_ASSIGN_OR_RETURN(auto local_base, f.optional_float("rope_local_base_freq"));
+  if (local_base && !(*local_base > 0.0f)) return corrupt_file(f.what() + ": field 'rope_local_base_freq' must be > 0");
+  if (local_base) c.rope_theta_local = *local_base;
+  PEREGRINE_ASSIGN_OR_RETURN(auto period, f.optional_int("sliding_window_pattern"));
+  if (period && *period < 0) return corrupt_file(f.what() + ": field 'sliding_window_pattern' is negative");
+  if (period) c.sliding_window_period = *period;
   PEREGRINE_ASSIGN_OR_RETURN(const float scalar, non_negative_float(f, "query_pre_attn_scalar"));
   c.attn_scale = scalar > 0.0f ? 1.0f / std::sqrt(scalar) : 0.0f;
   PEREGRINE_ASSIGN_OR_RETURN(c.attn_softcap, non_negative_float(f, "attn_logit_softcapping"));

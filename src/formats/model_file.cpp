@@ -104,6 +104,7 @@ Status validate_gemma_fields(const ModelConfig& c) {
   PEREGRINE_RETURN_IF_ERROR(field_non_negative("attn_softcap", c.attn_softcap));
   PEREGRINE_RETURN_IF_ERROR(field_non_negative("final_softcap", c.final_softcap));
   PEREGRINE_RETURN_IF_ERROR(field_non_negative("embed_scale", c.embed_scale));
+  PEREGRINE_RETURN_IF_ERROR(field_non_negative("rope_theta_local", c.rope_theta_local));
   if (!std::isfinite(c.norm_weight_offset)) return corrupt_file("model config: norm_weight_offset is not finite");
   return Status::ok();
 }
@@ -206,11 +207,18 @@ std::int64_t ModelConfig::layer_window(std::int64_t layer) const {
   return local ? sliding_window : 0;
 }
 
+LayerSpec ModelConfig::layer_spec(std::int64_t layer) const {
+  const std::int64_t window = layer_window(layer);
+  const bool local_base = window > 0 && rope_theta_local > 0.0f;
+  return LayerSpec{window, local_base ? rope_theta_local : rope_theta, !local_base};
+}
+
 void apply_architecture(ModelConfig& c, const Architecture& family) {
   c.arch = std::string(family.name);
   c.activation = family.activation;
   c.embed_scale = family.embed_scale_sqrt_dim ? std::sqrt(static_cast<float>(c.dim)) : 0.0f;
   c.sliding_window_period = family.sliding_window_period;
+  c.rope_theta_local = family.rope_theta_local;
 }
 
 bool is_norm_weight(std::string_view name) { return name.ends_with("norm.weight"); }

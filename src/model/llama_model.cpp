@@ -127,6 +127,7 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file, WeightPlacement placemen
                               optional_f32(f, l, "attn_q.bias"), optional_f32(f, l, "attn_k.bias"),
                               optional_f32(f, l, "attn_v.bias"), optional_f32(f, l, "attn_q_norm.weight"),
                               optional_f32(f, l, "attn_k_norm.weight"), moe_layer_weights(f, l)});
+    m.layer_specs_.push_back(f.config.layer_spec(l));
     Layer& layer = m.layers_.back();
     layer.post_attn_norm = optional_f32(f, l, "post_attention_norm.weight");
     layer.post_ffw_norm = optional_f32(f, l, "post_ffw_norm.weight");
@@ -531,12 +532,13 @@ void LlamaModel::rope_and_cache(std::int64_t l, const Batch& batch, const BatchL
   const ForwardOpTimer timed = timer(ForwardOp::kRopeKvWrite);
   const ModelConfig& c = config();
   const std::int64_t hd = c.head_dim, q_dim = c.n_heads * hd, kv_dim = c.n_kv_heads * hd;
+  const LayerSpec& spec = layer_specs_[static_cast<std::size_t>(l)];
   std::vector<float> rope_cos(static_cast<std::size_t>(hd)), rope_sin(rope_cos.size());
   for (const BatchLayout::Run& run : layout.runs) {
-    const std::vector<float>& divisors = run.rope_factors.empty() ? rope_freq_factors_ : run.rope_factors;
+    const std::vector<float>& scaled = run.rope_factors.empty() ? rope_freq_factors_ : run.rope_factors;
+    const float* divisors = spec.rope_scaled && !scaled.empty() ? scaled.data() : nullptr;
     for (std::int64_t i = run.begin; i < run.end; ++i) {
-      rope_table(batch.positions[i], hd, c.rope_theta, c.rope_style, rope_cos.data(), rope_sin.data(),
-                 divisors.empty() ? nullptr : divisors.data());
+      rope_table(batch.positions[i], hd, spec.rope_theta, c.rope_style, rope_cos.data(), rope_sin.data(), divisors);
       rope_rotate(&s.q[i * q_dim], c.n_heads, hd, rope_cos.data(), rope_sin.data(), c.rope_style);
       rope_rotate(&s.k[i * kv_dim], c.n_kv_heads, hd, rope_cos.data(), rope_sin.data(), c.rope_style);
       cache.write(batch.seq_ids[i], l, layout.slots[i], &s.k[i * kv_dim], &s.v[i * kv_dim]);
@@ -551,7 +553,8 @@ void LlamaModel::attend(std::int64_t l, const BatchLayout& layout, const KvCache
   const std::int64_t q_dim = c.n_heads * c.head_dim;
   // A prompt chunk or a token tree takes the tiled prefill kernel (causal or tree-masked), a
   // lone row (decode) the split-K one.
-  const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, c.layer_window(l), c.attn_softcap, attention_scale_};
+  const AttentionShape shape{c.n_heads, c.n_kv_heads, c.head_dim, layer_specs_[static_cast<std::size_t>(l)].window,
+                             c.attn_softcap, attention_scale_};
   for (const BatchLayout::Run& run : layout.runs) {
     const KvLayerView k = cache.k_view(run.seq, l), v = cache.v_view(run.seq, l);
     const float* q = &s.q[run.begin * q_dim];

@@ -444,9 +444,12 @@ TEST_F(BadInput, GgufFamilyTensors) {
   auto many = load_model_file(write("many.gguf", tiny_gguf("phi3", 3, {}, 1u << 24)));
   expect_error(many, ErrorCode::kCorruptFile, "phi3 claiming 2^24 layers");
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
-  auto unknown = family("gemma3", [](test::GgufWriter&) {});
-  expect_error(unknown, ErrorCode::kUnsupported, "gemma3");
-  EXPECT_NE(unknown.status().message().find("gemma2"), std::string::npos) << unknown.status().message();
+  auto gemma3 = family("gemma3", [](test::GgufWriter&) {});
+  expect_error(gemma3, ErrorCode::kCorruptFile, "gemma3 without its Q/K norms");
+  EXPECT_NE(gemma3.status().message().find("blk.0.attn_q_norm.weight"), std::string::npos) << gemma3.status().message();
+  auto unknown = family("mamba", [](test::GgufWriter&) {});
+  expect_error(unknown, ErrorCode::kUnsupported, "mamba");
+  EXPECT_NE(unknown.status().message().find("gemma3"), std::string::npos) << unknown.status().message();
 }
 
 // Gemma 2: its post-block norms are required (one error naming the missing one), and a

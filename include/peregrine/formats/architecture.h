@@ -14,6 +14,12 @@
 // is_sliding = not layer_idx % 2, llama.cpp set_swa_pattern(2)). Mistral is the llama family
 // with a sliding window on every layer.
 //
+// Gemma 3 (gemma3; modeling_gemma3.py, llama.cpp src/models/gemma3.cpp) is Gemma 2 without the
+// soft-caps, with Q/K RMSNorm per head (GGUF: 1 + w, as every Gemma norm), five local layers to
+// one global (l % 6 != 5: sliding_window_pattern 6) and its own RoPE base on the local layers
+// (rope_local_base_freq 10 000; the file's rope.freq_base, 1 000 000, and any rope scaling on
+// the global ones).
+//
 // Sources: llama.cpp's llama-arch.cpp (architecture names, tensor names, metadata keys) and
 // rope types (llama-model.cpp llama_model_rope_type: LLAMA_ROPE_TYPE_NORM pairs (2i, 2i+1), so
 // convert_hf_to_gguf.py permutes LlamaModel's Q/K rows; NEOX keeps HF's halves, as for Qwen2 /
@@ -87,10 +93,13 @@ struct Architecture {
   std::int64_t gguf_scale_dim_layers = 0;  // llama.cpp's Gemma 2 rule for a GGUF without
                                    // {arch}.attention.scale: a model of this many layers (27B: 46)
                                    // scales scores by (dim / n_heads)^-0.5, others head_dim^-0.5
+  float rope_theta_local = 0.0f;   // ModelConfig::rope_theta_local of the family (Gemma 3:
+                                   // 10 000, llama.cpp's rope_freq_base_train_swa); 0: none
 };
 
 /// Every family: llama (Llama 1/2/3, Mistral, Mixtral), qwen2 (Qwen2, Qwen2.5), qwen3, phi3
-/// (Phi-3, Phi-3.5), qwen2moe (Qwen1.5-MoE, Qwen2-MoE), olmoe (OLMoE), gemma2 (Gemma 2).
+/// (Phi-3, Phi-3.5), qwen2moe (Qwen1.5-MoE, Qwen2-MoE), olmoe (OLMoE), gemma2 (Gemma 2), gemma3
+/// (Gemma 3, text).
 std::span<const Architecture> architectures();
 
 /// The family whose GGUF name is `name`, or nullptr.

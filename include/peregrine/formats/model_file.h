@@ -61,6 +61,14 @@ enum class ModelFormat : std::uint8_t { kLlama2c, kGguf, kHuggingFace };
 /// "llama2.c", "gguf", "hf".
 const char* model_format_name(ModelFormat f);
 
+/// What differs from one layer of a model to the next, derived once from its config
+/// (ModelConfig::layer_spec; gemma.cpp's LayerConfig, vLLM's per-layer KV cache spec).
+struct LayerSpec {
+  std::int64_t window = 0;      // sliding window (AttentionShape::window); 0: global attention
+  float rope_theta = 10000.0f;  // RoPE base
+  bool rope_scaled = true;      // the config's rope_scaling / the rope_freqs tensor apply
+};
+
 /// Hyper-parameters of a Llama-family decoder.
 struct ModelConfig {
   std::string arch = "llama";    // a name of formats/architecture.h
@@ -102,7 +110,11 @@ struct ModelConfig {
                                            // [p - sliding_window + 1, p] (HF sliding_window,
                                            // GGUF {arch}.attention.sliding_window); 0: none
   std::int64_t sliding_window_period = 0;  // local layers: 0 every layer (Mistral); P >= 2 every
-                                           // layer l with l % P != P - 1 (Gemma 2: P = 2, even l)
+                                           // layer l with l % P != P - 1 (Gemma 2: P = 2, even l;
+                                           // Gemma 3: P = 6; GGUF {arch}.attention.sliding_window_pattern)
+  float rope_theta_local = 0.0f;           // > 0: the RoPE base of local layers, which also take
+                                           // no rope scaling (Gemma 3: 10 000, HF rope_local_base_freq,
+                                           // GGUF {arch}.rope.freq_base_swa); 0: rope_theta everywhere
   float attn_scale = 0.0f;       // attention score scale; 0: 1/sqrt(head_dim) (Gemma 2:
                                  // query_pre_attn_scalar^-0.5, GGUF {arch}.attention.scale)
   float attn_softcap = 0.0f;     // scores → cap · tanh(score / cap) (attn_logit_softcapping); 0: none
@@ -118,6 +130,10 @@ struct ModelConfig {
   /// The sliding window of layer `layer` (AttentionShape::window): sliding_window on a local
   /// layer (sliding_window_period above, counted on first_layer + layer), 0 on a global one.
   std::int64_t layer_window(std::int64_t layer) const;
+
+  /// Layer `layer`'s window, RoPE base and whether RoPE scaling applies: a local layer (window
+  /// > 0) takes rope_theta_local, unscaled, where that is set; every other layer rope_theta.
+  LayerSpec layer_spec(std::int64_t layer) const;
 
   /// Checks positivity and divisibility (n_heads % n_kv_heads, even head_dim), the Gemma 2
   /// fields (sliding_window, sliding_window_period >= 0; attn_scale, softcaps, embed_scale
@@ -147,7 +163,8 @@ struct ModelFile {
 };
 
 /// Sets the fields a family implies (formats/architecture.h) on `c`: arch, activation,
-/// embed_scale (sqrt(dim) where embed_scale_sqrt_dim; needs c.dim), sliding_window_period.
+/// embed_scale (sqrt(dim) where embed_scale_sqrt_dim; needs c.dim), sliding_window_period,
+/// rope_theta_local.
 void apply_architecture(ModelConfig& c, const Architecture& family);
 
 /// Whether canonical tensor `name` is an RMSNorm weight ("…norm.weight"), the tensors

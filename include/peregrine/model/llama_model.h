@@ -223,6 +223,7 @@ class LlamaModel {
 
   ModelFile file_;
   std::vector<Layer> layers_;
+  std::vector<LayerSpec> layer_specs_;  // config().layer_spec(l) of every layer, derived at create
   std::vector<float> output_norm_;
   std::vector<float> rope_freq_factors_;  // [head_dim / 2] or empty: rope_table's divisors
                                           // (empty too under length-dependent scaling: per run)
