@@ -25,6 +25,8 @@ struct EvalArgs {
   std::int64_t ctx = 0;           // 0: the model's context (kld: the smaller of the two)
   std::int64_t stride = 0;        // 0: ctx / 2
   std::int64_t max_tokens = 0;    // 0: the whole text
+  std::string scoring = "sliding";  // or "llamacpp": llama-perplexity's chunks
+  std::int64_t chunks = 0;        // llamacpp scoring: chunks to score (0: all)
   std::string kv_type = "f32";    // the evaluated model's K/V (the reference keeps f32)
   std::int32_t threads = 2;
   bool json = false;
@@ -37,10 +39,15 @@ std::vector<std::int32_t> text_tokens(const Tokenizer& tok, const std::string& t
   return ids;
 }
 
-/// The windows' options: defaults resolved against the model context `model_ctx`.
-EvalWindowOptions window_options(const EvalArgs& a, std::int64_t model_ctx, DType kv_type) {
+/// The windows' options: defaults resolved against the model context `model_ctx`; llama.cpp's
+/// chunks start with `tok`'s BOS when the model adds one.
+EvalWindowOptions window_options(const EvalArgs& a, std::int64_t model_ctx, DType kv_type, const Tokenizer& tok) {
   const std::int64_t ctx = a.ctx != 0 ? a.ctx : model_ctx;
-  return {ctx, a.stride != 0 ? a.stride : std::max<std::int64_t>(1, ctx / 2), kv_type};
+  EvalWindowOptions o{ctx, a.stride != 0 ? a.stride : std::max<std::int64_t>(1, ctx / 2), kv_type};
+  o.llamacpp_chunks = a.scoring == "llamacpp";
+  o.n_chunks = a.chunks;
+  o.chunk_bos = tok.add_bos_default() ? tok.bos_id() : -1;
+  return o;
 }
 
 /// The shared progress line, counting windows.
@@ -55,6 +62,8 @@ std::string file_name(const std::string& path) { return std::filesystem::path(pa
 Expected<DType> check_flags(const EvalArgs& a) {
   PEREGRINE_RETURN_IF_ERROR(validate_threads(a.threads));
   if (a.max_tokens < 0) return invalid_argument("--max-tokens must be >= 0 (got " + std::to_string(a.max_tokens) + ")");
+  if (a.chunks < 0) return invalid_argument("--chunks must be >= 0 (got " + std::to_string(a.chunks) + ")");
+  if (a.chunks > 0 && a.scoring != "llamacpp") return invalid_argument("--chunks needs --scoring llamacpp");
   return parse_kv_type(a.kv_type);
 }
 
@@ -92,13 +101,13 @@ int run_ppl(const EvalArgs& a, Loaded& in, ThreadPool& pool) {
   auto model = LlamaModel::create(std::move(in.file), weight_placement(a.model));
   if (!model) return report(model.status());
   const auto tokens = text_tokens(**tok, in.text, a.max_tokens);
-  const EvalWindowOptions o = window_options(a, model->config().max_seq_len, in.kv_type);
+  const EvalWindowOptions o = window_options(a, model->config().max_seq_len, in.kv_type, **tok);
   auto r = perplexity(*model, tokens, o, pool, windows_progress("eval ppl"));
   if (!r) return report(r.status());
   if (a.json) {
     const nlohmann::json j = {{"model", name},         {"kv_type", a.kv_type}, {"ctx", o.ctx},
-                              {"stride", o.stride},    {"windows", r->n_windows}, {"tokens", r->n_scored},
-                              {"nll", r->nll},         {"ppl", r->ppl}};
+                              {"stride", o.stride},    {"scoring", a.scoring}, {"windows", r->n_windows},
+                              {"tokens", r->n_scored}, {"nll", r->nll},      {"ppl", r->ppl}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("model: %s  kv: %s  tokens: %lld scored in %lld windows of %lld (stride %lld)\n", name.c_str(),
@@ -122,7 +131,7 @@ int run_kld(const EvalArgs& a, Loaded& in, ThreadPool& pool) {
   if (!model) return report(model.status());
   const auto tokens = text_tokens(**tok, in.text, a.max_tokens);
   const std::int64_t model_ctx = std::min(model->config().max_seq_len, ref->config().max_seq_len);
-  const EvalWindowOptions o = window_options(a, model_ctx, in.kv_type);
+  const EvalWindowOptions o = window_options(a, model_ctx, in.kv_type, **tok);
   auto c = compare_logits(*ref, *model, tokens, o, pool, windows_progress("eval kld"));
   if (!c) return report(c.status());
   const double delta_ppl = c->candidate_ppl - c->reference_ppl;
@@ -153,6 +162,13 @@ void add_common_options(CLI::App& cmd, EvalArgs& a) {
   cmd.add_option("--stride", a.stride, "Tokens between window starts; later windows score only their new tokens (0 = ctx / 2)")
       ->capture_default_str();
   cmd.add_option("--max-tokens", a.max_tokens, "Evaluate only the text's first N tokens (0 = all)")->capture_default_str();
+  cmd.add_option("--scoring", a.scoring,
+                 "sliding: windows every --stride tokens, each new token scored once; llamacpp: llama-perplexity's "
+                 "disjoint chunks of --ctx tokens, each starting with BOS and scoring its second half")
+      ->check(CLI::IsMember({"sliding", "llamacpp"}))
+      ->capture_default_str();
+  cmd.add_option("--chunks", a.chunks, "--scoring llamacpp: score the first N chunks (0 = all; llama-perplexity's --chunks)")
+      ->capture_default_str();
   cmd.add_option("--kv-type", a.kv_type, "KV cache element type of -m's model: f32, f16, q8_0, i8, f8_e4m3 or f8_e5m2")
       ->capture_default_str();
   cmd.add_option("-t,--threads", a.threads, "Threads")->capture_default_str();

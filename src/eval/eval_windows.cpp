@@ -25,6 +25,28 @@ Expected<std::vector<EvalWindow>> plan_windows(std::int64_t n_tokens, std::int64
   return windows;
 }
 
+Expected<std::vector<EvalWindow>> plan_llamacpp_chunks(std::int64_t n_tokens, std::int64_t ctx, std::int64_t n_chunks,
+                                                       std::int32_t bos) {
+  if (ctx < 4) return invalid_argument("the chunk length --ctx must be >= 4 (got " + std::to_string(ctx) + ")");
+  if (n_chunks < 0) return invalid_argument("--chunks must be >= 0 (got " + std::to_string(n_chunks) + ")");
+  if (n_tokens < 2 * ctx) {
+    return invalid_argument("llama.cpp's perplexity scoring needs at least 2 * ctx = " + std::to_string(2 * ctx) +
+                            " tokens (got " + std::to_string(n_tokens) + ")");
+  }
+  const std::int64_t whole = n_tokens / ctx, count = n_chunks == 0 ? whole : std::min(whole, n_chunks);
+  std::vector<EvalWindow> windows;
+  for (std::int64_t k = 0; k < count; ++k) {
+    const std::int64_t begin = k * ctx;
+    windows.push_back({begin, begin + ctx, begin + ctx / 2 + 1, bos});
+  }
+  return windows;
+}
+
+Expected<std::vector<EvalWindow>> plan_eval_windows(std::int64_t n_tokens, const EvalWindowOptions& o) {
+  if (o.llamacpp_chunks) return plan_llamacpp_chunks(n_tokens, o.ctx, o.n_chunks, o.chunk_bos);
+  return plan_windows(n_tokens, o.ctx, o.stride);
+}
+
 Expected<KvCache> make_window_cache(const ModelConfig& config, std::int64_t ctx, DType kv_type) {
   if (ctx < 1 || ctx > config.max_seq_len) {
     return invalid_argument("a window of " + std::to_string(ctx) + " tokens does not fit the model's context of " +
@@ -39,7 +61,8 @@ Status window_logits(const LlamaModel& model, std::span<const std::int32_t> toke
   Batch batch;
   for (std::int64_t i = w.begin; i < w.end; ++i) {
     const bool scores_next = i + 1 >= w.first_target && i + 1 < w.end;
-    batch.add(tokens[static_cast<std::size_t>(i)], static_cast<std::int32_t>(i - w.begin), 0, scores_next);
+    const std::int32_t token = i == w.begin && w.first_token >= 0 ? w.first_token : tokens[static_cast<std::size_t>(i)];
+    batch.add(token, static_cast<std::int32_t>(i - w.begin), 0, scores_next);
   }
   cache.free_sequence(0);
   Status st = model.forward(batch, cache, logits, pool);

@@ -88,7 +88,7 @@ Expected<LogitComparison> compare_logits(const LlamaModel& reference, const Llam
     return invalid_argument("the vocabularies differ: the reference has " + std::to_string(vocab) +
                             " tokens, the compared model " + std::to_string(candidate.config().vocab_size));
   }
-  PEREGRINE_ASSIGN_OR_RETURN(auto windows, plan_windows(static_cast<std::int64_t>(tokens.size()), o.ctx, o.stride));
+  PEREGRINE_ASSIGN_OR_RETURN(auto windows, plan_eval_windows(static_cast<std::int64_t>(tokens.size()), o));
   PEREGRINE_ASSIGN_OR_RETURN(KvCache ref_cache, make_window_cache(reference.config(), o.ctx, DType::kF32));
   PEREGRINE_ASSIGN_OR_RETURN(KvCache cand_cache, make_window_cache(candidate.config(), o.ctx, o.kv_type));
   ComparisonSums sums;

@@ -10,7 +10,7 @@ namespace peregrine {
 
 Expected<PerplexityResult> perplexity(const LlamaModel& model, std::span<const std::int32_t> tokens,
                                       const EvalWindowOptions& o, ThreadPool& pool, const EvalProgress& progress) {
-  PEREGRINE_ASSIGN_OR_RETURN(auto windows, plan_windows(static_cast<std::int64_t>(tokens.size()), o.ctx, o.stride));
+  PEREGRINE_ASSIGN_OR_RETURN(auto windows, plan_eval_windows(static_cast<std::int64_t>(tokens.size()), o));
   PEREGRINE_ASSIGN_OR_RETURN(KvCache cache, make_window_cache(model.config(), o.ctx, o.kv_type));
   const auto vocab = static_cast<std::size_t>(model.config().vocab_size);
   PerplexityResult r;

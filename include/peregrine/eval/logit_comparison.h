@@ -48,12 +48,12 @@ struct LogitComparison {
 Expected<LogitComparison> compare_logits(const LlamaModel& reference, const LlamaModel& candidate,
                                          std::span<const std::int32_t> tokens, ThreadPool& pool);
 
-/// The same statistics over every token the windows of plan_windows(tokens.size(), o.ctx,
-/// o.stride) score: at each scored position the reference's and the candidate's distributions
+/// The same statistics over every token the windows of plan_eval_windows(tokens.size(), o)
+/// score: at each scored position the reference's and the candidate's distributions
 /// come from the same window. The reference keeps f32 K/V, the candidate uses o.kv_type (so a
 /// model compared with itself measures its KV cache type). `progress` is called after every
 /// window.
-/// Errors: kInvalidArgument (vocabularies differ; those of plan_windows; o.ctx longer than
+/// Errors: kInvalidArgument (vocabularies differ; those of plan_eval_windows; o.ctx longer than
 /// either model's context), forward's.
 Expected<LogitComparison> compare_logits(const LlamaModel& reference, const LlamaModel& candidate,
                                          std::span<const std::int32_t> tokens, const EvalWindowOptions& o,

@@ -22,9 +22,9 @@ struct PerplexityResult {
 };
 
 /// Perplexity of `model` on `tokens` (ids of the model's vocabulary, usually starting with
-/// BOS) over the windows of plan_windows(tokens.size(), o.ctx, o.stride), K/V in o.kv_type;
+/// BOS) over the windows of plan_eval_windows(tokens.size(), o), K/V in o.kv_type;
 /// log-softmax in f64. `progress`, when set, is called after every window.
-/// Errors: those of plan_windows, make_window_cache (kInvalidArgument: o.ctx longer than the
+/// Errors: those of plan_eval_windows, make_window_cache (kInvalidArgument: o.ctx longer than the
 /// model's context) and window_logits.
 Expected<PerplexityResult> perplexity(const LlamaModel& model, std::span<const std::int32_t> tokens,
                                       const EvalWindowOptions& o, ThreadPool& pool,
