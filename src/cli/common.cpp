@@ -159,4 +159,30 @@ Expected<std::string> text_or_file(const std::string& text, const std::string& p
   return read_text_file(path);
 }
 
+void add_sampling_options(CLI::App& cmd, SamplingParams& s) {
+  cmd.add_option("--temp", s.temperature, "Temperature (0 = greedy)")->capture_default_str();
+  cmd.add_option("--top-k", s.top_k, "Top-k (0 = off)")->capture_default_str();
+  cmd.add_option("--top-p", s.top_p, "Top-p / nucleus (1 = off)")->capture_default_str();
+  cmd.add_option("--min-p", s.min_p, "Min-p (0 = off)")->capture_default_str();
+  cmd.add_option("--repeat-penalty", s.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
+  cmd.add_option("--repeat-last-n", s.repeat_last_n, "Tokens the penalty looks back over")->capture_default_str();
+  cmd.add_option("--seed", s.seed, "RNG seed")->capture_default_str();
+}
+
+Expected<ChatModel> load_chat_model(const ModelOptions& o, const std::string& chat_template, ThreadPool& pool) {
+  PEREGRINE_ASSIGN_OR_RETURN(ModelFile file, open_model(o, &pool));
+  PEREGRINE_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, load_tokenizer(file, o.tokenizer));
+  PEREGRINE_ASSIGN_OR_RETURN(ChatTemplate tmpl, chat_template_for(chat_template, file));
+  PEREGRINE_ASSIGN_OR_RETURN(LlamaModel model, create_model(std::move(file), o));
+  return ChatModel{std::make_unique<LlamaModel>(std::move(model)), std::move(tokenizer), std::move(tmpl)};
+}
+
+Expected<ChatTemplate> chat_template_for(const std::string& option, const ModelFile& file) {
+  if (option.empty()) return load_chat_template(file, "chatml");
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(option, ec)) return ChatTemplate::builtin(option);
+  PEREGRINE_ASSIGN_OR_RETURN(const std::string source, text_or_file("", option));
+  return ChatTemplate::parse(source);
+}
+
 }  // namespace peregrine::cli

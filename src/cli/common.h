@@ -11,6 +11,8 @@
 #include "peregrine/core/thread_pool.h"
 #include "peregrine/formats/model_file.h"
 #include "peregrine/model/llama_model.h"
+#include "peregrine/sampling/sampler.h"
+#include "peregrine/tokenizer/chat_template.h"
 #include "peregrine/tokenizer/tokenizer.h"
 
 namespace peregrine::cli {
@@ -81,6 +83,25 @@ Expected<std::unique_ptr<Tokenizer>> calibration_tokenizer(const ModelFile& m, c
 /// then ends every rank (cli/parallel_options.h); a rank other than 0 waits a second first and
 /// prints "peregrine: error (rank R): ...", so an error every rank meets is printed once.
 int report(const Status& st);
+
+/// Adds --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n and --seed.
+void add_sampling_options(CLI::App& cmd, SamplingParams& s);
+
+/// The chat template a --chat-template value names: a file with Jinja source, else a built-in
+/// name (ChatTemplate::builtin); empty: the model's own template, falling back to chatml.
+/// Errors: those of ChatTemplate::parse / builtin / load_chat_template, text_or_file's.
+Expected<ChatTemplate> chat_template_for(const std::string& option, const ModelFile& file);
+
+/// A model as chat and serve use it: the weights, the tokenizer, and the chat template.
+struct ChatModel {
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  ChatTemplate chat_template;
+};
+
+/// Opens -m's model (on `pool`), its tokenizer (or --tokenizer) and chat_template_for(`chat_template`).
+/// Errors: those of open_model, load_tokenizer, chat_template_for and create_model.
+Expected<ChatModel> load_chat_model(const ModelOptions& o, const std::string& chat_template, ThreadPool& pool);
 
 /// The text of a `TEXT | -f FILE` pair: the whole file when `file` is set, else `text`.
 /// Errors: kNotFound (file missing) / kIoError.

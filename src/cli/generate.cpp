@@ -9,6 +9,7 @@
 #include "parallel_options.h"
 #include "peregrine/engine/generator.h"
 #include "peregrine/kv/kv_cache.h"
+#include "peregrine/tokenizer/chat_prompt.h"
 #include "lora_options.h"
 #include "spec_options.h"
 #include "verbs.h"
@@ -25,6 +26,9 @@ struct GenerateArgs {
   std::int64_t ctx = 0;
   std::string kv_type = "f32";
   bool no_echo = false;
+  bool chat = false;          // --chat: the prompt is one user message through the chat template
+  std::string system;         // --system: a system message before it
+  std::string chat_template;  // --chat-template NAME|FILE
   std::string stats_json;
   SamplingParams sampling;
   SpecOptions spec;
@@ -65,6 +69,24 @@ Status validate(const GenerateArgs& a) {
   return a.sampling.validate();
 }
 
+/// The prompt's ids: its text encoded (BOS per the tokenizer), or with --chat the conversation
+/// [--system, the prompt] through the chat template. Errors: an empty prompt, the template's.
+Expected<std::vector<std::int32_t>> prompt_tokens(const GenerateArgs& a, const std::string& prompt, const LlamaModel& model,
+                                                  const Tokenizer& tok) {
+  std::vector<std::int32_t> ids;
+  if (a.chat) {
+    PEREGRINE_ASSIGN_OR_RETURN(const ChatTemplate chat_template, chat_template_for(a.chat_template, model.file()));
+    std::vector<ChatMessage> messages;
+    if (!a.system.empty()) messages.push_back({"system", a.system});
+    messages.push_back({"user", prompt});
+    PEREGRINE_ASSIGN_OR_RETURN(ids, chat_prompt_tokens(chat_template, messages, tok));
+  } else {
+    ids = tok.encode(prompt, tok.add_bos_default());
+  }
+  if (ids.empty()) return invalid_argument("the prompt is empty (no tokens)");
+  return ids;
+}
+
 int run(const GenerateArgs& args) {
   if (Status st = validate(args); !st) return report(st);
   auto kv_type = parse_kv_type(args.kv_type);
@@ -91,13 +113,15 @@ int run(const GenerateArgs& args) {
     return report(unsupported("speculative decoding does not run on -d cuda yet"));
   }
   const Tokenizer& tok = **tokenizer;
-  const std::vector<std::int32_t> ids = tok.encode(prompt, tok.add_bos_default());
-  if (ids.empty()) return report(invalid_argument("the prompt is empty (no tokens)"));
+  auto prompt_ids = prompt_tokens(args, prompt, *model, tok);
+  if (!prompt_ids) return report(prompt_ids.status());
+  const std::vector<std::int32_t>& ids = *prompt_ids;
   GenerateOptions opt;
   opt.max_new_tokens = args.n_predict;
   opt.ctx_len = args.ctx;
   opt.kv_type = *kv_type;
   opt.eos_id = tok.eos_id();
+  if (args.chat) opt.stop_ids = end_of_turn_tokens(tok);
   opt.sampling = args.sampling;
   opt.spec = *spec;
   const std::int64_t ctx = args.ctx > 0 ? args.ctx : std::min<std::int64_t>(model->config().max_seq_len,
@@ -121,7 +145,7 @@ int run(const GenerateArgs& args) {
   bool echoed = false;
   std::int32_t prev = ids.back();
   auto on_token = [&](std::int32_t id) {
-    if (!echoed && !args.no_echo) std::fputs(prompt.c_str(), stdout);
+    if (!echoed && !args.no_echo && !args.chat) std::fputs(prompt.c_str(), stdout);
     echoed = true;
     const std::string piece = tok.decode_token(prev, id);
     std::fwrite(piece.data(), 1, piece.size(), stdout);
@@ -130,7 +154,7 @@ int run(const GenerateArgs& args) {
   };
   auto stats = generate(*model, ids, opt, pool, on_token);
   if (!stats) return report(stats.status());
-  if (!echoed && !args.no_echo) std::fputs(prompt.c_str(), stdout);
+  if (!echoed && !args.no_echo && !args.chat) std::fputs(prompt.c_str(), stdout);
   std::fputs("\n", stdout);
   std::fflush(stdout);
   print_stats(*stats, spec->method != SpecMethod::kNone);
@@ -154,17 +178,17 @@ Verb add_generate(CLI::App& app) {
   auto* f = cmd->add_option("-f,--file", args->prompt_file, "Read the prompt from a file");
   p->excludes(f);
   cmd->add_option("-n,--n-predict", args->n_predict, "Number of tokens to generate")->capture_default_str();
-  cmd->add_option("--temp", args->sampling.temperature, "Temperature (0 = greedy)")->capture_default_str();
-  cmd->add_option("--top-k", args->sampling.top_k, "Top-k (0 = off)")->capture_default_str();
-  cmd->add_option("--top-p", args->sampling.top_p, "Top-p / nucleus (1 = off)")->capture_default_str();
-  cmd->add_option("--min-p", args->sampling.min_p, "Min-p (0 = off)")->capture_default_str();
-  cmd->add_option("--repeat-penalty", args->sampling.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
-  cmd->add_option("--repeat-last-n", args->sampling.repeat_last_n, "Tokens the penalty looks back over")->capture_default_str();
-  cmd->add_option("--seed", args->sampling.seed, "RNG seed")->capture_default_str();
+  add_sampling_options(*cmd, args->sampling);
   cmd->add_option("-t,--threads", args->threads, "Threads")->capture_default_str();
   cmd->add_option("-c,--ctx", args->ctx, "Context length in tokens (0 = the model's)")->capture_default_str();
   cmd->add_option("--kv-type", args->kv_type, "KV cache element type: f32, f16, q8_0, i8, f8_e4m3 or f8_e5m2")->capture_default_str();
   cmd->add_flag("--no-echo", args->no_echo, "Print only the continuation, not the prompt");
+  cmd->add_flag("--chat", args->chat,
+                "Send the prompt as one user message through the model's chat template; print the reply (no echo), "
+                "ending at the template's end-of-turn token");
+  cmd->add_option("--system", args->system, "--chat: a system message before the prompt");
+  cmd->add_option("--chat-template", args->chat_template,
+                  "--chat: a Jinja template file or a built-in name (chatml, llama-2, llama-3) instead of the model's own");
   cmd->add_option("--stats-json", args->stats_json, "Also write the stats as JSON to this path");
   cmd->add_option("--lora", args->loras,
                   "LoRA adapter PATH[:SCALE] applied unmerged (a PEFT folder or a llama.cpp LoRA .gguf; SCALE multiplies "

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<peregrine::cli::Verb> verbs = {
       peregrine::cli::add_generate(app),
+      peregrine::cli::add_chat(app),
       peregrine::cli::add_tokenize(app),
       peregrine::cli::add_inspect(app),
       peregrine::cli::add_eval(app),

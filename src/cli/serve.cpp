@@ -96,16 +96,6 @@ Status validate(const ServeArgs& a) {
   return Status::ok();
 }
 
-/// --chat-template: a file with Jinja source, else a built-in name; by default the model's own
-/// template, falling back to chatml.
-Expected<ChatTemplate> chat_template_for(const ServeArgs& a, const ModelFile& file) {
-  if (a.chat_template.empty()) return load_chat_template(file, "chatml");
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(a.chat_template, ec)) return ChatTemplate::builtin(a.chat_template);
-  PEREGRINE_ASSIGN_OR_RETURN(const std::string source, text_or_file("", a.chat_template));
-  return ChatTemplate::parse(source);
-}
-
 /// The id clients name the model by: --alias, else the model file's (or folder's) stem.
 std::string model_id(const ServeArgs& a) {
   if (!a.alias.empty()) return a.alias;
@@ -209,14 +199,9 @@ int run(const ServeArgs& args) {
     peer = *other;
   }
   ThreadPool pool(args.threads);
-  auto file = open_model(args.model, &pool);
-  if (!file) return report(file.status());
-  auto tokenizer = load_tokenizer(*file, args.model.tokenizer);
-  if (!tokenizer) return report(tokenizer.status());
-  auto chat_template = chat_template_for(args, *file);
-  if (!chat_template) return report(chat_template.status());
-  auto model = create_model(std::move(*file), args.model);
-  if (!model) return report(model.status());
+  auto loaded = load_chat_model(args.model, args.chat_template, pool);
+  if (!loaded) return report(loaded.status());
+  std::unique_ptr<LlamaModel>& model = loaded->model;
   auto options = engine_options(args, model->config());
   if (!options) return report(options.status());
   auto spec = spec_params(args.spec);
@@ -276,7 +261,7 @@ int run(const ServeArgs& args) {
   so.drain_timeout_s = args.drain_timeout;
   so.spec = *spec;
   so.lora_names = lora_names;
-  HttpServer server(**engine, **tokenizer, std::move(*chat_template), so);
+  HttpServer server(**engine, *loaded->tokenizer, std::move(loaded->chat_template), so);
   auto port = server.bind();
   if (!port) return report(port.status());
   if (Status st = install_signal_handlers(); !st) return report(st);

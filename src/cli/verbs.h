@@ -12,6 +12,7 @@ struct Verb {
 };
 
 Verb add_generate(CLI::App& app);  // generate.cpp
+Verb add_chat(CLI::App& app);      // chat.cpp
 Verb add_tokenize(CLI::App& app);  // tokenize.cpp
 Verb add_inspect(CLI::App& app);   // inspect.cpp
 Verb add_eval(CLI::App& app);      // eval.cpp

@@ -111,6 +111,7 @@ Expected<GenerationStats> generate(const LlamaModel& model, std::span<const std:
   RequestResult result;
   Clock::time_point first_token, last_token;
   RequestCallbacks callbacks{[&](const TokenEvent& e) {
+                               if (std::ranges::find(options.stop_ids, e.token) != options.stop_ids.end()) return false;
                                last_token = Clock::now();
                                if (stats.generated_tokens++ == 0) first_token = last_token;
                                on_token(e.token);

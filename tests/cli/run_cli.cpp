@@ -22,16 +22,17 @@ namespace peregrine::test {
 namespace {
 
 // Starts `command` (program first; no shell) with stdout / stderr to files of a fresh temp folder (with
-// mpirun's environment when `mpi`); returns its pid and the two paths.
+// mpirun's environment when `mpi`; stdin from `input_path` when given); returns its pid and the two paths.
 struct Started {
   pid_t pid;
   std::string out_path, err_path;
 };
-Started start(const std::vector<std::string>& command, bool mpi) {
+Started start(const std::vector<std::string>& command, bool mpi, const std::string& input_path = "") {
   const std::string dir = make_temp_dir();
   Started s{-1, dir + "/out", dir + "/err"};
   s.pid = ::fork();
   if (s.pid == 0) {
+    if (!input_path.empty()) ::dup2(::open(input_path.c_str(), O_RDONLY), 0);
     const int out = ::open(s.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     const int err = ::open(s.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ::dup2(out, 1);
@@ -64,6 +65,15 @@ std::vector<std::string> joined(std::vector<std::string> first, const std::vecto
 
 CliResult run_cli(const std::vector<std::string>& args) {
   const Started s = start(joined({peregrine_binary()}, args), false);
+  int status = 0;
+  ::waitpid(s.pid, &status, 0);
+  return finish(s, status);
+}
+
+CliResult run_cli_with_input(const std::vector<std::string>& args, const std::string& input) {
+  const std::string path = make_temp_dir() + "/stdin";
+  write_file(path, input);
+  const Started s = start(joined({peregrine_binary()}, args), false, path);
   int status = 0;
   ::waitpid(s.pid, &status, 0);
   return finish(s, status);

@@ -18,6 +18,9 @@ struct CliResult {
 /// Runs `peregrine args...` (no shell), waiting for it to finish.
 CliResult run_cli(const std::vector<std::string>& args);
 
+/// Runs `peregrine args...` with `input` as its stdin (a file: a pipe's end of input at its end).
+CliResult run_cli_with_input(const std::vector<std::string>& args, const std::string& input);
+
 /// Runs `mpirun --oversubscribe -np ranks peregrine args...` (as root too; under AddressSanitizer
 /// without its leak check: Open MPI's allocations), waiting for it to finish.
 CliResult run_mpirun(int ranks, const std::vector<std::string>& args);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "peregrine/core/status.h"
 #include "peregrine/core/thread_pool.h"
@@ -27,6 +28,8 @@ struct GenerateOptions {
   std::int64_t ctx_len = 0;           // KV cache positions; 0 = min(prompt + max_new_tokens, model context)
   DType kv_type = DType::kF32;        // KV cache element type (--kv-type; kv/kv_cache.h lists them)
   std::int32_t eos_id = -1;           // stop token (-1: none)
+  std::vector<std::int32_t> stop_ids; // tokens that also end the generation, unreported like EOS
+                                      // (a chat template's end-of-turn: tokenizer/chat_prompt.h)
   SamplingParams sampling;
   SpecParams spec;             // speculative decoding (--spec); kNone: plain decoding
   Drafter* drafter = nullptr;  // serves spec.method when it is draft / layerskip / quant
@@ -51,7 +54,7 @@ struct GenerationStats {
 
 /// Generates up to options.max_new_tokens tokens after `prompt` (token ids, usually starting
 /// with BOS), calling `on_token(id)` for each as soon as it is sampled (the EOS token is not
-/// reported). Stops at max_new_tokens, at eos_id, or when the context is full (the token
+/// reported, nor are stop_ids). Stops at max_new_tokens, at eos_id or one of stop_ids, or when the context is full (the token
 /// sampled at the last position is kept). Runs one Engine request with a paged KV cache of
 /// blocks of 16 positions in options.kv_type. Greedy speculative decoding returns exactly the
 /// tokens of plain greedy decoding; sampled speculative decoding draws from the same
