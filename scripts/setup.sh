@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs Peregrine's build and test dependencies from Debian 12 packages.
+# Installs Peregrine's build and test dependencies: Debian 12 packages, and the project's Python
+# virtual environment .venv/ (PyPI packages pinned in scripts/requirements.txt).
 # Usage: scripts/setup.sh   (as root, or with sudo available)
 set -euo pipefail
 
@@ -15,11 +16,9 @@ packages=(
   python3 python3-numpy python3-torch   # tools/reference.py, the test oracle
   python3-jinja2                        # chat templates rendered by jinja2 itself (tests/tokenizer)
   python3-regex                         # pre-tokenizer regexes as tokenizers runs them (tests/tokenizer)
+  python3-venv                          # .venv: the openai client (server tests), pip for the models
   clang                                 # libFuzzer targets (scripts/fuzz.sh)
 )
-# The server tests drive `serve` with the official openai npm package. A machine may already
-# have Node from elsewhere (NodeSource bundles npm, conflicting with Debian's npm package).
-command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -27,10 +26,25 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all packages already installed"
-  exit 0
+else
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-echo "setup: installing ${missing[*]}"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# The virtual environment, remade only when scripts/requirements.txt changed.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="$root/.venv"
+stamp="$venv/requirements.sha256"
+want="$(sha256sum "$root/scripts/requirements.txt" | cut -d' ' -f1)"
+if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+  echo "setup: $venv up to date"
+else
+  echo "setup: making $venv (scripts/requirements.txt)"
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps -r "$root/scripts/requirements.txt"
+  echo "$want" > "$stamp"
+fi

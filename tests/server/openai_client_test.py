@@ -1,0 +1,156 @@
+"""Drives `peregrine serve` with the official `openai` Python package (PyPI, pinned in
+scripts/requirements.txt, installed into .venv by scripts/setup.sh): models.list(), completion
+and chat completion, streaming (equal to the non-streaming greedy text; the raw stream ends in
+`data: [DONE]`), errors (400 BadRequestError naming the param, 404 NotFoundError, 401
+AuthenticationError), and concurrent clients (every one gets the same greedy text as the
+sequential request). The server must exit 0 on SIGTERM.
+
+Usage: .venv/bin/python openai_client_test.py PEREGRINE_BINARY   (exit 0 = pass)
+"""
+
+import concurrent.futures
+import re
+import subprocess
+import sys
+import threading
+import urllib.request
+
+import openai
+
+MODEL = "stories260K"
+API_KEY = "test-key"
+PROMPT = "Once upon a time"
+
+
+class Server:
+    """`peregrine serve` on a free port; `url` is its base URL once it is listening."""
+
+    def __init__(self, binary):
+        self.proc = subprocess.Popen(
+            [binary, "serve", "--port", "0", "--ctx", "256", "--api-key", API_KEY],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.log = []
+        listening = threading.Event()
+        found = {}
+
+        def read_stderr():
+            for line in self.proc.stderr:
+                self.log.append(line)
+                m = re.search(r"listening on (http://\S+)", line)
+                if m and not listening.is_set():
+                    found["url"] = m.group(1)
+                    listening.set()
+
+        threading.Thread(target=read_stderr, daemon=True).start()
+        if not listening.wait(60):
+            self.proc.kill()
+            raise RuntimeError("serve did not start in 60 s:\n" + "".join(self.log))
+        self.url = found["url"]
+
+    def stop(self):
+        self.proc.terminate()
+        code = self.proc.wait(60)
+        assert code == 0, f"serve did not exit 0 on SIGTERM ({code}):\n" + "".join(self.log)
+
+
+def expect_error(cls, call):
+    try:
+        call()
+    except cls as err:
+        return err
+    raise AssertionError(f"expected {cls.__name__}")
+
+
+def check_completions(client, base_url):
+    completion = client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=32, temperature=0)
+    assert completion.object == "text_completion"
+    text = completion.choices[0].text
+    assert text, "empty completion"
+    assert completion.choices[0].finish_reason in ("stop", "length")
+    usage = completion.usage
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+
+    streamed, finish = "", None
+    for chunk in client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=32,
+                                           temperature=0, stream=True):
+        if chunk.choices:
+            streamed += chunk.choices[0].text or ""
+            finish = chunk.choices[0].finish_reason or finish
+    assert streamed == text, f"streamed text differs from the non-streaming greedy text: {streamed!r} vs {text!r}"
+    assert finish == completion.choices[0].finish_reason
+
+    body = (b'{"model": "%s", "prompt": "%s", "max_tokens": 8, "temperature": 0, "stream": true}'
+            % (MODEL.encode(), PROMPT.encode()))
+    request = urllib.request.Request(f"{base_url}/completions", data=body, headers={
+        "Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"})
+    with urllib.request.urlopen(request, timeout=60) as raw:
+        assert raw.headers["Content-Type"].split(";")[0] == "text/event-stream"
+        assert raw.read().decode().endswith("data: [DONE]\n\n"), "the stream does not end with data: [DONE]"
+    return text
+
+
+def check_chat(client):
+    messages = [{"role": "system", "content": "You tell short stories."},
+                {"role": "user", "content": "Tell me about a cat."}]
+    chat = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=24, temperature=0)
+    assert chat.object == "chat.completion"
+    assert chat.choices[0].message.role == "assistant"
+    assert isinstance(chat.choices[0].message.content, str)
+    assert chat.usage.prompt_tokens > 10
+
+    streamed, role = "", None
+    for chunk in client.chat.completions.create(model=MODEL, messages=messages, max_tokens=24,
+                                                temperature=0, stream=True):
+        if chunk.choices:
+            role = role or chunk.choices[0].delta.role
+            streamed += chunk.choices[0].delta.content or ""
+    assert role == "assistant"
+    assert streamed == chat.choices[0].message.content
+
+
+def check_errors(client, base_url):
+    err = expect_error(openai.BadRequestError, lambda: client.completions.create(
+        model=MODEL, prompt=PROMPT, temperature=5))
+    assert err.status_code == 400
+    assert err.param == "temperature", err.param
+    err = expect_error(openai.NotFoundError, lambda: client.completions.create(model="gpt-4", prompt=PROMPT))
+    assert err.code == "model_not_found", err.code
+    wrong_key = openai.OpenAI(base_url=base_url, api_key="wrong", max_retries=0)
+    expect_error(openai.AuthenticationError, wrong_key.models.list)
+
+
+def check_concurrent_clients(base_url, expected_text, clients=6):
+    """`clients` clients at once, each its own connection, streaming or not: all get the
+    sequential greedy text (continuous batching must not change a greedy result)."""
+
+    def one(i):
+        client = openai.OpenAI(base_url=base_url, api_key=API_KEY, max_retries=0, timeout=120)
+        if i % 2:
+            return client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=32,
+                                             temperature=0).choices[0].text
+        return "".join(c.choices[0].text or "" for c in client.completions.create(
+            model=MODEL, prompt=PROMPT, max_tokens=32, temperature=0, stream=True) if c.choices)
+
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        texts = list(pool.map(one, range(clients)))
+    for i, text in enumerate(texts):
+        assert text == expected_text, f"client {i} got {text!r}, expected {expected_text!r}"
+
+
+def main():
+    server = Server(sys.argv[1])
+    base_url = f"{server.url}/v1"
+    try:
+        client = openai.OpenAI(base_url=base_url, api_key=API_KEY, max_retries=0, timeout=120)
+        assert [m.id for m in client.models.list().data] == [MODEL]
+        text = check_completions(client, base_url)
+        check_chat(client)
+        check_errors(client, base_url)
+        check_concurrent_clients(base_url, text)
+    finally:
+        server.stop()
+    print(f"openai {openai.__version__} client: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
