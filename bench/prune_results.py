@@ -72,7 +72,7 @@ def main():
            "stored dense (F32 zeros, or 4-bit symmetric codes with `+ q4`: groups of 32 columns, 64 for N:M), in a",
            "safetensors folder; the embedding, LM head and norms are the dense model's. 172-wide ffn_down rows keep",
            "their last 4 columns dense under 4:8. Speed of the 2:4 formats against their dense twins on the",
-           "tinyllama-1.1b shape (`bench/sparse_vs_dense.sh`, same run): README, Performance, Pruning.", ""] + rows
+           "tinyllama-1.1b shape (`bench/sparse_vs_dense.sh`, same run): docs/performance.md, Pruning.", ""] + rows
     with open(a.out, "w") as f:
         f.write("\n".join(doc) + "\n")
 
