@@ -31,9 +31,12 @@ echo "== ASan + UBSan build + tests"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPEREGRINE_SANITIZE=ON -DPEREGRINE_WERROR=ON \
   -DPEREGRINE_BENCH=OFF -DPEREGRINE_CUDA=OFF -DPEREGRINE_TRAIN=OFF
 cmake --build build-asan
-# RealModels/QuantizeModelTest (issue #6's quality comparisons: 3-4 full quantizations and
-# 15.5k-token KLD evaluations each, ~4 min under the sanitizers) and the real models' greedy and
-# perplexity comparisons with llama.cpp (Manifest/RealModel*: 16k-token evaluations of 135M-0.5B
-# models) ran in the Release pass above; their code paths run here through the unit tests.
+# The quality comparisons ran in the Release pass above; their code paths run here through the
+# unit tests: RealModels/QuantizeModelTest and RealModels/PruneModelTest (full
+# quantizations and prunings with 15.5k-token KLD evaluations, minutes under the sanitizers), the
+# real models' perplexity and greedy comparisons with llama.cpp (Manifest/RealModel*: 16k-token
+# evaluations of 135M-0.5B models) and the chat runs of a 0.5B model (ChatCli.*RealInstruct*,
+# GenerateChat*).
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$jobs" -E '^RealModels/QuantizeModelTest\.|^Manifest/RealModel'
+  ctest --test-dir build-asan --output-on-failure -j "$jobs" \
+  -E '^RealModels/(Quantize|Prune)ModelTest\.|^Manifest/RealModel|^ChatCli\.(ThreeTurnsWithARealInstructModel|GenerateChat)'
