@@ -38,7 +38,9 @@ What it runs, per model, and what each JSON section means
 "tokenize_plain": the same with --no-parse-special (special-token text tokenized as plain text).
 "greedy": 5 raw prompts (PROMPTS below) and, when the GGUF has tokenizer.chat_template, the same
   5 as a single user message through that template. One llama-server per model
-  (-m MODEL -t N -c 2048 -np 1 --port FREE, waits for GET /health). Per prompt:
+  (-m MODEL -t N -c 2048 -np 1 --port FREE -fa off -ctk f32 -ctv f32, waits for GET /health:
+  llama.cpp's most exact settings, K/V in f32 and no flash attention, recorded in
+  "greedy_settings"; the tests run Peregrine with the same K/V type). Per prompt:
   - chat: POST /apply-template {"messages": [...], "add_generation_prompt": true} -> "text"
     (llama.cpp's Jinja rendering; when the model adds BOS and the rendered text starts with the
     BOS token text, llama.cpp strips it so that it is not doubled);
@@ -63,6 +65,10 @@ What it runs, per model, and what each JSON section means
     EOG token can appear in the list and even be first, in which case tokens[i] is the best
     non-EOG id (recorded per entry as "eog_top" positions).
   - "completion": the generated text (for human review only).
+"greedy_flash_attn": the same prompts through a second llama-server with -fa on (K/V still f32):
+  the same function computed in another order of floating-point operations. Per prompt only
+  "name", "tokens", "eog_top" and "top_logprobs". How far it lies from "greedy" is llama.cpp's
+  own reproducibility on the model (GREEDY_FLASH_FLAGS below).
 "perplexity": llama-perplexity -m MODEL -f WIKITEXT -c 512 --chunks 32 -t N -b 512, parsing
   "Final estimate: PPL = X +/- Y"; "running_ppl" are the per-chunk running estimates it prints.
   Exact scoring (tools/perplexity/perplexity.cpp, perplexity(); escape processing is off there):
@@ -115,6 +121,14 @@ N_PREDICT = 64
 N_PROBS = 10
 N_PROB_POSITIONS = 64  # every generated token: the tests compare the first 16, and read the rest at a difference
 SERVER_CTX = 2048
+# The greedy step runs llama-server twice, with K/V kept in f32 both times: "greedy" without
+# flash attention (attention as separate matrix products: llama.cpp's most exact settings; its
+# default f16 K/V and flash attention, which also accumulates V·softmax in f16, are further
+# off) and "greedy_flash_attn" with it. The two compute the same function in another order of
+# floating-point operations, so their difference is llama.cpp's own reproducibility on the
+# model: the yardstick the tests hold Peregrine's difference from "greedy" to.
+GREEDY_SERVER_FLAGS = ["-fa", "off", "-ctk", "f32", "-ctv", "f32"]
+GREEDY_FLASH_FLAGS = ["-fa", "on", "-ctk", "f32", "-ctv", "f32"]
 PPL_CTX = 512
 PPL_CHUNKS = 32
 PPL_BATCH = 512
@@ -257,10 +271,10 @@ def free_port():
 
 
 class Server:
-    def __init__(self, binary, model, threads):
+    def __init__(self, binary, model, threads, flags=()):
         self.port = free_port()
         self.args = [str(binary), "-m", str(model), "-t", str(threads), "-c", str(SERVER_CTX),
-                     "--host", "127.0.0.1", "--port", str(self.port), "-np", "1"]
+                     "--host", "127.0.0.1", "--port", str(self.port), "-np", "1", *flags]
         self.log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL)
@@ -359,8 +373,8 @@ def greedy_entry(server, name, chat, text, messages):
     return entry
 
 
-def run_greedy(binary, model, threads, has_template, add_bos, texts):
-    server = Server(binary, model, threads)
+def run_greedy(binary, model, threads, has_template, add_bos, texts, flags):
+    server = Server(binary, model, threads, flags)
     try:
         # cross-check llama-tokenize's outputs through a path with no shell/argv involvement
         mismatches = []
@@ -456,17 +470,27 @@ def build(name, row, args, texts, texts_sha):
     if "greedy" in steps:
         log(f"{name}: llama-server greedy ({'raw + chat' if has_template else 'raw'})")
         t0 = time.time()
-        entries = run_greedy(args.bin / "llama-server", model, args.threads,
-                                          has_template, add_bos, list(zip(texts, toks)))
+        server = args.bin / "llama-server"
+        entries = run_greedy(server, model, args.threads, has_template, add_bos, list(zip(texts, toks)),
+                             GREEDY_SERVER_FLAGS)
+        flash = run_greedy(server, model, args.threads, has_template, add_bos, list(zip(texts, toks)),
+                           GREEDY_FLASH_FLAGS)
+        for e, f in zip(entries, flash):
+            if f["prompt_tokens"] != e["prompt_tokens"]:
+                raise RefError(f"{name} {e['name']}: the two servers tokenized the prompt differently")
         wall["greedy"] = round(time.time() - t0, 1)
+        server_args = f"llama-server -m MODEL -t {args.threads} -c {SERVER_CTX} -np 1 --port PORT "
         new["greedy_settings"] = {
-            "server": f"llama-server -m MODEL -t {args.threads} -c {SERVER_CTX} -np 1 --port PORT",
+            "server": server_args + " ".join(GREEDY_SERVER_FLAGS),
+            "flash_attn_server": server_args + " ".join(GREEDY_FLASH_FLAGS),
+            "kv_type": "f32",
             "completion": {"n_predict": N_PREDICT, "samplers": ["temperature"], "temperature": 0,
                            "n_probs": N_PROBS, "ignore_eos": True, "cache_prompt": False,
                            "post_sampling_probs": False},
             "top_logprobs_positions": N_PROB_POSITIONS,
         }
         new["greedy"] = entries
+        new["greedy_flash_attn"] = [{k: f[k] for k in ("name", "tokens", "eog_top", "top_logprobs")} for f in flash]
 
     if "perplexity" in steps:
         log(f"{name}: llama-perplexity ({PPL_CHUNKS} x {PPL_CTX})")
@@ -478,7 +502,7 @@ def build(name, row, args, texts, texts_sha):
 
     wall["total_this_run"] = round(time.time() - t_all, 1)
     order = ["llamacpp", "model", "sha256", "architecture", "has_chat_template", "add_bos",
-             "tokenize_flags", "tokenize_texts_sha256", "tokenize", "greedy_settings", "greedy",
+             "tokenize_flags", "tokenize_texts_sha256", "tokenize", "greedy_settings", "greedy", "greedy_flash_attn",
              "perplexity"]
     merged = dict(doc)
     merged.update(new)

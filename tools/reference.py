@@ -899,11 +899,13 @@ def apply_rope(x, cos, sin):
 
 def quantize_activations(h):
     """float32 [n, k] (k a multiple of 32) -> the values an 8-bit block dot product sees: per
-    block of 32, d = amax/127, q = round-half-even(h * (1/d)) (q = 0 when amax = 0), h ~ d*q
-    (ggml quantize_row_q8_0; Peregrine's quantize_activations)."""
+    block of 32, q = round-half-even(h * (127/amax)), d = amax/127 rounded to float16 (q = 0,
+    d = 0 when amax = 0), h ~ d*q (ggml's x86 quantize_row_q8_0 and block_q8_0; Peregrine's
+    quantize_activations)."""
     b = h.reshape(h.shape[0], -1, QK)
-    d = b.abs().amax(-1, keepdim=True) / 127.0
-    inv = torch.where(d != 0, 1.0 / d, torch.zeros_like(d))
+    amax = b.abs().amax(-1, keepdim=True)
+    inv = torch.where(amax != 0, 127.0 / amax, torch.zeros_like(amax))
+    d = (amax / 127.0).to(torch.float16).to(torch.float32)
     return (torch.round(b * inv) * d).reshape(h.shape)
 
 

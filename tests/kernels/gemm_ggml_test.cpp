@@ -145,7 +145,7 @@ TEST(GemmGgml, MatchesScalarTwinUpToSummationOrder) {
             QuantizedActivations xq;
             quantize_activations_reference(x, n_tokens, in, xq, block);
             GgmlActivations xa;
-            prepare_ggml_activations(xq, xa);
+            prepare_ggml_activations(xq, t, xa);
             std::vector<float> ref(static_cast<std::size_t>(n_tokens * out));
             gemm_ggml_reference(w.view, xa, ref);
             test::for_each_simd_target([&] {

@@ -1,4 +1,5 @@
 #include "peregrine/kernels/cpu/quantize_activations.h"
+#include "peregrine/quant/fp16.h"
 
 #include <gtest/gtest.h>
 
@@ -58,6 +59,7 @@ TEST(QuantizeActivations, SimdMatchesScalarTwinExactly) {
             ASSERT_EQ(got.block, s.block);
             EXPECT_EQ(got.q, ref.q) << " in=" << in << " n_tokens=" << n_tokens << " threads=" << threads;
             EXPECT_EQ(got.d, ref.d) << " in=" << in << " n_tokens=" << n_tokens << " threads=" << threads;
+            EXPECT_EQ(got.s, ref.s) << " in=" << in << " n_tokens=" << n_tokens << " threads=" << threads;
           }
         }
       });
@@ -65,7 +67,10 @@ TEST(QuantizeActivations, SimdMatchesScalarTwinExactly) {
   }
 }
 
-TEST(QuantizeActivations, RoundTripErrorIsAtMostHalfAStep) {
+// ggml's scales: q = nearest(x · 127/amax); Q8_0's d = amax/127 rounded to f16 and Q8_1's sum
+// s = f16(amax/127 · Σq) (f32 past f16's range) for blocks of 32, Q8_K's d = 1/(127/amax) for
+// blocks of 256.
+TEST(QuantizeActivations, ScalesAreGgmlsAndRoundTripErrorIsAboutHalfAStep) {
   std::mt19937 rng(8);
   const std::int64_t n_tokens = 9, in = 512;
   const auto x = random_activations(n_tokens, in, rng);
@@ -73,18 +78,43 @@ TEST(QuantizeActivations, RoundTripErrorIsAtMostHalfAStep) {
   for (const std::int64_t block : {kActivationBlockQ8_0, kActivationBlockQ8_K}) {
     QuantizedActivations xq;
     quantize_activations(x, n_tokens, in, xq, pool, 0, block);
+    ASSERT_EQ(xq.s.size(), block == kActivationBlockQ8_0 ? xq.d.size() : 0u);
     const auto values = static_cast<std::size_t>(block);
     for (std::size_t b = 0; b < xq.d.size(); ++b) {
       float amax = 0.0f;
+      std::int32_t sum = 0;
       for (std::size_t i = b * values; i < (b + 1) * values; ++i) amax = std::max(amax, std::fabs(x[i]));
-      ASSERT_EQ(xq.d[b], amax / 127.0f);
+      for (std::size_t i = b * values; i < (b + 1) * values; ++i) sum += xq.q[i];
+      if (block == kActivationBlockQ8_0) {
+        ASSERT_EQ(xq.d[b], f16_to_f32(f32_to_f16(amax / 127.0f)));
+        const float s = amax / 127.0f * static_cast<float>(sum);  // kept f32 past f16's range
+        ASSERT_EQ(xq.s[b], std::fabs(s) < 65520.0f ? f16_to_f32(f32_to_f16(s)) : s);
+      } else {
+        ASSERT_EQ(xq.d[b], 1.0f / (127.0f / amax));
+      }
       for (std::size_t i = b * values; i < (b + 1) * values; ++i) {
         ASSERT_LE(std::abs(xq.q[i]), 127);
-        // d/2 plus the f32 rounding of 1/d and x·(1/d) (a few ulps of |x/d| <= 127, times d).
-        ASSERT_LE(std::fabs(x[i] - xq.d[b] * xq.q[i]), xq.d[b] * (0.5f + 1e-4f)) << "block " << block << " value " << i;
+        // Half a step of the exact scale amax/127, plus |q| <= 127 times the f16 rounding of d
+        // (2^-11 relative, or all of d where amax/127 is below f16's range), plus the f32
+        // rounding of 127/amax and of the products (a few ulps of |x/d| <= 127, times d).
+        const float exact = amax / 127.0f;
+        const float bound = exact * (0.5f + 1e-4f) + 127.0f * std::fabs(exact - xq.d[b]);
+        ASSERT_LE(std::fabs(x[i] - xq.d[b] * xq.q[i]), bound) << "block " << block << " value " << i;
       }
+    }
   }
-  }
+}
+
+// Q8_1's block sum of a block with amax = 4000 is ~ 1e5, past f16's range: kept in f32.
+TEST(QuantizeActivations, BlockSumsPastHalfRangeStayFinite) {
+  std::vector<float> x(32, 3000.0f);
+  x[0] = 4000.0f;
+  ThreadPool pool(1);
+  QuantizedActivations xq;
+  quantize_activations(x, 1, 32, xq, pool);
+  ASSERT_EQ(xq.s.size(), 1u);
+  EXPECT_TRUE(std::isfinite(xq.s[0]));
+  EXPECT_NEAR(xq.s[0], 3000.0f * 31 + 4000.0f, 0.01f * 97000.0f);
 }
 
 TEST(QuantizeActivations, TiesRoundToEvenAndZeroBlocksGiveZeroScale) {

@@ -866,7 +866,7 @@ std::int64_t ggml_activation_block(DType t) {
   }
 }
 
-void prepare_ggml_activations(const QuantizedActivations& xq, GgmlActivations& out) {
+void prepare_ggml_activations(const QuantizedActivations& xq, DType weights, GgmlActivations& out) {
   out.n_tokens = xq.n_tokens;
   out.in = xq.in;
   out.ld = (xq.in + kSuperGroup - 1) / kSuperGroup * kSuperGroup;
@@ -876,6 +876,8 @@ void prepare_ggml_activations(const QuantizedActivations& xq, GgmlActivations& o
   out.dx.assign(n / 4, 0.0f);
   out.sum16.assign(n / 16, 0.0f);
   const std::int64_t blocks = xq.in / xq.block, per16 = xq.block / 16;
+  // ggml's Q4_1 / Q5_1 dot products take the offset term from Q8_1's f16 block sum.
+  const bool q8_1_sums = (weights == DType::kQ4_1 || weights == DType::kQ5_1) && xq.block == kActivationBlockQ8_0;
   for (std::int64_t t = 0; t < xq.n_tokens; ++t) {
     const std::int8_t* q = xq.q.data() + t * xq.in;
     std::memcpy(out.q.data() + t * out.ld, q, static_cast<std::size_t>(xq.in));
@@ -885,10 +887,15 @@ void prepare_ggml_activations(const QuantizedActivations& xq, GgmlActivations& o
       // [block·k / 4, ...) of the token's row of dx.
       float* dx = out.dx.data() + t * out.ld / 4 + k * xq.block / 4;
       std::fill(dx, dx + xq.block / 4, d);
+      float* sum16 = out.sum16.data() + t * out.ld / 16 + per16 * k;
+      if (q8_1_sums) {  // the block's offset weighs its whole sum: half on each 16 (exact)
+        sum16[0] = sum16[1] = 0.5f * xq.s[static_cast<std::size_t>(t * blocks + k)];
+        continue;
+      }
       for (std::int64_t h = 0; h < per16; ++h) {
         std::int32_t s = 0;
         for (int j = 0; j < 16; ++j) s += q[xq.block * k + 16 * h + j];
-        out.sum16[static_cast<std::size_t>(t * out.ld / 16 + per16 * k + h)] = d * static_cast<float>(s);
+        sum16[h] = d * static_cast<float>(s);
       }
     }
   }

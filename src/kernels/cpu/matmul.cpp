@@ -143,7 +143,7 @@ void matmul(const TensorView& w, std::span<const float> x, std::int64_t n_tokens
                        ggml_format ? ggml_activation_block(w.dtype) : kActivationBlockQ8_0);
   if (ggml_format) {
     thread_local GgmlActivations xa;
-    prepare_ggml_activations(xq, xa);
+    prepare_ggml_activations(xq, w.dtype, xa);
     gemm_ggml(w, xa, y, pool, min_parallel_macs);
     return;
   }

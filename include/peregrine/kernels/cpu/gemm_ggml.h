@@ -35,12 +35,13 @@ struct GgmlActivations {
   std::vector<float> dx;        // [n_tokens, ld / 64, 16]: per 64 values, lane l holds the
                                 // scale of the block holding values 4l .. 4l+3 of that chunk
                                 // (the int32 lanes of a 64-byte dot product over it)
-  std::vector<float> sum16;     // [n_tokens, ld / 16]: dx_k · Σ q_i over each 16 values
+  std::vector<float> sum16;     // [n_tokens, ld / 16]: dx_k · Σ q_i over each 16 values; for
+                                // Q4_1 / Q5_1 weights half of Q8_1's block sum s on each 16
 };
 
-/// Lays out `xq` ([n_tokens, in] 8-bit blocks of 32 or 256) for gemm_ggml (out's buffers are
-/// reused).
-void prepare_ggml_activations(const QuantizedActivations& xq, GgmlActivations& out);
+/// Lays out `xq` ([n_tokens, in] 8-bit blocks of 32 or 256) for gemm_ggml with weights of
+/// dtype `weights` (out's buffers are reused).
+void prepare_ggml_activations(const QuantizedActivations& xq, DType weights, GgmlActivations& out);
 
 /// The activation block gemm_ggml takes for weights of dtype t, ggml's vec_dot_type: 256 (Q8_K)
 /// for Q2_K..Q6_K and IQ4_XS, 32 (Q8_0) for Q4_1, Q5_0, Q5_1 and IQ4_NL.
