@@ -14,6 +14,7 @@
 #include "peregrine/backend/cuda_forward.h"
 #include "peregrine/engine/bench.h"
 #include "peregrine/kernels/cpu/gemm_bf16_dot.h"
+#include "peregrine/kernels/cpu/isa.h"
 #include "peregrine/kernels/cpu/roofline.h"
 #include "verbs.h"
 
@@ -26,6 +27,7 @@ struct BenchArgs {
   std::int32_t threads = 2;
   bool json = false;
   bool roofline_only = false;
+  std::string isa;  // --isa: cap the kernel level ("avx2", ...)
   SpecBenchArgs spec;  // --spec: the speculative-decoding comparison instead of pp/tg
 };
 
@@ -175,8 +177,17 @@ void print_profiles(const BenchArgs& a, const BenchResult& r) {
   }
 }
 
+// Caps the kernels at --isa's level (before the model loads: packing at load follows the level).
+Status apply_isa(const std::string& name) {
+  if (name.empty()) return Status::ok();
+  auto level = parse_isa_level(name);
+  if (!level) return level.status();
+  return limit_isa(*level);
+}
+
 int run(const BenchArgs& args) {
   if (Status st = validate_threads(args.threads); !st) return report(st);
+  if (Status st = apply_isa(args.isa); !st) return report(st);
   if (args.spec.spec.method != "none") {
     if (args.model.tp * args.model.pp > 1) {
       return report(unsupported("bench --spec runs in one process (its adaptive drafts are timed on each rank, which would diverge)"));
@@ -235,6 +246,9 @@ Verb add_bench(CLI::App& app) {
                 "a forward's time goes, with each matmul's weight GB/s");
   add_spec_bench_options(*cmd, args->spec);
   cmd->add_option("--spec-reps", args->spec.reps, "With --spec: passes over the prompts")->capture_default_str();
+  cmd->add_option("--isa", args->isa,
+                  "Cap the CPU kernels at this level (scalar, sse4, avx2, avx512, avx512vnni, native): time a narrower "
+                  "CPU's kernels on this machine (also PEREGRINE_ISA in the environment of any command)");
   cmd->add_flag("--roofline", args->roofline_only,
                 "Only measure this machine's read bandwidth and FMA peak (unless -m is also given)");
   return {cmd, [args] { return run(*args); }};

@@ -1,4 +1,5 @@
 #include "peregrine/kernels/cpu/gemm_bf16_dot.h"
+#include "peregrine/kernels/cpu/isa.h"
 
 #include <immintrin.h>
 
@@ -83,8 +84,8 @@ PEREGRINE_BF16_DOT void row_group(const std::uint8_t* w, std::size_t row_bytes, 
 }
 
 bool has_avx512_bf16() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
-  return yes;
+  static const bool bf16 = __builtin_cpu_supports("avx512bf16");
+  return bf16 && isa_level() >= IsaLevel::kAvx512;
 }
 
 }  // namespace

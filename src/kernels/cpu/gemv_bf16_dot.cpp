@@ -1,4 +1,5 @@
 #include "peregrine/kernels/cpu/gemv_bf16_dot.h"
+#include "peregrine/kernels/cpu/isa.h"
 
 #include <immintrin.h>
 
@@ -188,9 +189,8 @@ void groups(const Operands& op, std::size_t g0, std::size_t g1) {
 #pragma GCC pop_options
 
 bool has_bf16_dot() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512bf16");
-  return yes;
+  static const bool bf16 = __builtin_cpu_supports("avx512bf16");
+  return bf16 && isa_level() >= IsaLevel::kAvx512;  // AVX-512 F/BW
 }
 
 // x [n_tokens, in] as BF16 pairs, into `out`.

@@ -1,6 +1,7 @@
 #include "peregrine/kernels/cpu/roofline.h"
 
 #include "peregrine/core/huge_page_buffer.h"
+#include "peregrine/kernels/cpu/isa.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/roofline.cpp"
@@ -73,9 +74,6 @@ double FmaChains(std::int64_t iters, float* sink) {
   return 2.0 * 12.0 * static_cast<double>(hn::Lanes(d)) * static_cast<double>(iters);
 }
 
-/// The Highway target this copy of the code was compiled for.
-std::int64_t CompiledTarget() { return HWY_TARGET; }
-
 }  // namespace peregrine::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -83,7 +81,6 @@ HWY_AFTER_NAMESPACE();
 namespace peregrine {
 HWY_EXPORT(SumStream);
 HWY_EXPORT(FmaChains);
-HWY_EXPORT(CompiledTarget);
 
 namespace {
 
@@ -167,7 +164,7 @@ Roofline measure_roofline(ThreadPool& pool) {
   Roofline r;
   r.read = measure_read_bandwidth(pool);
   r.fma_gflops = measure_fma_peak(pool);
-  r.simd_target = hwy::TargetName(HWY_DYNAMIC_DISPATCH(CompiledTarget)());
+  r.simd_target = isa_target_name();
   return r;
 }
 

@@ -1,4 +1,5 @@
 #include "peregrine/kernels/cpu/sparse_nm_expand.h"
+#include "peregrine/kernels/cpu/isa.h"
 
 #include <immintrin.h>
 
@@ -35,10 +36,7 @@ __attribute__((target("avx512f"))) void expand_avx512(const std::uint8_t* mask, 
   }
 }
 
-bool has_avx512f() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
+bool has_avx512f() { return isa_level() >= IsaLevel::kAvx512; }
 
 }  // namespace
 

@@ -1,4 +1,5 @@
 #include "peregrine/kernels/cpu/sparse_nm_q8.h"
+#include "peregrine/kernels/cpu/isa.h"
 
 #include <immintrin.h>
 
@@ -152,10 +153,7 @@ void rows(const TensorView& w, const QuantizedActivations& xq, std::span<float> 
 }  // namespace
 
 bool sparse_q8_supported() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-                          __builtin_cpu_supports("avx512vbmi2") && __builtin_cpu_supports("f16c");
-  return yes;
+  return isa_level() >= IsaLevel::kAvx512Vnni;  // AVX-512 F/BW/VL, VNNI, VBMI2
 }
 
 void gemv_sparse_q8(const TensorView& w, const QuantizedActivations& xq, std::span<float> y, ThreadPool& pool,

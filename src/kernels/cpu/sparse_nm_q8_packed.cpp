@@ -1,4 +1,5 @@
 #include "peregrine/kernels/cpu/sparse_nm_q8_packed.h"
+#include "peregrine/kernels/cpu/isa.h"
 
 #include <immintrin.h>
 
@@ -191,11 +192,7 @@ void bias_activations(const QuantizedActivations& xq, std::vector<std::uint8_t>&
 }  // namespace
 
 bool sparse_q8_packed_gemv_available() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                          __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi") &&
-                          __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
-  return yes;
+  return isa_level() >= IsaLevel::kAvx512Vnni;  // AVX-512 F/BW/VL/DQ, VNNI, VBMI
 }
 
 bool sparse_q8_packable(const TensorView& w) {

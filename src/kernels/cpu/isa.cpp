@@ -1,0 +1,131 @@
+#include "peregrine/kernels/cpu/isa.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/isa.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+HWY_BEFORE_NAMESPACE();
+namespace peregrine::HWY_NAMESPACE {
+
+/// The Highway target this copy of the code was compiled for.
+std::int64_t CompiledTarget() { return HWY_TARGET; }
+
+}  // namespace peregrine::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace peregrine {
+HWY_EXPORT(CompiledTarget);
+
+namespace {
+
+struct LevelTarget {
+  IsaLevel level;
+  std::string_view name;
+  std::int64_t target;  // the Highway target of the level (its lowest bit: better targets have lower bits)
+};
+
+constexpr std::array<LevelTarget, 5> kLevels = {{
+    {IsaLevel::kScalar, "scalar", HWY_SCALAR},
+    {IsaLevel::kSse4, "sse4", HWY_SSE4},
+    {IsaLevel::kAvx2, "avx2", HWY_AVX2},
+    {IsaLevel::kAvx512, "avx512", HWY_AVX3},
+    {IsaLevel::kAvx512Vnni, "avx512vnni", HWY_AVX3_DL},
+}};
+
+// Every x86 target bit up to (and including) HWY_SSSE3's; higher bits are the portable fallbacks.
+constexpr std::int64_t kX86Targets = (HWY_SSSE3 << 1) - 1;
+
+// The Highway targets better than `level`'s (to disable when capping at it).
+std::int64_t targets_above(IsaLevel level) {
+  for (const auto& l : kLevels) {
+    if (l.level == level) return level == IsaLevel::kScalar ? kX86Targets : l.target - 1;
+  }
+  return 0;
+}
+
+IsaLevel level_of(std::int64_t best_target) {
+  if (best_target <= HWY_AVX3_DL) return IsaLevel::kAvx512Vnni;
+  if (best_target == HWY_AVX3) return IsaLevel::kAvx512;
+  if (best_target == HWY_AVX2) return IsaLevel::kAvx2;
+  if (best_target <= HWY_SSSE3) return IsaLevel::kSse4;
+  return IsaLevel::kScalar;
+}
+
+// The best compiled target among `supported`.
+IsaLevel best_level(std::int64_t supported) {
+  const std::int64_t usable = supported & HWY_TARGETS;
+  return usable == 0 ? IsaLevel::kScalar : level_of(usable & -usable);
+}
+
+// PEREGRINE_ISA applies from program start, before any kernel dispatches; a bad value ends the
+// program with one line on stderr.
+const bool kEnvironmentApplied = [] {
+  const Status s = isa_from_environment();
+  if (!s) {
+    std::fprintf(stderr, "peregrine: error: PEREGRINE_ISA: %s\n", s.message().c_str());
+    std::exit(2);
+  }
+  return true;
+}();
+
+}  // namespace
+
+std::string_view isa_level_name(IsaLevel level) {
+  for (const auto& l : kLevels) {
+    if (l.level == level) return l.name;
+  }
+  return "unknown";
+}
+
+Expected<IsaLevel> parse_isa_level(std::string_view name) {
+  if (name == "native") {
+    hwy::DisableTargets(0);
+    return best_level(hwy::SupportedTargets());
+  }
+  std::string names;
+  for (const auto& l : kLevels) {
+    if (l.name == name) return l.level;
+    names += (names.empty() ? "" : ", ") + std::string(l.name);
+  }
+  return invalid_argument("unknown kernel level '" + std::string(name) + "' (expected one of: " + names + ", native)");
+}
+
+// The dispatch table's choice (one indexed call; hwy::SupportedTargets() would re-run CPUID).
+IsaLevel isa_level() { return level_of(HWY_DYNAMIC_DISPATCH(CompiledTarget)()); }
+
+const char* isa_target_name() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(CompiledTarget)()); }
+
+Status limit_isa(IsaLevel level) {
+  hwy::DisableTargets(0);
+  const IsaLevel best = best_level(hwy::SupportedTargets());
+  if (best < level) {
+    return unsupported("this CPU (or build) runs kernels up to " + std::string(isa_level_name(best)) + ", not " +
+                       std::string(isa_level_name(level)));
+  }
+  const std::int64_t kept = HWY_TARGETS & ~targets_above(level);
+  if (kept == 0 || best_level(kept) != level) {
+    return unsupported("this build has no " + std::string(isa_level_name(level)) +
+                       " kernels (its baseline is above it: a -march=native build); rebuild with -DPEREGRINE_NATIVE=OFF");
+  }
+  hwy::DisableTargets(targets_above(level));
+  return Status::ok();
+}
+
+Status isa_from_environment() {
+  const char* value = std::getenv("PEREGRINE_ISA");
+  if (value == nullptr || *value == '\0') return Status::ok();
+  auto level = parse_isa_level(value);
+  if (!level) return level.status();
+  return limit_isa(*level);
+}
+
+}  // namespace peregrine
+#endif  // HWY_ONCE
