@@ -16,10 +16,16 @@
 # same process (the best of its samples), of the median of those samples and of the fastest
 # read method's median (what that method sustains, bursts left out); pp GB = the
 # weight bytes one pp128 forward read (a Mixture-of-Experts model reads each chosen expert once
-# per layer).
+# per layer). The kernels column is the Highway target Peregrine's kernels ran at.
+#
+# Environment: PEREGRINE_BIN (default build/bin/peregrine); PEREGRINE_ISA=avx2 caps Peregrine's
+# kernels at AVX2 (needs a portable build, -DPEREGRINE_NATIVE=OFF). To compare AVX2 paths on an
+# AVX-512 machine, give it a llama-bench built with AVX2 only: cmake -DGGML_NATIVE=OFF
+# -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF (its CPU backend
+# then has no AVX-512 code).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-bin="$root/build/bin/peregrine"
+bin="${PEREGRINE_BIN:-$root/build/bin/peregrine}"
 usage="usage: $0 LLAMA_BENCH THREADS REPS ROUNDS MODEL.gguf..."
 llama_bench="${1:?$usage}"
 threads="${2:?$usage}"
@@ -42,8 +48,8 @@ llama() {
   /usr/bin/python3 -c 'import json,sys; print(" ".join("%.3f" % x["avg_ts"] for x in json.load(sys.stdin)))' <<<"$out"
 }
 
-printf '| model | Peregrine tg128 | llama.cpp tg128 | tg ratio, median (range) | Peregrine pp128 | llama.cpp pp128 | pp ratio | tg GB/s (%% of read roofline; of its median sample; of the fastest method, its median) | pp128 GB read |\n'
-printf '|---|---|---|---|---|---|---|---|---|\n'
+printf '| model | kernels | Peregrine tg128 | llama.cpp tg128 | tg ratio, median (range) | Peregrine pp128 | llama.cpp pp128 | pp ratio | tg GB/s (%% of read roofline; of its median sample; of the fastest method, its median) | pp128 GB read |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|\n'
 for model in "$@"; do
   l_pp1="$(llama "$model" -p 128 -n 0 -r "$reps")"
   pp_json="$("$bin" bench -m "$model" -p 128 -n 0 -t "$threads" -r "$reps" --json)"
@@ -67,7 +73,7 @@ lpp = (lpp1 + lpp2) / 2
 # NaN where llama-bench's prefill failed (its stderr line says how)
 llama_pp = (f"{lpp:.1f} ({lpp1:.1f}, {lpp2:.1f}) | {pp['pp_tps'] / lpp:.2f}×" if lpp == lpp
             else "failed | –")
-print(f"| {name} | {statistics.median(ours):.2f} ({min(ours):.2f}–{max(ours):.2f}) "
+print(f"| {name} | {runs[mid]['simd']} | {statistics.median(ours):.2f} ({min(ours):.2f}–{max(ours):.2f}) "
       f"| {statistics.median(llama_tg):.2f} ({min(llama_tg):.2f}–{max(llama_tg):.2f}) "
       f"| {statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f}) "
       f"| {pp['pp_tps']:.1f} ± {pp['pp_sd']:.1f} | {llama_pp} "

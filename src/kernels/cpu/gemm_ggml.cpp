@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "peregrine/kernels/cpu/ggml_unpack.h"
+#include "kernels/cpu/count_dispatch.h"
 #include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/row_split.h"
 #include "peregrine/quant/ggml_blocks.h"
@@ -47,10 +48,8 @@ namespace peregrine::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using gemm_ggml_detail::Operands;
 
-#if HWY_TARGET == HWY_AVX3_DL
-#pragma GCC push_options
-#pragma GCC target("avx512vnni")
-namespace vnni {
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
+// Block-header helpers shared by the AVX-512 and AVX2 kernels.
 
 // An f16 field as f32 (F16C).
 HWY_INLINE float half(const std::uint8_t* p) {
@@ -58,6 +57,46 @@ HWY_INLINE float half(const std::uint8_t* p) {
   std::memcpy(&v, p, sizeof v);
   return _cvtsh_ss(v);
 }
+
+// The 8 low bytes v (the scales of 8 sub-blocks of 32) as 16 per-16 scales: byte s = v[s / 2].
+HWY_INLINE __m128i pairs_of(__m128i v8) {
+  return _mm_shuffle_epi8(v8, _mm_set_epi8(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0));
+}
+HWY_INLINE __m128i pairs_of(std::uint64_t v8) { return pairs_of(_mm_cvtsi64_si128(static_cast<long long>(v8))); }
+
+// Q4_K / Q5_K: the 8 6-bit scales and mins from the 12 packed bytes (scale_min_k4).
+HWY_INLINE void k4_scales(const std::uint8_t* packed, std::uint64_t& scales, std::uint64_t& mins) {
+  std::uint32_t lo, mid, hi;
+  std::memcpy(&lo, packed, 4);
+  std::memcpy(&mid, packed + 4, 4);
+  std::memcpy(&hi, packed + 8, 4);
+  const std::uint32_t sc_hi = (hi & 0x0f0f0f0fu) | ((lo >> 6) & 0x03030303u) << 4;
+  const std::uint32_t m_hi = ((hi >> 4) & 0x0f0f0f0fu) | ((mid >> 6) & 0x03030303u) << 4;
+  scales = (lo & 0x3f3f3f3fu) | std::uint64_t{sc_hi} << 32;
+  mins = (mid & 0x3f3f3f3fu) | std::uint64_t{m_hi} << 32;
+}
+
+// Q3_K's 16 signed 6-bit scales (ggml::unpack_q3_k_scales, vectorized): low 4 bits from the
+// nibbles of bytes 0..7 (low nibbles: scales 0..7, high: 8..15), high 2 bits from byte
+// 8 + i % 4, bits 2·(i / 4); minus 32.
+HWY_INLINE __m128i q3_k_scales(const ggml::BlockQ3_K& b) {
+  std::uint64_t packed_low;
+  std::uint32_t packed_high;
+  std::memcpy(&packed_low, b.scales, 8);
+  std::memcpy(&packed_high, b.scales + 8, 4);
+  const __m128i nib = _mm_set1_epi8(0x0f);
+  const __m128i lo8 = _mm_cvtsi64_si128(static_cast<long long>(packed_low));
+  const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(lo8, nib), _mm_and_si128(_mm_srli_epi16(lo8, 4), nib));
+  const __m128i high = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(packed_high)), _mm_set_epi32(6, 4, 2, 0)),
+                                     _mm_set1_epi8(3));
+  return _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
+}
+#endif
+
+#if HWY_TARGET == HWY_AVX3_DL
+#pragma GCC push_options
+#pragma GCC target("avx512vnni")
+namespace vnni {
 
 // One super-group of one row, decoded: u[c] = the codes of values 64c..64c+63; a[c] lane l =
 // a_s of the 16 values holding that int32 lane's 4 values (s = 4c + l/4); b lane s = b_s.
@@ -79,12 +118,6 @@ HWY_INLINE void spread_scales(__m512 a16, __m512 b16, Decoded& out) {
   out.b = b16;
   out.a16 = a16;
 }
-
-// The 8 low bytes v (the scales of 8 sub-blocks of 32) as 16 per-16 scales: byte s = v[s / 2].
-HWY_INLINE __m128i pairs_of(__m128i v8) {
-  return _mm_shuffle_epi8(v8, _mm_set_epi8(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0));
-}
-HWY_INLINE __m128i pairs_of(std::uint64_t v8) { return pairs_of(_mm_cvtsi64_si128(static_cast<long long>(v8))); }
 
 // 16 signed bytes as 16 floats.
 HWY_INLINE __m512 to_float(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
@@ -119,18 +152,6 @@ struct alignas(64) IntScaled {
   float d;             // super-block scale
   __m512 b;            // lane s = b_s
 };
-
-// Q4_K / Q5_K: the 8 6-bit scales and mins from the 12 packed bytes (scale_min_k4).
-HWY_INLINE void k4_scales(const std::uint8_t* packed, std::uint64_t& scales, std::uint64_t& mins) {
-  std::uint32_t lo, mid, hi;
-  std::memcpy(&lo, packed, 4);
-  std::memcpy(&mid, packed + 4, 4);
-  std::memcpy(&hi, packed + 8, 4);
-  const std::uint32_t sc_hi = (hi & 0x0f0f0f0fu) | ((lo >> 6) & 0x03030303u) << 4;
-  const std::uint32_t m_hi = ((hi >> 4) & 0x0f0f0f0fu) | ((mid >> 6) & 0x03030303u) << 4;
-  scales = (lo & 0x3f3f3f3fu) | std::uint64_t{sc_hi} << 32;
-  mins = (mid & 0x3f3f3f3fu) | std::uint64_t{m_hi} << 32;
-}
 
 // The low and high nibbles of 128 bytes in K-quant order (32 bytes per 64 values: low nibbles
 // values 0..31, high 32..63), as the codes of 4 chunks of 64.
@@ -195,19 +216,7 @@ HWY_INLINE void int_q3_k(const std::uint8_t* block, IntScaled& out) {
     const __m512i low = two_bit_fields(b.qs + 32 * (c / 2), 2 * (c % 2));
     out.u[c] = or_masked(low, rotate_halves(hm, 2 - 2 * c, 1 - 2 * c), _mm512_set1_epi8(4));
   }
-  // The 16 6-bit scales (ggml::unpack_q3_k_scales, vectorized): low 4 bits from the nibbles of
-  // bytes 0..7 (low nibbles: scales 0..7, high: 8..15), high 2 bits from byte 8 + i % 4, bits
-  // 2·(i / 4).
-  std::uint64_t packed_low;
-  std::uint32_t packed_high;
-  std::memcpy(&packed_low, b.scales, 8);
-  std::memcpy(&packed_high, b.scales + 8, 4);
-  const __m128i nib = _mm_set1_epi8(0x0f);
-  const __m128i lo8 = _mm_cvtsi64_si128(static_cast<long long>(packed_low));
-  const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(lo8, nib), _mm_and_si128(_mm_srli_epi16(lo8, 4), nib));
-  const __m128i high = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(packed_high)), _mm_set_epi32(6, 4, 2, 0)),
-                                     _mm_set1_epi8(3));
-  out.sc = _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
+  out.sc = q3_k_scales(b);
   out.d = half(b.d);
   out.b = _mm512_mul_ps(_mm512_set1_ps(-4.0f * out.d), to_float(out.sc));
 }
@@ -778,8 +787,10 @@ void GemmGgmlRows(const Operands& op, std::int64_t row_begin, std::int64_t row_e
   }
 }
 
-#else
-// Portable path: every super-group unpacked by the scalar unpack_super_group, then per 16
+#endif
+
+// Portable path (targets without their own kernels, and AVX2's K-quant rows against 32-value
+// activation blocks): every super-group unpacked by the scalar unpack_super_group, then per 16
 // values an int16 widening multiply-add dot product with each token.
 
 std::int32_t Dot16(const std::uint8_t* u, const std::int8_t* q) {
@@ -795,7 +806,7 @@ std::int32_t Dot16(const std::uint8_t* u, const std::int8_t* q) {
   return hn::GetLane(hn::SumOfLanes(d32, hn::Add(sum0, sum1)));
 }
 
-void GemmGgmlRows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
+void PortableRows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
   const GgmlActivations& x = *op.x;
   std::vector<UnpackedSuperGroup> groups(static_cast<std::size_t>(op.groups));
   for (std::int64_t row = row_begin; row < row_end; ++row) {
@@ -815,6 +826,16 @@ void GemmGgmlRows(const Operands& op, std::int64_t row_begin, std::int64_t row_e
     }
   }
 }
+
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+// AVX2's kernels also serve AVX-512 CPUs without VNNI and VBMI (Skylake-X, Cascade Lake).
+#include "kernels/cpu/gemm_ggml_avx2-inl.h"
+
+void GemmGgmlRows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
+  if (!avx2::rows(op, row_begin, row_end)) PortableRows(op, row_begin, row_end);
+}
+#elif HWY_TARGET != HWY_AVX3_DL
+void GemmGgmlRows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) { PortableRows(op, row_begin, row_end); }
 #endif
 
 }  // namespace peregrine::HWY_NAMESPACE

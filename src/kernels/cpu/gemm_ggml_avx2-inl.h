@@ -1,0 +1,350 @@
+// gemm_ggml's AVX2 kernels (Haswell, Zen 1-3, Intel client cores; also Highway's AVX3 target:
+// AVX-512 CPUs without VNNI/VBMI): included in gemm_ggml.cpp's HWY_AVX2 / HWY_AVX3 section
+// (namespace peregrine::HWY_NAMESPACE), once per target.
+//
+// Every row is read straight from its stored ggml blocks (no repacking), one row × a tile of
+// up to kTileTokens tokens at a time: each super-group (256 values) or legacy block (32) decoded
+// once per tile into 32-byte code vectors, then per 32 values and token one vpmaddubsw (codes ×
+// activation bytes into int16 pairs; the codes are kept small enough that it cannot saturate)
+// and one vpmaddwd (by the integer sub-block scales, or by ones) into int32 lanes — the
+// arithmetic of ggml's AVX2 vec_dot_*_q8_K / q8_0 / q8_1. Prefill walks every token tile over a
+// row before the next row, so the row stays in L1 and DRAM sees it once.
+
+namespace avx2 {
+
+// Tokens per tile: 8 int32 sums live across a super-group beside its 8 code vectors.
+constexpr int kTileTokens = 8;
+
+// 16 signed bytes as two vectors of 8 floats (lanes 0..7, 8..15).
+HWY_INLINE void to_float(__m128i v, __m256 (&out)[2]) {
+  out[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+  out[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(v, v)));
+}
+
+// One K-quant / IQ4_XS super-block in integer-scaled form: w_i = d·sc_s·v_i + b_s for the 16
+// values s. v = u (0..63), or for kSigned formats (IQ4_XS) the signed grid value in `v` with
+// u = |v| <= 127, whose signs go onto the activations (vpsignb) so that vpmaddubsw's unsigned
+// operand stays u: 2·127·127 < 2^15.
+struct IntScaled {
+  __m256i u[8];  // codes of values 32c .. 32c+31
+  __m256i v[8];  // kSigned only: the signed values
+  __m128i sc;    // byte s: the signed integer scale of values 16s .. 16s+15
+  float d;       // super-block scale
+  __m256 b[2];   // lane s of b[s / 8]: the offset b_s
+};
+
+// 32 bytes at p.
+HWY_INLINE __m256i load32(const std::uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// Byte-wise (v >> shift) & mask, 0 <= shift < 8 (16-bit shifts: the bits a byte takes from its
+// neighbour are masked off by the caller's mask).
+HWY_INLINE __m256i bits_of(__m256i v, int shift, int mask) {
+  return _mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8(static_cast<char>(mask)));
+}
+
+// Bit `bit` of every byte of v moved to bit `to` (0 or the value 1 << to).
+HWY_INLINE __m256i bit_to(__m256i v, int bit, int to) {
+  const __m256i moved = bit >= to ? _mm256_srli_epi16(v, bit - to) : _mm256_slli_epi16(v, to - bit);
+  return _mm256_and_si256(moved, _mm256_set1_epi8(static_cast<char>(1 << to)));
+}
+
+template <int kBits>
+HWY_INLINE void int_qk_k(const std::uint8_t* block, IntScaled& out) {
+  const auto& b = *reinterpret_cast<const ggml::BlockQ4_K*>(block);  // Q5_K shares the head
+  std::uint64_t scales, mins;
+  k4_scales(b.scales, scales, mins);
+  const std::uint8_t* qs = block + (kBits == 5 ? sizeof(ggml::BlockQ5_K) : sizeof(ggml::BlockQ4_K)) - 128;
+  for (int j = 0; j < 4; ++j) {  // 32 bytes: values 64j .. +31 (low nibbles), +32 .. +63 (high)
+    const __m256i q = load32(qs + 32 * j);
+    out.u[2 * j] = bits_of(q, 0, 0x0f);
+    out.u[2 * j + 1] = bits_of(q, 4, 0x0f);
+  }
+  if constexpr (kBits == 5) {  // qh bit c: value 32c + i's fifth bit
+    const __m256i qh = load32(block + 16);
+    for (int c = 0; c < 8; ++c) out.u[c] = _mm256_or_si256(out.u[c], bit_to(qh, c, 4));
+  }
+  out.sc = pairs_of(scales);
+  out.d = half(b.d);
+  to_float(pairs_of(mins), out.b);
+  const __m256 dmin = _mm256_set1_ps(-half(b.dmin));
+  out.b[0] = _mm256_mul_ps(dmin, out.b[0]);
+  out.b[1] = _mm256_mul_ps(dmin, out.b[1]);
+}
+
+HWY_INLINE void int_q6_k(const std::uint8_t* block, IntScaled& out) {
+  const auto& b = *reinterpret_cast<const ggml::BlockQ6_K*>(block);
+  for (int n = 0; n < 2; ++n) {  // values 128n ..: ql[64n ..], qh[32n ..]
+    const __m256i ql0 = load32(b.ql + 64 * n), ql1 = load32(b.ql + 64 * n + 32), qh = load32(b.qh + 32 * n);
+    // chunk 4n + j: low nibbles of ql0 / ql1 (j = 0, 1) or high (2, 3), qh bits 2j, 2j + 1 → 4, 5.
+    const __m256i high[4] = {_mm256_and_si256(_mm256_slli_epi16(qh, 4), _mm256_set1_epi8(0x30)),
+                             _mm256_and_si256(_mm256_slli_epi16(qh, 2), _mm256_set1_epi8(0x30)),
+                             _mm256_and_si256(qh, _mm256_set1_epi8(0x30)), bits_of(qh, 2, 0x30)};
+    out.u[4 * n] = _mm256_or_si256(bits_of(ql0, 0, 0x0f), high[0]);
+    out.u[4 * n + 1] = _mm256_or_si256(bits_of(ql1, 0, 0x0f), high[1]);
+    out.u[4 * n + 2] = _mm256_or_si256(bits_of(ql0, 4, 0x0f), high[2]);
+    out.u[4 * n + 3] = _mm256_or_si256(bits_of(ql1, 4, 0x0f), high[3]);
+  }
+  out.sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+  out.d = half(b.d);
+  to_float(out.sc, out.b);
+  const __m256 offset = _mm256_set1_ps(-32.0f * out.d);
+  out.b[0] = _mm256_mul_ps(offset, out.b[0]);
+  out.b[1] = _mm256_mul_ps(offset, out.b[1]);
+}
+
+HWY_INLINE void int_q2_k(const std::uint8_t* block, IntScaled& out) {
+  const auto& b = *reinterpret_cast<const ggml::BlockQ2_K*>(block);
+  for (int n = 0; n < 2; ++n) {  // chunk 4n + j: 2-bit field j of qs[32n ..]
+    const __m256i q = load32(b.qs + 32 * n);
+    for (int j = 0; j < 4; ++j) out.u[4 * n + j] = bits_of(q, 2 * j, 3);
+  }
+  const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), low4 = _mm_set1_epi8(0x0f);
+  out.sc = _mm_and_si128(sc, low4);
+  out.d = half(b.d);
+  to_float(_mm_and_si128(_mm_srli_epi16(sc, 4), low4), out.b);
+  const __m256 dmin = _mm256_set1_ps(-half(b.dmin));
+  out.b[0] = _mm256_mul_ps(dmin, out.b[0]);
+  out.b[1] = _mm256_mul_ps(dmin, out.b[1]);
+}
+
+HWY_INLINE void int_q3_k(const std::uint8_t* block, IntScaled& out) {
+  const auto& b = *reinterpret_cast<const ggml::BlockQ3_K*>(block);
+  const __m256i hm = load32(b.hmask);
+  for (int n = 0; n < 2; ++n) {  // chunk c = 4n + j: 2-bit field j of qs[32n ..], hmask bit c → bit 2
+    const __m256i q = load32(b.qs + 32 * n);
+    for (int j = 0; j < 4; ++j) out.u[4 * n + j] = _mm256_or_si256(bits_of(q, 2 * j, 3), bit_to(hm, 4 * n + j, 2));
+  }
+  out.sc = q3_k_scales(b);
+  out.d = half(b.d);
+  to_float(out.sc, out.b);
+  const __m256 offset = _mm256_set1_ps(-4.0f * out.d);
+  out.b[0] = _mm256_mul_ps(offset, out.b[0]);
+  out.b[1] = _mm256_mul_ps(offset, out.b[1]);
+}
+
+// 16 legacy-ordered nibble bytes (value j: low nibble of byte j, j + 16: high) as 32 codes.
+HWY_INLINE __m256i legacy_nibbles(const std::uint8_t* qs) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), low4 = _mm_set1_epi8(0x0f);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), low4), _mm_and_si128(q, low4));
+}
+
+// IQ4's signed grid value of each nibble code.
+HWY_INLINE __m256i iq4_values(__m256i nibbles) {
+  const __m128i grid = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ggml::kIq4nlValues));
+  return _mm256_shuffle_epi8(_mm256_set_m128i(grid, grid), nibbles);
+}
+
+HWY_INLINE void int_iq4_xs(const std::uint8_t* block, IntScaled& out) {
+  const auto& b = *reinterpret_cast<const ggml::BlockIq4Xs*>(block);
+  for (int c = 0; c < 8; ++c) {
+    out.v[c] = iq4_values(legacy_nibbles(b.qs + 16 * c));
+    out.u[c] = _mm256_abs_epi8(out.v[c]);
+  }
+  std::uint64_t scales = 0;  // ggml::iq4_xs_scale of the 8 sub-blocks of 32, minus 32
+  const unsigned high = b.scales_h[0] | b.scales_h[1] << 8;
+  for (int i = 0; i < 8; ++i) {
+    const unsigned s = ((b.scales_l[i / 2] >> 4 * (i % 2)) & 0x0f) | ((high >> 2 * i) & 3) << 4;
+    scales |= std::uint64_t{static_cast<std::uint8_t>(s - 32)} << 8 * i;
+  }
+  out.sc = pairs_of(scales);
+  out.d = half(b.d);
+  out.b[0] = out.b[1] = _mm256_setzero_ps();
+}
+
+// The int16 scales of chunk c's vpmaddubsw pairs: lanes 0..7 (values 32c .. +15) sc_{2c},
+// lanes 8..15 sc_{2c+1}. sc16: the 16 scales as int16 (lanes 0..7 in the low 128 bits).
+HWY_INLINE __m256i chunk_scales(__m256i sc16, int c) {
+  const __m256i half16 = c < 4 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
+  const char lo = static_cast<char>(4 * (c % 4)), hi = static_cast<char>(4 * (c % 4) + 2);
+  const __m256i pick = _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo,
+                                        lo + 1, lo, lo + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1, hi,
+                                        hi + 1, hi, hi + 1, hi, hi + 1, hi, hi + 1);
+  return _mm256_shuffle_epi8(half16, pick);
+}
+
+HWY_INLINE float horizontal_sum(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+// y[token .. token+RN, row] for an integer-scaled format D with Q8_K activations (one scale
+// per super-group and token): per super-group the exact int32 Σ_s sc_s·(u·q)_s per token, then
+// one conversion and FMA by d·dx, and the offsets b·sum16 in f32.
+template <class D, int RN>
+void int_row_tile(const Operands& op, std::int64_t row, std::int64_t token) {
+  const GgmlActivations& x = *op.x;
+  __m256 acc[RN];
+  for (int n = 0; n < RN; ++n) acc[n] = _mm256_setzero_ps();
+  for (std::int64_t g = 0; g < op.groups; ++g) {
+    prefetch_decode_stream<192>(op.group(row, g));
+    IntScaled k;
+    D::decode_int(op.group(row, g), k);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(k.sc);
+    const std::int8_t* q = x.q.data() + token * x.ld + g * kSuperGroup;
+    __m256i isum[RN];
+    for (int n = 0; n < RN; ++n) isum[n] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      const __m256i s = chunk_scales(sc16, c);
+#pragma GCC unroll 8
+      for (int n = 0; n < RN; ++n) {
+        __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + n * x.ld + 32 * c));
+        if constexpr (D::kSigned) xq = _mm256_sign_epi8(xq, k.v[c]);
+        isum[n] = _mm256_add_epi32(isum[n], _mm256_madd_epi16(_mm256_maddubs_epi16(k.u[c], xq), s));
+        // Sum in this order: left free, GCC reassociates the int32 sums and keeps all 64
+        // products of the super-group alive at once, spilled to the stack (3x slower).
+        asm("" : "+x"(isum[n]));
+      }
+    }
+#pragma GCC unroll 8
+    for (int n = 0; n < RN; ++n) {
+      const float dx = x.dx[static_cast<std::size_t>((token + n) * x.ld / 4 + 64 * g)];
+      acc[n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[n]), _mm256_set1_ps(k.d * dx), acc[n]);
+      if constexpr (!D::kSigned) {
+        const float* s16 = x.sum16.data() + (token + n) * x.ld / 16 + 16 * g;
+        acc[n] = _mm256_fmadd_ps(k.b[0], _mm256_loadu_ps(s16), acc[n]);
+        acc[n] = _mm256_fmadd_ps(k.b[1], _mm256_loadu_ps(s16 + 8), acc[n]);
+      }
+    }
+  }
+  for (int n = 0; n < RN; ++n) op.y[(token + n) * op.out + row] = horizontal_sum(acc[n]);
+}
+
+// A legacy block of 32 decoded: codes u (and for IQ4_NL the signed values v, u = |v|), scale
+// a and offset b (w = a·u + b, or a·v for IQ4_NL).
+struct LegacyBlock {
+  __m256i u, v;
+  float a, b;
+};
+
+// Q5's fifth bits: byte j of the result = 16 where bit j of the 32 bits is set.
+HWY_INLINE __m256i fifth_bits(const std::uint8_t* qh) {
+  std::uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  // Byte j takes byte j / 8 of the bits, then tests its bit j % 8.
+  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                                             _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16));
+}
+
+template <class Block>
+HWY_INLINE void decode_legacy_block(const Block& blk, LegacyBlock& out) {
+  constexpr bool kHigh = requires(const Block& x) { x.qh; };
+  constexpr bool kMin = requires(const Block& x) { x.m; };
+  constexpr bool kIq4 = std::is_same_v<Block, ggml::BlockIq4Nl>;
+  out.u = legacy_nibbles(blk.qs);
+  if constexpr (kHigh) out.u = _mm256_or_si256(out.u, fifth_bits(blk.qh));
+  if constexpr (kIq4) {
+    out.v = iq4_values(out.u);
+    out.u = _mm256_abs_epi8(out.v);
+  }
+  out.a = half(blk.d);
+  if constexpr (kMin) {
+    out.b = half(blk.m);
+  } else {
+    out.b = kIq4 ? 0.0f : -16.0f * out.a;
+  }
+}
+
+// y[token .. token+RN, row] for a legacy format of 32-value blocks (Q4_1, Q5_0, Q5_1, IQ4_NL):
+// per block and token Σu·q (int32 lanes) converted and scaled by a·dx, plus b·Σq_x.
+template <class Block, int RN>
+void legacy_row_tile(const Operands& op, std::int64_t row, std::int64_t token) {
+  constexpr bool kIq4 = std::is_same_v<Block, ggml::BlockIq4Nl>;
+  const GgmlActivations& x = *op.x;
+  const auto* blocks = reinterpret_cast<const Block*>(op.w + static_cast<std::size_t>(row) * op.row_bytes);
+  const std::int64_t n_blocks = x.in / 32;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[RN];
+  float offsets[RN] = {};
+  for (int n = 0; n < RN; ++n) acc[n] = _mm256_setzero_ps();
+  for (std::int64_t k = 0; k < n_blocks; ++k) {
+    if (k % 8 == 0) prefetch_decode_stream<8 * sizeof(Block)>(blocks + k);
+    LegacyBlock blk;
+    decode_legacy_block(blocks[k], blk);
+#pragma GCC unroll 8
+    for (int n = 0; n < RN; ++n) {
+      const std::int64_t t = token + n;
+      __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q.data() + t * x.ld + 32 * k));
+      if constexpr (kIq4) xq = _mm256_sign_epi8(xq, blk.v);
+      const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(blk.u, xq), ones);
+      const float dx = x.dx[static_cast<std::size_t>(t * x.ld / 4 + 8 * k)];
+      acc[n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(blk.a * dx), acc[n]);
+      if constexpr (!kIq4) {
+        const float* s16 = x.sum16.data() + t * x.ld / 16 + 2 * k;
+        offsets[n] += blk.b * (s16[0] + s16[1]);
+      }
+    }
+  }
+  for (int n = 0; n < RN; ++n) op.y[(token + n) * op.out + row] = horizontal_sum(acc[n]) + offsets[n];
+}
+
+// Rows [row_begin, row_end) for every token, in tiles of one row × up to kTileTokens tokens.
+template <template <int> class Tile>
+void tiled_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
+  const std::int64_t n_tokens = op.x->n_tokens;
+  for (std::int64_t row = row_begin; row < row_end; ++row) {
+    for (std::int64_t t = 0; t < n_tokens; t += kTileTokens) {
+      dispatch_count<1, kTileTokens>(std::min<std::int64_t>(kTileTokens, n_tokens - t),
+                                     [&]<int RN>() { Tile<RN>::run(op, row, t); });
+    }
+  }
+}
+
+template <class D>
+struct IntTile {
+  template <int RN>
+  struct With {
+    static void run(const Operands& op, std::int64_t row, std::int64_t token) { int_row_tile<D, RN>(op, row, token); }
+  };
+};
+template <class Block>
+struct LegacyTile {
+  template <int RN>
+  struct With {
+    static void run(const Operands& op, std::int64_t row, std::int64_t token) {
+      legacy_row_tile<Block, RN>(op, row, token);
+    }
+  };
+};
+
+// The integer-scaled decoders (as the AVX-512 code's IntDecoder).
+template <void (*kInt)(const std::uint8_t*, IntScaled&), bool kSign = false>
+struct IntDecoder {
+  static constexpr bool kSigned = kSign;
+  static HWY_INLINE void decode_int(const std::uint8_t* p, IntScaled& out) { kInt(p, out); }
+};
+
+// The formats with AVX2 kernels; false: the caller takes the portable path (K-quant rows
+// against 32-value activation blocks, which only the tests make).
+template <class D>
+bool int_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
+  if (op.x->block != kSuperGroup) return false;
+  tiled_rows<IntTile<D>::template With>(op, row_begin, row_end);
+  return true;
+}
+template <class Block>
+bool legacy_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
+  tiled_rows<LegacyTile<Block>::template With>(op, row_begin, row_end);
+  return true;
+}
+
+bool rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
+  switch (op.dtype) {
+    case DType::kQ4_K: return int_rows<IntDecoder<int_qk_k<4>>>(op, row_begin, row_end);
+    case DType::kQ5_K: return int_rows<IntDecoder<int_qk_k<5>>>(op, row_begin, row_end);
+    case DType::kQ6_K: return int_rows<IntDecoder<int_q6_k>>(op, row_begin, row_end);
+    case DType::kQ3_K: return int_rows<IntDecoder<int_q3_k>>(op, row_begin, row_end);
+    case DType::kQ2_K: return int_rows<IntDecoder<int_q2_k>>(op, row_begin, row_end);
+    case DType::kIQ4_XS: return int_rows<IntDecoder<int_iq4_xs, true>>(op, row_begin, row_end);
+    case DType::kIQ4_NL: return legacy_rows<ggml::BlockIq4Nl>(op, row_begin, row_end);
+    case DType::kQ4_1: return legacy_rows<ggml::BlockQ4_1>(op, row_begin, row_end);
+    case DType::kQ5_0: return legacy_rows<ggml::BlockQ5_0>(op, row_begin, row_end);
+    case DType::kQ5_1: return legacy_rows<ggml::BlockQ5_1>(op, row_begin, row_end);
+    default: return false;
+  }
+}
+
+}  // namespace avx2
