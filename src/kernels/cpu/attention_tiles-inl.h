@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include <hwy/cache_control.h>
 #include <hwy/highway.h>
@@ -57,6 +58,23 @@ void widen_f16(const std::uint8_t* src, std::int64_t n_values, float* HWY_RESTRI
   for (; i < n_values; ++i) out[i] = ScalarAsF32(h + i);
 }
 
+// Highway 1.0.3 widens f16 by arithmetic where the CPU has no F16C (x86 below AVX2, the
+// portable fallbacks), and gives exponent 31 a finite value; this puts E5M2's infinities and
+// NaNs (exponent bits all set) back into x, the widened bytes at p. Elsewhere x as it is.
+V e5m2_specials(D d, const std::uint8_t* HWY_RESTRICT p, V x) {
+  if constexpr (HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128 || (HWY_ARCH_X86 && HWY_TARGET > HWY_AVX2)) {
+    const hn::Rebind<std::uint32_t, D> du32;
+    const auto b = hn::PromoteTo(du32, hn::LoadU(hn::Rebind<std::uint8_t, D>(), p));
+    const auto special = hn::RebindMask(d, hn::Eq(hn::And(b, hn::Set(du32, 0x7c)), hn::Set(du32, 0x7c)));
+    const auto nan = hn::RebindMask(d, hn::Ne(hn::And(b, hn::Set(du32, 0x03)), hn::Zero(du32)));
+    const V inf = hn::CopySign(hn::Set(d, std::numeric_limits<float>::infinity()), x);
+    return hn::IfThenElse(special, hn::IfThenElse(nan, hn::Set(d, NAN), inf), x);
+  } else {
+    (void)p;
+    return x;
+  }
+}
+
 // One vector of FP8 bytes at p as f32, exactly, through f16 (F16C): an E5M2 byte is the top
 // byte of the f16 of the same value; E4M3's 7 magnitude bits go 3 bits lower, into an f16
 // whose exponent bias (15) exceeds E4M3's (7) by 8, so the widened value times 2^8 is exact
@@ -68,7 +86,7 @@ V widen_fp8(DType t, const std::uint8_t* HWY_RESTRICT p) {
   const hn::Rebind<std::uint16_t, D> du16;
   const hn::Rebind<hwy::float16_t, D> df16;
   const auto b = hn::PromoteTo(du16, hn::LoadU(du8, p));
-  if (t == DType::kF8E5M2) return hn::PromoteTo(d, hn::BitCast(df16, hn::ShiftLeft<8>(b)));
+  if (t == DType::kF8E5M2) return e5m2_specials(d, p, hn::PromoteTo(d, hn::BitCast(df16, hn::ShiftLeft<8>(b))));
   const auto h = hn::Or(hn::ShiftLeft<7>(hn::And(b, hn::Set(du16, 0x7f))), hn::ShiftLeft<8>(hn::And(b, hn::Set(du16, 0x80))));
   const V x = hn::Mul(hn::PromoteTo(d, hn::BitCast(df16, h)), hn::Set(d, 256.0f));
   return hn::IfThenElse(hn::Eq(hn::Abs(x), hn::Set(d, 480.0f)), hn::Set(d, NAN), x);
