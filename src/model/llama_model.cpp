@@ -210,7 +210,7 @@ void run_on_all_cores(std::size_t n_jobs, const std::function<void(std::size_t)>
 }  // namespace
 
 Status LlamaModel::place_weights(WeightPlacement placement) {
-  // Q4_0 and Q8_0 are packed for their VNNI GEMV whatever the placement. F16 / BF16 are packed for theirs
+  // Q4_0 and Q8_0 are packed for their SIMD GEMV whatever the placement. F16 / BF16 are packed for theirs
   // in huge pages only (in place, e.g. the quantizers' calibration models, they stay in the
   // mapping), and only where their packed copies and their pages of the file both fit in the
   // memory available: their prefill GEMM then reads the file's stored layout, which would

@@ -24,7 +24,7 @@ struct Shape {
 // single-token kernel's kDecodeStreams side-by-side parts (whole, and with groups left over).
 constexpr Shape kShapes[] = {{16, 32}, {32, 96}, {48, 2048}, {16, 33 * 32}, {64, 5632}, {16, 257 * 32}, {256, 64}, {208, 96}};
 // Every chunk remainder of the kernel's 8 tokens per pass, and prefill-sized batches.
-constexpr std::int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 129};
+constexpr std::int64_t kTokenCounts[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 31, 32, 33, 64, 129};
 
 constexpr DType kPackedTypes[] = {DType::kQ4_0, DType::kQ8_0};
 

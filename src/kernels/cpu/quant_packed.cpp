@@ -51,7 +51,7 @@ inline std::int32_t code(DType dtype, const std::uint8_t* codes, int e, int j) {
   return (j < 16 ? byte & 0x0f : byte >> 4) - 8;
 }
 
-// One packed group row by row: the scalar twin, and the kernel of targets without VNNI.
+// One packed group row by row: the scalar twin, and the kernel of targets below AVX2.
 void GroupScalar(const Operands& op, std::int64_t group) {
   const Format& f = format(op.dtype);
   const std::uint8_t* g = op.packed + static_cast<std::size_t>(group) * op.group_bytes();
@@ -79,10 +79,13 @@ HWY_BEFORE_NAMESPACE();
 namespace peregrine::HWY_NAMESPACE {
 using quant_packed_detail::Operands;
 
-#if HWY_TARGET == HWY_AVX3_DL
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 #pragma GCC push_options
+#if HWY_TARGET == HWY_AVX3_DL
 #pragma GCC target("avx512vnni")
 
+// AVX-512 VNNI: one zmm holds a group block's 16 rows (one int32 lane each).
+//
 // vpdpbusd's unsigned operands u[m] (values 4m..4m+3 of the 16 rows, m = 0..7) of one group block.
 struct Q4_0Codes {
   static constexpr const quant_packed_detail::Format& kFormat = quant_packed_detail::kQ4_0;
@@ -104,13 +107,6 @@ struct Q8_0Codes {
   }
 };
 
-// One group block: its codes unpacked into u and its 16 rows' scales d_w returned as f32.
-template <class Codes>
-HWY_INLINE __m512 LoadBlock(const std::uint8_t* block, __m512i (&u)[8]) {
-  Codes::unpack(block, u);
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + Codes::kFormat.code_bytes)));
-}
-
 // acc + d_w·d_x·(bias + Σ_m u[m]·x[m]) for one token's block (x its 32 activation bytes as 8
 // words, bias = -c·Σq_x, d_x its scale): two int32 vpdpbusd chains, one f32 fused multiply-add.
 HWY_INLINE __m512 AddBlockProduct(const __m512i (&u)[8], __m512 dw, const std::int32_t* x, std::int32_t bias, float xd,
@@ -124,87 +120,32 @@ HWY_INLINE __m512 AddBlockProduct(const __m512i (&u)[8], __m512 dw, const std::i
   return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_mul_ps(dw, _mm512_set1_ps(xd)), acc);
 }
 
-// 16 rows × RN (2..8) tokens: per block, the codes give 8 vpdpbusd operands (values 4m..4m+3 of
-// every row, rows in lanes), each multiplied by 4 broadcast activation bytes; two int32 chains
-// per token start from the block's -c·Σq_x bias; then one f32 fused multiply-add by d_w
-// (16 lanes) · d_x. The outputs of the 16 rows are one store.
-template <class Codes, int RN>
-void GroupVnni(const Operands& op, std::int64_t group) {
-  constexpr std::size_t kGroupBlockBytes = Codes::kFormat.group_block_bytes();
-  const std::uint8_t* codes = op.packed + static_cast<std::size_t>(group) * op.group_bytes();
-  __m512 acc[RN];
-#pragma GCC unroll 8
-  for (int t = 0; t < RN; ++t) acc[t] = _mm512_setzero_ps();
-  // With several tokens each block prefetches the next group's same block into L2, so that the
-  // next group's DRAM read overlaps this group's compute; the hardware prefetcher alone left them
-  // in series (Q4_0 tinyllama, same run: forwards of 4 / 8 / 16 / 24 / 32 rows 14 / 31 / 50 /
-  // 62 / 76 -> 10 / 16 / 28 / 43 / 56 ms; one row unchanged at 9.1 ms). Past the matrix's end the
-  // addresses are hints, never dereferenced.
-  const std::size_t ahead = op.group_bytes();
-  for (std::int64_t b = 0; b < op.blocks; ++b, codes += kGroupBlockBytes) {
-    for (std::size_t line = 0; line < kGroupBlockBytes; line += 64) __builtin_prefetch(codes + ahead + line, 0, 2);
+// One format's group block for T tokens: the 16 rows' outputs in one zmm per token (Acc); per
+// block the codes unpacked into 8 vpdpbusd operands, each multiplied by 4 broadcast activation
+// bytes of every token, two int32 chains per token starting from the block's -c·Σq_x bias, then
+// one f32 fused multiply-add by d_w (16 lanes) · d_x.
+template <class Codes>
+struct Block {
+  static constexpr const quant_packed_detail::Format& kFormat = Codes::kFormat;
+  using Acc = __m512;
+  static HWY_INLINE Acc zero() { return _mm512_setzero_ps(); }
+  static HWY_INLINE void store(float* y, Acc acc) { _mm512_storeu_ps(y, acc); }
+  // acc[t] += token t's products with block b (at `codes`) of the group.
+  template <int T>
+  static HWY_INLINE void add(const std::uint8_t* codes, const Operands& op, std::int64_t b, Acc (&acc)[T]) {
     __m512i u[8];
-    const __m512 dw = LoadBlock<Codes>(codes, u);
+    Codes::unpack(codes, u);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + kFormat.code_bytes)));
 #pragma GCC unroll 8
-    for (int t = 0; t < RN; ++t) {
+    for (int t = 0; t < T; ++t) {
       const std::int64_t tb = t * op.blocks + b;
       acc[t] = AddBlockProduct(u, dw, reinterpret_cast<const std::int32_t*>(op.xq + tb * 32), op.bias[tb], op.xd[tb], acc[t]);
     }
   }
-#pragma GCC unroll 8
-  for (int t = 0; t < RN; ++t) _mm512_storeu_ps(op.y + t * op.out + group * 16, acc[t]);
-}
+};
 
-// T tokens (1..kStreamTokens), S groups at once (group s is g + s·stride), each its own read
-// stream prefetched kDecodePrefetchBytes ahead (decode_prefetch.h): per block each group's codes
-// unpacked once and multiplied by every token's activations as in GroupVnni.
-template <class Codes, int S, int T>
-void GroupVnniStreams(const Operands& op, std::int64_t g, std::int64_t stride) {
-  constexpr std::size_t kGroupBlockBytes = Codes::kFormat.group_block_bytes();
-  const std::uint8_t* codes[S];
-  __m512 acc[S][T];
-#pragma GCC unroll 8
-  for (int s = 0; s < S; ++s) {
-    codes[s] = op.packed + static_cast<std::size_t>(g + s * stride) * op.group_bytes();
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) acc[s][t] = _mm512_setzero_ps();
-  }
-  for (std::int64_t b = 0; b < op.blocks; ++b) {
-#pragma GCC unroll 8
-    for (int s = 0; s < S; ++s) {
-      const std::uint8_t* block = codes[s] + static_cast<std::size_t>(b) * kGroupBlockBytes;
-      prefetch_decode_stream<kGroupBlockBytes>(block);
-      __m512i u[8];
-      const __m512 dw = LoadBlock<Codes>(block, u);
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        const std::int64_t tb = t * op.blocks + b;
-        acc[s][t] = AddBlockProduct(u, dw, reinterpret_cast<const std::int32_t*>(op.xq + tb * 32), op.bias[tb], op.xd[tb], acc[s][t]);
-      }
-    }
-  }
-#pragma GCC unroll 8
-  for (int s = 0; s < S; ++s) {
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) _mm512_storeu_ps(op.y + t * op.out + (g + s * stride) * 16, acc[s][t]);
-  }
-}
-
-// One group for up to 8 tokens of `op`.
-template <class Codes>
-void GroupTokens(const Operands& op, std::int64_t g) {
-  switch (op.n_tokens) {
-    case 1: return GroupVnniStreams<Codes, 1, 1>(op, g, 1);
-    case 2: return GroupVnni<Codes, 2>(op, g);
-    case 3: return GroupVnni<Codes, 3>(op, g);
-    case 4: return GroupVnni<Codes, 4>(op, g);
-    case 5: return GroupVnni<Codes, 5>(op, g);
-    case 6: return GroupVnni<Codes, 6>(op, g);
-    case 7: return GroupVnni<Codes, 7>(op, g);
-    default: return GroupVnni<Codes, 8>(op, g);
-  }
-}
-
+// Tokens per pass of one group (the prefill), and the most tokens read as two streams.
+constexpr int kChunkTokens = 8;
 // 2..kStreamTokens tokens: two groups side by side, each its own stream prefetched 2 KiB ahead,
 // every token at once (tinyllama bench --batch B -p 0 -n 16, 2 threads, a Xeon, 2026-11-28,
 // alternated with the one-group kernel below, tok/s: Q4_0 2 sequences 84.3 / 78.5 / 83.7 / 76.0
@@ -214,18 +155,181 @@ void GroupTokens(const Operands& op, std::int64_t g) {
 // 223.7 / 214.9 -> 213.1 / 246.8 / 215.2 / 213.1).
 constexpr int kStreamTokens = 6;
 
+#else  // AVX2 (and AVX-512 without VNNI, which runs the same 256-bit code)
+
+// AVX2: two ymm hold a group block's 16 rows, rows 0-7 (half r = 0: bytes 0-31 of each 64-byte
+// chunk) and rows 8-15 (r = 1: bytes 32-63), one int32 lane per row; vpdpbusd is emulated by
+// vpmaddubsw (unsigned × signed bytes, adjacent pairs summed to int16) and vpmaddwd by 1.
+//
+// Q4_0: u[m] = the unsigned nibbles of values 4m..4m+3 of the 8 rows of half r. The products'
+// int16 sums over all 8 m stay exact (16 products of at most 15·127: 30480 < 32767), so one
+// vpmaddwd per token and half; the codes' offset 8 is taken off by the bias.
+struct Q4_0Codes {
+  static constexpr const quant_packed_detail::Format& kFormat = quant_packed_detail::kQ4_0;
+  struct Half {
+    __m256i u[8];
+  };
+  static HWY_INLINE Half unpack(const std::uint8_t* codes, int r) {
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    Half w;
+#pragma GCC unroll 4
+    for (int h = 0; h < 4; ++h) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * h + 32 * r));
+      w.u[h] = _mm256_and_si256(q, low);
+      w.u[h + 4] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low);
+    }
+    return w;
+  }
+  // bias + Σ_m u[m]·x[m] per row (x: the token's 32 activation bytes as 8 words).
+  static HWY_INLINE __m256i dot(const Half& w, const std::int32_t* x, std::int32_t bias) {
+    __m256i s = _mm256_maddubs_epi16(w.u[0], _mm256_set1_epi32(x[0]));
+#pragma GCC unroll 7
+    for (int m = 1; m < 8; ++m) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(w.u[m], _mm256_set1_epi32(x[m])));
+    return _mm256_add_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(1)), _mm256_set1_epi32(bias));
+  }
+};
+// Q8_0: the packed u = q + 128 would saturate vpmaddubsw (2·255·127 > 32767), so each product
+// is |q| · (x with q's sign) (at most 2·128·127 = 32512 per pair), widened to int32 per m; the
+// true Σ q·x needs no bias. 4 ops per m, token and half, as the alternatives would take: u's
+// two nibbles as two Q4_0-like int16 sums (2 vpmaddubsw, 2 adds), or codes widened to int16
+// once per block (2 vpmaddwd, 2 adds per token); not measured.
+struct Q8_0Codes {
+  static constexpr const quant_packed_detail::Format& kFormat = quant_packed_detail::kQ8_0;
+  struct Half {
+    __m256i a[8], q[8];  // |q|, q of values 4m..4m+3
+  };
+  static HWY_INLINE Half unpack(const std::uint8_t* codes, int r) {
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+    Half w;
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; ++m) {
+      w.q[m] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * m + 32 * r)), flip);
+      w.a[m] = _mm256_abs_epi8(w.q[m]);
+    }
+    return w;
+  }
+  static HWY_INLINE __m256i dot(const Half& w, const std::int32_t* x, std::int32_t /*bias*/) {
+    const __m256i one = _mm256_set1_epi16(1);
+    __m256i s = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; ++m) {
+      const __m256i p = _mm256_maddubs_epi16(w.a[m], _mm256_sign_epi8(_mm256_set1_epi32(x[m]), w.q[m]));
+      s = _mm256_add_epi32(s, _mm256_madd_epi16(p, one));
+    }
+    return s;
+  }
+};
+
+// One format's group block for T tokens: the 16 rows' outputs in two ymm per token (Acc), half
+// by half: the half's codes unpacked once, then per token its int32 dot per row, one f32 fused
+// multiply-add by d_w (8 lanes) · d_x.
+template <class Codes>
+struct Block {
+  static constexpr const quant_packed_detail::Format& kFormat = Codes::kFormat;
+  struct Acc {
+    __m256 half[2];
+  };
+  static HWY_INLINE Acc zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+  static HWY_INLINE void store(float* y, Acc acc) {
+    _mm256_storeu_ps(y, acc.half[0]);
+    _mm256_storeu_ps(y + 8, acc.half[1]);
+  }
+  template <int T>
+  static HWY_INLINE void add(const std::uint8_t* codes, const Operands& op, std::int64_t b, Acc (&acc)[T]) {
+#pragma GCC unroll 2
+    for (int r = 0; r < 2; ++r) {
+      const typename Codes::Half w = Codes::unpack(codes, r);
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + kFormat.code_bytes + 16 * r)));
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const std::int64_t tb = t * op.blocks + b;
+        const __m256i dot = Codes::dot(w, reinterpret_cast<const std::int32_t*>(op.xq + tb * 32), op.bias[tb]);
+        acc[t].half[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(op.xd[tb])), acc[t].half[r]);
+      }
+    }
+  }
+};
+
+// As AVX-512: the accumulators of 8 tokens (16 ymm) spill, but only once per block and half,
+// while the unpacked codes serve twice as many tokens (tinyllama pp128 Q4_0, 2 threads, this
+// Zen 4 capped at AVX2, alternated, tok/s: 4 tokens per pass 121.8 / 130.7, 8: 136.5 / 137.7).
+constexpr int kChunkTokens = 8;
+constexpr int kStreamTokens = 6;  // as AVX-512 (not measured on AVX2)
+
+#endif
+
+// 16 rows × RN (2..kChunkTokens) tokens of one group, block by block (Block<Codes>::add).
+template <class Codes, int RN>
+void GroupTile(const Operands& op, std::int64_t group) {
+  using K = Block<Codes>;
+  constexpr std::size_t kGroupBlockBytes = K::kFormat.group_block_bytes();
+  const std::uint8_t* codes = op.packed + static_cast<std::size_t>(group) * op.group_bytes();
+  typename K::Acc acc[RN];
+#pragma GCC unroll 8
+  for (int t = 0; t < RN; ++t) acc[t] = K::zero();
+  // With several tokens each block prefetches the next group's same block into L2, so that the
+  // next group's DRAM read overlaps this group's compute; the hardware prefetcher alone left them
+  // in series (Q4_0 tinyllama, same run: forwards of 4 / 8 / 16 / 24 / 32 rows 14 / 31 / 50 /
+  // 62 / 76 -> 10 / 16 / 28 / 43 / 56 ms; one row unchanged at 9.1 ms). Past the matrix's end the
+  // addresses are hints, never dereferenced.
+  const std::size_t ahead = op.group_bytes();
+  for (std::int64_t b = 0; b < op.blocks; ++b, codes += kGroupBlockBytes) {
+    for (std::size_t line = 0; line < kGroupBlockBytes; line += 64) __builtin_prefetch(codes + ahead + line, 0, 2);
+    K::template add<RN>(codes, op, b, acc);
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < RN; ++t) K::store(op.y + t * op.out + group * 16, acc[t]);
+}
+
+// T tokens (1..kStreamTokens), S groups at once (group s is g + s·stride), each its own read
+// stream prefetched kDecodePrefetchBytes ahead (decode_prefetch.h): per block each group's codes
+// unpacked once and multiplied by every token's activations as in GroupTile.
+template <class Codes, int S, int T>
+void GroupStreams(const Operands& op, std::int64_t g, std::int64_t stride) {
+  using K = Block<Codes>;
+  constexpr std::size_t kGroupBlockBytes = K::kFormat.group_block_bytes();
+  const std::uint8_t* codes[S];
+  typename K::Acc acc[S][T];
+#pragma GCC unroll 8
+  for (int s = 0; s < S; ++s) {
+    codes[s] = op.packed + static_cast<std::size_t>(g + s * stride) * op.group_bytes();
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) acc[s][t] = K::zero();
+  }
+  for (std::int64_t b = 0; b < op.blocks; ++b) {
+#pragma GCC unroll 8
+    for (int s = 0; s < S; ++s) {
+      const std::uint8_t* block = codes[s] + static_cast<std::size_t>(b) * kGroupBlockBytes;
+      prefetch_decode_stream<kGroupBlockBytes>(block);
+      K::template add<T>(block, op, b, acc[s]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int s = 0; s < S; ++s) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) K::store(op.y + t * op.out + (g + s * stride) * 16, acc[s][t]);
+  }
+}
+
+// One group for up to kChunkTokens tokens of `op`.
+template <class Codes>
+void GroupTokens(const Operands& op, std::int64_t g) {
+  if (op.n_tokens == 1) return GroupStreams<Codes, 1, 1>(op, g, 1);
+  dispatch_count<2, kChunkTokens>(op.n_tokens, [&]<int kT>() { GroupTile<Codes, kT>(op, g); });
+}
+
 // Groups [g0, g1) of op's kT tokens as kStreams read streams (for_decode_streams).
 template <int kStreams, int kT>
 void StreamTiles(const Operands& op, std::int64_t g0, std::int64_t g1) {
   for_decode_streams<kStreams>(g0, g1, [&]<int S>(std::int64_t g, std::int64_t stride) {
-    if (op.dtype == DType::kQ8_0) return GroupVnniStreams<Q8_0Codes, S, kT>(op, g, stride);
-    GroupVnniStreams<Q4_0Codes, S, kT>(op, g, stride);
+    if (op.dtype == DType::kQ8_0) return GroupStreams<Q8_0Codes, S, kT>(op, g, stride);
+    GroupStreams<Q4_0Codes, S, kT>(op, g, stride);
   });
 }
 
 // One token: kDecodeStreams groups side by side (decode_prefetch.h); 2..kStreamTokens: two.
-// More: each group for all tokens, 8 at a time: the group's weights (16 rows) stay in L1/L2
-// between the token chunks, so DRAM sees them once.
+// More: each group for all tokens, kChunkTokens at a time: the group's weights (16 rows) stay in
+// L1/L2 between the token chunks, so DRAM sees them once.
 void GemvGroups(const Operands& op, std::int64_t g0, std::int64_t g1) {
   if (op.n_tokens == 1) return StreamTiles<kDecodeStreams, 1>(op, g0, g1);
   if (op.n_tokens <= kStreamTokens) {
@@ -233,13 +337,13 @@ void GemvGroups(const Operands& op, std::int64_t g0, std::int64_t g1) {
     return;
   }
   for (std::int64_t g = g0; g < g1; ++g) {
-    for (std::int64_t t = 0; t < op.n_tokens; t += 8) {
+    for (std::int64_t t = 0; t < op.n_tokens; t += kChunkTokens) {
       Operands chunk = op;
       chunk.xq += t * op.blocks * 32;
       chunk.xd += t * op.blocks;
       chunk.bias += t * op.blocks;
       chunk.y += t * op.out;
-      chunk.n_tokens = std::min<std::int64_t>(8, op.n_tokens - t);
+      chunk.n_tokens = std::min<std::int64_t>(kChunkTokens, op.n_tokens - t);
       if (op.dtype == DType::kQ8_0) {
         GroupTokens<Q8_0Codes>(chunk, g);
       } else {
@@ -248,14 +352,14 @@ void GemvGroups(const Operands& op, std::int64_t g0, std::int64_t g1) {
     }
   }
 }
-bool HasVnniKernel() { return true; }
+bool QuantHasSimdKernel() { return true; }
 
 #pragma GCC pop_options
 #else
 void GemvGroups(const Operands& op, std::int64_t g0, std::int64_t g1) {
   for (std::int64_t g = g0; g < g1; ++g) quant_packed_detail::GroupScalar(op, g);
 }
-bool HasVnniKernel() { return false; }
+bool QuantHasSimdKernel() { return false; }
 #endif
 
 }  // namespace peregrine::HWY_NAMESPACE
@@ -266,7 +370,7 @@ namespace peregrine {
 namespace {
 
 HWY_EXPORT(GemvGroups);
-HWY_EXPORT(HasVnniKernel);
+HWY_EXPORT(QuantHasSimdKernel);
 
 using quant_packed_detail::Format;
 using quant_packed_detail::Operands;
@@ -304,7 +408,7 @@ void pack_block(DType dtype, const std::uint8_t* block, int e, std::uint8_t* dst
 
 }  // namespace
 
-bool quant_packed_gemv_available() { return HWY_DYNAMIC_DISPATCH(HasVnniKernel)(); }
+bool quant_packed_gemv_available() { return HWY_DYNAMIC_DISPATCH(QuantHasSimdKernel)(); }
 
 bool quant_packable(const TensorView& w) {
   if ((w.dtype != DType::kQ4_0 && w.dtype != DType::kQ8_0) || w.shape.size() != 2) return false;

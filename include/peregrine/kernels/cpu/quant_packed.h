@@ -20,7 +20,10 @@
 // So the codes give vpdpbusd's unsigned operand u_m for values 4m..4m+3 (m = 0..7) of the 16
 // rows (one int32 lane per row): Q4_0's by `and 0x0f` of quarter m (m < 4) or of its shift by
 // 4 (m >= 4), Q8_0's as loaded; Σ u·q_x exceeds the true dot by c · Σ q_x (c = 8 for Q4_0,
-// 128 for Q8_0), which a per token and block bias takes off. Each thread reads its groups as
+// 128 for Q8_0), which a per token and block bias takes off. AVX2 reads the same layout as two
+// halves of 8 rows (bytes 0-31 and 32-63 of every 64), emulating vpdpbusd with vpmaddubsw and
+// vpmaddwd; its Q8_0 kernel multiplies |q| by x with q's sign (u would saturate vpmaddubsw) and
+// needs no bias. Each thread reads its groups as
 // one sequential stream: with the scales in a separate array after the codes (two streams per
 // group) the Q4_0 GEMV read ~25% slower from DRAM than row-major Q4_0.
 #pragma once
@@ -38,8 +41,8 @@ namespace peregrine {
 /// Rows per interleaved group.
 inline constexpr std::int64_t kQuantPackRows = 16;
 
-/// Whether this CPU runs the packed GEMV's SIMD kernel (AVX-512 VNNI); without it packing
-/// would only cost memory, so the model does not pack.
+/// Whether this CPU runs the packed GEMV's SIMD kernel (AVX-512 VNNI, or AVX2, which AVX-512
+/// without VNNI runs too); without it packing would only cost memory, so the model does not pack.
 bool quant_packed_gemv_available();
 
 /// Whether `w` can be packed: dtype kQ4_0 or kQ8_0, 2-D, rows a multiple of kQuantPackRows,
@@ -70,7 +73,7 @@ struct PackedProduct {
 /// split over the pool as one range (guided, in whole 16-row groups): one parallel region,
 /// every thread one stream through them, instead of one region per matrix with its start and
 /// its tail each; on the calling thread below `min_parallel_macs` multiply-adds in all (see
-/// matmul.h). AVX-512 VNNI when available, else the scalar twin's loop. Preconditions: every
+/// matmul.h). AVX-512 VNNI or AVX2 when available, else the scalar twin's loop. Preconditions: every
 /// out % kQuantPackRows == 0, xq->in == in, all xq->n_tokens equal and >= 1,
 /// y.size() == n_tokens·out; not called from inside a pool.parallel_for.
 void gemv_quant_packed(std::span<const PackedProduct> products, ThreadPool& pool, std::int64_t min_parallel_macs);
