@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Cross-builds Peregrine for aarch64 (arm64) and runs its tests under qemu-aarch64 (user mode).
+# Usage: scripts/test_arm64.sh [layer ...]     (default: kernels model tokenizer)
+#
+# Debian's cross compiler (g++-aarch64-linux-gnu) and qemu-user are installed with apt; the arm64
+# libraries come from Debian's arm64 packages extracted into build-arm64/sysroot with dpkg -x
+# (apt-get download, after `dpkg --add-architecture arm64`): installing them with apt would have
+# to upgrade the amd64 ones to the same versions (multiarch). No libtorch (training), MPI or CUDA,
+# and no -march=native: the kernels are Highway's NEON/SVE/SVE2 targets, dispatched at run time
+# (qemu-aarch64 7.2 emulates SVE2 by default, so the widest of them run), with the x86-only
+# kernels behind their portable paths.
+#
+# Time on the 2-core x86 CI machine: FILLED IN BELOW
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$PWD"
+build="$root/build-arm64"
+sysroot="$build/sysroot"
+layers=("$@")
+[ ${#layers[@]} -gt 0 ] || layers=(kernels model tokenizer)
+
+# The host tools: the cross compiler, qemu-user, and apt's arm64 package lists.
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+missing=()
+for p in g++-aarch64-linux-gnu qemu-user; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  $SUDO dpkg --add-architecture arm64
+  $SUDO apt-get update -qq
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The sysroot: arm64 libraries (and their -dev files) and the header-only libraries (all).
+sysroot_packages=(
+  libhwy1:arm64 libhwy-dev:arm64 libpcre2-8-0:arm64 libpcre2-dev:arm64
+  libsentencepiece0:arm64 libsentencepiece-dev:arm64
+  libcpp-httplib0.11:arm64 libcpp-httplib-dev:arm64 libssl3:arm64 libssl-dev:arm64
+  zlib1g:arm64 zlib1g-dev:arm64 libbrotli1:arm64 libbrotli-dev:arm64
+  libgtest-dev:arm64 libgmock-dev:arm64
+  nlohmann-json3-dev libcli11-dev libeigen3-dev
+)
+stamp="$sysroot/.packages"
+if [ "$(cat "$stamp" 2>/dev/null)" != "${sysroot_packages[*]}" ]; then
+  echo "== arm64 sysroot ($sysroot)"
+  rm -rf "$sysroot" "$build/debs"
+  mkdir -p "$sysroot" "$build/debs"
+  (cd "$build/debs" && apt-get download -q "${sysroot_packages[@]}" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+  for deb in "$build"/debs/*.deb; do dpkg -x "$deb" "$sysroot"; done
+  # Absolute symlinks (libz.so -> /lib/...) point into the sysroot instead.
+  find "$sysroot" -type l -lname '/*' | while read -r link; do
+    ln -sfn "$sysroot$(readlink "$link")" "$link"
+  done
+  rm -rf "$build/debs"
+  echo "${sysroot_packages[*]}" > "$stamp"
+fi
+
+echo "== aarch64 cross build (${layers[*]/%/_tests})"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake" -DPEREGRINE_ARM64_SYSROOT="$sysroot" \
+  -DPEREGRINE_NATIVE=OFF -DPEREGRINE_WERROR=ON -DPEREGRINE_CUDA=OFF -DPEREGRINE_TRAIN=OFF \
+  -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DPEREGRINE_BENCH=OFF
+nice -n 19 cmake --build "$build" --target "${layers[@]/%/_tests}"
