@@ -10,7 +10,6 @@ set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)
 set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
 # The cross compiler's own libc and libstdc++ live in /usr/aarch64-linux-gnu: no --sysroot.
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -L /usr/aarch64-linux-gnu)
 
 # try_compile projects see only cached variables: hand them the sysroot.
 list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES PEREGRINE_ARM64_SYSROOT)
@@ -28,10 +27,16 @@ set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
 
-# The sysroot's headers before /usr/include (which Debian's cross compiler searches last; the sysroot holds no libc headers), and its libraries
-# for the linker, including the ones they need in turn (-rpath-link: libssl for cpp-httplib).
 set(libdir "${sysroot}/usr/lib/aarch64-linux-gnu")
 set(rootlibdir "${sysroot}/lib/aarch64-linux-gnu")  # zlib
+
+# Test programs (gtest_discover_tests, ctest) run under qemu-user: the cross libc's loader, and
+# the sysroot's libraries on the guest's library path.
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=${libdir}:${rootlibdir})
+
+# The sysroot's headers before /usr/include (which Debian's cross compiler searches last; the
+# sysroot holds no libc headers), and its libraries for the linker, with the ones they need in
+# turn (-rpath-link: libssl for cpp-httplib).
 set(CMAKE_CXX_FLAGS_INIT " -isystem ${sysroot}/usr/include/aarch64-linux-gnu -isystem ${sysroot}/usr/include")
 foreach(kind EXE SHARED MODULE)
   set(CMAKE_${kind}_LINKER_FLAGS_INIT " -L${libdir} -Wl,-rpath-link,${libdir}:${rootlibdir}")

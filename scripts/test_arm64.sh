@@ -64,4 +64,30 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_TOOLCHAIN_FILE="$root/cmake/aarch64-linux-gnu.cmake" -DPEREGRINE_ARM64_SYSROOT="$sysroot" \
   -DPEREGRINE_NATIVE=OFF -DPEREGRINE_WERROR=ON -DPEREGRINE_CUDA=OFF -DPEREGRINE_TRAIN=OFF \
   -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DPEREGRINE_BENCH=OFF
-nice -n 19 cmake --build "$build" --target "${layers[@]/%/_tests}"
+nice -n 19 cmake --build "$build" --target "${layers[@]/%/_tests}" -j "${PEREGRINE_JOBS:-$(nproc)}"
+
+# The random-weight test models and their reference logits (tools/make_test_models.py, the host's
+# python3, as the test fixture make_test_models does): architecture-independent files.
+echo "== test models ($build/testdata)"
+PEREGRINE_SHARED_DIR="${PEREGRINE_SHARED_DIR:-$root/../shared}" \
+  /usr/bin/python3 tools/make_test_models.py --out "$build/testdata" > /dev/null
+
+# Each layer's gtest binary under qemu-aarch64 (one process per layer: ctest's one per test would
+# start qemu a thousand times). The binaries start /usr/bin/python3 (the host's, run natively by
+# qemu's execve) where they compare with the Python oracles, as on x86.
+libs="$sysroot/usr/lib/aarch64-linux-gnu:$sysroot/lib/aarch64-linux-gnu"
+failed=()
+for layer in "${layers[@]}"; do
+  echo "== ${layer}_tests under qemu-aarch64"
+  start=$SECONDS
+  if ! qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH="$libs" "$build/bin/${layer}_tests" \
+       --gtest_brief=1 ${PEREGRINE_GTEST_FILTER:+--gtest_filter="$PEREGRINE_GTEST_FILTER"}; then
+    failed+=("$layer")
+  fi
+  echo "${layer}_tests: $((SECONDS - start)) s"
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "test_arm64: failed: ${failed[*]}" >&2
+  exit 1
+fi
+echo "test_arm64: all passed (${layers[*]})"

@@ -1,4 +1,5 @@
-// The x86-64 kernel level the CPU kernels run at, and how to cap it.
+// The kernel level the CPU kernels run at (x86-64: SSE4 to AVX-512 VNNI; aarch64: NEON), and how
+// to cap it.
 //
 // Every SIMD kernel file is compiled once per Highway target (kernels/cpu/*.cpp with
 // foreach_target.h) and picks the best one the CPU supports at run time. A build with
@@ -15,13 +16,21 @@
 
 namespace peregrine {
 
-/// Kernel levels, narrowest first. kAvx512Vnni is Highway's AVX3_DL (Ice Lake, Zen 4 and later:
-/// AVX-512 with VNNI, VBMI, VBMI2); kAvx512 is AVX3 (Skylake-X: F, BW, DQ, VL); kAvx2 is Haswell
-/// and Zen 1-3 (AVX2, FMA, F16C, BMI2); kSse4 is SSE4.2 + SSSE3; kScalar is Highway's portable
-/// scalar code.
+/// Kernel levels, narrowest first; each architecture has its own (the x86 kernels' checks such as
+/// `isa_level() >= IsaLevel::kAvx512` compile on x86-64 only). kScalar is Highway's portable
+/// scalar code everywhere.
+#if defined(__x86_64__)
+/// kAvx512Vnni is Highway's AVX3_DL (Ice Lake, Zen 4 and later: AVX-512 with VNNI, VBMI, VBMI2);
+/// kAvx512 is AVX3 (Skylake-X: F, BW, DQ, VL); kAvx2 is Haswell and Zen 1-3 (AVX2, FMA, F16C,
+/// BMI2); kSse4 is SSE4.2 + SSSE3.
 enum class IsaLevel { kScalar, kSse4, kAvx2, kAvx512, kAvx512Vnni };
+#else
+/// kNeon is Highway's NEON target (aarch64's Advanced SIMD, with AES); its SVE targets are not
+/// compiled (CMakeLists.txt).
+enum class IsaLevel { kScalar, kNeon };
+#endif
 
-/// "scalar", "sse4", "avx2", "avx512", "avx512vnni".
+/// "scalar", "sse4", "avx2", "avx512", "avx512vnni" (x86-64); "scalar", "neon" (others).
 std::string_view isa_level_name(IsaLevel level);
 
 /// Parses a level name (as isa_level_name writes it; "native" = the best this CPU and build
