@@ -6,9 +6,9 @@
 # libraries come from Debian's arm64 packages extracted into build-arm64/sysroot with dpkg -x
 # (apt-get download, after `dpkg --add-architecture arm64`): installing them with apt would have
 # to upgrade the amd64 ones to the same versions (multiarch). No libtorch (training), MPI or CUDA,
-# and no -march=native: the kernels run Highway's NEON target (the tests also its EMU128 one),
-# dispatched at run time; its SVE targets are left out (CMakeLists.txt), and the kernels written
-# in x86 intrinsics take their portable paths.
+# and no -march=native: the kernels run Highway's NEON target (aarch64's baseline: no scalar copy
+# is compiled); its SVE targets are left out (CMakeLists.txt), and the kernels written in x86
+# intrinsics take their portable paths.
 #
 # Real-model tests (the tokenizers against llama.cpp's ids) run where models/cache holds the models
 # (scripts/fetch_models.sh, or PEREGRINE_MODEL_CACHE) and skip otherwise. PEREGRINE_GTEST_FILTER

@@ -19,7 +19,7 @@ namespace {
 constexpr float kTol = 1e-5f;
 // A prompt computed in two prefills (a shared prefix, then the rest) against one: the matmuls see
 // other token counts and sum in another order. stories260K's f32 logits move by 7.6e-6 on x86-64
-// and 1.3e-5 on aarch64 (NEON or scalar, under qemu), by up to 1.6e-5 against the PyTorch
+// and 1.3e-5 on aarch64 (NEON, under qemu), by up to 1.6e-5 against the PyTorch
 // reference on both (logits_parity_test); a wrong shared block moves them by orders more.
 constexpr float kSplitTol = 5e-5f;
 

@@ -116,8 +116,12 @@ Status limit_isa(IsaLevel level) {
   }
   const std::int64_t kept = HWY_TARGETS & ~targets_above(level);
   if (kept == 0 || best_level(kept) != level) {
-    return unsupported("this build has no " + std::string(isa_level_name(level)) +
-                       " kernels (its baseline is above it: a -march=native build); rebuild with -DPEREGRINE_NATIVE=OFF");
+#if defined(__x86_64__)
+    const std::string why = "a -march=native build); rebuild with -DPEREGRINE_NATIVE=OFF";
+#else
+    const std::string why = "Highway compiles no scalar copy where NEON is the baseline, as on every aarch64)";
+#endif
+    return unsupported("this build has no " + std::string(isa_level_name(level)) + " kernels (its baseline is above it: " + why);
   }
   hwy::DisableTargets(targets_above(level));
   return Status::ok();

@@ -4,7 +4,8 @@
 // Every SIMD kernel file is compiled once per Highway target (kernels/cpu/*.cpp with
 // foreach_target.h) and picks the best one the CPU supports at run time. A build with
 // -DPEREGRINE_NATIVE=OFF carries every level from SSE4 to AVX-512 VNNI (one portable binary);
-// a native build carries only the levels at or above its -march=native baseline. Capping the
+// a native build carries only the levels at or above its -march=native baseline (on aarch64,
+// where NEON is the baseline, every build carries NEON alone). Capping the
 // level (`bench --isa`, or PEREGRINE_ISA=avx2 in the environment of any Peregrine program or test)
 // makes a wide machine run a narrower CPU's kernels, so both paths can be timed on the same
 // memory in the same run.
@@ -25,8 +26,8 @@ namespace peregrine {
 /// BMI2); kSse4 is SSE4.2 + SSSE3.
 enum class IsaLevel { kScalar, kSse4, kAvx2, kAvx512, kAvx512Vnni };
 #else
-/// kNeon is Highway's NEON target (aarch64's Advanced SIMD, with AES); its SVE targets are not
-/// compiled (CMakeLists.txt).
+/// kNeon is Highway's NEON target (aarch64's Advanced SIMD, with AES), the baseline there, so
+/// an aarch64 build has no kScalar copy; Highway's SVE targets are not compiled (CMakeLists.txt).
 enum class IsaLevel { kScalar, kNeon };
 #endif
 
@@ -48,7 +49,7 @@ const char* isa_target_name();
 /// check of `isa_level()`: which weights get packed at load, which kernels a product takes).
 /// Call it before loading a model. Errors: kUnsupported when the CPU lacks the level, or when
 /// this build's lowest compiled level is above it (a -march=native build; rebuild with
-/// -DPEREGRINE_NATIVE=OFF).
+/// -DPEREGRINE_NATIVE=OFF; on aarch64 the scalar level).
 Status limit_isa(IsaLevel level);
 
 /// Applies PEREGRINE_ISA from the environment if set (done once at program start; the return
