@@ -16,10 +16,10 @@
 #
 # Time on the 2-core x86-64 machine (EPYC, shared with other builds, 2026-11-29): the first cross
 # build of the library and the three test binaries about 40 min (nice -n 19), the sysroot and the
-# test models seconds; under qemu-aarch64 (Debian 12's 7.2) kernels_tests 5.3 min (107 passed,
-# 7 skipped: the AVX-512-only kernels), model_tests 65 s (49), tokenizer_tests 31 s (86, with the
-# real models). Not in .ci/run for the build's time: run it by hand before resolving a change
-# to the kernels.
+# test models seconds; under qemu-aarch64 (Debian 12's 7.2) kernels_tests 4.3-5.3 min (107
+# passed, 7 skipped: the AVX-512-only kernels), model_tests 53-65 s (49), tokenizer_tests 30 s
+# (86, with the real models): the three 5.7 min. Not in .ci/run for the build's time: run it by
+# hand before resolving a change to the kernels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
