@@ -1,6 +1,7 @@
 // Runs a test body once per Highway SIMD target that the kernels were compiled for and this CPU
-// supports: with -DPEREGRINE_NATIVE=OFF that is every x86 target from SCALAR/SSSE3 to AVX3_DL,
-// so the narrower targets' code paths (register blocking, tails) are tested on a wide machine.
+// supports: with -DPEREGRINE_NATIVE=OFF that is every x86 target from SCALAR/SSSE3 to AVX3_DL
+// (on aarch64 NEON alone, its baseline), so the narrower targets' code paths (register blocking,
+// tails) are tested on a wide machine.
 #pragma once
 
 #ifndef HWY_WANT_AVX3_DL

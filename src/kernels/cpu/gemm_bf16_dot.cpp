@@ -1,7 +1,9 @@
 #include "peregrine/kernels/cpu/gemm_bf16_dot.h"
 #include "peregrine/kernels/cpu/isa.h"
 
+#if defined(__x86_64__)  // the AVX-512 BF16 kernel's intrinsics
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -17,6 +19,7 @@ constexpr std::size_t kRows = 12;        // output rows per micro-tile: 24 accum
 constexpr std::size_t kPanel = 32;       // tokens per panel: two vectors of 16 f32 lanes
 constexpr std::size_t kBlockPairs = 256; // input pairs per block: a panel's block of x is 32 KiB
 
+#if defined(__x86_64__)  // AVX-512 BF16 (VDPBF16PS); other architectures have no kernel
 #define PEREGRINE_BF16_DOT __attribute__((target("avx512f,avx512vl,avx512bf16")))
 
 // xp[p][j][c] = (bf16(x[t][2j]), bf16(x[t][2j + 1])) as one uint32, low half first, for token
@@ -87,6 +90,9 @@ bool has_avx512_bf16() {
   static const bool bf16 = __builtin_cpu_supports("avx512bf16");
   return bf16 && isa_level() >= IsaLevel::kAvx512;
 }
+#else
+bool has_avx512_bf16() { return false; }
+#endif  // __x86_64__
 
 }  // namespace
 
@@ -101,6 +107,7 @@ bool gemm_bf16_dot_takes(const TensorView& w) {
 
 void gemm_bf16_dot(const TensorView& w, std::span<const float> x, std::int64_t n_tokens, std::span<float> y,
                    std::int64_t row_begin, std::int64_t row_end) {
+#if defined(__x86_64__)
   if (row_begin >= row_end || n_tokens <= 0) return;
   const auto out = static_cast<std::size_t>(w.n_rows()), pairs = static_cast<std::size_t>(w.row_length()) / 2;
   const auto tokens = static_cast<std::size_t>(n_tokens);
@@ -116,6 +123,9 @@ void gemm_bf16_dot(const TensorView& w, std::span<const float> x, std::int64_t n
       for (std::size_t r = 0; r < rows; ++r) y[t * out + og + r] = ct[r * ld + t];
     }
   }
+#else  // no kernel (gemm_bf16_dot_available() is false): the scalar reference
+  gemm_bf16_dot_reference(w, x, n_tokens, y, row_begin, row_end);
+#endif
 }
 
 void gemm_bf16_dot_reference(const TensorView& w, std::span<const float> x, std::int64_t n_tokens,

@@ -112,9 +112,10 @@ class Fp8RowDecoder {
     } else {
       const hn::Rebind<std::uint16_t, D> d16;
       const V f = hn::PromoteTo(d, hn::BitCast(dh, hn::ShiftLeft<8>(hn::PromoteTo(d16, hn::LoadU(hn::Rebind<std::uint8_t, D>(), p)))));
-#if HWY_TARGET >= HWY_SSE4
-      // Without F16C, Highway 1.0.3 widens f16 exponent 31 as a normal number (±2^16·1.M): make
-      // E5M2's infinities and NaNs (no finite E5M2 value reaches 2^16) infinite and NaN again.
+#if (HWY_ARCH_X86 && HWY_TARGET >= HWY_SSE4) || HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
+      // Without F16C (x86 below AVX2) or another hardware f16 conversion (NEON has one), Highway
+      // 1.0.3 widens f16 exponent 31 as a normal number (±2^16·1.M): make E5M2's infinities and
+      // NaNs (no finite E5M2 value reaches 2^16) infinite and NaN again.
       const V a = hn::Abs(f), inf = hn::Set(d, std::numeric_limits<float>::infinity());
       const V special = hn::IfThenElse(hn::Eq(a, hn::Set(d, 65536.0f)), hn::CopySign(inf, f), hn::NaN(d));
       return hn::IfThenElse(hn::Ge(a, hn::Set(d, 65536.0f)), special, f);

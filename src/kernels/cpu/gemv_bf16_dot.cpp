@@ -1,7 +1,9 @@
 #include "peregrine/kernels/cpu/gemv_bf16_dot.h"
 #include "peregrine/kernels/cpu/isa.h"
 
+#if defined(__x86_64__)  // the AVX-512 BF16 kernels' intrinsics
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -17,16 +19,21 @@
 
 // The kernels below are compiled for AVX-512 BF16 whatever the build's -march (a pragma rather
 // than per-function attributes, so that their lambdas and the walk they share with half_packed.cpp
-// are too); has_bf16_dot() guards the calls.
+// are too); has_bf16_dot() guards the calls. x86 only: other architectures have no BF16 dot
+// kernel, and gemv_bf16_dot runs the scalar reference there.
+#if defined(__x86_64__)
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512bf16")
 #include "kernels/cpu/column_passes-inl.h"
+#endif
 
 namespace peregrine {
 namespace {
 
 constexpr std::size_t kRows = 16;  // rows per packed group (kHalfPackRows)
 constexpr std::size_t kSums = 4;   // partial sums per output: pair j goes to j mod 4
+
+#if defined(__x86_64__)  // the AVX-512 BF16 kernels (up to round_pairs)
 
 // VPERMW indices over two packed columns: word 2e is row e of the first, word 2e + 1 row e of
 // the second, so each row's two weights sit side by side.
@@ -198,6 +205,9 @@ void round_pairs(std::span<const float> x, std::vector<std::uint32_t>& out) {
   out.resize(x.size() / 2);
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = f32_pair_to_bf16(x[2 * i], x[2 * i + 1]);
 }
+#else
+bool has_bf16_dot() { return false; }
+#endif  // __x86_64__
 
 }  // namespace
 
@@ -207,6 +217,7 @@ bool gemv_bf16_dot_takes(const TensorView& w) {
 
 void gemv_bf16_dot(std::span<const MatmulProduct> products, std::int64_t n_tokens, ThreadPool& pool,
                    std::int64_t min_parallel_macs) {
+#if defined(__x86_64__)
   thread_local std::vector<std::vector<std::uint32_t>> rounded;  // per distinct x, reused between calls
   if (rounded.size() < products.size()) rounded.resize(products.size());
   std::vector<const float*> inputs;
@@ -231,6 +242,11 @@ void gemv_bf16_dot(std::span<const MatmulProduct> products, std::int64_t n_token
                           groups(ops[p], static_cast<std::size_t>(begin / kHalfPackRows),
                                  static_cast<std::size_t>(end / kHalfPackRows));
                         });
+#else  // no kernel (gemv_bf16_dot_takes() is false): the scalar reference, product by product
+  static_cast<void>(pool);
+  static_cast<void>(min_parallel_macs);
+  for (const MatmulProduct& p : products) gemv_bf16_dot_reference(*p.w, p.x, n_tokens, p.y);
+#endif
 }
 
 void gemv_bf16_dot_reference(const TensorView& w, std::span<const float> x, std::int64_t n_tokens, std::span<float> y) {

@@ -29,33 +29,37 @@ namespace {
 struct LevelTarget {
   IsaLevel level;
   std::string_view name;
-  std::int64_t target;  // the Highway target of the level (its lowest bit: better targets have lower bits)
+  std::int64_t targets;  // the Highway targets of the level (better targets have lower bits)
 };
 
+#if defined(__x86_64__)
 constexpr std::array<LevelTarget, 5> kLevels = {{
-    {IsaLevel::kScalar, "scalar", HWY_SCALAR},
-    {IsaLevel::kSse4, "sse4", HWY_SSE4},
+    {IsaLevel::kScalar, "scalar", HWY_SCALAR | HWY_EMU128},
+    {IsaLevel::kSse4, "sse4", HWY_SSE4 | HWY_SSSE3},
     {IsaLevel::kAvx2, "avx2", HWY_AVX2},
     {IsaLevel::kAvx512, "avx512", HWY_AVX3},
-    {IsaLevel::kAvx512Vnni, "avx512vnni", HWY_AVX3_DL},
+    {IsaLevel::kAvx512Vnni, "avx512vnni", (HWY_AVX3_DL << 1) - 1},  // and any better x86 target
 }};
-
-// Every x86 target bit up to (and including) HWY_SSSE3's; higher bits are the portable fallbacks.
-constexpr std::int64_t kX86Targets = (HWY_SSSE3 << 1) - 1;
+#else  // aarch64 (other architectures have only the scalar level here)
+constexpr std::array<LevelTarget, 2> kLevels = {{
+    {IsaLevel::kScalar, "scalar", HWY_SCALAR | HWY_EMU128},
+    {IsaLevel::kNeon, "neon", (HWY_NEON << 1) - 1},  // and any better Arm target (SVE, if compiled)
+}};
+#endif
 
 // The Highway targets better than `level`'s (to disable when capping at it).
 std::int64_t targets_above(IsaLevel level) {
+  std::int64_t above = 0;
   for (const auto& l : kLevels) {
-    if (l.level == level) return level == IsaLevel::kScalar ? kX86Targets : l.target - 1;
+    if (l.level > level) above |= l.targets;
   }
-  return 0;
+  return above;
 }
 
 IsaLevel level_of(std::int64_t best_target) {
-  if (best_target <= HWY_AVX3_DL) return IsaLevel::kAvx512Vnni;
-  if (best_target == HWY_AVX3) return IsaLevel::kAvx512;
-  if (best_target == HWY_AVX2) return IsaLevel::kAvx2;
-  if (best_target <= HWY_SSSE3) return IsaLevel::kSse4;
+  for (const auto& l : kLevels) {
+    if ((l.targets & best_target) != 0) return l.level;
+  }
   return IsaLevel::kScalar;
 }
 
@@ -112,8 +116,12 @@ Status limit_isa(IsaLevel level) {
   }
   const std::int64_t kept = HWY_TARGETS & ~targets_above(level);
   if (kept == 0 || best_level(kept) != level) {
-    return unsupported("this build has no " + std::string(isa_level_name(level)) +
-                       " kernels (its baseline is above it: a -march=native build); rebuild with -DPEREGRINE_NATIVE=OFF");
+#if defined(__x86_64__)
+    const std::string why = "a -march=native build); rebuild with -DPEREGRINE_NATIVE=OFF";
+#else
+    const std::string why = "Highway compiles no scalar copy where NEON is the baseline, as on every aarch64)";
+#endif
+    return unsupported("this build has no " + std::string(isa_level_name(level)) + " kernels (its baseline is above it: " + why);
   }
   hwy::DisableTargets(targets_above(level));
   return Status::ok();

@@ -1,7 +1,9 @@
 #include "peregrine/kernels/cpu/sparse_nm_expand.h"
 #include "peregrine/kernels/cpu/isa.h"
 
+#if defined(__x86_64__)  // expand_avx512
 #include <immintrin.h>
+#endif
 
 #include <bit>
 
@@ -20,6 +22,7 @@ void expand_scalar(const std::uint8_t* mask, std::size_t cols, std::size_t kept,
   for (std::size_t c = cols; c-- > down_to;) out[c] = mask_bit(mask, c) ? out[--k] : 0.0f;
 }
 
+#if defined(__x86_64__)  // AVX-512's VEXPANDPS; other architectures expand with expand_scalar
 __attribute__((target("avx512f"))) void expand_avx512(const std::uint8_t* mask, std::size_t cols, std::size_t kept,
                                                      float* out) {
   const std::size_t body = cols / 16 * 16;
@@ -37,6 +40,7 @@ __attribute__((target("avx512f"))) void expand_avx512(const std::uint8_t* mask, 
 }
 
 bool has_avx512f() { return isa_level() >= IsaLevel::kAvx512; }
+#endif  // __x86_64__
 
 }  // namespace
 
@@ -53,11 +57,10 @@ void expand_sparse_nm_row(const TensorView& w, std::int64_t r, std::span<float> 
     return;
   }
   dequantize(f.kept, src, out.first(kept));
-  if (has_avx512f()) {
-    expand_avx512(mask, cols, kept, out.data());
-  } else {
-    expand_scalar(mask, cols, kept, out.data());
-  }
+#if defined(__x86_64__)
+  if (has_avx512f()) return expand_avx512(mask, cols, kept, out.data());
+#endif
+  expand_scalar(mask, cols, kept, out.data());
 }
 
 }  // namespace peregrine

@@ -1,7 +1,9 @@
 #include "peregrine/kernels/cpu/sparse_nm_q8.h"
 #include "peregrine/kernels/cpu/isa.h"
 
+#if defined(__x86_64__)  // simd_dot's AVX-512 intrinsics
 #include <immintrin.h>
+#endif
 
 #include <array>
 #include <cmath>
@@ -65,6 +67,7 @@ float reference_dot(const RowLayout& L, const std::uint8_t* row, const std::int8
   return sum_lanes(acc);
 }
 
+#if defined(__x86_64__)  // AVX-512 VNNI; other architectures take reference_dot
 // GCC 12 reports a false -Wmaybe-uninitialized (Release) / -Wuninitialized (-Og, the sanitizer
 // build) inside its own 256 ↔ 512-bit casts (built on _mm256_undefined_pd), as for Eigen's
 // AVX-512 code (CMakeLists.txt).
@@ -136,6 +139,8 @@ PEREGRINE_SPARSE_Q8_TARGET float simd_dot(const RowLayout& L, const std::uint8_t
   return sum_lanes(lanes);
 }
 #pragma GCC diagnostic pop
+#endif  // __x86_64__
+
 template <typename Dot>
 void rows(const TensorView& w, const QuantizedActivations& xq, std::span<float> y, std::int64_t begin, std::int64_t end,
           Dot dot) {
@@ -153,18 +158,26 @@ void rows(const TensorView& w, const QuantizedActivations& xq, std::span<float> 
 }  // namespace
 
 bool sparse_q8_supported() {
+#if defined(__x86_64__)
   return isa_level() >= IsaLevel::kAvx512Vnni;  // AVX-512 F/BW/VL, VNNI, VBMI2
+#else
+  return false;  // the portable reference_dot only (gemv_sparse_q8 still runs, with it)
+#endif
 }
 
 void gemv_sparse_q8(const TensorView& w, const QuantizedActivations& xq, std::span<float> y, ThreadPool& pool,
                     std::int64_t min_parallel_macs) {
   split_rows(w.n_rows(), w.row_length() * xq.n_tokens, 1, pool, min_parallel_macs,
              [&](std::int64_t begin, std::int64_t end) {
+#if defined(__x86_64__)
                if (RowLayout(w).q4) {
                  rows(w, xq, y, begin, end, simd_dot<true>);
                } else {
                  rows(w, xq, y, begin, end, simd_dot<false>);
                }
+#else  // no SIMD kernel: the reference's dot product
+               rows(w, xq, y, begin, end, reference_dot);
+#endif
              });
 }
 

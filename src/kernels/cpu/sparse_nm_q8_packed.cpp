@@ -1,7 +1,9 @@
 #include "peregrine/kernels/cpu/sparse_nm_q8_packed.h"
 #include "peregrine/kernels/cpu/isa.h"
 
+#if defined(__x86_64__)  // group_tokens' AVX-512 intrinsics
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <bit>
@@ -86,6 +88,14 @@ void group_reference(const Layout& L, const std::uint8_t* group, const Quantized
   }
 }
 
+// T (<= 4) tokens' unsigned activations (q_x + 128), [T][in], and their block scales.
+struct Tokens {
+  const std::uint8_t* xu;
+  const float* dx;
+  std::size_t in;
+};
+
+#if defined(__x86_64__)  // AVX-512 VNNI + VBMI; other architectures run group_reference
 // GCC 12 reports false -Wmaybe-uninitialized / -Wuninitialized inside its own 256 ↔ 512-bit
 // casts (sparse_nm_q8.cpp).
 #pragma GCC diagnostic push
@@ -114,13 +124,6 @@ PEREGRINE_SPARSE_Q8_PACKED_TARGET __m512i step_codes(const std::uint8_t* codes, 
   const __m512i nibbles = s < 4 ? chunk : _mm512_srli_epi16(chunk, 4);
   return _mm512_sub_epi8(_mm512_and_si512(nibbles, _mm512_set1_epi8(0x0F)), _mm512_set1_epi8(8));
 }
-
-// T (<= 4) tokens' unsigned activations (q_x + 128), [T][in], and their block scales.
-struct Tokens {
-  const std::uint8_t* xu;
-  const float* dx;
-  std::size_t in;
-};
 
 // Rows of group `g` for T tokens: acc[t] (16 lanes, one per row) over every unit.
 template <bool kQ4, std::size_t T>
@@ -163,6 +166,7 @@ PEREGRINE_SPARSE_Q8_PACKED_TARGET void group_tokens(const Layout& L, const std::
   for (std::size_t t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
 }
 #pragma GCC diagnostic pop
+#endif  // __x86_64__
 
 // One product's operands.
 struct Operands {
@@ -174,6 +178,7 @@ struct Operands {
   const std::uint8_t* group(std::size_t g) const { return packed + g * L.units() * L.unit_bytes(); }
 };
 
+#if defined(__x86_64__)
 template <bool kQ4>
 void groups(const Operands& op, std::size_t g0, std::size_t g1) {
   for_groups_in_token_chunks(g0, g1, op.n_tokens, [&]<std::size_t T>(std::size_t g, TokenChunk chunk) {
@@ -182,6 +187,7 @@ void groups(const Operands& op, std::size_t g0, std::size_t g1) {
     group_tokens<kQ4, T>(op.L, op.group(g), x, op.y + t * op.L.out + g * kRows, op.L.out);
   });
 }
+#endif  // __x86_64__
 
 // The unsigned activations q_x + 128 of every token, once per distinct xq (kept by the caller).
 void bias_activations(const QuantizedActivations& xq, std::vector<std::uint8_t>& xu) {
@@ -192,7 +198,11 @@ void bias_activations(const QuantizedActivations& xq, std::vector<std::uint8_t>&
 }  // namespace
 
 bool sparse_q8_packed_gemv_available() {
+#if defined(__x86_64__)
   return isa_level() >= IsaLevel::kAvx512Vnni;  // AVX-512 F/BW/VL/DQ, VNNI, VBMI
+#else
+  return false;  // only the scalar group_reference (gemv_sparse_q8_packed still runs, with it)
+#endif
 }
 
 bool sparse_q8_packable(const TensorView& w) {
@@ -276,11 +286,17 @@ void gemv_sparse_q8_packed(std::span<const SparseQ8Product> products, ThreadPool
                         [&](std::size_t p, std::int64_t begin, std::int64_t end) {
                           const auto g0 = static_cast<std::size_t>(begin / kSparseQ8PackRows);
                           const auto g1 = static_cast<std::size_t>(end / kSparseQ8PackRows);
+#if defined(__x86_64__)
                           if (ops[p].L.q4) {
                             groups<true>(ops[p], g0, g1);
                           } else {
                             groups<false>(ops[p], g0, g1);
                           }
+#else  // no SIMD kernel: the scalar twin, group by group
+                          for (std::size_t g = g0; g < g1; ++g) {
+                            group_reference(ops[p].L, ops[p].group(g), *products[p].xq, products[p].y.data() + g * kRows);
+                          }
+#endif
                         });
 }
 
