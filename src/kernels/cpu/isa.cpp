@@ -69,9 +69,16 @@ IsaLevel best_level(std::int64_t supported) {
   return usable == 0 ? IsaLevel::kScalar : level_of(usable & -usable);
 }
 
+// The best level of this CPU and build, before any cap (first called at program start, below).
+IsaLevel uncapped_level() {
+  static const IsaLevel level = best_level(hwy::SupportedTargets());
+  return level;
+}
+
 // PEREGRINE_ISA applies from program start, before any kernel dispatches; a bad value ends the
 // program with one line on stderr.
 const bool kEnvironmentApplied = [] {
+  uncapped_level();
   const Status s = isa_from_environment();
   if (!s) {
     std::fprintf(stderr, "peregrine: error: PEREGRINE_ISA: %s\n", s.message().c_str());
@@ -90,10 +97,7 @@ std::string_view isa_level_name(IsaLevel level) {
 }
 
 Expected<IsaLevel> parse_isa_level(std::string_view name) {
-  if (name == "native") {
-    hwy::DisableTargets(0);
-    return best_level(hwy::SupportedTargets());
-  }
+  if (name == "native") return uncapped_level();
   std::string names;
   for (const auto& l : kLevels) {
     if (l.name == name) return l.level;
@@ -108,8 +112,7 @@ IsaLevel isa_level() { return level_of(HWY_DYNAMIC_DISPATCH(CompiledTarget)()); 
 const char* isa_target_name() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(CompiledTarget)()); }
 
 Status limit_isa(IsaLevel level) {
-  hwy::DisableTargets(0);
-  const IsaLevel best = best_level(hwy::SupportedTargets());
+  const IsaLevel best = uncapped_level();
   if (best < level) {
     return unsupported("this CPU (or build) runs kernels up to " + std::string(isa_level_name(best)) + ", not " +
                        std::string(isa_level_name(level)));
@@ -123,7 +126,7 @@ Status limit_isa(IsaLevel level) {
 #endif
     return unsupported("this build has no " + std::string(isa_level_name(level)) + " kernels (its baseline is above it: " + why);
   }
-  hwy::DisableTargets(targets_above(level));
+  hwy::DisableTargets(targets_above(level));  // replaces any earlier cap
   return Status::ok();
 }
 
