@@ -30,11 +30,13 @@
 HWY_BEFORE_NAMESPACE();
 namespace peregrine::HWY_NAMESPACE {
 
-/// Runs the walk above over n_steps steps of the groups in `kernel`, then hands each group s and
-/// token t its total (s0 + s1) + (s2 + s3). The kernel provides: `V` (a vector of 16 f32) with
-/// `zero()`, `load(const float*)` / `store(V, float*)` (64-byte aligned) and `add(V, V)`;
-/// `kStepBytes` (bytes of one group per step, a divisor or multiple of 64); `stream(s)` (group s's
-/// packed weights); `step(acc, i, p)` (adds step i of every group and token into
+/// Runs the walk above over n_steps steps of the S streams in `kernel`, then hands each stream s
+/// and token t its total (s0 + s1) + (s2 + s3). A stream is one vector of a group's rows: the
+/// kernel provides `V` (a vector of at most 16 f32) with `zero()`, `load(const float*)` /
+/// `store(V, float*)` (64-byte aligned) and `add(V, V)`; `kStreamParts` (streams per group, the
+/// streams of one group adjacent); `kStepBytes` (bytes of one group per step, a divisor or
+/// multiple of 64); `stream(s)` (stream s's packed weights, within its group's bytes: hinted for
+/// the first stream of each group); `step(acc, i, p)` (adds step i of every stream and token into
 /// acc[s][t][p], acc a V[S][T][P]); and `finish(s, t, sum)`. P divides 4 and kBlock.
 template <std::size_t S, std::size_t T, std::size_t P, std::size_t kBlock, class Kernel>
 HWY_INLINE void walk_column_passes(std::size_t n_steps, Kernel& kernel) {
@@ -61,7 +63,9 @@ HWY_INLINE void walk_column_passes(std::size_t n_steps, Kernel& kernel) {
       }
       for (std::size_t i = b + u0; i < b + n; i += kSums, ++step) {
         for (std::size_t line = step * kLines / kSteps; line < (step + 1) * kLines / kSteps; ++line) {
-          for (std::size_t s = 0; s < S; ++s) prefetch_line_l1(kernel.stream(s) + (b + kBlock) * Kernel::kStepBytes + line * 64);
+          for (std::size_t s = 0; s < S; s += Kernel::kStreamParts) {
+            prefetch_line_l1(kernel.stream(s) + (b + kBlock) * Kernel::kStepBytes + line * 64);
+          }
         }
         for (std::size_t p = 0; p < P && i + p < b + n; ++p) kernel.step(acc, i + p, p);
       }

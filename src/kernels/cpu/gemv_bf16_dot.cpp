@@ -131,6 +131,7 @@ template <std::size_t S, std::size_t T>
 struct PassPairs {
   using V = __m512;
   static constexpr std::size_t kStepBytes = 64;  // a column pair of one group
+  static constexpr std::size_t kStreamParts = 1;  // one vector per group
   const std::uint32_t* x_pairs;                   // [T, pairs]
   std::size_t pairs;
   float* y;  // the first group's outputs of token 0; token t at y + t·out, group s at + s·stride·16

@@ -64,46 +64,66 @@ using half_packed_detail::kRows;
 using half_packed_detail::kSums;
 using half_packed_detail::Operands;
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 
-// One token, S groups at once (16 rows each, one f32 vector; group s is g + s·stride): per column
-// one 32-byte load per group widened to f32, one fused multiply-add with the broadcast
-// activation; S·4 accumulators. Each group is its own read stream with its own prefetch
+// A group's 16 rows are kParts f32 vectors of kLanes: one on AVX-512, two on AVX2 (rows 0-7 and
+// 8-15). Each vector is its own accumulator stream; every lane computes the same operations at
+// either width, so the sums are the same bit for bit.
+constexpr std::size_t kLanes = HWY_TARGET <= HWY_AVX3 ? 16 : 8;
+constexpr std::size_t kParts = kRows / kLanes;
+using D = hn::FixedTag<float, kLanes>;
+using V = hn::Vec<D>;
+
+// Part k of the G groups g, g + stride, …: vector k (group k / kParts, rows (k % kParts)·kLanes
+// on): the offset, in values, of its first row's column 0 in the packed matrix (rows: ×1/in).
+HWY_INLINE std::size_t PartRow(std::size_t k, std::size_t g, std::size_t stride) {
+  return (g + k / kParts * stride) * kRows + k % kParts * kLanes;
+}
+
+// Single-token decode: the groups walked side by side (kDecodeStreams on AVX-512; AVX2's 16
+// registers hold the 4·2 accumulators of one group, the second group's spill to L1, and still
+// read faster: tinyllama F16 decode on a Zen 4 capped at AVX2, 2 threads, alternated 8 times,
+// one group 15-22 tok/s, two 19-24; four 15-18).
+constexpr int kDecodeGroups = kParts == 1 ? kDecodeStreams : 2;
+
+// One token, S groups at once (16 rows each, group s is g + s·stride): per column one 32-byte
+// load per group widened to f32, one fused multiply-add per vector with the broadcast
+// activation; S·kParts·4 accumulators. Each group is its own read stream with its own prefetch
 // kDecodePrefetchBytes ahead (decode_prefetch.h).
 template <int S, class WT>
 HWY_INLINE void GroupStreams(const Operands& op, std::size_t g, std::size_t stride, const float* HWY_RESTRICT x,
                              float* HWY_RESTRICT y) {
-  const hn::FixedTag<float, kRows> d;
-  using V = hn::Vec<decltype(d)>;
+  constexpr std::size_t kVectors = S * kParts;
+  const D d;
   const std::size_t in = op.in;
-  const WT* HWY_RESTRICT w[S];
-  V acc[S][kSums];
-  for (int s = 0; s < S; ++s) {
-    w[s] = reinterpret_cast<const WT*>(op.packed) + (g + static_cast<std::size_t>(s) * stride) * kRows * in;
-    for (std::size_t u = 0; u < kSums; ++u) acc[s][u] = hn::Zero(d);
+  const WT* HWY_RESTRICT w[kVectors];
+  V acc[kVectors][kSums];
+  for (std::size_t k = 0; k < kVectors; ++k) {
+    const std::size_t row = PartRow(k, g, stride);
+    w[k] = reinterpret_cast<const WT*>(op.packed) + row / kRows * kRows * in + row % kRows;
+    for (std::size_t u = 0; u < kSums; ++u) acc[k][u] = hn::Zero(d);
   }
   const auto column = [&](std::size_t i, std::size_t u) {
     const V xv = hn::Set(d, x[i]);
-    for (int s = 0; s < S; ++s) acc[s][u] = hn::MulAdd(LoadAsF32(d, w[s] + i * kRows), xv, acc[s][u]);
+    for (std::size_t k = 0; k < kVectors; ++k) acc[k][u] = hn::MulAdd(LoadAsF32(d, w[k] + i * kRows), xv, acc[k][u]);
   };
   std::size_t i = 0;
   for (; i + kSums <= in; i += kSums) {
-    for (int s = 0; s < S; ++s) prefetch_decode_stream<kSums * kRows * sizeof(WT)>(w[s] + i * kRows);
+    for (std::size_t k = 0; k < kVectors; k += kParts) prefetch_decode_stream<kSums * kRows * sizeof(WT)>(w[k] + i * kRows);
     for (std::size_t u = 0; u < kSums; ++u) column(i + u, u);
   }
   for (std::size_t u = 0; i + u < in; ++u) column(i + u, u);
-  for (int s = 0; s < S; ++s) {
-    hn::StoreU(hn::Add(hn::Add(acc[s][0], acc[s][1]), hn::Add(acc[s][2], acc[s][3])), d, y + (g + static_cast<std::size_t>(s) * stride) * kRows);
+  for (std::size_t k = 0; k < kVectors; ++k) {
+    hn::StoreU(hn::Add(hn::Add(acc[k][0], acc[k][1]), hn::Add(acc[k][2], acc[k][3])), d, y + PartRow(k, g, stride));
   }
 }
 
-// 16 rows (one f32 vector) × T (2..6) tokens of group `g` (the tokens of `chunk`): per column
+// AVX-512: 16 rows (one f32 vector) × T (2..6) tokens of group `g` (the tokens of `chunk`): per column
 // one 32-byte load widened to f32, then one fused multiply-add per token with the broadcast
 // activation; T·4 accumulators (24 at T = 6, the most that stay in the 32 registers).
 template <std::size_t T, class WT>
 HWY_INLINE void GroupTokens(const Operands& op, std::size_t g, TokenChunk chunk) {
-  const hn::FixedTag<float, kRows> d;
-  using V = hn::Vec<decltype(d)>;
+  const D d;
   const WT* HWY_RESTRICT w = reinterpret_cast<const WT*>(op.packed) + g * kRows * op.in;
   const std::size_t in = op.in;
   const float* HWY_RESTRICT x = op.x + chunk.first * in;
@@ -150,26 +170,38 @@ HWY_INLINE void GroupTokens(const Operands& op, std::size_t g, TokenChunk chunk)
 constexpr std::size_t kPassTokens = 12;
 constexpr std::size_t kPassBlock = 128;  // columns: 4 KiB of F16 per group
 
-// Partial sums per pass for T tokens: the most that keep 2·T·P ≤ 24 accumulators.
-template <std::size_t T>
-constexpr std::size_t kPassSums = T <= 3 ? 4 : T <= 6 ? 2 : 1;
+// Whether S groups × T tokens × P partial sums of accumulators fit the registers: AVX-512's 32
+// keep up to 24; AVX2's 16 hold the 2·S·T·P accumulators, T broadcast activations and the
+// widened weights.
+template <std::size_t S, std::size_t T>
+constexpr bool Fits(std::size_t p) {
+  return kParts == 1 ? S * T * p <= 24 : kParts * S * T * p + T + 1 < 16;
+}
 
-// The column step of the walk: one load per group widened to f32, one multiply-add per token.
+// Partial sums per pass for S groups and T tokens: the most (4, 2 or 1) that fit (AVX-512, 2
+// groups: 4 up to 3 tokens, 2 up to 6, then 1).
+template <std::size_t S, std::size_t T>
+constexpr std::size_t kPassSums = Fits<S, T>(4) ? 4 : Fits<S, T>(2) ? 2 : 1;
+
+// The column step of the walk over the kParts vectors of S groups (the walk's streams): one load
+// per vector widened to f32, one multiply-add per token.
 template <std::size_t S, std::size_t T, class WT>
 struct PassColumns {
-  using D = hn::FixedTag<float, kRows>;
-  using V = hn::Vec<D>;
-  static constexpr std::size_t kStepBytes = kRows * sizeof(WT);
+  using V = peregrine::HWY_NAMESPACE::V;
+  static constexpr std::size_t kStepBytes = kRows * sizeof(WT);  // a column of one group
+  static constexpr std::size_t kStreamParts = kParts;
   const float* HWY_RESTRICT x;  // [T, in]
   std::size_t in;
-  float* y;  // the first group's outputs of token 0; token t at y + t·out, group s at + s·stride·16
+  float* y;  // token 0's outputs; token t at y + t·out
   std::size_t out;
-  std::size_t stride_rows;  // the rows between two streams' groups
-  const WT* HWY_RESTRICT w[S];
+  std::size_t rows[S * kParts];  // each vector's first output row
+  const WT* HWY_RESTRICT w[S * kParts];
 
-  PassColumns(const Operands& op, std::size_t g, std::size_t stride)
-      : x(op.x), in(op.in), y(op.y + g * kRows), out(op.out), stride_rows(stride * kRows) {
-    for (std::size_t s = 0; s < S; ++s) w[s] = reinterpret_cast<const WT*>(op.packed) + (g + s * stride) * kRows * in;
+  PassColumns(const Operands& op, std::size_t g, std::size_t stride) : x(op.x), in(op.in), y(op.y), out(op.out) {
+    for (std::size_t k = 0; k < S * kParts; ++k) {
+      rows[k] = PartRow(k, g, stride);
+      w[k] = reinterpret_cast<const WT*>(op.packed) + rows[k] / kRows * kRows * in + rows[k] % kRows;
+    }
   }
   static V zero() { return hn::Zero(D()); }
   static V load(const float* p) { return hn::Load(D(), p); }
@@ -177,19 +209,19 @@ struct PassColumns {
   static V add(V a, V b) { return hn::Add(a, b); }
   const char* stream(std::size_t s) const { return reinterpret_cast<const char*>(w[s]); }
   template <std::size_t P>
-  HWY_INLINE void step(V (&acc)[S][T][P], std::size_t i, std::size_t p) const {
-    for (std::size_t s = 0; s < S; ++s) {
+  HWY_INLINE void step(V (&acc)[S * kParts][T][P], std::size_t i, std::size_t p) const {
+    for (std::size_t s = 0; s < S * kParts; ++s) {
       const V wv = LoadAsF32(D(), w[s] + i * kRows);
       for (std::size_t t = 0; t < T; ++t) acc[s][t][p] = hn::MulAdd(wv, hn::Set(D(), x[t * in + i]), acc[s][t][p]);
     }
   }
-  void finish(std::size_t s, std::size_t t, V sum) const { hn::StoreU(sum, D(), y + t * out + s * stride_rows); }
+  void finish(std::size_t s, std::size_t t, V sum) const { hn::StoreU(sum, D(), y + t * out + rows[s]); }
 };
 
 template <std::size_t S, std::size_t T, class WT>
 HWY_INLINE void GroupPasses(const Operands& op, std::size_t g, std::size_t stride) {
   PassColumns<S, T, WT> columns(op, g, stride);
-  walk_column_passes<S, T, kPassSums<T>, kPassBlock>(op.in, columns);
+  walk_column_passes<S * kParts, T, kPassSums<S, T>, kPassBlock>(op.in, columns);
 }
 
 // Groups [g0, g1) through the passes kernel for op.n_tokens = 2 .. kPassTokens, two streams.
@@ -200,6 +232,26 @@ void Passes(const Operands& op, std::size_t g0, std::size_t g1) {
   });
 }
 
+// AVX2, 2 .. kHalfPackedTokens tokens: G groups side by side (for_decode_streams), the tokens
+// in chunks of up to kChunk, each chunk one walk of the passes kernel over the groups (after the
+// first chunk, from L2).
+template <int G, std::size_t kChunk, class WT>
+void AvxPasses(const Operands& op, std::size_t g0, std::size_t g1) {
+  for_decode_streams<G>(g0, g1, [&]<int S>(std::size_t g, std::size_t stride) {
+    for_token_chunks<kChunk>(op.n_tokens, [&]<std::size_t T>(TokenChunk chunk) {
+      Operands part = op;
+      part.x += chunk.first * op.in;
+      part.y += chunk.first * op.out;
+      part.n_tokens = T;
+      if constexpr (T == 1) {
+        GroupStreams<S, WT>(part, g, stride, part.x, part.y);
+      } else {
+        GroupPasses<S, T, WT>(part, g, stride);
+      }
+    });
+  });
+}
+
 template <class WT>
 void GroupsOf(const Operands& op, std::size_t g0, std::size_t g1) {
   if (op.n_tokens == 1) {
@@ -207,30 +259,44 @@ void GroupsOf(const Operands& op, std::size_t g0, std::size_t g1) {
     // choosing by a test-only variable, alternated: 1 stream without hints 12.7-13.0 tok/s, 2
     // streams 14.5-14.6, 4 streams 14.6-15.4, 8 streams 14.1-14.5; 4 streams with the hints 512 B
     // ahead instead of 2 KiB: 12.4-12.6).
-    return for_decode_streams(g0, g1, [&]<int S>(std::size_t g, std::size_t stride) {
+    return for_decode_streams<kDecodeGroups>(g0, g1, [&]<int S>(std::size_t g, std::size_t stride) {
       GroupStreams<S, WT>(op, g, stride, op.x, op.y);
     });
   }
-  // Up to kPassTokens tokens, the passes kernel: one read stream per group, two groups at once,
-  // each weight widened once (tinyllama's F16 matrices over 22 layers, 2 threads, a Xeon with
-  // AVX-512, 2026-11-28, against the token chunks below, alternated twice, ms: 2 tokens 84-86 ->
-  // 68-72, 4: 93-95 -> 68-72, 6: 94-102 -> 74-75, 8: 110-112 -> 80-83, 12: 123-125 -> 113-116;
-  // with 16 or more tokens the GEMV is bound by the multiply-adds, and passes of 8 or 12 tokens
-  // ran 0-15% slower than the chunks).
-  if (op.n_tokens <= kPassTokens) return Passes<WT>(op, g0, g1);
-  // Chunks of up to 6 tokens, so one widening serves up to 6 multiply-adds (tinyllama's F16
-  // matrices over 22 layers, 2 threads, a Xeon with AVX-512, 2026-11-28, against chunks of up to
-  // 4, alternated: 16 tokens 189-199 -> 176-184 ms, 24 tokens 254-267 -> 236-241, 8 tokens
-  // 127-131 -> 125-128; chunks of 8 spill the 32 accumulators and took 2x as long; tinyllama F16
-  // batched decode tg16: 16 sequences 73.2 / 71.7 -> 75.9 / 77.6 tok/s, 24: 74.3 / 79.0 -> 87.0 /
-  // 90.9).
-  for_groups_in_token_chunks<6>(g0, g1, op.n_tokens, [&]<std::size_t T>(std::size_t g, TokenChunk chunk) {
-    if constexpr (T == 1) {
-      GroupStreams<1, WT>(op, g, 1, op.x + chunk.first * op.in, op.y + chunk.first * op.out);
+  if constexpr (kParts == 2) {
+    // Up to 4 tokens one group and one chunk, up to 6 chunks of 3, more two groups and chunks of
+    // 3 (tinyllama F16 batched decode, Zen 4 capped at AVX2, 2 threads, against one group in
+    // chunks of 6, alternated 4 times: 4 sequences 49.9 -> 46.5 tok/s with two groups, 16
+    // sequences 66.8 -> 75.8; docs/performance.md has these against the row-major GEMV).
+    if (op.n_tokens <= 4) {
+      AvxPasses<1, 4, WT>(op, g0, g1);
+    } else if (op.n_tokens <= 6) {
+      AvxPasses<1, 3, WT>(op, g0, g1);
     } else {
-      GroupTokens<T, WT>(op, g, chunk);
+      AvxPasses<2, 3, WT>(op, g0, g1);
     }
-  });
+  } else {
+    // Up to kPassTokens tokens, the passes kernel: one read stream per group, two groups at once,
+    // each weight widened once (tinyllama's F16 matrices over 22 layers, 2 threads, a Xeon with
+    // AVX-512, 2026-11-28, against the token chunks below, alternated twice, ms: 2 tokens 84-86 ->
+    // 68-72, 4: 93-95 -> 68-72, 6: 94-102 -> 74-75, 8: 110-112 -> 80-83, 12: 123-125 -> 113-116;
+    // with 16 or more tokens the GEMV is bound by the multiply-adds, and passes of 8 or 12 tokens
+    // ran 0-15% slower than the chunks).
+    if (op.n_tokens <= kPassTokens) return Passes<WT>(op, g0, g1);
+    // Chunks of up to 6 tokens, so one widening serves up to 6 multiply-adds (tinyllama's F16
+    // matrices over 22 layers, 2 threads, a Xeon with AVX-512, 2026-11-28, against chunks of up to
+    // 4, alternated: 16 tokens 189-199 -> 176-184 ms, 24 tokens 254-267 -> 236-241, 8 tokens
+    // 127-131 -> 125-128; chunks of 8 spill the 32 accumulators and took 2x as long; tinyllama F16
+    // batched decode tg16: 16 sequences 73.2 / 71.7 -> 75.9 / 77.6 tok/s, 24: 74.3 / 79.0 -> 87.0 /
+    // 90.9).
+    for_groups_in_token_chunks<6>(g0, g1, op.n_tokens, [&]<std::size_t T>(std::size_t g, TokenChunk chunk) {
+      if constexpr (T == 1) {
+        GroupStreams<1, WT>(op, g, 1, op.x + chunk.first * op.in, op.y + chunk.first * op.out);
+      } else {
+        GroupTokens<T, WT>(op, g, chunk);
+      }
+    });
+  }
 }
 
 // Groups [g0, g1) of `op`, every token: each group read from memory once, the token chunks

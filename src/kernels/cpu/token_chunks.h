@@ -17,22 +17,29 @@ struct TokenChunk {
   std::size_t first, index, count;
 };
 
-/// Calls tile.template operator()<T>(g, chunk) for every group g in [g0, g1) and every chunk of
-/// the tokens: ⌈n_tokens / kMax⌉ chunks of sizes T ≤ kMax that differ by at most one (the larger
-/// first). No call for n_tokens = 0.
-template <std::size_t kMax = 4, class Tile>
-inline void for_groups_in_token_chunks(std::size_t g0, std::size_t g1, std::size_t n_tokens, Tile&& tile) {
+/// Calls chunk_fn.template operator()<T>(chunk) for every chunk of n_tokens tokens:
+/// ⌈n_tokens / kMax⌉ chunks of sizes T ≤ kMax that differ by at most one (the larger first). No
+/// call for n_tokens = 0.
+template <std::size_t kMax, class ChunkFn>
+inline void for_token_chunks(std::size_t n_tokens, ChunkFn&& chunk_fn) {
   if (n_tokens == 0) return;
   const std::size_t chunks = (n_tokens + kMax - 1) / kMax;
   const std::size_t base = n_tokens / chunks, larger = n_tokens % chunks;
+  std::size_t t = 0;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    const std::size_t size = base + (c < larger ? 1 : 0);
+    const TokenChunk chunk{t, c, chunks};
+    dispatch_count<std::size_t{1}, kMax>(size, [&]<std::size_t T>() { chunk_fn.template operator()<T>(chunk); });
+    t += size;
+  }
+}
+
+/// Calls tile.template operator()<T>(g, chunk) for every group g in [g0, g1) and every chunk of
+/// the tokens (for_token_chunks), group by group.
+template <std::size_t kMax = 4, class Tile>
+inline void for_groups_in_token_chunks(std::size_t g0, std::size_t g1, std::size_t n_tokens, Tile&& tile) {
   for (std::size_t g = g0; g < g1; ++g) {
-    std::size_t t = 0;
-    for (std::size_t c = 0; c < chunks; ++c) {
-      const std::size_t size = base + (c < larger ? 1 : 0);
-      const TokenChunk chunk{t, c, chunks};
-      dispatch_count<std::size_t{1}, kMax>(size, [&]<std::size_t T>() { tile.template operator()<T>(g, chunk); });
-      t += size;
-    }
+    for_token_chunks<kMax>(n_tokens, [&]<std::size_t T>(TokenChunk chunk) { tile.template operator()<T>(g, chunk); });
   }
 }
 

@@ -28,8 +28,9 @@ inline constexpr std::int64_t kHalfPackRows = 16;
 /// pay from there), 4 at a time per group, the group staying in L1/L2 between them.
 inline constexpr std::int64_t kHalfPackedTokens = 31;
 
-/// Whether this CPU runs the packed GEMV's SIMD kernel (AVX-512: 16 f32 lanes, one group
-/// column per vector); without it packing would only cost memory, so the model does not pack.
+/// Whether the kernel level runs the packed GEMV's SIMD kernel (AVX-512: one group column per
+/// 16-lane f32 vector; AVX2: two 8-lane vectors); without it packing would only cost memory, so
+/// the model does not pack.
 bool half_packed_gemv_available();
 
 /// Whether `w` can be packed: dtype kF16 or kBF16, 2-D, rows a whole number of 16-row groups,
