@@ -58,6 +58,16 @@ inline void prefetch_line_l1(const char* line) {
 #endif
 }
 
+/// Hints the 64-byte line at `line` into L2 (prefetcht1; never dereferenced), for the same reason
+/// in inline assembly as prefetch_line_l1.
+inline void prefetch_line_l2(const char* line) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetcht1 %0" : : "m"(*line));
+#else
+  __builtin_prefetch(line, 0, 2);
+#endif
+}
+
 /// Hints the kBytes starting kDecodePrefetchBytes past `p` into L1, one per 64-byte line
 /// (addresses past the weights' end are hints only, never dereferenced).
 template <std::size_t kBytes>
