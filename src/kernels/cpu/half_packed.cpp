@@ -278,12 +278,13 @@ void GroupsOf(const Operands& op, std::size_t g0, std::size_t g1) {
     });
   }
   if constexpr (kParts == 2) {
-    // Up to 4 tokens one group and one chunk, up to 6 chunks of 3, more two groups and chunks of
-    // 3 (tinyllama F16 batched decode, Zen 4 capped at AVX2, 2 threads, against one group in
-    // chunks of 6, alternated 4 times: 4 sequences 49.9 -> 46.5 tok/s with two groups, 16
-    // sequences 66.8 -> 75.8; docs/performance.md has these against the row-major GEMV).
-    if (op.n_tokens <= 4) {
-      AvxPasses<1, 4, WT>(op, g0, g1);
+    // Up to 5 tokens one group and one chunk (at 5 its 10 accumulators and 5 broadcasts fill the
+    // registers: tinyllama F16 5-row verify forwards 108-110 ms as chunks of 3 + 2, 68-69 ms in
+    // one; 5 sequences 1.26x the row-major GEMV), 6 chunks of 3, more two groups and chunks of 3
+    // (against one group in chunks of 6, alternated 4 times: 4 sequences 49.9 -> 46.5 tok/s with
+    // two groups, 16 sequences 66.8 -> 75.8; docs/performance.md has the row-major comparison).
+    if (op.n_tokens <= 5) {
+      AvxPasses<1, 5, WT>(op, g0, g1);
     } else if (op.n_tokens <= 6) {
       AvxPasses<1, 3, WT>(op, g0, g1);
     } else {
