@@ -80,6 +80,12 @@ HWY_INLINE std::size_t PartRow(std::size_t k, std::size_t g, std::size_t stride)
   return (g + k / kParts * stride) * kRows + k % kParts * kLanes;
 }
 
+// The packed weights of the vector whose first row is `row` (PartRow), at column 0.
+template <class WT>
+HWY_INLINE const WT* PartWeights(const Operands& op, std::size_t row) {
+  return reinterpret_cast<const WT*>(op.packed) + row / kRows * kRows * op.in + row % kRows;
+}
+
 // Single-token decode: the groups walked side by side (kDecodeStreams on AVX-512; AVX2's 16
 // registers hold the 4·2 accumulators of one group, the second group's spill to L1, and still
 // read faster: tinyllama F16 decode on a Zen 4 capped at AVX2, 2 threads, alternated 8 times,
@@ -99,8 +105,7 @@ HWY_INLINE void GroupStreams(const Operands& op, std::size_t g, std::size_t stri
   const WT* HWY_RESTRICT w[kVectors];
   V acc[kVectors][kSums];
   for (std::size_t k = 0; k < kVectors; ++k) {
-    const std::size_t row = PartRow(k, g, stride);
-    w[k] = reinterpret_cast<const WT*>(op.packed) + row / kRows * kRows * in + row % kRows;
+    w[k] = PartWeights<WT>(op, PartRow(k, g, stride));
     for (std::size_t u = 0; u < kSums; ++u) acc[k][u] = hn::Zero(d);
   }
   const auto column = [&](std::size_t i, std::size_t u) {
@@ -206,7 +211,7 @@ struct PassColumns {
   PassColumns(const Operands& op, std::size_t g, std::size_t stride) : x(op.x), in(op.in), y(op.y), out(op.out) {
     for (std::size_t k = 0; k < S * kParts; ++k) {
       rows[k] = PartRow(k, g, stride);
-      w[k] = reinterpret_cast<const WT*>(op.packed) + rows[k] / kRows * kRows * in + rows[k] % kRows;
+      w[k] = PartWeights<WT>(op, rows[k]);
     }
   }
   static V zero() { return hn::Zero(D()); }
