@@ -13,7 +13,7 @@
 namespace avx2 {
 
 // Tokens per tile: 8 int32 sums live across a super-group beside its 8 code vectors.
-constexpr int kTileTokens = 8;
+constexpr std::int64_t kTileTokens = 8;
 
 // 16 signed bytes as two vectors of 8 floats (lanes 0..7, 8..15).
 HWY_INLINE void to_float(__m128i v, __m256 (&out)[2]) {
@@ -168,47 +168,159 @@ HWY_INLINE float horizontal_sum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
+// A super-group as the tiles read it, decoded in place (decode: one token tile per row): per
+// chunk c (values 32c .. 32c+31) the codes (u, or for kSigned formats the signed values v,
+// u = |v|) and the int16 scales of its vpmaddubsw pairs, shuffled as they are read.
+template <class D>
+struct DecodedGroup {
+  IntScaled k;
+  __m256i sc16;
+  HWY_INLINE explicit DecodedGroup(const std::uint8_t* block) {
+    D::decode_int(block, k);
+    sc16 = _mm256_cvtepi8_epi16(k.sc);
+  }
+  HWY_INLINE __m256i code(int c) const { return D::kSigned ? k.v[c] : k.u[c]; }
+  HWY_INLINE __m256i scale(int c) const { return chunk_scales(sc16, c); }
+  HWY_INLINE float d() const { return k.d; }
+  HWY_INLINE const __m256 (&b() const)[2] { return k.b; }
+};
+
+// The same, stored (prefill: a row block's super-groups decoded once for every token tile).
+struct StoredGroup {
+  __m256i q[8];
+  __m256i s[8];
+  __m256 offsets[2];
+  float scale_d;
+
+  template <class D>
+  HWY_INLINE explicit StoredGroup(const DecodedGroup<D>& g) : scale_d(g.d()) {
+    for (int c = 0; c < 8; ++c) {
+      q[c] = g.code(c);
+      s[c] = g.scale(c);
+    }
+    offsets[0] = g.b()[0];
+    offsets[1] = g.b()[1];
+  }
+  HWY_INLINE __m256i code(int c) const { return q[c]; }
+  HWY_INLINE __m256i scale(int c) const { return s[c]; }
+  HWY_INLINE float d() const { return scale_d; }
+  HWY_INLINE const __m256 (&b() const)[2] { return offsets; }
+};
+
+// A token tile's Q8_K activation scales in the order the tiles read them: per super-group, the
+// scale dx and the 16 scaled sums sum16 of each of the tile's tokens (GgmlActivations' own
+// layout puts every token's on its own row: 8 pointers, more than the registers hold).
+struct TileScales {
+  float dx[kTileTokens];
+  float sum16[kTileTokens][16];
+};
+
+// out[g] for g < op.groups: tokens [token, token + n) of the activations.
+HWY_INLINE void gather_tile_scales(const Operands& op, std::int64_t token, std::int64_t n, TileScales* out) {
+  const GgmlActivations& x = *op.x;
+  for (std::int64_t g = 0; g < op.groups; ++g) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      out[g].dx[i] = x.dx[static_cast<std::size_t>((token + i) * x.ld / 4 + 64 * g)];
+      std::memcpy(out[g].sum16[i], x.sum16.data() + (token + i) * x.ld / 16 + 16 * g, sizeof out[g].sum16[i]);
+    }
+  }
+}
+
 // y[token .. token+RN, row] for an integer-scaled format D with Q8_K activations (one scale
 // per super-group and token): per super-group the exact int32 Σ_s sc_s·(u·q)_s per token, then
-// one conversion and FMA by d·dx, and the offsets b·sum16 in f32.
-template <class D, int RN>
-void int_row_tile(const Operands& op, std::int64_t row, std::int64_t token) {
+// one conversion and FMA by d·dx, and the offsets b·sum16 in f32. group_at(g): the row's
+// super-group g (a DecodedGroup<D> or a const StoredGroup&); scales: the tile's TileScales,
+// one per super-group.
+template <class D, int RN, class GroupAt>
+HWY_INLINE void int_row_tile(const Operands& op, std::int64_t row, std::int64_t token, const TileScales* scales,
+                             GroupAt group_at) {
   const GgmlActivations& x = *op.x;
   __m256 acc[RN];
   for (int n = 0; n < RN; ++n) acc[n] = _mm256_setzero_ps();
   for (std::int64_t g = 0; g < op.groups; ++g) {
-    prefetch_decode_stream<192>(op.group(row, g));
-    IntScaled k;
-    D::decode_int(op.group(row, g), k);
-    const __m256i sc16 = _mm256_cvtepi8_epi16(k.sc);
+    const auto& k = group_at(g);
     const std::int8_t* q = x.q.data() + token * x.ld + g * kSuperGroup;
     __m256i isum[RN];
     for (int n = 0; n < RN; ++n) isum[n] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) {
-      const __m256i s = chunk_scales(sc16, c);
+      const __m256i code = k.code(c), scale = k.scale(c), u = D::kSigned ? _mm256_abs_epi8(code) : code;
 #pragma GCC unroll 8
       for (int n = 0; n < RN; ++n) {
         __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + n * x.ld + 32 * c));
-        if constexpr (D::kSigned) xq = _mm256_sign_epi8(xq, k.v[c]);
-        isum[n] = _mm256_add_epi32(isum[n], _mm256_madd_epi16(_mm256_maddubs_epi16(k.u[c], xq), s));
+        if constexpr (D::kSigned) xq = _mm256_sign_epi8(xq, code);
+        isum[n] = _mm256_add_epi32(isum[n], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xq), scale));
         // Sum in this order: left free, GCC reassociates the int32 sums and keeps all 64
         // products of the super-group alive at once, spilled to the stack (3x slower).
         asm("" : "+x"(isum[n]));
       }
     }
+    const TileScales& ts = scales[g];
 #pragma GCC unroll 8
     for (int n = 0; n < RN; ++n) {
-      const float dx = x.dx[static_cast<std::size_t>((token + n) * x.ld / 4 + 64 * g)];
-      acc[n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[n]), _mm256_set1_ps(k.d * dx), acc[n]);
+      acc[n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[n]), _mm256_set1_ps(k.d() * ts.dx[n]), acc[n]);
       if constexpr (!D::kSigned) {
-        const float* s16 = x.sum16.data() + (token + n) * x.ld / 16 + 16 * g;
-        acc[n] = _mm256_fmadd_ps(k.b[0], _mm256_loadu_ps(s16), acc[n]);
-        acc[n] = _mm256_fmadd_ps(k.b[1], _mm256_loadu_ps(s16 + 8), acc[n]);
+        acc[n] = _mm256_fmadd_ps(k.b()[0], _mm256_loadu_ps(ts.sum16[n]), acc[n]);
+        acc[n] = _mm256_fmadd_ps(k.b()[1], _mm256_loadu_ps(ts.sum16[n] + 8), acc[n]);
       }
     }
   }
   for (int n = 0; n < RN; ++n) op.y[(token + n) * op.out + row] = horizontal_sum(acc[n]);
+}
+
+// Per-thread buffers of n T's, reused across calls.
+template <class T>
+T* thread_buffer(std::size_t n) {
+  thread_local hwy::AlignedFreeUniquePtr<T[]> buffer;
+  thread_local std::size_t capacity = 0;
+  if (capacity < n) buffer = hwy::AllocateAligned<T>(capacity = n);
+  return buffer.get();
+}
+
+// Rows [row_begin, row_end) for every token. One token tile (decode): each row's super-groups
+// decoded in the tile that reads them. More: rows in blocks of kDecodedRows, each block's
+// super-groups decoded once into a per-thread buffer (kDecodedRows·groups StoredGroups, 608 bytes
+// each: L2-resident), then every token tile over the block's rows, so that a tile's activations
+// stay in L1 / L2 across the block.
+constexpr std::int64_t kDecodedRows = 16;
+
+template <class D>
+void int_tiled_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
+  const std::int64_t n_tokens = op.x->n_tokens, n_tiles = (n_tokens + kTileTokens - 1) / kTileTokens;
+  TileScales* scales = thread_buffer<TileScales>(static_cast<std::size_t>(n_tiles * op.groups));
+  for (std::int64_t i = 0; i < n_tiles; ++i) {
+    gather_tile_scales(op, i * kTileTokens, std::min(kTileTokens, n_tokens - i * kTileTokens), scales + i * op.groups);
+  }
+  const auto tile = [&](std::int64_t row, std::int64_t i, auto group_at) {
+    dispatch_count<1, kTileTokens>(std::min(kTileTokens, n_tokens - i * kTileTokens), [&]<int RN>() {
+      int_row_tile<D, RN>(op, row, i * kTileTokens, scales + i * op.groups, group_at);
+    });
+  };
+  if (n_tiles == 1) {
+    for (std::int64_t row = row_begin; row < row_end; ++row) {
+      tile(row, 0, [&](std::int64_t g) {
+        prefetch_decode_stream<192>(op.group(row, g));
+        return DecodedGroup<D>(op.group(row, g));
+      });
+    }
+    return;
+  }
+  StoredGroup* stored = thread_buffer<StoredGroup>(static_cast<std::size_t>(kDecodedRows * op.groups));
+  for (std::int64_t r0 = row_begin; r0 < row_end; r0 += kDecodedRows) {
+    const std::int64_t r1 = std::min(row_end, r0 + kDecodedRows);
+    for (std::int64_t row = r0; row < r1; ++row) {
+      for (std::int64_t g = 0; g < op.groups; ++g) {
+        prefetch_decode_stream<192>(op.group(row, g));
+        new (stored + (row - r0) * op.groups + g) StoredGroup(DecodedGroup<D>(op.group(row, g)));
+      }
+    }
+    for (std::int64_t i = 0; i < n_tiles; ++i) {
+      for (std::int64_t row = r0; row < r1; ++row) {
+        const StoredGroup* groups = stored + (row - r0) * op.groups;
+        tile(row, i, [groups](std::int64_t g) -> const StoredGroup& { return groups[g]; });
+      }
+    }
+  }
 }
 
 // A legacy block of 32 decoded: codes u (and for IQ4_NL the signed values v, u = |v|), scale
@@ -281,25 +393,20 @@ void legacy_row_tile(const Operands& op, std::int64_t row, std::int64_t token) {
   for (int n = 0; n < RN; ++n) op.y[(token + n) * op.out + row] = horizontal_sum(acc[n]) + offsets[n];
 }
 
-// Rows [row_begin, row_end) for every token, in tiles of one row × up to kTileTokens tokens.
+// Rows [row_begin, row_end) for every token, in tiles of one row × up to kTileTokens tokens:
+// rows in blocks of kDecodedRows, every token tile over a block before the next block.
 template <template <int> class Tile>
 void tiled_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
   const std::int64_t n_tokens = op.x->n_tokens;
-  for (std::int64_t row = row_begin; row < row_end; ++row) {
+  for (std::int64_t r0 = row_begin; r0 < row_end; r0 += kDecodedRows) {
     for (std::int64_t t = 0; t < n_tokens; t += kTileTokens) {
-      dispatch_count<1, kTileTokens>(std::min<std::int64_t>(kTileTokens, n_tokens - t),
-                                     [&]<int RN>() { Tile<RN>::run(op, row, t); });
+      for (std::int64_t row = r0; row < std::min(row_end, r0 + kDecodedRows); ++row) {
+        dispatch_count<1, kTileTokens>(std::min(kTileTokens, n_tokens - t), [&]<int RN>() { Tile<RN>::run(op, row, t); });
+      }
     }
   }
 }
 
-template <class D>
-struct IntTile {
-  template <int RN>
-  struct With {
-    static void run(const Operands& op, std::int64_t row, std::int64_t token) { int_row_tile<D, RN>(op, row, token); }
-  };
-};
 template <class Block>
 struct LegacyTile {
   template <int RN>
@@ -322,7 +429,7 @@ struct IntDecoder {
 template <class D>
 bool int_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
   if (op.x->block != kSuperGroup) return false;
-  tiled_rows<IntTile<D>::template With>(op, row_begin, row_end);
+  int_tiled_rows<D>(op, row_begin, row_end);
   return true;
 }
 template <class Block>
