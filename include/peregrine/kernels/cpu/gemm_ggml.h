@@ -61,9 +61,12 @@ bool is_ggml_gemm_dtype(DType t);
 /// values and token and f32 scaling (tiles of 4 rows × 1..4 tokens share the decoded weights,
 /// prefill on 16-row panels; with 256-value activation blocks the integer-scaled formats' panels
 /// keep sc_s as int32 lanes: per 16 values and token the 4 vpdpbusd share one vpmulld into an
-/// exact int32 sum over the super-group, converted and scaled by d·dx once). Other targets (and, on AVX3_DL, a legacy row's partial last
-/// super-group) decode with the scalar unpack_super_group and multiply with Highway int16
-/// multiply-adds. Threaded over output rows (split_rows_guided: ranges of 4-row tiles, 32 for
+/// exact int32 sum over the super-group, converted and scaled by d·dx once). AVX2 (and AVX-512
+/// without VNNI): per 32 values and token one vpmaddubsw and one vpmaddwd, one row × up to 8
+/// tokens per tile; prefill decodes a block of 16 rows once for all its token tiles
+/// (gemm_ggml_avx2-inl.h). Other targets (and, on AVX3_DL, a legacy row's partial last
+/// super-group; on AVX2, K-quant rows against 32-value activation blocks) decode with the
+/// scalar unpack_super_group and multiply with Highway int16 multiply-adds. Threaded over output rows (split_rows_guided: ranges of 4-row tiles, 32 for
 /// prefill, taken from a shared counter); products under
 /// `min_parallel_macs` run on the calling thread. Preconditions: is_ggml_gemm_dtype(w.dtype),
 /// in == xa.in, w.nbytes == out · row bytes, y.size() == n_tokens · out; not called from
