@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   bench_calls("stories260K tree 8 nodes (b=2)", **md, prompt, text, 8, 2, true, 50, pool);
   bench_calls("stories260K tree 8 nodes (b=4)", **md, prompt, text, 8, 4, true, 50, pool);
   // Baseline: plain single-token decode forwards over the same range of positions.
-  auto cache = KvCache::create(model->config(), {32, kDefaultKvBlockSize, DType::kF32});
+  auto cache = KvCache::create(model->config().kv_shape(), {32, kDefaultKvBlockSize, DType::kF32});
   if (!cache) die(cache.status().message());
   std::vector<float> logits;
   Batch prefill;

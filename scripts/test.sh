@@ -14,8 +14,9 @@ PEREGRINE_REQUIRE_REAL_MODELS="$(IFS=,; echo "${real_models[*]}")"
 export PEREGRINE_REQUIRE_REAL_MODELS
 
 echo "== Release build + tests"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPEREGRINE_WERROR=ON
-cmake --build build
+# The quickstart's configuration (scripts/build.sh), with the training library now that
+# setup.sh installed libtorch: what the quickstart built is not compiled again.
+scripts/build.sh -DPEREGRINE_TRAIN=ON
 ctest --test-dir build --output-on-failure -j "$jobs"
 
 echo "== ASan + UBSan build + tests"

@@ -69,7 +69,7 @@ std::unique_ptr<LlamaModel> load_test_model(const std::string& name) { return lo
 KvCache make_kv_cache(const ModelConfig& config, std::int64_t n_tokens, std::int32_t n_seqs,
                       std::int32_t block_size, DType dtype) {
   const auto n_blocks = static_cast<std::int32_t>(n_seqs * blocks_for_tokens(n_tokens, block_size));
-  auto cache = KvCache::create(config, {n_blocks, block_size, dtype});
+  auto cache = KvCache::create(config.kv_shape(), {n_blocks, block_size, dtype});
   if (!cache) {
     ADD_FAILURE() << cache.status().message();
     std::abort();

@@ -20,7 +20,7 @@ Loaded load() {
 #endif
   const RuntimeLibrary lib = load_runtime_library("libperegrine_cuda.so", "PEREGRINE_CUDA_LIBRARY", build_dir,
                                                   PEREGRINE_CUDA_BACKEND_SYMBOL, "CUDA backend",
-                                                  "configure with -DPEREGRINE_CUDA=ON where nvcc is installed, or set PEREGRINE_CUDA_LIBRARY");
+                                                  "build it (cmake --build build, configured with -DPEREGRINE_CUDA=ON where nvcc is installed), or set PEREGRINE_CUDA_LIBRARY");
   return {static_cast<const CudaBackendApi*>(lib.api), lib.why};
 }
 

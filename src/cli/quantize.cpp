@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "common.h"
-#include "peregrine/formats/architecture.h"
+#include "peregrine/model/spec/architecture.h"
 #include "peregrine/formats/model_writer.h"
 #include "peregrine/quant/quantize_model.h"
 #include "verbs.h"

@@ -76,11 +76,11 @@ Expected<std::int32_t> pool_blocks(const ServeArgs& a, const ModelConfig& config
     blocks = blocks_for_tokens(a.ctx_total, a.block_size);
   } else if (!a.kv_memory.empty()) {
     PEREGRINE_ASSIGN_OR_RETURN(const std::int64_t bytes, parse_bytes(a.kv_memory));
-    blocks = bytes / kv_block_bytes(config, a.block_size, kv_dtype);
+    blocks = bytes / kv_block_bytes(config.kv_shape(), a.block_size, kv_dtype);
     if (blocks < 1) return invalid_argument("--kv-memory " + a.kv_memory + " is smaller than one KV block");
   } else {
     blocks = a.parallel * blocks_for_tokens(ctx, a.block_size);
-    if (byte_cap > 0) blocks = std::min(blocks, byte_cap / kv_block_bytes(config, a.block_size, kv_dtype));
+    if (byte_cap > 0) blocks = std::min(blocks, byte_cap / kv_block_bytes(config.kv_shape(), a.block_size, kv_dtype));
     if (blocks < 1) return resource_exhausted("the GPU has no memory left for a KV block after the weights");
   }
   if (blocks > std::numeric_limits<std::int32_t>::max()) return invalid_argument("the KV pool would have too many blocks");
@@ -138,7 +138,7 @@ Expected<std::int64_t> kv_byte_cap(const ServeArgs& a) {
 int serve_as_worker(const LlamaModel& model, const EngineOptions& options, ThreadPool& pool, LoraPool* lora) {
   ::signal(SIGTERM, SIG_IGN);
   ::signal(SIGINT, SIG_IGN);
-  auto cache = KvCache::create(model.config(), options.kv);
+  auto cache = KvCache::create(model.config().kv_shape(), options.kv);
   if (!cache) return report(cache.status());
   if (Status st = run_forward_worker(model, *cache, pool, lora); !st) return report(st);
   return 0;
@@ -151,7 +151,7 @@ int serve_prefill(const LlamaModel& model, const EngineOptions& options, ThreadP
   ::signal(SIGINT, SIG_IGN);
   KvCacheOptions kv = options.kv;  // one prompt at a time: the context's blocks
   kv.n_blocks = static_cast<std::int32_t>(blocks_for_tokens(options.ctx_len > 0 ? options.ctx_len : model.config().max_seq_len, kv.block_size));
-  auto cache = KvCache::create(model.config(), kv);
+  auto cache = KvCache::create(model.config().kv_shape(), kv);
   if (!cache) return report(cache.status());
   if (Status st = check_peer_kv_layout(*cache, decode_rank); !st) return report(st);
   PrefillInstance instance(model, std::move(*cache), pool, options.max_batch_tokens);
@@ -164,7 +164,7 @@ int serve_prefill(const LlamaModel& model, const EngineOptions& options, ThreadP
 Status check_prefill_layout(const LlamaModel& model, const EngineOptions& options, int prefill_rank) {
   KvCacheOptions kv = options.kv;
   kv.n_blocks = 1;
-  PEREGRINE_ASSIGN_OR_RETURN(KvCache probe, KvCache::create(model.config(), kv));
+  PEREGRINE_ASSIGN_OR_RETURN(KvCache probe, KvCache::create(model.config().kv_shape(), kv));
   return check_peer_kv_layout(probe, prefill_rank);
 }
 
@@ -247,7 +247,7 @@ int run(const ServeArgs& args) {
   auto engine = Engine::create(*model, *options, pool);
   if (!engine) return report(engine.status());
   if (args.model.device == "cuda") {
-    const std::int64_t bytes = options->kv.n_blocks * kv_block_bytes(model->config(), options->kv.block_size, options->kv.dtype);
+    const std::int64_t bytes = options->kv.n_blocks * kv_block_bytes(model->config().kv_shape(), options->kv.block_size, options->kv.dtype);
     std::fprintf(stderr, "peregrine: KV pool of %d blocks of %d positions, %.2f GiB of GPU memory\n", options->kv.n_blocks,
                  options->kv.block_size, static_cast<double>(bytes) / (1 << 30));
   }

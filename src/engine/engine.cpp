@@ -406,7 +406,7 @@ void Engine::Impl::fail_all(const Status& error) {
 Expected<std::unique_ptr<Engine>> Engine::create(const LlamaModel& model, const EngineOptions& options,
                                                  ThreadPool& pool) {
   PEREGRINE_RETURN_IF_ERROR(validate_options(model, options));
-  PEREGRINE_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(model.config(), options.kv));
+  PEREGRINE_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(model.config().kv_shape(), options.kv));
   if (options.mirror != nullptr) cache.record_for_followers();
   auto impl = std::make_unique<Impl>(model, options, pool, std::move(cache));
   impl->record_step(0, 0);  // the metrics describe the empty pool before the first step runs

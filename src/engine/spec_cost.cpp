@@ -38,7 +38,7 @@ Expected<std::vector<double>> measure_verify_seconds(const LlamaModel& model, st
     return invalid_argument("verify cost: every k must be >= 0 and context + k + 1 within the model's context");
   }
   PEREGRINE_ASSIGN_OR_RETURN(
-      KvCache cache, KvCache::create(c, {static_cast<std::int32_t>(blocks_for_tokens(context + k_max + 1, kDefaultKvBlockSize)),
+      KvCache cache, KvCache::create(c.kv_shape(), {static_cast<std::int32_t>(blocks_for_tokens(context + k_max + 1, kDefaultKvBlockSize)),
                                          kDefaultKvBlockSize, DType::kF32}));
   std::mt19937 rng(1234);
   const std::vector<std::int32_t> prompt = random_tokens(context, c.vocab_size, rng);

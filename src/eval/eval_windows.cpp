@@ -53,7 +53,7 @@ Expected<KvCache> make_window_cache(const ModelConfig& config, std::int64_t ctx,
                             std::to_string(config.max_seq_len));
   }
   const auto n_blocks = static_cast<std::int32_t>(blocks_for_tokens(ctx, kDefaultKvBlockSize));
-  return KvCache::create(config, {n_blocks, kDefaultKvBlockSize, kv_type});
+  return KvCache::create(config.kv_shape(), {n_blocks, kDefaultKvBlockSize, kv_type});
 }
 
 Status window_logits(const LlamaModel& model, std::span<const std::int32_t> tokens, const EvalWindow& w,

@@ -1,4 +1,4 @@
-// Phi-3's fused projections (formats/architecture.h fused_projections): Q/K/V stored as one
+// Phi-3's fused projections (model/spec/architecture.h fused_projections): Q/K/V stored as one
 // attn_qkv [q_dim + 2·kv_dim, dim] (HF self_attn.qkv_proj) and the FFN's gate and up as one
 // ffn_gate_up [2·ffn, dim] (HF mlp.gate_up_proj; gate rows first, as Phi3MLP's chunk(2) and
 // llama.cpp's fused ffn_up under LLM_FFN_SWIGLU read them). The readers split them into

@@ -20,7 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-/// The family config.json names: the first "architectures" class formats/architecture.h knows,
+/// The family config.json names: the first "architectures" class model/spec/architecture.h knows,
 /// else model_type (Mistral is the llama family).
 Expected<const Architecture*> read_architecture(const ConfigFields& f) {
   std::string named;  // what the config names instead, for the message

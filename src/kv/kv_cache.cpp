@@ -17,26 +17,24 @@ namespace {
 constexpr std::array<DType, 6> kKvTypes = {DType::kF32, DType::kF16, DType::kQ8_0, DType::kI8, DType::kF8E4M3, DType::kF8E5M2};
 constexpr const char* kKvTypeNames = "f32, f16, q8_0, i8, f8_e4m3 or f8_e5m2";
 
-std::int64_t kv_dim_of(const ModelConfig& c) { return c.n_kv_heads * c.head_dim; }
-
 std::int64_t kv_row_bytes(std::int64_t kv_dim, DType dtype) {
   return static_cast<std::int64_t>(dtype_row_bytes(dtype, static_cast<std::uint64_t>(kv_dim)).value_or(0));
 }
 
-Status check_options(const ModelConfig& config, const KvCacheOptions& o) {
+Status check_options(const KvShape& shape, const KvCacheOptions& o) {
   if (o.n_blocks < 1) return invalid_argument("KV cache: the pool needs at least 1 block (got " + std::to_string(o.n_blocks) + ")");
   if (o.block_size < 1) return invalid_argument("KV cache: block size must be >= 1 (got " + std::to_string(o.block_size) + ")");
   if (std::find(kKvTypes.begin(), kKvTypes.end(), o.dtype) == kKvTypes.end()) {
     return invalid_argument("KV cache: dtype " + std::string(dtype_name(o.dtype)) + " is not one of " + kKvTypeNames);
   }
-  if (o.dtype == DType::kQ8_0 && kv_dim_of(config) % 32 != 0) {
+  if (o.dtype == DType::kQ8_0 && shape.kv_dim() % 32 != 0) {
     return invalid_argument("KV cache: q8_0 needs n_kv_heads * head_dim to be a multiple of 32 (it is " +
-                            std::to_string(kv_dim_of(config)) + ")");
+                            std::to_string(shape.kv_dim()) + ")");
   }
   // In double: n_blocks · block_size · kv_dim · layers can pass 2^63 for absurd requests.
   const double bytes = static_cast<double>(o.n_blocks) *
-                       (2.0 * static_cast<double>(config.n_layers) * static_cast<double>(o.block_size) *
-                        static_cast<double>(kv_row_bytes(kv_dim_of(config), o.dtype)));
+                       (2.0 * static_cast<double>(shape.n_layers) * static_cast<double>(o.block_size) *
+                        static_cast<double>(kv_row_bytes(shape.kv_dim(), o.dtype)));
   const double ram = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
   if (ram > 0 && bytes > ram) {
     return out_of_range("a KV cache of " + std::to_string(o.n_blocks) + " blocks of " + std::to_string(o.block_size) +
@@ -60,25 +58,25 @@ Expected<DType> parse_kv_type(std::string_view name) {
   return invalid_argument("unknown KV cache type '" + std::string(name) + "' (expected " + kKvTypeNames + ")");
 }
 
-std::int64_t kv_block_bytes(const ModelConfig& config, std::int32_t block_size, DType dtype) {
-  return 2 * config.n_layers * block_size * kv_row_bytes(kv_dim_of(config), dtype);
+std::int64_t kv_block_bytes(const KvShape& shape, std::int32_t block_size, DType dtype) {
+  return 2 * shape.n_layers * block_size * kv_row_bytes(shape.kv_dim(), dtype);
 }
 
 std::int64_t blocks_for_tokens(std::int64_t n_tokens, std::int32_t block_size) {
   return (n_tokens + block_size - 1) / block_size;
 }
 
-Expected<KvCache> KvCache::create(const ModelConfig& config, const KvCacheOptions& options) {
-  PEREGRINE_RETURN_IF_ERROR(check_options(config, options));
+Expected<KvCache> KvCache::create(const KvShape& shape, const KvCacheOptions& options) {
+  PEREGRINE_RETURN_IF_ERROR(check_options(shape, options));
   KvCache c;
-  c.n_layers_ = config.n_layers;
-  c.kv_dim_ = kv_dim_of(config);
+  c.n_layers_ = shape.n_layers;
+  c.kv_dim_ = shape.kv_dim();
   c.row_bytes_ = kv_row_bytes(c.kv_dim_, options.dtype);
   c.block_size_ = options.block_size;
   c.dtype_ = options.dtype;
   c.pool_ = BlockPool(options.n_blocks);
   c.data_ = std::make_unique_for_overwrite<std::uint8_t[]>(
-      static_cast<std::size_t>(options.n_blocks * kv_block_bytes(config, options.block_size, options.dtype)));
+      static_cast<std::size_t>(options.n_blocks * kv_block_bytes(shape, options.block_size, options.dtype)));
   return c;
 }
 

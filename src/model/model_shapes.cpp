@@ -84,7 +84,7 @@ const std::vector<ModelShape>& model_shapes() {
        "karpathy/llama2.c stories110M.bin header (shared classifier)"},
       {"stories260k", llama(64, 5, 8, 4, 172, 512, 512, 10000.0f, true), "models/stories260K/stories260K.gguf", "",
        "karpathy/llama2.c stories260K.bin header"},
-      // The families of formats/architecture.h. Their own vocabularies (128256, 151936, 50304,
+      // The families of model/spec/architecture.h. Their own vocabularies (128256, 151936, 50304,
       // 256000 tokens) are not in ../shared: those files say tokenizer.ggml.model "none", as llama.cpp
       // reads a model without a vocabulary (bench and llama-bench need none).
       {"llama3.2-1b", llama3_2_1b(), "", "", "meta-llama/Llama-3.2-1B config.json (rope_scaling llama3)"},

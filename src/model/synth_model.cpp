@@ -42,7 +42,7 @@ struct SynthTensor {
 };
 
 /// The tensors of a GGUF model of config `c` in llama.cpp's order, with its family's names
-/// (formats/architecture.h): Phi-3's fused attn_qkv and ffn_up, the experts stacked as
+/// (model/spec/architecture.h): Phi-3's fused attn_qkv and ffn_up, the experts stacked as
 /// ffn_{gate,up,down}_exps, Qwen2's biases, Qwen3's / OLMoE's Q/K norms.
 std::vector<SynthTensor> gguf_tensors(const ModelConfig& c) {
   const Architecture& arch = *find_architecture(c.arch);  // check_shape validated the config

@@ -86,7 +86,7 @@ Status observe_chunks(const LlamaModel& model, std::span<const std::vector<std::
     if (chunk.empty()) return invalid_argument("calibrate: an empty calibration chunk");
     const auto n = static_cast<std::int64_t>(chunk.size());
     PEREGRINE_ASSIGN_OR_RETURN(
-        auto cache, KvCache::create(model.config(), {static_cast<std::int32_t>(blocks_for_tokens(n, kDefaultKvBlockSize)),
+        auto cache, KvCache::create(model.config().kv_shape(), {static_cast<std::int32_t>(blocks_for_tokens(n, kDefaultKvBlockSize)),
                                                      kDefaultKvBlockSize, DType::kF32}));
     Batch batch;
     for (std::int64_t i = 0; i < n; ++i) batch.add(chunk[static_cast<std::size_t>(i)], static_cast<std::int32_t>(i), 0, i == n - 1);

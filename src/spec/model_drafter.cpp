@@ -49,7 +49,7 @@ Expected<std::unique_ptr<ModelDrafter>> ModelDrafter::create(const LlamaModel& d
   ModelConfig cache_config = dc;
   if (options.n_layers > 0) cache_config.n_layers = options.n_layers;
   PEREGRINE_ASSIGN_OR_RETURN(KvCache cache,
-                             KvCache::create(cache_config, {options.kv_blocks, options.block_size, options.kv_dtype}));
+                             KvCache::create(cache_config.kv_shape(), {options.kv_blocks, options.block_size, options.kv_dtype}));
   return std::unique_ptr<ModelDrafter>(new ModelDrafter(&draft, nullptr, options, std::move(cache)));
 }
 
@@ -65,7 +65,7 @@ Expected<std::unique_ptr<ModelDrafter>> ModelDrafter::create_eagle(const EagleLa
   if (!(options.min_confidence >= 0.0f && options.min_confidence < 1.0f)) {
     return invalid_argument("draft min_confidence must be in [0, 1) (got " + std::to_string(options.min_confidence) + ")");
   }
-  PEREGRINE_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(ec, {options.kv_blocks, options.block_size, options.kv_dtype}));
+  PEREGRINE_ASSIGN_OR_RETURN(KvCache cache, KvCache::create(ec.kv_shape(), {options.kv_blocks, options.block_size, options.kv_dtype}));
   return std::unique_ptr<ModelDrafter>(new ModelDrafter(nullptr, &eagle, options, std::move(cache)));
 }
 

@@ -70,7 +70,7 @@ std::vector<Batch> schedule(std::int64_t vocab) {
 
 /// Every step's logits, concatenated, with K/V in `kv` (blocks of 7 positions).
 std::vector<float> run(const LlamaModel& m, const std::vector<Batch>& steps, DType kv) {
-  auto cache = KvCache::create(m.config(), {64, 7, kv});
+  auto cache = KvCache::create(m.config().kv_shape(), {64, 7, kv});
   EXPECT_TRUE(cache) << cache.status().message();
   ThreadPool pool(2);
   std::vector<float> all, logits;

@@ -281,7 +281,7 @@ TEST_F(EngineTest, ARemotePrefillGivesTheSameTokensAndShipsWhatThePrefixCacheLac
     auto engine = make_engine(o);
     const std::vector<Outcome> shipped = run_all(*engine, requests);
     const ModelConfig& c = model_->config();
-    const std::int64_t position_bytes = kv_block_bytes(c, 1, kv);  // K and V rows of every layer
+    const std::int64_t position_bytes = kv_block_bytes(c.kv_shape(), 1, kv);  // K and V rows of every layer
     std::int64_t positions = 0, messages = 0;
     for (std::size_t i = 0; i < requests.size(); ++i) {
       EXPECT_EQ(shipped[i].tokens, local[i].tokens) << "request " << i;

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kv/kv_test_config.h"
+#include "kv/kv_test_shape.h"
 
 namespace peregrine {
 namespace {
@@ -38,7 +38,7 @@ std::vector<std::uint8_t> rows(std::uint64_t id, std::int64_t layer, std::int64_
 }
 
 TEST(KvTransfer, RowsThatDoNotFitTheirRequestEndItWithAnError) {
-  auto cache = KvCache::create(test::kv_test_config(), {4, 4, DType::kF32});
+  auto cache = KvCache::create(test::kv_test_shape(), {4, 4, DType::kF32});
   ASSERT_TRUE(cache);
   ASSERT_TRUE(cache->reserve(0, 6).is_ok());
   ASSERT_TRUE(cache->reserve(1, 6).is_ok());

@@ -15,7 +15,7 @@ class SchedulerTest : public ::testing::Test {
   void SetUp() override {
     model_ = test::load_stories260k();
     ASSERT_NE(model_, nullptr);
-    auto cache = KvCache::create(model_->config(), {64, 16, DType::kF32});
+    auto cache = KvCache::create(model_->config().kv_shape(), {64, 16, DType::kF32});
     ASSERT_TRUE(cache) << cache.status().message();
     cache_ = std::make_unique<KvCache>(std::move(*cache));
   }

@@ -11,14 +11,14 @@
 #include <span>
 #include <vector>
 
-#include "kv/kv_test_config.h"
+#include "kv/kv_test_shape.h"
 #include "peregrine/quant/dequantize.h"
 
 namespace peregrine {
 namespace {
 
 KvCache make(std::int32_t n_blocks, std::int32_t block_size, DType dtype = DType::kF32) {
-  auto c = KvCache::create(test::kv_test_config(), {n_blocks, block_size, dtype});
+  auto c = KvCache::create(test::kv_test_shape(), {n_blocks, block_size, dtype});
   EXPECT_TRUE(c) << c.status().message();
   return std::move(*c);
 }
@@ -58,7 +58,7 @@ void expect_rows(const KvCache& c, std::int32_t seq, std::int32_t writer, std::i
 }
 
 TEST(KvCache, SizesAndParsing) {
-  const ModelConfig c = test::kv_test_config();
+  const KvShape c = test::kv_test_shape();
   EXPECT_EQ(kv_block_bytes(c, 16, DType::kF32), 2 * 2 * 16 * 32 * 4);
   EXPECT_EQ(kv_block_bytes(c, 16, DType::kF16), 2 * 2 * 16 * 32 * 2);
   EXPECT_EQ(kv_block_bytes(c, 16, DType::kQ8_0), 2 * 2 * 16 * 34);
@@ -84,13 +84,13 @@ TEST(KvCache, SizesAndParsing) {
 }
 
 TEST(KvCache, CreateRejectsBadOptions) {
-  const ModelConfig c = test::kv_test_config();
-  auto code = [&](const ModelConfig& cfg, KvCacheOptions o) { return KvCache::create(cfg, o).status().code(); };
+  const KvShape c = test::kv_test_shape();
+  auto code = [&](const KvShape& cfg, KvCacheOptions o) { return KvCache::create(cfg, o).status().code(); };
   EXPECT_EQ(code(c, {0, 16, DType::kF32}), ErrorCode::kInvalidArgument);
   EXPECT_EQ(code(c, {4, 0, DType::kF32}), ErrorCode::kInvalidArgument);
   EXPECT_EQ(code(c, {4, 16, DType::kBF16}), ErrorCode::kInvalidArgument);
   EXPECT_EQ(code(c, {4, 16, DType::kQ4_0}), ErrorCode::kInvalidArgument);
-  ModelConfig odd = c;
+  KvShape odd = c;
   odd.n_kv_heads = 3;  // kv_dim 48: not whole q8_0 blocks
   const auto q8 = KvCache::create(odd, {4, 16, DType::kQ8_0});
   ASSERT_FALSE(q8);

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "kv/kv_test_config.h"
+#include "kv/kv_test_shape.h"
 
 namespace peregrine {
 namespace {
@@ -14,7 +14,7 @@ namespace {
 constexpr std::int32_t kBlock = 4;
 
 KvCache make_cache() {
-  auto c = KvCache::create(test::kv_test_config(), {16, kBlock, DType::kF32});
+  auto c = KvCache::create(test::kv_test_shape(), {16, kBlock, DType::kF32});
   EXPECT_TRUE(c) << c.status().message();
   return std::move(*c);
 }

@@ -6,7 +6,7 @@
 // weights the reference rounds each matmul input to 8-bit blocks as the engine's integer
 // kernels do (kernels/cpu/quantize_activations.h; reference.py --act-quant), so the same f32
 // tolerance applies (that rounding itself moves these logits by up to 0.25). Models whose RoPE
-// scaling follows the sequence length (LongRoPE, dynamic NTK; formats/rope_scaling.h) carry a
+// scaling follows the sequence length (LongRoPE, dynamic NTK; model/spec/rope_scaling.h) carry a
 // second reference, the logits of a token-by-token decode, which crosses their original
 // context of 16 positions, and a "-short" twin entry whose prompt stays within it. Entries with
 // a "lora" carry a random LoRA adapter on all seven projections, written independently of the

@@ -55,7 +55,7 @@ TEST(EagleRuntime, ForwardMatchesTheTrainingModuleChunkByChunk) {
 
   // Chunkings of the T rows: one prefill; 5 + 7 + the rest; one row at a time.
   for (const std::vector<std::int64_t>& chunks : {std::vector<std::int64_t>{T}, {5, 7, T - 12}, std::vector<std::int64_t>(T, 1)}) {
-    auto cache = KvCache::create((*layer)->config(), {16, 16, DType::kF32});
+    auto cache = KvCache::create((*layer)->config().kv_shape(), {16, 16, DType::kF32});
     ASSERT_TRUE(cache) << cache.status().message();
     std::int64_t p = 0;
     for (std::int64_t n : chunks) {
@@ -73,7 +73,7 @@ TEST(EagleRuntime, ForwardMatchesTheTrainingModuleChunkByChunk) {
   }
 
   // Bad rows: a first position that is not the sequence's length, a token outside the vocabulary.
-  auto cache = KvCache::create((*layer)->config(), {4, 16, DType::kF32});
+  auto cache = KvCache::create((*layer)->config().kv_shape(), {4, 16, DType::kF32});
   ASSERT_TRUE(cache);
   std::vector<float> logits, features;
   Batch late;

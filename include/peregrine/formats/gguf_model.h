@@ -1,4 +1,4 @@
-// GGUF (the families of formats/architecture.h: llama, qwen2, qwen3, phi3, gemma2) → ModelFile.
+// GGUF (the families of model/spec/architecture.h: llama, qwen2, qwen3, phi3, gemma2) → ModelFile.
 #pragma once
 
 #include <string>
@@ -7,7 +7,7 @@
 
 namespace peregrine {
 
-/// Reads general.architecture (a family of formats/architecture.h), the hyper-parameters from
+/// Reads general.architecture (a family of model/spec/architecture.h), the hyper-parameters from
 /// its `{arch}.*` metadata keys (embedding_length, block_count, feed_forward_length,
 /// attention.head_count[_kv], attention.key_length (head_dim when given),
 /// attention.layer_norm_rms_epsilon, rope.freq_base, rope.scaling.*, context_length,

@@ -7,7 +7,7 @@
 
 namespace peregrine {
 
-/// Loads a Hugging Face checkpoint folder of a family of formats/architecture.h (transformers'
+/// Loads a Hugging Face checkpoint folder of a family of model/spec/architecture.h (transformers'
 /// LlamaForCausalLM / MistralForCausalLM / Qwen2 / Qwen3 / Phi3 / Gemma2ForCausalLM,
 /// save_pretrained layout).
 ///

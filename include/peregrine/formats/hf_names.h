@@ -8,7 +8,7 @@
 #include <string_view>
 #include <utility>
 
-#include "peregrine/formats/architecture.h"
+#include "peregrine/model/spec/architecture.h"
 
 namespace peregrine {
 

@@ -51,7 +51,7 @@ struct LoraAdapter {
   std::map<std::string, LoraPair> tensors;  // by the base weight's canonical name
   // The base these tensors are laid out for (load_lora_adapter sets them from the base's
   // config; save_peft_adapter uses them to write Hugging Face names and NeoX Q/K rows):
-  std::string arch = "llama";                  // the base's family (formats/architecture.h)
+  std::string arch = "llama";                  // the base's family (model/spec/architecture.h)
   RopeStyle rope_style = RopeStyle::kNeox;     // the pairing of B's attn_q / attn_k rows
   std::int64_t head_dim = 0;                   // needed when rope_style is kInterleaved
 

@@ -25,9 +25,9 @@
 
 #include "peregrine/core/dtype.h"
 #include "peregrine/core/status.h"
-#include "peregrine/formats/model_file.h"
 #include "peregrine/kv/block_pool.h"
 #include "peregrine/kv/kv_layer_view.h"
+#include "peregrine/kv/kv_shape.h"
 
 namespace peregrine {
 
@@ -47,19 +47,19 @@ Expected<DType> parse_kv_type(std::string_view name);
 /// Bytes of one block across all layers, K and V: 2 · n_layers · block_size · row bytes of
 /// kv_dim values in `dtype` (f32 4 B, f16 2 B, q8_0 34 B per 32 values; i8 / f8 4 B of scale
 /// + 1 B per value).
-std::int64_t kv_block_bytes(const ModelConfig& config, std::int32_t block_size, DType dtype);
+std::int64_t kv_block_bytes(const KvShape& shape, std::int32_t block_size, DType dtype);
 
 /// Blocks that hold `n_tokens` positions: ceil(n_tokens / block_size).
 std::int64_t blocks_for_tokens(std::int64_t n_tokens, std::int32_t block_size);
 
 class KvCache {
  public:
-  /// A pool of options.n_blocks blocks for `config`'s layers and KV heads.
+  /// A pool of options.n_blocks blocks for `shape`'s layers and KV rows.
   /// Errors: kInvalidArgument (n_blocks < 1, block_size < 1, dtype not one of the KV types
   /// above; q8_0 when
   /// kv_dim is not a multiple of 32), kOutOfRange (the pool needs more bytes than this
   /// machine's physical memory; the message says how many GiB).
-  static Expected<KvCache> create(const ModelConfig& config, const KvCacheOptions& options);
+  static Expected<KvCache> create(const KvShape& shape, const KvCacheOptions& options);
 
   KvCache(KvCache&&) = default;
   KvCache& operator=(KvCache&&) = default;

@@ -1,7 +1,7 @@
 // The Llama-family decoder (Touvron et al. 2023): token embedding, n_layers × [RMSNorm →
 // attention with RoPE and GQA → residual, RMSNorm → SwiGLU FFN → residual], final RMSNorm,
 // LM head (tied to the embedding or separate). One forward over a ragged Batch for every family
-// of formats/architecture.h: what a family adds is tensors the forward applies where present —
+// of model/spec/architecture.h: what a family adds is tensors the forward applies where present —
 // Q/K/V biases after the projections (Qwen2, modeling_qwen2.py), an RMSNorm of q and k before
 // RoPE (per head: Qwen3, modeling_qwen3.py; whole projection: OLMoE, modeling_olmoe.py),
 // RMSNorms of the attention and FFN outputs before their residual adds (Gemma 2,
@@ -57,7 +57,7 @@ class LlamaModel {
   /// Takes ownership of a validated ModelFile. Weights stay in their stored dtype (matmul
   /// decodes rows on the fly), placed as `placement` says; norm weights are converted to f32.
   /// RoPE: scaled by the file's rope_freqs.weight divisors when it has one (llama.cpp's Llama
-  /// 3.1+ GGUFs), else by config().rope_scaling (formats/rope_scaling.h; YaRN's and LongRoPE's
+  /// 3.1+ GGUFs), else by config().rope_scaling (model/spec/rope_scaling.h; YaRN's and LongRoPE's
   /// attention factor m, which multiplies cos and sin, is applied as m² on the attention
   /// scores).
   /// Errors: those of validate_llama_tensors; kCorruptFile (a rope_freqs.weight divisor that is
@@ -90,7 +90,7 @@ class LlamaModel {
   /// KV slots: a sequence's rows go to consecutive cache slots starting at its first row's
   /// position, in row order (for plain rows slot = position); RoPE uses the rows' positions,
   /// and under length-dependent scaling (LongRoPE, dynamic NTK) the divisors of each sequence's
-  /// largest position in this batch + 1 (formats/rope_scaling.h: HF's seq_len per sequence).
+  /// largest position in this batch + 1 (model/spec/rope_scaling.h: HF's seq_len per sequence).
   /// First every sequence of the batch gets its blocks (cache.reserve(seq, last slot + 1); a
   /// sequence whose rows start before cache.length(seq) is truncated to that position first, so
   /// the rows overwrite its tail); afterwards cache.length(seq) = first position + its rows.
@@ -116,7 +116,7 @@ class LlamaModel {
   /// transform before ffn_down (whose weights were rotated to match, quant/rotate_model.h).
   /// On a kCuda model the layers run on the GPU (backend/cuda_forward.h); it refuses token-tree
   /// batches and an `observer` (kUnsupported) and returns kUnavailable on a CUDA error.
-  /// Gemma 2 (formats/architecture.h): x = embedding · embed_scale; per layer x += post_attn_norm(
+  /// Gemma 2 (model/spec/architecture.h): x = embedding · embed_scale; per layer x += post_attn_norm(
   /// attention(attn_norm(x))), x += post_ffw_norm(GeGLU FFN(ffn_norm(x))), every norm weight
   /// w applied as (norm_weight_offset + w); logits → final_softcap · tanh(logits /
   /// final_softcap). A local layer's rows see the last sliding_window positions only; the KV
@@ -182,7 +182,7 @@ class LlamaModel {
   Status place_weights(WeightPlacement placement);
   Status validate(const Batch& batch, const KvCache& cache) const;
   static BatchLayout layout(const Batch& batch);
-  // Length-dependent RoPE scaling (formats/rope_scaling.h): each run's divisors from its
+  // Length-dependent RoPE scaling (model/spec/rope_scaling.h): each run's divisors from its
   // sequence's largest position in `batch` + 1, once per run; nothing for static scaling.
   void add_rope_factors(const Batch& batch, BatchLayout& layout) const;
   static Status reserve(const Batch& batch, const BatchLayout& layout, KvCache& cache);

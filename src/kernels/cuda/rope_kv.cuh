@@ -8,7 +8,7 @@
 
 #include "peregrine/core/dtype.h"
 #include "peregrine/core/status.h"
-#include "peregrine/formats/architecture.h"
+#include "peregrine/core/rope_style.h"
 
 namespace peregrine::cuda {
 

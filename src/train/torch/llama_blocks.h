@@ -12,7 +12,7 @@
 #include <functional>
 #include <string>
 
-#include "peregrine/formats/architecture.h"
+#include "peregrine/model/spec/architecture.h"
 #include "peregrine/formats/model_file.h"
 
 namespace peregrine::train {

@@ -4,7 +4,8 @@
 
 #include <cstdint>
 
-#include "peregrine/formats/model_file.h"
+#include "peregrine/core/ffn_activation.h"
+#include "peregrine/core/rope_style.h"
 
 namespace peregrine {
 
@@ -23,7 +24,7 @@ void rmsnorm_reference(const float* x, const float* w, float* out, std::int64_t 
 /// cos, sin: [head_dim] f32 (written); head_dim even. Compute once per position and reuse it
 /// for q and k (and every layer). freq_factors: nullptr, or [head_dim / 2] f32 divisors of the
 /// pairs' frequencies (scaled RoPE: angle pos · theta^(-2i/head_dim) / freq_factors[i],
-/// formats/rope_scaling.h, llama.cpp's rope_freqs).
+/// model/spec/rope_scaling.h, llama.cpp's rope_freqs).
 void rope_table(std::int32_t pos, std::int64_t head_dim, float theta, RopeStyle style,
                 float* cos, float* sin, const float* freq_factors = nullptr);
 

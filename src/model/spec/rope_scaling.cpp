@@ -1,4 +1,4 @@
-#include "peregrine/formats/rope_scaling.h"
+#include "peregrine/model/spec/rope_scaling.h"
 
 #include <algorithm>
 #include <cmath>

@@ -34,19 +34,10 @@
 #include <string>
 #include <string_view>
 
+#include "peregrine/core/ffn_activation.h"
+#include "peregrine/core/rope_style.h"
+
 namespace peregrine {
-
-/// The activation of the gated FFN: down(act(gate(x)) · up(x)).
-enum class FfnActivation : std::uint8_t {
-  kSilu,      // SwiGLU (Llama, Qwen, Phi-3): config.json hidden_act "silu"
-  kGeluTanh,  // GeGLU with the tanh GELU (Gemma 2): "gelu_pytorch_tanh"
-};
-
-/// How RoPE pairs the dims of a head.
-enum class RopeStyle : std::uint8_t {
-  kInterleaved,  // pairs (2i, 2i+1): Meta/llama2.c/llama-arch GGUF
-  kNeox,         // pairs (i, i + hd/2): Hugging Face rotate_half, NEOX-type GGUF architectures
-};
 
 /// Which RMSNorm a family applies to q and k after the projections (and biases), before RoPE.
 enum class QkNorm : std::uint8_t {

@@ -1,4 +1,4 @@
-#include "peregrine/formats/architecture.h"
+#include "peregrine/model/spec/architecture.h"
 
 #include <string>
 

@@ -1,7 +1,7 @@
-// The scaled-RoPE rules of formats/rope_scaling.h that follow the sequence length, checked on
+// The scaled-RoPE rules of model/spec/rope_scaling.h that follow the sequence length, checked on
 // values worked out by hand from HF's modeling_rope_utils.py (_compute_longrope_parameters,
 // _compute_dynamic_ntk_parameters).
-#include "peregrine/formats/rope_scaling.h"
+#include "peregrine/model/spec/rope_scaling.h"
 
 #include <gtest/gtest.h>
 
