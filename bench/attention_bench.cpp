@@ -1,4 +1,4 @@
-// Micro-benchmark of the attention kernels (kernels/cpu/attention.h) reading the paged KV
+// Micro-benchmark of the attention kernels (kernels/cpu/attention/attention.h) reading the paged KV
 // cache, at TinyLlama-1.1B's attention shape (32 query heads, 4 KV heads, head_dim 64), random
 // inputs.
 //
@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "peregrine/core/thread_pool.h"
-#include "peregrine/kernels/cpu/attention.h"
+#include "peregrine/kernels/cpu/attention/attention.h"
 #include "peregrine/quant/quantize_rtn.h"
 
 namespace {

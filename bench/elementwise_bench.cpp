@@ -1,4 +1,4 @@
-// Micro-benchmark of the SIMD elementwise kernels (kernels/cpu/elementwise.h) against their
+// Micro-benchmark of the SIMD elementwise kernels (kernels/cpu/elementwise/elementwise.h) against their
 // scalar reference twins at TinyLlama-1.1B's sizes (dim 2048, 32 query / 4 KV heads of 64,
 // ffn 5632), one token's row. Single thread; variants alternate within each repetition.
 //
@@ -18,7 +18,7 @@
 #include <random>
 #include <vector>
 
-#include "peregrine/kernels/cpu/elementwise.h"
+#include "peregrine/kernels/cpu/elementwise/elementwise.h"
 
 namespace {
 

@@ -21,14 +21,14 @@
 #include <string>
 #include <vector>
 
-#include "peregrine/kernels/cpu/matmul.h"
+#include "peregrine/kernels/cpu/matmul/matmul.h"
 #include "peregrine/quant/dequantize.h"
 #include "peregrine/quant/fp16.h"
 
 namespace peregrine {
 namespace {
 
-// The pre-gemm_quant kernel for block-quantized weights (src/kernels/cpu/matmul.cpp at commit
+// The pre-gemm_quant kernel for block-quantized weights (src/kernels/cpu/matmul/matmul.cpp at commit
 // 988e0b1): each weight row dequantized to f32 once, then a scalar f32 dot per token.
 void old_matmul(const TensorView& w, const float* x, std::int64_t n_tokens, float* y, ThreadPool& pool) {
   const std::int64_t out = w.n_rows(), in = w.row_length();

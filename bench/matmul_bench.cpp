@@ -19,10 +19,10 @@
 
 #include "peregrine/core/tensor.h"
 #include "peregrine/core/thread_pool.h"
-#include "peregrine/kernels/cpu/float_matmul.h"
-#include "peregrine/kernels/cpu/gemm_float.h"
-#include "peregrine/kernels/cpu/gemv_float.h"
-#include "peregrine/kernels/cpu/matmul.h"
+#include "peregrine/kernels/cpu/matmul/float_matmul.h"
+#include "peregrine/kernels/cpu/matmul/gemm_float.h"
+#include "peregrine/kernels/cpu/matmul/gemv_float.h"
+#include "peregrine/kernels/cpu/matmul/matmul.h"
 #include "peregrine/quant/dequantize.h"
 #include "peregrine/quant/fp16.h"
 
@@ -31,7 +31,7 @@ namespace {
 
 bool g_run_old = true;  // --old off skips the slow baseline while tuning (its columns then read inf)
 
-// The scalar matmul this work replaced (src/kernels/cpu/matmul.cpp before the float
+// The scalar matmul this work replaced (src/kernels/cpu/matmul/matmul.cpp before the float
 // kernels): each weight row decoded to f32, then one scalar dot product per token.
 void old_scalar_matmul(const TensorView& w, const float* x, std::int64_t n_tokens, float* y,
                        ThreadPool& pool) {

@@ -24,7 +24,7 @@
 
 #include "peregrine/core/tensor.h"
 #include "peregrine/core/thread_pool.h"
-#include "peregrine/kernels/cpu/matmul.h"
+#include "peregrine/kernels/cpu/matmul/matmul.h"
 #include "peregrine/quant/int_group.h"
 #include "peregrine/quant/quantize_rtn.h"
 

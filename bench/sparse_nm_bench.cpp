@@ -2,7 +2,7 @@
 // process, alternated within every repetition; both read packed copies in 2 MiB pages as
 // LlamaModel::place_weights places them, cycling through enough copies to defeat the L3 (DRAM
 // bandwidth, as in decode):
-//   --kind f16: 2:4 F16 (kernels/cpu/sparse_nm_packed.h) vs dense packed F16 (half_packed.h);
+//   --kind f16: 2:4 F16 (kernels/cpu/sparse/sparse_nm_packed.h) vs dense packed F16 (half_packed.h);
 //   --kind q4:  2:4 Q4_0 (sparse_nm_q8_packed.h) vs dense packed Q4_0 (quant_packed.h);
 //   --kind q8:  2:4 Q8_0 (sparse_nm_q8_packed.h) vs dense row-major Q8_0 (gemm_quant.h).
 //
@@ -24,11 +24,11 @@
 
 #include "peregrine/core/huge_page_buffer.h"
 #include "peregrine/core/thread_pool.h"
-#include "peregrine/kernels/cpu/half_packed.h"
-#include "peregrine/kernels/cpu/matmul.h"
-#include "peregrine/kernels/cpu/quant_packed.h"
-#include "peregrine/kernels/cpu/sparse_nm_packed.h"
-#include "peregrine/kernels/cpu/sparse_nm_q8_packed.h"
+#include "peregrine/kernels/cpu/matmul/half_packed.h"
+#include "peregrine/kernels/cpu/matmul/matmul.h"
+#include "peregrine/kernels/cpu/matmul/quant_packed.h"
+#include "peregrine/kernels/cpu/sparse/sparse_nm_packed.h"
+#include "peregrine/kernels/cpu/sparse/sparse_nm_q8_packed.h"
 #include "peregrine/quant/fp16.h"
 #include "peregrine/quant/quantize_rtn.h"
 #include "peregrine/quant/sparse_nm.h"

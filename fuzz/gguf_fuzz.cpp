@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "fuzz_util.h"
-#include "peregrine/formats/gguf.h"
-#include "peregrine/formats/gguf_model.h"
+#include "peregrine/formats/gguf/gguf.h"
+#include "peregrine/formats/gguf/gguf_model.h"
 #include "peregrine/quant/dequantize.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -4,7 +4,7 @@
 #include <span>
 
 #include "fuzz_util.h"
-#include "peregrine/formats/safetensors.h"
+#include "peregrine/formats/safetensors/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace peregrine;

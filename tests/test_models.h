@@ -4,9 +4,9 @@
 #include <memory>
 #include <string>
 
-#include "peregrine/formats/eagle_head.h"
+#include "peregrine/spec/eagle_head.h"
 #include "peregrine/formats/lora_adapter.h"
-#include "peregrine/formats/medusa_heads.h"
+#include "peregrine/spec/medusa_heads.h"
 #include "peregrine/kv/kv_cache.h"
 #include "peregrine/model/llama_model.h"
 

@@ -13,7 +13,7 @@
 #include "parallel_options.h"
 #include "peregrine/backend/cuda_forward.h"
 #include "peregrine/engine/bench.h"
-#include "peregrine/kernels/cpu/gemm_bf16_dot.h"
+#include "peregrine/kernels/cpu/matmul/gemm_bf16_dot.h"
 #include "peregrine/kernels/cpu/isa.h"
 #include "peregrine/kernels/cpu/roofline.h"
 #include "verbs.h"

@@ -13,7 +13,7 @@
 #include "parallel_options.h"
 #include "peregrine/core/text_file.h"
 #include "peregrine/dist/mpi_world.h"
-#include "peregrine/kernels/cpu/bf16_activations.h"
+#include "peregrine/kernels/cpu/matmul/bf16_activations.h"
 #include "peregrine/quant/convert_model.h"
 
 namespace peregrine::cli {

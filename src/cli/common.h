@@ -22,7 +22,7 @@ struct ModelOptions {
   std::string model;      // empty = the bundled stories260K
   std::string tokenizer;  // override
   std::string dtype;      // empty = as stored; else one of convert_target_dtypes(), converted on load
-  std::string bf16_activations = "bf16";  // --bf16-activations: bf16 or f32 (kernels/cpu/bf16_activations.h)
+  std::string bf16_activations = "bf16";  // --bf16-activations: bf16 or f32 (kernels/cpu/matmul/bf16_activations.h)
   bool mmap = false;      // --mmap: weights read in place (WeightPlacement::kInPlace)
   std::string device = "cpu";  // -d/--device: cpu, or cuda (WeightPlacement::kCuda)
   std::int32_t tp = 1;         // --tp: tensor-parallel MPI ranks (cli/parallel_options.h)

@@ -2,8 +2,8 @@
 
 #include <limits>
 
-#include "peregrine/formats/eagle_head.h"
-#include "peregrine/formats/medusa_heads.h"
+#include "peregrine/spec/eagle_head.h"
+#include "peregrine/spec/medusa_heads.h"
 #include "peregrine/spec/medusa_drafter.h"
 #include "peregrine/spec/model_drafter.h"
 

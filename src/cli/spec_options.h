@@ -41,8 +41,8 @@ struct DrafterSetup {
 };
 
 /// Builds the drafter of o.method: draft → --draft-model loaded as is; medusa → the Medusa head
-/// folder --draft-model (formats/medusa_heads.h); eagle → the EAGLE head folder --draft-model
-/// (formats/eagle_head.h) run by a ModelDrafter; layerskip → the target's
+/// folder --draft-model (spec/medusa_heads.h); eagle → the EAGLE head folder --draft-model
+/// (spec/eagle_head.h) run by a ModelDrafter; layerskip → the target's
 /// first --draft-layers layers; quant → the target's file converted to --draft-dtype. Its KV
 /// pool holds `n_seqs` sequences of `ctx` positions plus room for draft trees.
 /// Errors: kInvalidArgument (a missing --draft-model / --draft-layers, --draft-layers outside

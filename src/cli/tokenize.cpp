@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "common.h"
-#include "peregrine/formats/gguf.h"
+#include "peregrine/formats/gguf/gguf.h"
 #include "verbs.h"
 
 namespace peregrine::cli {

@@ -1,6 +1,6 @@
 // peregrine train-draft: trains draft heads on a frozen target (train/medusa.h: Medusa-1,
-// train/eagle.h: EAGLE-1) and writes them in the published layouts (formats/medusa_heads.h,
-// formats/eagle_head.h).
+// train/eagle.h: EAGLE-1) and writes them in the published layouts (spec/medusa_heads.h,
+// spec/eagle_head.h).
 #include <chrono>
 #include <cstdio>
 #include <memory>

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "peregrine/formats/safetensors_writer.h"
+#include "peregrine/formats/safetensors/safetensors_writer.h"
 #include "peregrine/quant/dequantize.h"
 
 namespace peregrine::head_folder {

@@ -1,4 +1,4 @@
-// What the draft-head folders share (formats/medusa_heads.h, formats/eagle_head.h): a folder of
+// What the draft-head folders share (spec/medusa_heads.h, spec/eagle_head.h): a folder of
 // config.json plus one safetensors file of named f32 tensors, written as F32 and read back from
 // F32 / F16 / BF16.
 #pragma once
@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "peregrine/core/status.h"
-#include "peregrine/formats/safetensors.h"
+#include "peregrine/formats/safetensors/safetensors.h"
 
 namespace peregrine::head_folder {
 

@@ -9,9 +9,9 @@
 #include "formats/rope_rows.h"
 #include "peregrine/core/json_util.h"
 #include "peregrine/core/text_file.h"
-#include "peregrine/formats/gguf.h"
-#include "peregrine/formats/hf_names.h"
-#include "peregrine/formats/safetensors.h"
+#include "peregrine/formats/gguf/gguf.h"
+#include "peregrine/formats/hf/hf_names.h"
+#include "peregrine/formats/safetensors/safetensors.h"
 #include "peregrine/quant/dequantize.h"
 
 namespace peregrine {

@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <utility>
 
-#include "peregrine/formats/gguf_model.h"
-#include "peregrine/formats/hf_model.h"
+#include "peregrine/formats/gguf/gguf_model.h"
+#include "peregrine/formats/hf/hf_model.h"
 #include "peregrine/formats/llama2c.h"
 
 namespace peregrine {

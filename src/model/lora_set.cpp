@@ -6,10 +6,10 @@
 #include <span>
 #include <vector>
 
-#include "peregrine/kernels/cpu/float_matmul.h"
-#include "peregrine/kernels/cpu/gemv_float.h"
-#include "peregrine/kernels/cpu/lora_expand.h"
-#include "peregrine/kernels/cpu/matmul.h"
+#include "peregrine/kernels/cpu/matmul/float_matmul.h"
+#include "peregrine/kernels/cpu/matmul/gemv_float.h"
+#include "peregrine/kernels/cpu/matmul/lora_expand.h"
+#include "peregrine/kernels/cpu/matmul/matmul.h"
 #include "peregrine/quant/fp16.h"
 
 namespace peregrine {

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "peregrine/kernels/cpu/elementwise.h"
-#include "peregrine/kernels/cpu/matmul.h"
+#include "peregrine/kernels/cpu/elementwise/elementwise.h"
+#include "peregrine/kernels/cpu/matmul/matmul.h"
 #include "peregrine/quant/dequantize.h"
 
 namespace peregrine {

@@ -6,12 +6,12 @@
 
 #include "peregrine/core/output_file.h"
 #include "peregrine/core/prng.h"
-#include "peregrine/formats/gguf_llama_metadata.h"
-#include "peregrine/formats/gguf_writer.h"
-#include "peregrine/formats/hf_config_writer.h"
-#include "peregrine/formats/hf_names.h"
-#include "peregrine/formats/safetensors.h"
-#include "peregrine/formats/safetensors_writer.h"
+#include "peregrine/formats/gguf/gguf_llama_metadata.h"
+#include "peregrine/formats/gguf/gguf_writer.h"
+#include "peregrine/formats/hf/hf_config_writer.h"
+#include "peregrine/formats/hf/hf_names.h"
+#include "peregrine/formats/safetensors/safetensors.h"
+#include "peregrine/formats/safetensors/safetensors_writer.h"
 #include "peregrine/quant/convert_model.h"
 #include "peregrine/quant/quantize_rtn.h"
 

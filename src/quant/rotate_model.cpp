@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "peregrine/core/prng.h"
-#include "peregrine/kernels/cpu/hadamard.h"
+#include "peregrine/kernels/cpu/elementwise/hadamard.h"
 
 namespace peregrine {
 namespace {

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <string>
 
-#include "peregrine/kernels/cpu/attention.h"
-#include "peregrine/kernels/cpu/elementwise.h"
-#include "peregrine/kernels/cpu/matmul.h"
+#include "peregrine/kernels/cpu/attention/attention.h"
+#include "peregrine/kernels/cpu/elementwise/elementwise.h"
+#include "peregrine/kernels/cpu/matmul/matmul.h"
 #include "peregrine/quant/dequantize.h"
 
 namespace peregrine {

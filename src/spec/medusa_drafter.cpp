@@ -6,7 +6,7 @@
 
 #include "draft_requests.h"
 #include "draft_tree_builder.h"
-#include "peregrine/kernels/cpu/matmul.h"
+#include "peregrine/kernels/cpu/matmul/matmul.h"
 
 namespace peregrine {
 Expected<std::unique_ptr<MedusaDrafter>> MedusaDrafter::create(MedusaHeads heads, const ModelConfig& target) {

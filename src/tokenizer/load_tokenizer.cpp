@@ -2,7 +2,7 @@
 #include <filesystem>
 
 #include "peregrine/core/file_lookup.h"
-#include "peregrine/formats/gguf.h"
+#include "peregrine/formats/gguf/gguf.h"
 #include "peregrine/formats/model_writer.h"
 #include "peregrine/tokenizer/gguf_tokenizer.h"
 #include "peregrine/tokenizer/hf_tokenizer.h"

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <random>
 
-#include "formats/gguf_writer.h"
+#include "formats/gguf/gguf_writer.h"
 #include "peregrine/formats/lora_adapter.h"
 #include "peregrine/quant/float_model.h"
 #include "peregrine/quant/lora_merge.h"

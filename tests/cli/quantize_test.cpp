@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "peregrine/formats/gguf.h"
+#include "peregrine/formats/gguf/gguf.h"
 #include "run_cli.h"
 #include "test_paths.h"
 

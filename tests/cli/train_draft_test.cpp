@@ -1,10 +1,10 @@
 // `peregrine train-draft --kind eagle` end to end on stories260K: a short run writes a folder in
-// the published EAGLE layout that formats/eagle_head reads back, with the progress and summary
+// the published EAGLE layout that spec/eagle_head reads back, with the progress and summary
 // lines; one clean error line for each bad request (missing data file, bad options, a target
 // the trainer does not cover, an unknown kind).
 #include <gtest/gtest.h>
 
-#include "peregrine/formats/eagle_head.h"
+#include "peregrine/spec/eagle_head.h"
 #include "run_cli.h"
 #include "test_models.h"
 #include "test_paths.h"

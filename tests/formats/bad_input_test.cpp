@@ -12,14 +12,14 @@
 #include <functional>
 #include <tuple>
 
-#include "gguf_writer.h"
-#include "peregrine/formats/gguf.h"
-#include "peregrine/formats/hf_model.h"
+#include "formats/gguf/gguf_writer.h"
+#include "peregrine/formats/gguf/gguf.h"
+#include "peregrine/formats/hf/hf_model.h"
 #include "peregrine/formats/llama2c.h"
 #include "peregrine/formats/model_file.h"
-#include "peregrine/formats/safetensors.h"
+#include "peregrine/formats/safetensors/safetensors.h"
 #include "peregrine/model/llama_model.h"
-#include "safetensors_writer.h"
+#include "formats/safetensors/safetensors_writer.h"
 #include "test_paths.h"
 
 namespace peregrine {

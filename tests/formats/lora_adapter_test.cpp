@@ -14,9 +14,9 @@
 #include <random>
 #include <tuple>
 
-#include "formats/gguf_writer.h"
-#include "formats/safetensors_writer.h"
-#include "peregrine/formats/safetensors.h"
+#include "formats/gguf/gguf_writer.h"
+#include "formats/safetensors/safetensors_writer.h"
+#include "peregrine/formats/safetensors/safetensors.h"
 #include "test_files.h"
 #include "test_paths.h"
 

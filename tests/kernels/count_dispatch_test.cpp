@@ -1,5 +1,5 @@
 // The run-time count → template argument helper (kernels/cpu/count_dispatch.h) and the decode
-// read streams built on it (kernels/cpu/decode_prefetch.h): exactly one call, with the count as
+// read streams built on it (kernels/cpu/matmul/decode_prefetch.h): exactly one call, with the count as
 // its argument, inside the range, none outside; every row group read exactly once by
 // for_decode_streams, the leftovers as one-group streams.
 #include "kernels/cpu/count_dispatch.h"
@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cpu/decode_prefetch.h"
+#include "kernels/cpu/matmul/decode_prefetch.h"
 
 namespace peregrine {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "peregrine/kernels/cpu/quant_packed.h"
+#include "peregrine/kernels/cpu/matmul/quant_packed.h"
 
 namespace peregrine {
 namespace {

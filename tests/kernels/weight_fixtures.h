@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "peregrine/core/tensor.h"
-#include "peregrine/kernels/cpu/quantize_activations.h"
+#include "peregrine/kernels/cpu/matmul/quantize_activations.h"
 
 namespace peregrine::test {
 

@@ -1,9 +1,9 @@
-// BF16 weights times BF16-rounded activations (the default; kernels/cpu/bf16_activations.h)
+// BF16 weights times BF16-rounded activations (the default; kernels/cpu/matmul/bf16_activations.h)
 // against f32 activations, on the real stories260K converted to BF16 on load and 500 tokens of
 // the TinyStories validation excerpt in one prefill (on a CPU with AVX512_BF16, the VDPBF16PS
 // GEMM of gemm_bf16_dot.h): what the rounding costs in next-token distributions, beside what
 // rounding the weights to BF16 cost.
-#include "peregrine/kernels/cpu/bf16_activations.h"
+#include "peregrine/kernels/cpu/matmul/bf16_activations.h"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 // the Qwen2 / Qwen3 / Phi-3 / Gemma 2 families and a Mistral-style sliding window shorter than the
 // 24 test tokens, in GGUF and HF form). For Q8_0/Q4_0
 // weights the reference rounds each matmul input to 8-bit blocks as the engine's integer
-// kernels do (kernels/cpu/quantize_activations.h; reference.py --act-quant), so the same f32
+// kernels do (kernels/cpu/matmul/quantize_activations.h; reference.py --act-quant), so the same f32
 // tolerance applies (that rounding itself moves these logits by up to 0.25). Models whose RoPE
 // scaling follows the sequence length (LongRoPE, dynamic NTK; model/spec/rope_scaling.h) carry a
 // second reference, the logits of a token-by-token decode, which crosses their original
@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "peregrine/formats/lora_adapter.h"
-#include "peregrine/kernels/cpu/bf16_activations.h"
+#include "peregrine/kernels/cpu/matmul/bf16_activations.h"
 #include "peregrine/model/llama_model.h"
 #include "peregrine/model/lora_set.h"
 #include "parity_cases.h"

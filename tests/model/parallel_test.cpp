@@ -16,7 +16,7 @@
 
 #include "peregrine/engine/generator.h"
 #include "peregrine/formats/lora_adapter.h"
-#include "peregrine/kernels/cpu/bf16_activations.h"
+#include "peregrine/kernels/cpu/matmul/bf16_activations.h"
 #include "peregrine/model/lora_set.h"
 #include "peregrine/model/llama_model.h"
 #include "peregrine/model/pipeline_parallel.h"

@@ -7,7 +7,7 @@
 // logits agree to f32 rounding.
 #include <gtest/gtest.h>
 
-#include "peregrine/kernels/cpu/half_packed.h"
+#include "peregrine/kernels/cpu/matmul/half_packed.h"
 #include "peregrine/model/llama_model.h"
 #include "peregrine/quant/convert_model.h"
 #include "formats/test_files.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "peregrine/formats/gguf.h"
+#include "peregrine/formats/gguf/gguf.h"
 #include "peregrine/quant/dequantize.h"
 #include "test_paths.h"
 

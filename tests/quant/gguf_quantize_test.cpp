@@ -9,7 +9,7 @@
 #include <string>
 
 #include "peregrine/core/thread_pool.h"
-#include "peregrine/formats/gguf.h"
+#include "peregrine/formats/gguf/gguf.h"
 #include "peregrine/formats/model_writer.h"
 #include "peregrine/quant/quantize_model.h"
 #include "test_paths.h"

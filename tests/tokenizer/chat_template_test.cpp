@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "peregrine/formats/gguf_writer.h"
+#include "peregrine/formats/gguf/gguf_writer.h"
 #include "test_paths.h"
 
 namespace peregrine {

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "peregrine/formats/gguf.h"
+#include "peregrine/formats/gguf/gguf.h"
 #include "peregrine/tokenizer/pretokenizer.h"
 #include "peregrine/tokenizer/tokenizer.h"
 #include "peregrine/tokenizer/utf8.h"

@@ -36,7 +36,7 @@
 //    bits per group, padding bits past cols zero)}
 // = 1 bit per column: 2 bits per kept value for 2:4 and 4:8. Value j of the row is the k-th kept
 // value when it is the k-th set bit of the mask, else 0. GGUF stores them under type ids outside
-// ggml's range (formats/gguf.cpp): 1000 f16_s24, 1001 bf16_s24, 1002 q8_0_s24, 1003 q4_0_s24,
+// ggml's range (formats/gguf/gguf.cpp): 1000 f16_s24, 1001 bf16_s24, 1002 q8_0_s24, 1003 q4_0_s24,
 // 1004 f16_s48, 1005 bf16_s48, 1006 q8_0_s48, 1007 q4_0_s48.
 #pragma once
 

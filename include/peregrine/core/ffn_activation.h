@@ -1,5 +1,5 @@
 // The activation of a gated FFN: a model's property (model/spec/model_config.h) that the
-// activation kernels (kernels/cpu/elementwise.h gated_activation) take as an argument.
+// activation kernels (kernels/cpu/elementwise/elementwise.h gated_activation) take as an argument.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // How RoPE (Su et al. 2021, RoFormer) pairs the dims of a head: a model's property
-// (model/spec/model_config.h) that the RoPE kernels (kernels/cpu/elementwise.h, kernels/cuda)
+// (model/spec/model_config.h) that the RoPE kernels (kernels/cpu/elementwise/elementwise.h, kernels/cuda)
 // take as an argument.
 #pragma once
 

@@ -11,7 +11,7 @@
 //     name is not in PEFT's keys: adapter_model.safetensors holds
 //     "base_model.model.model.layers.{L}.self_attn.{q,k,v,o}_proj.lora_A.weight" [r, in] /
 //     ".lora_B.weight" [out, r] and "...mlp.{gate,up,down}_proj..." (F32 / F16 / BF16), the
-//     module names of formats/hf_names.h (MoE experts included). Q/K rows (B's rows of attn_q /
+//     module names of formats/hf/hf_names.h (MoE experts included). Q/K rows (B's rows of attn_q /
 //     attn_k) are in Hugging Face's NeoX order and are reordered into the base's pairing.
 //   - llama.cpp's LoRA GGUF (convert_lora_to_gguf.py, src/llama-adapter.cpp
 //     llama_adapter_lora_init_impl): general.type = "adapter", general.architecture = the

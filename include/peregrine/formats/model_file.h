@@ -50,7 +50,7 @@
 #include "peregrine/core/mapped_file.h"
 #include "peregrine/core/status.h"
 #include "peregrine/core/tensor.h"
-#include "peregrine/formats/gguf.h"
+#include "peregrine/formats/gguf/gguf.h"
 #include "peregrine/model/spec/model_config.h"
 
 namespace peregrine {

@@ -13,7 +13,7 @@
 namespace peregrine {
 
 /// How quantized linears are laid out in a Hugging Face folder (details, conventions and the
-/// interop limits in src/formats/gptq_layout.h, awq_layout.h, compressed_layout.h).
+/// interop limits in src/formats/hf/gptq_layout.h, awq_layout.h, compressed_layout.h).
 enum class HfQuantLayout : std::uint8_t {
   kGptq,        // AutoGPTQ / transformers GPTQ: qweight int32 [in*bits/32, out], qzeros int32
                 // [groups, out*bits/32], scales f16 [groups, out], g_idx int32 [in] (= i / group);
@@ -68,7 +68,7 @@ Status save_gguf_model(const ModelFile& m, const std::string& path, const std::s
 /// (W8A8, LLM.int8()), else keeps `layout` with Peregrine's "act_bits" / "outlier_threshold"
 /// keys in its quantization_config (group-wise W4A8; other readers would run it as W4A16);
 /// F8 linears are always kCompressed; one file holds one layout
-/// and one set of int parameters (src/formats/hf_quant_plan.h). load_hf_model reads every layout back to the same tensors
+/// and one set of int parameters (src/formats/hf/hf_quant_plan.h). load_hf_model reads every layout back to the same tensors
 /// (kInt rows byte for byte, Q/K rows in NeoX order).
 /// Errors: kUnsupported (a dtype the layout cannot hold, e.g. kInt 3-bit in the AWQ layout,
 /// Q8_0 / Q4_0; int linears with different parameters), kInvalidArgument (`dir` is a file; a

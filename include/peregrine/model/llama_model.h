@@ -27,7 +27,7 @@
 #include "peregrine/model/forward_counters.h"
 #include "peregrine/model/forward_profile.h"
 #include "peregrine/model/lora_set.h"
-#include "peregrine/kernels/cpu/matmul.h"
+#include "peregrine/kernels/cpu/matmul/matmul.h"
 #include "peregrine/core/huge_page_buffer.h"
 #include "peregrine/model/moe_ffn.h"
 #include "peregrine/model/pipeline_parallel.h"
@@ -112,7 +112,7 @@ class LlamaModel {
   /// it has fewer, or n_layers > config().n_layers).
   /// `observer`, when given, sees the input of every linear layer of the layers run
   /// (model/activation_observer.h; calibration for quantization).
-  /// With config().ffn_down_hadamard the SwiGLU output is rotated by kernels/cpu/hadamard.h's
+  /// With config().ffn_down_hadamard the SwiGLU output is rotated by kernels/cpu/elementwise/hadamard.h's
   /// transform before ffn_down (whose weights were rotated to match, quant/rotate_model.h).
   /// On a kCuda model the layers run on the GPU (backend/cuda_forward.h); it refuses token-tree
   /// batches and an `observer` (kUnsupported) and returns kUnavailable on a CUDA error.
@@ -176,7 +176,7 @@ class LlamaModel {
   explicit LlamaModel(ModelFile file) : file_(std::move(file)) {}
   // Fills weights_ with every matrix the forward multiplies (not an untied embedding, which
   // is only looked up): a Q4_0 or Q8_0 matrix repacked 16 rows in lanes for the decode GEMV when
-  // the CPU has its kernel (kernels/cpu/quant_packed.h; llama.cpp's CPU repack), its view's
+  // the CPU has its kernel (kernels/cpu/matmul/quant_packed.h; llama.cpp's CPU repack), its view's
   // `packed` pointing there (`data`, the stored layout the prefill GEMM reads, stays in the
   // file); under kHugePages every other matrix copied, its view's `data` pointing there.
   Status place_weights(WeightPlacement placement);
@@ -199,7 +199,7 @@ class LlamaModel {
   void dense_ffn(const Layer& layer, std::int64_t l, Scratch& s, ThreadPool& pool) const;
   // matmul, counted in counters_.
   void linear(const TensorView& w, std::span<const float> x, std::int64_t n, std::span<float> y, ThreadPool& pool) const;
-  // Several products in one parallel region (kernels/cpu/matmul.h matmul_fused), each counted.
+  // Several products in one parallel region (kernels/cpu/matmul/matmul.h matmul_fused), each counted.
   void linear_fused(std::span<const MatmulProduct> products, std::int64_t n, ThreadPool& pool) const;
   void lm_head(const Batch& batch, Scratch& s, std::vector<float>& logits, ThreadPool& pool) const;
   // Tensor parallelism: a block's partial output summed over the ranks (nothing in one process).

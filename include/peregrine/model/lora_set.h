@@ -9,8 +9,8 @@
 // al. 2023; Sheng et al. 2023): one parallel region computes x·Aᵀ [rows of the slot, r] for
 // every (slot, weight, adapter), split over all their A rows, a second adds scale · (x·Aᵀ)·Bᵀ,
 // split over all the weights' output columns — two thread-pool starts per call whatever the
-// number of slots, through gemv_float (kernels/cpu/gemv_float.h: Punica's "shrink") and
-// lora_expand (kernels/cpu/lora_expand.h: "expand", over B stored transposed in column
+// number of slots, through gemv_float (kernels/cpu/matmul/gemv_float.h: Punica's "shrink") and
+// lora_expand (kernels/cpu/matmul/lora_expand.h: "expand", over B stored transposed in column
 // panels: a thread's share of one adapter's Bᵀ is one sequential stream).
 #pragma once
 
@@ -63,7 +63,7 @@ class LoraSet {
   /// x [n, in] f32 (Q/K/V, gate/up): one call runs all their products in the two parallel
   /// regions. Each target.y is [n, out] f32 (out: that weight's); row_slots [n] (-1 or a slot
   /// index). Products accumulate in f32 (gemv_float, lora_expand); work below kMinParallelMacs
-  /// (kernels/cpu/matmul.h) multiply-adds runs on the calling thread. Not re-entrant per
+  /// (kernels/cpu/matmul/matmul.h) multiply-adds runs on the calling thread. Not re-entrant per
   /// thread (per-thread buffers, reused between calls). Preconditions: n >= 0, distinct
   /// targets, the adapters' shapes are the weights' (load_lora_adapter checked them against
   /// the base).

@@ -19,7 +19,7 @@ inline float bf16_to_f32(std::uint16_t h) {
 std::uint16_t f32_to_bf16(float f);
 
 /// Two floats as one pair of bfloat16 (each f32_to_bf16), `lo` in the low 16 bits: the operand
-/// layout of VDPBF16PS (kernels/cpu/gemm_bf16_dot.h, gemv_bf16_dot.h).
+/// layout of VDPBF16PS (kernels/cpu/matmul/gemm_bf16_dot.h, gemv_bf16_dot.h).
 inline std::uint32_t f32_pair_to_bf16(float lo, float hi) {
   return static_cast<std::uint32_t>(f32_to_bf16(lo)) | static_cast<std::uint32_t>(f32_to_bf16(hi)) << 16;
 }

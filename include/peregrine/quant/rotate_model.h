@@ -11,7 +11,7 @@
 
 namespace peregrine {
 
-/// Rotates `m` in place with Q = diag(±1, seeded by `seed`) · H_dim (H of kernels/cpu/hadamard.h,
+/// Rotates `m` in place with Q = diag(±1, seeded by `seed`) · H_dim (H of kernels/cpu/elementwise/hadamard.h,
 /// block-diagonal orthonormal for dims that are not powers of two):
 /// 1. folds every RMSNorm weight into the linears reading its output (W ← W·diag(o + g), g ← 1 - o
 ///    for norms applied as o + g, o = config().norm_weight_offset;

@@ -1,5 +1,5 @@
 // The runtime forward of an EAGLE-1 draft head (Li et al. 2024, "EAGLE: Speculative Sampling
-// Requires Rethinking Feature Uncertainty"; layout and training: formats/eagle_head.h,
+// Requires Rethinking Feature Uncertainty"; layout and training: spec/eagle_head.h,
 // train/eagle.h): per row, at RoPE position p,
 //   x  = fc(cat(embed(x_{p+1}), f_p)) (+ fc.bias)      embed = the target's token embedding
 //   h  = x + o_proj(attention(q_proj x, k_proj x, v_proj x))   no input norm (EAGLE's layer 0);
@@ -20,7 +20,7 @@
 #include "peregrine/core/status.h"
 #include "peregrine/core/tensor.h"
 #include "peregrine/core/thread_pool.h"
-#include "peregrine/formats/eagle_head.h"
+#include "peregrine/spec/eagle_head.h"
 #include "peregrine/kv/kv_cache.h"
 #include "peregrine/model/batch.h"
 #include "peregrine/model/llama_model.h"
@@ -29,7 +29,7 @@ namespace peregrine {
 
 class EagleLayer {
  public:
-  /// The head `head` (f32 tensors of formats/eagle_head.h) drafting for `target` (borrowed:
+  /// The head `head` (f32 tensors of spec/eagle_head.h) drafting for `target` (borrowed:
   /// must outlive the layer; its token embedding and LM head are read). Errors:
   /// kInvalidArgument (hidden size or vocabulary not the target's, a tensor missing or
   /// misshapen, heads not a multiple of kv_heads).

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "peregrine/core/tensor.h"
-#include "peregrine/formats/medusa_heads.h"
+#include "peregrine/spec/medusa_heads.h"
 #include "peregrine/formats/model_file.h"
 #include "peregrine/spec/drafter.h"
 
@@ -28,7 +28,7 @@ namespace peregrine {
 
 class MedusaDrafter final : public Drafter {
  public:
-  /// Takes `heads` (formats/medusa_heads.h: f32 tensors of the published layout) for a target
+  /// Takes `heads` (spec/medusa_heads.h: f32 tensors of the published layout) for a target
   /// of config `target`. Errors: kInvalidArgument (heads.hidden != target.dim, heads.vocab !=
   /// target.vocab_size, no head, a tensor missing or misshapen).
   static Expected<std::unique_ptr<MedusaDrafter>> create(MedusaHeads heads, const ModelConfig& target);

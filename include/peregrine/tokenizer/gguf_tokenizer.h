@@ -11,7 +11,7 @@
 #include <string>
 
 #include "peregrine/core/status.h"
-#include "peregrine/formats/gguf.h"
+#include "peregrine/formats/gguf/gguf.h"
 #include "peregrine/tokenizer/tokenizer.h"
 
 namespace peregrine {

@@ -26,7 +26,7 @@
 
 #include "peregrine/core/status.h"
 #include "peregrine/core/thread_pool.h"
-#include "peregrine/formats/eagle_head.h"
+#include "peregrine/spec/eagle_head.h"
 #include "peregrine/model/llama_model.h"
 #include "peregrine/train/distill.h"
 
@@ -55,7 +55,7 @@ struct EagleReport {
 /// Trains an EAGLE-1 head for `target` (a dense model check_student_support covers; the head
 /// takes its dimensions, ε and RoPE θ) on windows of `text` (BOS first; starts from (seed, step)
 /// as distill draws them), `target_f32` its f32 copy (final norm, embedding, LM head). The
-/// result holds every tensor of formats/eagle_head.h, embed_tokens.weight included (the
+/// result holds every tensor of spec/eagle_head.h, embed_tokens.weight included (the
 /// target's). Errors: kInvalidArgument (options, text shorter than seq + 1 tokens, seq longer
 /// than the context), kUnsupported (the target), kUnavailable (no training library), the forward's.
 Expected<EagleHead> train_eagle(const LlamaModel& target, const FloatModel& target_f32, std::span<const std::int32_t> text,

@@ -4,7 +4,7 @@
 // learns token t + k + 2 by cross-entropy on the text, weighted decay^k (0.8 in the paper). The
 // hidden states come from Peregrine's forward (the residual stream after the last block, through
 // the model's final RMSNorm); only the ResBlocks train (libtorch autograd, AdamW). The result is
-// in the published layout (formats/medusa_heads.h). Runs in the training library
+// in the published layout (spec/medusa_heads.h). Runs in the training library
 // (train/distill.h says how it loads).
 #pragma once
 
@@ -13,7 +13,7 @@
 
 #include "peregrine/core/status.h"
 #include "peregrine/core/thread_pool.h"
-#include "peregrine/formats/medusa_heads.h"
+#include "peregrine/spec/medusa_heads.h"
 #include "peregrine/model/llama_model.h"
 #include "peregrine/train/distill.h"
 

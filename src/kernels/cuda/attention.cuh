@@ -3,7 +3,7 @@
 // (a thread per slot, its K row read in 16-byte loads)
 // with an online softmax (Milakov & Gimelshein 2018; FlashAttention's rescaling, Dao et al.
 // 2022), reading K/V through the sequence's block table (PagedAttention, Kwon et al. 2023).
-// The device twin of kernels/cpu/attention.h's attention_prefill / attention_decode for f32
+// The device twin of kernels/cpu/attention/attention.h's attention_prefill / attention_decode for f32
 // and f16 K/V, with GQA, a sliding window and the score soft-cap.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Row-wise and element-wise ops of the decoder on the GPU, f32 throughout; each is the device
-// twin of kernels/cpu/elementwise.h's op of the same name (tests compare them through the
+// twin of kernels/cpu/elementwise/elementwise.h's op of the same name (tests compare them through the
 // model's logits).
 #pragma once
 

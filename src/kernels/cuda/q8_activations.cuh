@@ -1,5 +1,5 @@
 // f32 activations → Q8_0 blocks of 32 on the GPU (ggml's quantize_row_q8_0 and the CPU engine's
-// kernels/cpu/quantize_activations.h, with the same rounding: d = amax / 127, q = nearest-even
+// kernels/cpu/matmul/quantize_activations.h, with the same rounding: d = amax / 127, q = nearest-even
 // (x · (1/d)), 0 where amax = 0), plus each block's integer sum of codes for Q4_0's −8 offset.
 #pragma once
 

@@ -14,7 +14,7 @@ namespace {
 
 std::string layer(const char* rest) { return std::string("layers.0.") + rest; }
 
-// The head's dimensions for `target` (formats/eagle_head.h), no tensors yet.
+// The head's dimensions for `target` (spec/eagle_head.h), no tensors yet.
 EagleHead head_shape(const FloatModel& target, bool bias) {
   EagleHead h = eagle_head_shape(target.config());
   h.bias = bias;

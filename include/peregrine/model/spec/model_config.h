@@ -43,7 +43,7 @@ struct ModelConfig {
                                  // rope_freqs.weight tensor (Llama 3.1+) is kept as a tensor
   bool tied_embeddings = true;   // LM head reuses token_embd.weight
   bool ffn_down_hadamard = false; // the SwiGLU output is rotated by the orthonormal Hadamard
-                                  // transform (kernels/cpu/hadamard.h) before ffn_down, whose
+                                  // transform (kernels/cpu/elementwise/hadamard.h) before ffn_down, whose
                                   // weights carry the inverse rotation (QuaRot's online rotation,
                                   // quant/rotate_model.h). GGUF key peregrine.ffn_down_hadamard,
                                   // config.json key peregrine_ffn_down_hadamard.
