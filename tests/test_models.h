@@ -5,7 +5,7 @@
 #include <string>
 
 #include "peregrine/spec/eagle_head.h"
-#include "peregrine/formats/lora_adapter.h"
+#include "peregrine/model/lora_adapter.h"
 #include "peregrine/spec/medusa_heads.h"
 #include "peregrine/kv/kv_cache.h"
 #include "peregrine/model/llama_model.h"

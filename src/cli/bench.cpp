@@ -12,10 +12,10 @@
 #include "common.h"
 #include "parallel_options.h"
 #include "peregrine/backend/cuda_forward.h"
-#include "peregrine/engine/bench.h"
+#include "peregrine/tools/engine_bench.h"
 #include "peregrine/kernels/cpu/matmul/gemm_bf16_dot.h"
 #include "peregrine/kernels/cpu/isa.h"
-#include "peregrine/kernels/cpu/roofline.h"
+#include "peregrine/tools/roofline.h"
 #include "verbs.h"
 
 namespace peregrine::cli {

@@ -1,12 +1,12 @@
 // peregrine finetune: LoRA / QLoRA fine-tuning of a model on a text (train/finetune.h, libtorch),
-// the adapter written as a Hugging Face PEFT folder (formats/lora_adapter.h save_peft_adapter)
+// the adapter written as a Hugging Face PEFT folder (model/lora_adapter.h save_peft_adapter)
 // that generate --lora, lora merge and PEFT load.
 #include <cstdio>
 #include <memory>
 
 #include "common.h"
 #include "peregrine/core/text_file.h"
-#include "peregrine/formats/lora_adapter.h"
+#include "peregrine/model/lora_adapter.h"
 #include "peregrine/train/finetune.h"
 #include "verbs.h"
 

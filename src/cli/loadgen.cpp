@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "common.h"
-#include "peregrine/server/load_generator.h"
+#include "peregrine/tools/load_generator.h"
 #include "verbs.h"
 
 namespace peregrine::cli {

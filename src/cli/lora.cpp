@@ -1,5 +1,5 @@
 // peregrine lora merge: adds LoRA adapters (PEFT folders or llama.cpp LoRA GGUFs,
-// formats/lora_adapter.h) into a model's weights (quant/lora_merge.h) and writes the merged model
+// model/lora_adapter.h) into a model's weights (quant/lora_merge.h) and writes the merged model
 // as F32 GGUF or a Hugging Face folder, ready for `peregrine quantize`.
 // peregrine lora synth: writes a random adapter for a base (model/synth_lora.h) as a PEFT folder.
 #include <cstdio>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common.h"
-#include "peregrine/formats/lora_adapter.h"
+#include "peregrine/model/lora_adapter.h"
 #include "peregrine/formats/model_writer.h"
 #include "peregrine/model/synth_lora.h"
 #include "peregrine/quant/float_model.h"

@@ -44,6 +44,7 @@ struct ServeArgs {
   std::int64_t step_budget = 18;    // bench/serving_bench.sh: 8 clients, tinyllama F16 (README)
   std::int32_t max_queue = 64;
   bool no_prefix_cache = false;
+  bool swa_full = false;
   std::string chat_template;
   std::string alias;
   double drain_timeout = 30;
@@ -182,6 +183,7 @@ Expected<EngineOptions> engine_options(const ServeArgs& a, const ModelConfig& co
   o.max_running = a.parallel;
   o.max_waiting = a.max_queue;
   o.prefix_caching = !a.no_prefix_cache;
+  o.swa_full = a.swa_full;
   return o;
 }
 
@@ -228,6 +230,7 @@ int run(const ServeArgs& args) {
   if (args.model.tp * args.model.pp > 1) {
     if (spec->method != SpecMethod::kNone) return report(unsupported("serve --tp / --pp runs no speculative decoding yet"));
     options->kv.n_blocks = static_cast<std::int32_t>(broadcast_from_first_rank(options->kv.n_blocks));
+    options->kv.window_groups = false;  // every rank's block tables alike, whatever its stage's layers
     if ((*mpi_world())->rank() > 0) return serve_as_worker(*model, *options, pool, lora.get());
     options->mirror = &mirror;
   }
@@ -315,6 +318,8 @@ Verb add_serve(CLI::App& app) {
                   "waiting prompts go faster at about the same step time; 0 = the prefill budget alone")
       ->capture_default_str();
   cmd->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching");
+  cmd->add_flag("--swa-full", args->swa_full,
+                "Keep the KV blocks that left a sliding window (by default sliding-window layers free them)");
   cmd->add_option("--chat-template", args->chat_template,
                   "Chat template: a Jinja file or a built-in name (chatml, llama-2, llama-3); default the model's");
   cmd->add_option("--alias", args->alias, "Model id clients use (default: the model file's name)");

@@ -63,6 +63,7 @@ void decode(const std::vector<std::int32_t>& m, KvCache::FollowerUpdate& kv, std
   }
   at += 4 * n;
   if (m[at++] != 0) b.lora_slots = take(n);
+  b.kv_planned = true;  // rank 0's scheduler planned it: the tables and lengths of `kv` cover it
 }
 
 #ifdef PEREGRINE_HAVE_MPI

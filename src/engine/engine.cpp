@@ -67,7 +67,7 @@ class TokenRate {
 struct Engine::Impl {
   Impl(const LlamaModel& m, const EngineOptions& o, ThreadPool& p, KvCache c)
       : model(m), options(o), pool(p), cache(std::move(c)), prefix(cache),
-        scheduler({o.max_batch_tokens, o.max_running, o.prefill_budget, o.step_budget}, cache, o.prefix_caching ? &prefix : nullptr, o.lora,
+        scheduler({o.max_batch_tokens, o.max_running, o.prefill_budget, o.step_budget, o.swa_full}, cache, o.prefix_caching ? &prefix : nullptr, o.lora,
                   o.remote_prefill),
         speculation(o.drafter),
         ctx_len(o.ctx_len > 0 ? o.ctx_len : m.config().max_seq_len) {}
@@ -143,9 +143,9 @@ Status Engine::Impl::check_request(const RequestOptions& r) const {
     return out_of_range("the prompt is " + std::to_string(n) + " tokens, longer than the context of " +
                         std::to_string(ctx_len) + " tokens");
   }
-  if (blocks_for_tokens(n + 1, cache.block_size()) > cache.pool().n_blocks()) {
+  if (cache.n_groups() * blocks_for_tokens(n + 1, cache.block_size()) > cache.pool().n_blocks()) {
     return out_of_range("the prompt needs more KV blocks than the whole KV cache holds (" +
-                        std::to_string(cache.pool().n_blocks()) + " blocks of " +
+                        std::to_string(cache.pool().n_blocks() / cache.n_groups()) + " blocks of " +
                         std::to_string(cache.block_size()) + " tokens)");
   }
   return Status::ok();
@@ -267,7 +267,7 @@ void Engine::Impl::sample(Sequence& seq, std::span<float> row, std::int64_t& gen
 void Engine::Impl::verify(Sequence& seq, std::span<const float> rows, std::span<const float> row_features,
                           std::int64_t& generated) {
   const std::int64_t vocab = model.config().vocab_size;
-  auto verified = speculation.verify(seq, rows, vocab, cache, row_features);
+  auto verified = speculation.verify(seq, rows, vocab, scheduler, row_features);
   if (!verified) return finish(&seq, FinishReason::kError, verified.status());
   const std::vector<SpecToken>& tokens = *verified;
   const auto now = EngineClock::now();
@@ -342,7 +342,9 @@ bool Engine::Impl::step() {
   speculation.draft(chunks, pool);
   build_batch(chunks);
   const auto t0 = EngineClock::now();
-  if (Status st = run_forward(chunks); !st.is_ok()) {
+  Status st = scheduler.plan_kv(batch);
+  if (st.is_ok()) st = run_forward(chunks);
+  if (!st.is_ok()) {
     for (const ScheduledChunk& c : chunks) finish(c.seq, FinishReason::kError, st);
     record_step(0, 0);
     return true;
@@ -368,7 +370,7 @@ bool Engine::Impl::step() {
     if (tree) {
       verify(seq, rows, row_features, generated);
     } else {
-      if (c.n_draft > 0) cache.truncate(seq.kv_seq, seq.n_computed);  // unused draft slots
+      if (c.n_draft > 0) scheduler.discard_drafts(seq);  // unused draft slots
       sample(seq, rows, generated);
     }
   }

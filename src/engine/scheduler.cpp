@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "peregrine/model/batch_kv_plan.h"
+
 namespace peregrine {
 
 Scheduler::Scheduler(const SchedulerLimits& limits, KvCache& cache, PrefixCache* prefix_cache, LoraPool* lora,
@@ -15,7 +17,7 @@ void Scheduler::offer_blocks(Sequence& seq) {
   const std::int64_t full = seq.n_computed / cache_.block_size();
   if (full <= seq.n_cached_blocks) return;
   const auto n_tokens = static_cast<std::size_t>(full * cache_.block_size());
-  prefix_cache_->insert(std::span(seq.tokens).first(n_tokens), cache_.block_table(seq.kv_seq), seq.request.lora_adapter);
+  prefix_cache_->insert(std::span(seq.tokens).first(n_tokens), cache_.blocks_by_position(seq.kv_seq), seq.request.lora_adapter);
   seq.n_cached_blocks = full;
 }
 
@@ -66,10 +68,11 @@ void Scheduler::attach_cached_prefix(Sequence& seq) {
   if (prefix_cache_ != nullptr) {
     const std::int64_t max_blocks = (static_cast<std::int64_t>(seq.tokens.size()) - 1) / cache_.block_size();
     const std::vector<std::int32_t> blocks = prefix_cache_->match(seq.tokens, max_blocks, seq.request.lora_adapter);
-    const auto n_hit = static_cast<std::int64_t>(blocks.size()) * cache_.block_size();
+    const auto n_hit_blocks = static_cast<std::int64_t>(blocks.size()) / cache_.n_groups();  // position-major
+    const std::int64_t n_hit = n_hit_blocks * cache_.block_size();
     cache_.attach_prefix(seq.kv_seq, blocks, n_hit);
     seq.n_computed = n_hit;
-    seq.n_cached_blocks = static_cast<std::int64_t>(blocks.size());
+    seq.n_cached_blocks = n_hit_blocks;
     seq.result.cached_prompt_tokens = std::min(n_hit, seq.n_prompt);
   }
   seq.has_kv = true;
@@ -175,7 +178,8 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
     Sequence& seq = *waiting_[i];
     const auto n_tokens = static_cast<std::int64_t>(seq.tokens.size());
     // Remote prefill reserves the whole prompt at once (its K/V arrive without a chunk here).
-    const std::int64_t worst = blocks_for_tokens(remote_ != nullptr ? n_tokens : std::min(n_tokens, budget), cache_.block_size());
+    const std::int64_t worst =
+        cache_.n_groups() * blocks_for_tokens(remote_ != nullptr ? n_tokens : std::min(n_tokens, budget), cache_.block_size());
     const std::int64_t available = cache_.pool().n_free() + (prefix_cache_ ? prefix_cache_->n_evictable_blocks() : 0);
     if (worst > available) break;
     if (!pin_adapter(seq)) {
@@ -198,10 +202,19 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
   return chunks;
 }
 
+Status Scheduler::plan_kv(Batch& batch) { return plan_batch_kv(batch, cache_); }
+
+void Scheduler::keep_accepted(const Sequence& seq, std::span<const std::int64_t> from) {
+  cache_.compact(seq.kv_seq, seq.n_computed, from);
+}
+
+void Scheduler::discard_drafts(const Sequence& seq) { cache_.truncate(seq.kv_seq, seq.n_computed); }
+
 void Scheduler::commit(const std::vector<ScheduledChunk>& chunks) {
   for (const ScheduledChunk& c : chunks) {
     c.seq->n_computed += c.n_tokens;
-    offer_blocks(*c.seq);
+    offer_blocks(*c.seq);  // before a window releases blocks: the prefix cache keeps them
+    if (!limits_.swa_full) cache_.release_behind_window(c.seq->kv_seq, c.seq->n_computed);
   }
 }
 

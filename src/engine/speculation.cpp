@@ -116,7 +116,7 @@ void Speculation::add_rows(const Sequence& seq, Batch& batch) {
 }
 
 Expected<std::vector<SpecToken>> Speculation::verify(Sequence& seq, std::span<const float> logits, std::int64_t vocab,
-                                                     KvCache& cache, std::span<const float> features) {
+                                                     Scheduler& scheduler, std::span<const float> features) {
   const DraftTree& tree = seq.spec.tree;
   std::span<const std::int32_t> history(seq.tokens);
   auto verified = verify_draft(tree, logits, vocab, history, seq.sampler);
@@ -125,7 +125,7 @@ Expected<std::vector<SpecToken>> Speculation::verify(Sequence& seq, std::span<co
   // The root's KV is at n_computed - 1 (committed); node i's at n_computed + i.
   std::vector<std::int64_t> from;
   for (std::int32_t node : v.path) from.push_back(seq.n_computed + node);
-  cache.compact(seq.kv_seq, seq.n_computed, from);
+  scheduler.keep_accepted(seq, from);
   if (!features.empty()) {
     // Rows of the root (position n_computed - 1) and of the accepted path, in order.
     const auto dim = static_cast<std::int64_t>(features.size()) / (1 + tree.size());

@@ -188,7 +188,6 @@ std::string layer_tensor_name(std::int64_t layer, std::string_view name) {
 Status validate_llama_tensors(const ModelFile& m) {
   const ModelConfig& c = m.config;
   if (Status st = c.validate(); !st) return {st.code(), m.path + ": " + st.message()};
-  const Architecture* arch = find_architecture(c.arch);  // known: validate() checked
   PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, "token_embd.weight"));
   PEREGRINE_RETURN_IF_ERROR(expect_vector(m, "output_norm.weight"));
   if (!c.tied_embeddings) PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, "output.weight"));
@@ -205,15 +204,15 @@ Status validate_llama_tensors(const ModelFile& m) {
     for (const char* name : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
       PEREGRINE_RETURN_IF_ERROR(expect_tensor(m, layer_tensor_name(l, name)));
     }
-    PEREGRINE_RETURN_IF_ERROR(c.n_experts > 0 ? validate_experts(m, l) : validate_dense_ffn(m, l));
-    // The families' extra tensors: required by theirs, refused in the others (the forward
-    // applies whatever a layer has).
-    const bool qk_norm = arch->qk_norm != QkNorm::kNone;
-    for (const auto& [name, own] : {std::pair{"attn_q.bias", arch->qkv_bias}, std::pair{"attn_k.bias", arch->qkv_bias},
-                                    std::pair{"attn_v.bias", arch->qkv_bias}, std::pair{"attn_q_norm.weight", qk_norm},
+    const LayerSpec spec = c.layer_spec(l);
+    PEREGRINE_RETURN_IF_ERROR(spec.moe ? validate_experts(m, l) : validate_dense_ffn(m, l));
+    // The extra tensors of the layer's spec: required where it has them, refused elsewhere.
+    const bool qk_norm = spec.qk_norm != QkNorm::kNone;
+    for (const auto& [name, own] : {std::pair{"attn_q.bias", spec.qkv_bias}, std::pair{"attn_k.bias", spec.qkv_bias},
+                                    std::pair{"attn_v.bias", spec.qkv_bias}, std::pair{"attn_q_norm.weight", qk_norm},
                                     std::pair{"attn_k_norm.weight", qk_norm},
-                                    std::pair{"post_attention_norm.weight", arch->post_norms},
-                                    std::pair{"post_ffw_norm.weight", arch->post_norms}}) {
+                                    std::pair{"post_attention_norm.weight", spec.post_norms},
+                                    std::pair{"post_ffw_norm.weight", spec.post_norms}}) {
       PEREGRINE_RETURN_IF_ERROR(expect_family_vector(m, "blk." + std::to_string(l) + "." + name, own));
     }
   }

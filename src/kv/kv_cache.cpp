@@ -6,6 +6,7 @@
 #include <array>
 #include <cassert>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "peregrine/quant/quantize_rtn.h"
@@ -26,6 +27,13 @@ Status check_options(const KvShape& shape, const KvCacheOptions& o) {
   if (o.block_size < 1) return invalid_argument("KV cache: block size must be >= 1 (got " + std::to_string(o.block_size) + ")");
   if (std::find(kKvTypes.begin(), kKvTypes.end(), o.dtype) == kKvTypes.end()) {
     return invalid_argument("KV cache: dtype " + std::string(dtype_name(o.dtype)) + " is not one of " + kKvTypeNames);
+  }
+  for (std::int64_t l = 0; l < shape.n_layers; ++l) {
+    if (shape.window(l) < 0) return invalid_argument("KV cache: layer " + std::to_string(l) + " has a negative sliding window");
+  }
+  if (!shape.layer_windows.empty() && static_cast<std::int64_t>(shape.layer_windows.size()) != shape.n_layers) {
+    return invalid_argument("KV cache: " + std::to_string(shape.layer_windows.size()) + " layer windows for " +
+                            std::to_string(shape.n_layers) + " layers");
   }
   if (o.dtype == DType::kQ8_0 && shape.kv_dim() % 32 != 0) {
     return invalid_argument("KV cache: q8_0 needs n_kv_heads * head_dim to be a multiple of 32 (it is " +
@@ -69,12 +77,19 @@ std::int64_t blocks_for_tokens(std::int64_t n_tokens, std::int32_t block_size) {
 Expected<KvCache> KvCache::create(const KvShape& shape, const KvCacheOptions& options) {
   PEREGRINE_RETURN_IF_ERROR(check_options(shape, options));
   KvCache c;
+  KvShape grouped = shape;
+  if (!options.window_groups) grouped.layer_windows.clear();
+  c.groups_ = kv_layer_groups(grouped);
+  const std::int64_t pool_blocks = std::int64_t{options.n_blocks} * c.groups_.n_groups();
+  if (pool_blocks > std::numeric_limits<std::int32_t>::max()) {
+    return invalid_argument("KV cache: " + std::to_string(pool_blocks) + " group blocks are more than a pool can number");
+  }
   c.n_layers_ = shape.n_layers;
   c.kv_dim_ = shape.kv_dim();
   c.row_bytes_ = kv_row_bytes(c.kv_dim_, options.dtype);
   c.block_size_ = options.block_size;
   c.dtype_ = options.dtype;
-  c.pool_ = BlockPool(options.n_blocks);
+  c.pool_ = BlockPool(static_cast<std::int32_t>(pool_blocks));
   c.data_ = std::make_unique_for_overwrite<std::uint8_t[]>(
       static_cast<std::size_t>(options.n_blocks * kv_block_bytes(shape, options.block_size, options.dtype)));
   return c;
@@ -99,22 +114,67 @@ std::int64_t KvCache::length(std::int32_t seq) const {
   return s ? s->length : 0;
 }
 
-std::span<const std::int32_t> KvCache::block_table(std::int32_t seq) const {
+std::span<const std::int32_t> KvCache::block_table(std::int32_t seq, std::int32_t group) const {
   const Sequence* s = find(seq);
-  return s ? std::span<const std::int32_t>(s->blocks) : std::span<const std::int32_t>();
+  if (s == nullptr || static_cast<std::size_t>(group) >= s->tables.size()) return {};
+  return s->tables[static_cast<std::size_t>(group)];
+}
+
+std::vector<std::int32_t> KvCache::blocks_by_position(std::int32_t seq) const {
+  const Sequence* s = find(seq);
+  if (s == nullptr || s->tables.empty()) return {};
+  const std::size_t n_groups = s->tables.size(), n = s->tables[0].size();
+  std::vector<std::int32_t> out(n * n_groups);
+  for (std::size_t g = 0; g < n_groups; ++g) {
+    for (std::size_t i = 0; i < n; ++i) out[i * n_groups + g] = s->tables[g][i];
+  }
+  return out;
+}
+
+std::int64_t KvCache::held_blocks(std::int32_t seq, std::int32_t group) const {
+  const std::span<const std::int32_t> table = block_table(seq, group);
+  return static_cast<std::int64_t>(table.size() - static_cast<std::size_t>(std::count(table.begin(), table.end(), kReleasedBlock)));
+}
+
+// Blocks one group's `table` (of a sequence of `length` positions) takes from the pool to hold
+// n_positions: new blocks, and copies of the shared ones the new positions touch.
+std::int64_t KvCache::table_blocks_needed(std::span<const std::int32_t> table, std::int64_t length, std::int64_t n_positions) const {
+  if (n_positions <= length) return 0;
+  const auto [first, last] = touched_blocks(length, n_positions, block_size_);
+  std::int64_t needed = 0;
+  for (std::int64_t b = first; b < last; ++b) {
+    const bool present = b < static_cast<std::int64_t>(table.size());
+    if (!present || pool_.ref_count(table[static_cast<std::size_t>(b)]) > 1) ++needed;
+  }
+  return needed;
 }
 
 std::int64_t KvCache::blocks_needed(std::int32_t seq, std::int64_t n_positions) const {
   const Sequence* s = find(seq);
-  const std::int64_t len = s ? s->length : 0;
-  if (n_positions <= len) return 0;
-  const auto [first, last] = touched_blocks(len, n_positions, block_size_);
   std::int64_t needed = 0;
-  for (std::int64_t b = first; b < last; ++b) {
-    const bool present = s && b < static_cast<std::int64_t>(s->blocks.size());
-    if (!present || pool_.ref_count(s->blocks[static_cast<std::size_t>(b)]) > 1) ++needed;
+  for (std::int32_t g = 0; g < n_groups(); ++g) {
+    needed += table_blocks_needed(block_table(seq, g), s ? s->length : 0, n_positions);
   }
   return needed;
+}
+
+// Allocates the blocks of positions [length, n_positions) in one group's table, copying shared
+// ones first (copy-on-write). Precondition: the pool has the blocks (table_blocks_needed).
+void KvCache::reserve_table(std::vector<std::int32_t>& table, std::int64_t length, std::int64_t n_positions) {
+  const auto [first, last] = touched_blocks(length, n_positions, block_size_);
+  for (std::int64_t b = first; b < last; ++b) {
+    if (b == static_cast<std::int64_t>(table.size())) {
+      table.push_back(*pool_.allocate());
+      continue;
+    }
+    std::int32_t& id = table[static_cast<std::size_t>(b)];
+    if (pool_.ref_count(id) == 1) continue;
+    const std::int32_t copy = *pool_.allocate();  // copy-on-write of a shared block
+    copy_block(id, copy);
+    if (record_) update_.copies.emplace_back(id, copy);
+    pool_.unref(id);
+    id = copy;
+  }
 }
 
 Status KvCache::reserve(std::int32_t seq, std::int64_t n_positions) {
@@ -130,28 +190,23 @@ Status KvCache::reserve(std::int32_t seq, std::int64_t n_positions) {
                               std::to_string(pool_.n_free()) + " are free");
   }
   Sequence& s = seqs_[seq];
+  s.tables.resize(static_cast<std::size_t>(n_groups()));
   if (n_positions <= s.length) return Status::ok();
-  const auto [first, last] = touched_blocks(s.length, n_positions, block_size_);
-  for (std::int64_t b = first; b < last; ++b) {
-    if (b == static_cast<std::int64_t>(s.blocks.size())) {
-      s.blocks.push_back(*pool_.allocate());
-      continue;
-    }
-    std::int32_t& id = s.blocks[static_cast<std::size_t>(b)];
-    if (pool_.ref_count(id) == 1) continue;
-    const std::int32_t copy = *pool_.allocate();  // copy-on-write of a shared block
-    copy_block(id, copy);
-    if (record_) update_.copies.emplace_back(id, copy);
-    pool_.unref(id);
-    id = copy;
-  }
+  for (std::vector<std::int32_t>& table : s.tables) reserve_table(table, s.length, n_positions);
   return Status::ok();
 }
 
+// Sets s's tables from a position-major list (blocks_by_position's layout).
+void KvCache::set_tables(Sequence& s, std::span<const std::int32_t> by_position) const {
+  const auto n_groups = static_cast<std::size_t>(this->n_groups());
+  s.tables.assign(n_groups, {});
+  for (std::size_t i = 0; i < by_position.size(); ++i) s.tables[i % n_groups].push_back(by_position[i]);
+}
+
 void KvCache::attach_prefix(std::int32_t seq, std::span<const std::int32_t> blocks, std::int64_t n_tokens) {
-  assert(!has_sequence(seq) && n_tokens <= static_cast<std::int64_t>(blocks.size()) * block_size_);
+  assert(!has_sequence(seq) && n_tokens <= static_cast<std::int64_t>(blocks.size()) / n_groups() * block_size_);
   Sequence& s = seqs_[seq];
-  s.blocks.assign(blocks.begin(), blocks.end());
+  set_tables(s, blocks);
   s.length = n_tokens;
 }
 
@@ -160,15 +215,41 @@ void KvCache::truncate(std::int32_t seq, std::int64_t n) {
   if (it == seqs_.end()) return;
   Sequence& s = it->second;
   const auto keep = static_cast<std::size_t>(blocks_for_tokens(n, block_size_));
-  for (std::size_t b = keep; b < s.blocks.size(); ++b) pool_.unref(s.blocks[b]);
-  s.blocks.resize(std::min(keep, s.blocks.size()));
+  for (std::vector<std::int32_t>& table : s.tables) {
+    for (std::size_t b = keep; b < table.size(); ++b) {
+      if (table[b] != kReleasedBlock) pool_.unref(table[b]);
+    }
+    table.resize(std::min(keep, table.size()));
+  }
   s.length = std::min(s.length, n);
+}
+
+void KvCache::release_behind_window(std::int32_t seq, std::int64_t pos) {
+  const auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  for (std::int32_t g = 0; g < n_groups(); ++g) {
+    const std::int64_t window = group_window(g);
+    if (window == 0) continue;
+    std::vector<std::int32_t>& table = it->second.tables[static_cast<std::size_t>(g)];
+    // Block b holds positions [b · bs, (b + 1) · bs): unseen when (b + 1) · bs <= pos - window + 1.
+    const std::int64_t unseen = std::max<std::int64_t>(0, (pos - window + 1) / block_size_);
+    for (std::int64_t b = 0; b < std::min<std::int64_t>(unseen, static_cast<std::int64_t>(table.size())); ++b) {
+      std::int32_t& id = table[static_cast<std::size_t>(b)];
+      if (id == kReleasedBlock) continue;
+      pool_.unref(id);
+      id = kReleasedBlock;
+    }
+  }
 }
 
 void KvCache::fork(std::int32_t src, std::int32_t dst) {
   assert(has_sequence(src) && !has_sequence(dst));
   Sequence copy = seqs_.at(src);
-  for (std::int32_t id : copy.blocks) pool_.ref(id);
+  for (const std::vector<std::int32_t>& table : copy.tables) {
+    for (std::int32_t id : table) {
+      if (id != kReleasedBlock) pool_.ref(id);
+    }
+  }
   seqs_.emplace(dst, std::move(copy));
 }
 
@@ -198,8 +279,7 @@ KvCache::FollowerUpdate KvCache::take_follower_update(std::span<const std::int32
   FollowerUpdate u = std::exchange(update_, {});
   for (std::int32_t seq : seqs) {
     if (!u.tables.empty() && u.tables.back().seq == seq) continue;  // a sequence's rows are usually adjacent
-    const std::span<const std::int32_t> blocks = block_table(seq);
-    u.tables.push_back({seq, length(seq), std::vector<std::int32_t>(blocks.begin(), blocks.end())});
+    u.tables.push_back({seq, length(seq), blocks_by_position(seq)});
   }
   return u;
 }
@@ -208,17 +288,21 @@ void KvCache::follow(const FollowerUpdate& u) {
   follower_ = true;
   for (std::int32_t seq : u.freed) seqs_.erase(seq);
   for (const auto& [from, to] : u.copies) copy_block(from, to);
-  for (const FollowerUpdate::Table& t : u.tables) seqs_[t.seq] = Sequence{t.blocks, t.length};
+  for (const FollowerUpdate::Table& t : u.tables) {
+    Sequence& s = seqs_[t.seq];
+    set_tables(s, t.blocks);
+    s.length = t.length;
+  }
 }
 
 std::uint8_t* KvCache::slab(std::int64_t layer, int kv) const {
   const std::int64_t slab_bytes = static_cast<std::int64_t>(pool_.n_blocks()) * block_size_ * row_bytes_;
-  return data_.get() + (2 * layer + kv) * slab_bytes;
+  return data_.get() + (2 * groups_.layer_slot[static_cast<std::size_t>(layer)] + kv) * slab_bytes;
 }
 
 void KvCache::copy_block(std::int32_t from, std::int32_t to) {
   const std::int64_t block_bytes = block_size_ * row_bytes_;
-  for (std::int64_t l = 0; l < n_layers_; ++l) {
+  for (std::int64_t l = 0; l < groups_.layers_per_group; ++l) {  // layer l holds slot l
     for (int kv = 0; kv < 2; ++kv) {
       std::uint8_t* base = slab(l, kv);
       std::memcpy(base + to * block_bytes, base + from * block_bytes, static_cast<std::size_t>(block_bytes));
@@ -255,8 +339,8 @@ void KvCache::write_rows(std::int32_t seq, std::int64_t layer, std::int64_t firs
 void KvCache::set_length(std::int32_t seq, std::int64_t n) { seqs_[seq].length = n; }
 
 KvLayerView KvCache::k_view(std::int32_t seq, std::int64_t layer) const {
-  const Sequence* s = find(seq);
-  return KvLayerView{slab(layer, 0), s ? s->blocks.data() : nullptr, block_size_, dtype_, row_bytes_};
+  const std::span<const std::int32_t> table = block_table(seq, groups_.layer_group[static_cast<std::size_t>(layer)]);
+  return KvLayerView{slab(layer, 0), table.empty() ? nullptr : table.data(), block_size_, dtype_, row_bytes_};
 }
 
 KvLayerView KvCache::v_view(std::int32_t seq, std::int64_t layer) const {

@@ -10,6 +10,7 @@ std::int64_t Batch::n_logits() const {
 
 void Batch::add(std::int32_t token, std::int32_t position, std::int32_t seq_id, bool logits,
                 std::int32_t parent) {
+  kv_planned = false;  // a new row needs a new plan
   if (parent >= 0 && parents.empty()) parents.assign(tokens.size(), -1);
   if (!parents.empty()) parents.push_back(parent);
   tokens.push_back(token);
@@ -25,6 +26,7 @@ void Batch::clear() {
   need_logits.clear();
   parents.clear();
   lora_slots.clear();
+  kv_planned = false;
 }
 
 }  // namespace peregrine

@@ -7,6 +7,7 @@
 #include <functional>
 #include <initializer_list>
 #include <map>
+#include <mutex>
 #include <thread>
 #include <utility>
 
@@ -19,6 +20,7 @@
 #include "peregrine/kernels/cpu/matmul/quant_packed.h"
 #include "peregrine/kernels/cpu/sparse/sparse_nm_q8_packed.h"
 #include "peregrine/kernels/cpu/sparse/sparse_nm_packed.h"
+#include "peregrine/model/batch_kv_plan.h"
 #include "peregrine/model/micro_batches.h"
 #include "peregrine/model/moe_ffn.h"
 #include "peregrine/quant/dequantize.h"
@@ -30,10 +32,6 @@ std::vector<float> to_f32(const TensorView& t) {
   std::vector<float> out(static_cast<std::size_t>(t.numel()));
   dequantize(t.dtype, t.data, out);
   return out;
-}
-
-const TensorView& get(const ModelFile& f, std::int64_t layer, const char* name) {
-  return *f.find(layer_tensor_name(layer, name));
 }
 
 // Layer tensor "blk.L.<name>" (name with its suffix) as f32, or empty when the file has none.
@@ -80,20 +78,25 @@ void softcap_logits(std::vector<float>& logits, float cap) {
 
 }  // namespace
 
-/// Activations of one forward, [n_rows, width] row-major f32 each.
+/// Activations of one forward, [n_rows, width] row-major f32 each. Every op writes its output
+/// rows whole before they are read, so a reused Scratch needs no clearing.
 struct LlamaModel::Scratch {
-  Scratch(const ModelConfig& c, std::int64_t n)
-      : n(n),
-        x(static_cast<std::size_t>(n * c.dim)),
-        xb(x.size()),
-        q(static_cast<std::size_t>(n * c.n_heads * c.head_dim)),
-        k(static_cast<std::size_t>(n * c.n_kv_heads * c.head_dim)),
-        v(k.size()),
-        attn(q.size()),
-        gate(c.n_experts > 0 ? 0 : static_cast<std::size_t>(n * c.ffn_dim)),
-        up(gate.size()),
-        moe_out(c.n_experts > 0 ? x.size() : 0) {}
-  std::int64_t n;
+  /// Sizes the buffers for `n` rows of a model of config `c` (allocating only when a batch is
+  /// larger than any before) and forgets the previous forward's observer and adapters.
+  void reset(const ModelConfig& c, std::int64_t rows) {
+    n = rows;
+    const auto size = [&](std::vector<float>& buf, std::int64_t width) { buf.resize(static_cast<std::size_t>(n * width)); };
+    const bool moe = c.n_experts > 0;
+    for (auto* buf : {&x, &xb}) size(*buf, c.dim);
+    for (auto* buf : {&q, &attn}) size(*buf, c.n_heads * c.head_dim);
+    for (auto* buf : {&k, &v}) size(*buf, c.n_kv_heads * c.head_dim);
+    for (auto* buf : {&gate, &up}) size(*buf, moe ? 0 : c.ffn_dim);
+    size(moe_out, moe ? c.dim : 0);
+    observer = nullptr;
+    lora = nullptr;
+    lora_slots = {};
+  }
+  std::int64_t n = 0;
   std::vector<float> x, xb, q, k, v, attn, gate, up, moe_out;
   ActivationObserver* observer = nullptr;
   const LoraSet* lora = nullptr;          // with the rows' slots (Batch::lora_slots)
@@ -115,25 +118,25 @@ struct LlamaModel::Scratch {
   }
 };
 
+/// The Scratch forward after forward reuses: one forward at a time holds it (mu); a forward
+/// that finds it held (another thread's, on the same model) sizes its own.
+struct LlamaModel::ScratchSlot {
+  std::mutex mu;
+  Scratch scratch;
+};
+
+LlamaModel::LlamaModel(ModelFile file) : file_(std::move(file)), scratch_(std::make_unique<ScratchSlot>()) {}
+LlamaModel::LlamaModel(LlamaModel&&) noexcept = default;
+LlamaModel& LlamaModel::operator=(LlamaModel&&) noexcept = default;
+LlamaModel::~LlamaModel() = default;
+
 Expected<LlamaModel> LlamaModel::create(ModelFile file, WeightPlacement placement) {
   PEREGRINE_RETURN_IF_ERROR(validate_llama_tensors(file));
   LlamaModel m(std::move(file));
   const ModelFile& f = m.file_;
   for (std::int64_t l = 0; l < f.config.n_layers; ++l) {
-    m.layers_.push_back(Layer{to_f32(get(f, l, "attn_norm")), to_f32(get(f, l, "ffn_norm")),
-                              &get(f, l, "attn_q"), &get(f, l, "attn_k"), &get(f, l, "attn_v"),
-                              &get(f, l, "attn_output"), f.find(layer_tensor_name(l, "ffn_gate")),
-                              f.find(layer_tensor_name(l, "ffn_up")), f.find(layer_tensor_name(l, "ffn_down")),
-                              optional_f32(f, l, "attn_q.bias"), optional_f32(f, l, "attn_k.bias"),
-                              optional_f32(f, l, "attn_v.bias"), optional_f32(f, l, "attn_q_norm.weight"),
-                              optional_f32(f, l, "attn_k_norm.weight"), moe_layer_weights(f, l)});
     m.layer_specs_.push_back(f.config.layer_spec(l));
-    Layer& layer = m.layers_.back();
-    layer.post_attn_norm = optional_f32(f, l, "post_attention_norm.weight");
-    layer.post_ffw_norm = optional_f32(f, l, "post_ffw_norm.weight");
-    for (auto* norm : {&layer.attn_norm, &layer.ffn_norm, &layer.q_norm, &layer.k_norm, &layer.post_attn_norm, &layer.post_ffw_norm}) {
-      add_norm_offset(*norm, f.config.norm_weight_offset);
-    }
+    m.layers_.push_back(load_layer(f, l, m.layer_specs_.back()));
   }
   if (placement != WeightPlacement::kCuda) PEREGRINE_RETURN_IF_ERROR(m.place_weights(placement));
   m.output_norm_ = to_f32(*f.find("output_norm.weight"));
@@ -150,8 +153,6 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file, WeightPlacement placemen
                           " (each must be positive and finite)");
     }
   }
-  const Architecture* family = find_architecture(f.config.arch);
-  m.whole_qk_norm_ = family != nullptr && family->qk_norm == QkNorm::kWhole;
   m.token_embd_ = f.find("token_embd.weight");
   m.output_ = f.config.tied_embeddings ? m.token_embd_ : f.find("output.weight");
   m.counters_ = std::make_unique<ForwardCounters>(f.config.n_layers, f.config.n_experts);
@@ -165,18 +166,45 @@ Expected<LlamaModel> LlamaModel::create(ModelFile file, WeightPlacement placemen
   return m;
 }
 
+LlamaModel::Layer LlamaModel::load_layer(const ModelFile& f, std::int64_t l, const LayerSpec& spec) {
+  const auto tensor = [&](const char* name) { return f.find(layer_tensor_name(l, name)); };
+  const auto norm = [&](const char* name) {  // "blk.L.<name>" with the spec's weight offset
+    std::vector<float> w = optional_f32(f, l, name);
+    add_norm_offset(w, spec.norm_weight_offset);
+    return w;
+  };
+  Layer layer{norm("attn_norm.weight"), norm("ffn_norm.weight"), tensor("attn_q"), tensor("attn_k"), tensor("attn_v"),
+              tensor("attn_output"), tensor("ffn_gate"), tensor("ffn_up"), tensor("ffn_down")};
+  if (spec.qkv_bias) {
+    layer.bq = optional_f32(f, l, "attn_q.bias");
+    layer.bk = optional_f32(f, l, "attn_k.bias");
+    layer.bv = optional_f32(f, l, "attn_v.bias");
+  }
+  if (spec.qk_norm != QkNorm::kNone) {
+    layer.q_norm = norm("attn_q_norm.weight");
+    layer.k_norm = norm("attn_k_norm.weight");
+  }
+  if (spec.post_norms) {
+    layer.post_attn_norm = norm("post_attention_norm.weight");
+    layer.post_ffw_norm = norm("post_ffw_norm.weight");
+  }
+  if (spec.moe) layer.moe = moe_layer_weights(f, l);
+  return layer;
+}
+
 Status LlamaModel::create_cuda() {
   const ModelConfig& c = config();
-  const char* refused = c.n_experts > 0                        ? "Mixture-of-Experts FFNs"
-                        : c.activation != FfnActivation::kSilu ? "GeGLU FFNs"
-                        : c.ffn_down_hadamard                  ? "Hadamard-rotated FFNs"
-                                                               : nullptr;
-  for (const Layer& l : layers_) {
+  const char* refused = c.ffn_down_hadamard ? "Hadamard-rotated FFNs" : nullptr;
+  for (const LayerSpec& spec : layer_specs_) {
     if (refused != nullptr) break;
-    if (!l.bq.empty() || !l.bk.empty() || !l.bv.empty()) refused = "Q/K/V biases";
-    else if (!l.q_norm.empty() || !l.k_norm.empty()) refused = "Q/K norms";
-    else if (!l.post_attn_norm.empty() || !l.post_ffw_norm.empty()) refused = "post-attention / post-FFN norms";
+    refused = spec.moe                                  ? "Mixture-of-Experts FFNs"
+              : spec.activation != FfnActivation::kSilu ? "GeGLU FFNs"
+              : spec.qkv_bias                           ? "Q/K/V biases"
+              : spec.qk_norm != QkNorm::kNone           ? "Q/K norms"
+              : spec.post_norms                         ? "post-attention / post-FFN norms"
+                                                        : nullptr;
   }
+  if (refused == nullptr && kv_layer_groups(c.kv_shape()).n_groups() > 1) refused = "layers of different attention windows";
   if (refused != nullptr) {
     return unsupported("the CUDA backend does not run " + std::string(refused) + " yet (" + c.arch + " model); use -d cpu");
   }
@@ -350,10 +378,6 @@ Status LlamaModel::validate(const Batch& batch, const KvCache& cache) const {
     SeqRows& rows = it->second;
     const std::int32_t parent = batch.parents.empty() ? -1 : batch.parents[i];
     if (!batch.parents.empty()) PEREGRINE_RETURN_IF_ERROR(check_parent(batch, i));
-    if (parent < 0 && first && pos > cache.length(seq)) {
-      return invalid_argument("forward: sequence " + std::to_string(seq) + " starts at position " + std::to_string(pos) + ", past its " +
-                              std::to_string(cache.length(seq)) + " cached positions");
-    }
     if (parent >= 0 || !first) PEREGRINE_RETURN_IF_ERROR(check_follows(batch, i, parent >= 0 ? parent : rows.last_row, parent >= 0));
     rows.tree = rows.tree || parent >= 0;
     rows.last_row = row;
@@ -440,33 +464,6 @@ void LlamaModel::add_rope_factors(const Batch& batch, BatchLayout& layout) const
   }
 }
 
-// Blocks for every sequence's slots, all or nothing: the free-block check counts, for a
-// sequence rewriting its tail, every block its rows touch (an upper bound of what truncate +
-// reserve take), so no reserve below can fail half way.
-Status LlamaModel::reserve(const Batch& batch, const BatchLayout& layout, KvCache& cache) {
-  std::map<std::int32_t, std::pair<std::int64_t, std::int64_t>> span;  // seq → slots [first, last + 1)
-  for (std::int64_t i = 0; i < batch.size(); ++i) {
-    const std::int32_t slot = layout.slots[i];
-    auto [it, first] = span.emplace(batch.seq_ids[i], std::pair<std::int64_t, std::int64_t>{slot, 0});
-    it->second.second = slot + 1;
-  }
-  std::int64_t needed = 0;
-  const std::int32_t bs = cache.block_size();
-  for (const auto& [seq, range] : span) {
-    needed += range.first < cache.length(seq) ? blocks_for_tokens(range.second, bs) - range.first / bs
-                                              : cache.blocks_needed(seq, range.second);
-  }
-  if (needed > cache.pool().n_free()) {
-    return resource_exhausted("forward: the batch needs " + std::to_string(needed) + " KV blocks, " +
-                              std::to_string(cache.pool().n_free()) + " are free");
-  }
-  for (const auto& [seq, range] : span) {
-    if (range.first < cache.length(seq)) cache.truncate(seq, range.first);
-    PEREGRINE_RETURN_IF_ERROR(cache.reserve(seq, range.second));
-  }
-  return Status::ok();
-}
-
 void LlamaModel::embed(const Batch& batch, std::span<float> x) const {
   const ForwardOpTimer timed = timer(ForwardOp::kEmbedding);
   const std::int64_t dim = config().dim;
@@ -494,12 +491,15 @@ void LlamaModel::qkv_projection(const Layer& layer, std::int64_t l, Scratch& s, 
   const std::int64_t n = s.n;
   linear_fused({{{layer.wq, s.xb, s.q}, {layer.wk, s.xb, s.k}, {layer.wv, s.xb, s.v}}}, n, pool);
   s.adapt(l, {{"attn_q", s.q}, {"attn_k", s.k}, {"attn_v", s.v}}, s.xb, pool);
-  add_bias(s.q, n, layer.bq);
-  add_bias(s.k, n, layer.bk);
-  add_bias(s.v, n, layer.bv);
-  if (whole_qk_norm_ && tp_ != nullptr && tp_->size() > 1) {
+  const LayerSpec& spec = layer_specs_[static_cast<std::size_t>(l)];
+  if (spec.qkv_bias) {
+    add_bias(s.q, n, layer.bq);
+    add_bias(s.k, n, layer.bk);
+    add_bias(s.v, n, layer.bv);
+  }
+  if (spec.qk_norm == QkNorm::kWhole && tp_ != nullptr && tp_->size() > 1) {
     split_qk_norm(layer, s);
-  } else {
+  } else if (spec.qk_norm != QkNorm::kNone) {
     group_rmsnorm(s.q, layer.q_norm, config().rms_eps);
     group_rmsnorm(s.k, layer.k_norm, config().rms_eps);
   }
@@ -587,15 +587,16 @@ void LlamaModel::attention_block(const Layer& layer, std::int64_t l, const Batch
 }
 
 void LlamaModel::ffn_block(const Layer& layer, std::int64_t l, Scratch& s, ThreadPool& pool) const {
+  const bool moe = layer_specs_[static_cast<std::size_t>(l)].moe;
   norm_rows(layer.ffn_norm, s);
   s.observe(l, LinearInput::kFfn, s.xb);
-  if (layer.moe.router != nullptr) {
+  if (moe) {
     const ForwardOpTimer timed = timer(ForwardOp::kMoeFfn);
     moe_ffn(layer.moe, s.xb, s.n, s.moe_out, pool, counters_.get(), l);
   } else {
     dense_ffn(layer, l, s, pool);
   }
-  std::vector<float>& out = layer.moe.router != nullptr ? s.moe_out : s.xb;
+  std::vector<float>& out = moe ? s.moe_out : s.xb;
   all_reduce(out);
   add_residual(out, layer.post_ffw_norm, s);
 }
@@ -609,7 +610,8 @@ void LlamaModel::dense_ffn(const Layer& layer, std::int64_t l, Scratch& s, Threa
   }
   {
     const ForwardOpTimer timed = timer(ForwardOp::kActivation);
-    gated_activation(c.activation, s.gate.data(), s.up.data(), static_cast<std::int64_t>(s.gate.size()));
+    gated_activation(layer_specs_[static_cast<std::size_t>(l)].activation, s.gate.data(), s.up.data(),
+                     static_cast<std::int64_t>(s.gate.size()));
     if (c.ffn_down_hadamard) hadamard_transform(s.gate.data(), s.n, c.ffn_dim);
   }
   s.observe(l, LinearInput::kFfnDown, s.gate);
@@ -708,7 +710,11 @@ Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float
   PEREGRINE_RETURN_IF_ERROR(validate(batch, cache));
   BatchLayout rows = layout(batch);
   add_rope_factors(batch, rows);
-  PEREGRINE_RETURN_IF_ERROR(reserve(batch, rows, cache));
+  if (!batch.kv_planned) {
+    PEREGRINE_RETURN_IF_ERROR(reserve_batch_kv(batch, cache));
+  } else if (!batch_kv_covered(batch, cache)) {
+    return Status(ErrorCode::kInternal, "forward: a planned batch's KV slots are not reserved in the cache");
+  }
   if (cuda_ != nullptr) {
     PEREGRINE_RETURN_IF_ERROR(forward_cuda(batch, rows, cache, logits, n_layers));
   } else if (pp_ != nullptr && pp_->n_stages() > 1) {
@@ -716,15 +722,15 @@ Status LlamaModel::forward(const Batch& batch, KvCache& cache, std::vector<float
   } else {
     forward_cpu(batch, rows, cache, logits, pool, n_layers, observer, batch.lora_slots.empty() ? nullptr : lora);
   }
-  for (std::int64_t i = 0; i < batch.size(); ++i) {
-    cache.set_length(batch.seq_ids[i], rows.slots[i] + 1);  // a sequence's slots increase
-  }
   return Status::ok();
 }
 
 void LlamaModel::forward_cpu(const Batch& batch, const BatchLayout& rows, KvCache& cache, std::vector<float>& logits,
                              ThreadPool& pool, std::int64_t n_layers, ActivationObserver* observer, const LoraSet* lora) const {
-  Scratch s(config(), batch.size());
+  std::unique_lock reuse(scratch_->mu, std::try_to_lock);
+  Scratch own;
+  Scratch& s = reuse.owns_lock() ? scratch_->scratch : own;
+  s.reset(config(), batch.size());
   s.observer = observer;
   s.lora = lora;
   s.lora_slots = batch.lora_slots;

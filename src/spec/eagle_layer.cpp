@@ -6,6 +6,7 @@
 #include "peregrine/kernels/cpu/attention/attention.h"
 #include "peregrine/kernels/cpu/elementwise/elementwise.h"
 #include "peregrine/kernels/cpu/matmul/matmul.h"
+#include "peregrine/model/batch_kv_plan.h"
 #include "peregrine/quant/dequantize.h"
 
 namespace peregrine {
@@ -86,15 +87,11 @@ Expected<std::vector<EagleLayer::Run>> EagleLayer::runs(const Batch& batch, std:
     if (std::any_of(out.begin(), out.end(), [&](const Run& r) { return r.seq == seq; })) {
       return invalid_argument("EAGLE forward: the rows of sequence " + std::to_string(seq) + " are not contiguous");
     }
-    if (pos != cache.length(seq)) {
-      return invalid_argument("EAGLE forward: sequence " + std::to_string(seq) + " holds " + std::to_string(cache.length(seq)) +
-                              " positions, its first row is at " + std::to_string(pos));
-    }
     out.push_back({seq, i, i + 1});
   }
-  std::int64_t needed = 0;
-  for (const Run& r : out) needed += cache.blocks_needed(r.seq, cache.length(r.seq) + r.end - r.begin);
-  if (needed > cache.pool().n_free()) return resource_exhausted("EAGLE forward: not enough free KV blocks");
+  if (!batch.kv_planned || !batch_kv_covered(batch, cache)) {
+    return invalid_argument("EAGLE forward: the batch's KV slots are not planned in the cache (plan_batch_kv)");
+  }
   return out;
 }
 
@@ -109,7 +106,6 @@ void EagleLayer::attention(const Batch& batch, const std::vector<Run>& runs, std
   const AttentionShape shape{c.n_heads, c.n_kv_heads, hd, 0, 0.0f, 0.0f};
   for (const Run& r : runs) {
     const std::int64_t first = batch.positions[static_cast<std::size_t>(r.begin)], rows = r.end - r.begin;
-    (void)cache.reserve(r.seq, first + rows);  // runs() checked the free blocks
     for (std::int64_t i = r.begin; i < r.end; ++i) {
       rope_table(batch.positions[static_cast<std::size_t>(i)], hd, c.rope_theta, c.rope_style, cos.data(), sin.data());
       rope_rotate(&q[static_cast<std::size_t>(i * q_dim)], c.n_heads, hd, cos.data(), sin.data(), c.rope_style);
@@ -117,7 +113,6 @@ void EagleLayer::attention(const Batch& batch, const std::vector<Run>& runs, std
       cache.write(r.seq, 0, batch.positions[static_cast<std::size_t>(i)], &k[static_cast<std::size_t>(i * kv_dim)],
                   &v[static_cast<std::size_t>(i * kv_dim)]);
     }
-    cache.set_length(r.seq, first + rows);
     const KvLayerView kv_k = cache.k_view(r.seq, 0), kv_v = cache.v_view(r.seq, 0);
     float* out = &attn[static_cast<std::size_t>(r.begin * q_dim)];
     if (rows > 1) {

@@ -7,6 +7,7 @@
 
 #include "draft_requests.h"
 #include "draft_tree_builder.h"
+#include "peregrine/model/batch_kv_plan.h"
 
 namespace peregrine {
 
@@ -188,7 +189,8 @@ Batch ModelDrafter::next_batch(std::vector<Job>& jobs) {
   return batch;
 }
 
-Status ModelDrafter::run_forward(const Batch& batch, ThreadPool& pool) {
+Status ModelDrafter::run_forward(Batch& batch, ThreadPool& pool) {
+  PEREGRINE_RETURN_IF_ERROR(plan_batch_kv(batch, cache_));  // this drafter owns its cache
   if (eagle_ != nullptr) return eagle_->forward(batch, row_features_, cache_, logits_, out_features_, pool);
   return model_->forward(batch, cache_, logits_, pool, options_.n_layers);
 }

@@ -9,7 +9,7 @@
 #include <random>
 
 #include "formats/gguf/gguf_writer.h"
-#include "peregrine/formats/lora_adapter.h"
+#include "peregrine/model/lora_adapter.h"
 #include "peregrine/quant/float_model.h"
 #include "peregrine/quant/lora_merge.h"
 #include "run_cli.h"

@@ -4,7 +4,7 @@
 // and bad requests give one clean error line.
 #include <gtest/gtest.h>
 
-#include "peregrine/formats/lora_adapter.h"
+#include "peregrine/model/lora_adapter.h"
 #include "peregrine/formats/model_file.h"
 #include "peregrine/model/synth_lora.h"
 #include "run_cli.h"

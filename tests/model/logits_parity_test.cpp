@@ -19,7 +19,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "peregrine/formats/lora_adapter.h"
+#include "peregrine/model/lora_adapter.h"
 #include "peregrine/kernels/cpu/matmul/bf16_activations.h"
 #include "peregrine/model/llama_model.h"
 #include "peregrine/model/lora_set.h"

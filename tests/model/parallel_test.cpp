@@ -15,7 +15,7 @@
 #include <tuple>
 
 #include "peregrine/engine/generator.h"
-#include "peregrine/formats/lora_adapter.h"
+#include "peregrine/model/lora_adapter.h"
 #include "peregrine/kernels/cpu/matmul/bf16_activations.h"
 #include "peregrine/model/lora_set.h"
 #include "peregrine/model/llama_model.h"

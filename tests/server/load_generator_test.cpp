@@ -1,10 +1,12 @@
-#include "peregrine/server/load_generator.h"
+// The load generator (src/tools/load_generator.cpp) against a running server: it lives with the
+// server tests, whose process helpers it uses.
+#include "peregrine/tools/load_generator.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "peregrine/formats/lora_adapter.h"
+#include "peregrine/model/lora_adapter.h"
 #include "server_process.h"
 #include "server_test_util.h"
 #include "test_models.h"

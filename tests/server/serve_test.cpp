@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "peregrine/server/sse_reader.h"
-#include "peregrine/formats/lora_adapter.h"
+#include "peregrine/model/lora_adapter.h"
 #include "server_process.h"
 #include "test_models.h"
 #include "test_paths.h"

@@ -13,6 +13,7 @@
 #include <map>
 
 #include "peregrine/engine/generator.h"
+#include "peregrine/model/batch_kv_plan.h"
 #include "peregrine/spec/eagle_layer.h"
 #include "peregrine/spec/medusa_drafter.h"
 #include "peregrine/spec/model_drafter.h"
@@ -62,6 +63,7 @@ TEST(EagleRuntime, ForwardMatchesTheTrainingModuleChunkByChunk) {
       Batch batch;
       for (std::int64_t i = p; i < p + n; ++i) batch.add(tokens[static_cast<std::size_t>(i + 1)], static_cast<std::int32_t>(i), 3, true);
       std::vector<float> logits, features;
+      ASSERT_TRUE(plan_batch_kv(batch, *cache).is_ok());  // the test owns the head's cache
       ASSERT_TRUE((*layer)->forward(batch, std::span<const float>(*f).subspan(p * d, n * d), *cache, logits, features, pool).is_ok());
       const double df = max_abs_diff(features, std::span<const float>(ref->features).subspan(p * d, n * d));
       const double dl = max_abs_diff(logits, std::span<const float>(ref->logits).subspan(p * vocab, n * vocab));

@@ -33,6 +33,7 @@ struct EngineOptions {
   std::int32_t max_waiting = 64;      // queued requests beyond which submit fails (HTTP 429)
   std::int64_t ctx_len = 0;           // per-request KV positions (prompt + output − 1); 0 = model's
   bool prefix_caching = true;
+  bool swa_full = false;              // keep sliding-window blocks (SchedulerLimits::swa_full)
   /// Serves the requests whose SpecParams::method is drafter->method() (a draft model, layer
   /// skip or quantized self-draft); may be null (prompt lookup needs no drafter). Not owned:
   /// must outlive the engine.

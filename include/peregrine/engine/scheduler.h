@@ -17,6 +17,7 @@
 #include "peregrine/engine/sequence.h"
 #include "peregrine/kv/kv_cache.h"
 #include "peregrine/kv/prefix_cache.h"
+#include "peregrine/model/batch.h"
 
 namespace peregrine {
 
@@ -35,6 +36,9 @@ struct SchedulerLimits {
   /// waiting prompts at about the same step time (their time to first token falls), with many
   /// it still carries prefill_budget (no prompt starves). 0: prefill_budget alone.
   std::int64_t step_budget = 0;
+  /// Keeps every KV block of the sliding-window layer groups (llama.cpp's --swa-full); by
+  /// default commit() releases the blocks that left their window (KvCache::release_behind_window).
+  bool swa_full = false;
 };
 
 /// One sequence's share of a step: compute tokens [seq->n_computed, + n_tokens), plus
@@ -74,9 +78,25 @@ class Scheduler {
   /// (a remote error sends it to failed()).
   std::vector<ScheduledChunk> schedule();
 
-  /// Marks chunks as computed (n_computed advances) and offers newly completed full blocks
-  /// to the prefix cache.
+  /// Plans the KV of the step's batch (the rows of the chunks schedule() returned, drafts
+  /// included): plan_batch_kv on this scheduler's cache, whose blocks schedule() reserved, so
+  /// the forward only writes rows. The only place the engine's block tables and lengths change
+  /// besides schedule(), commit(), keep_accepted(), discard_drafts() and remove(). Errors: those
+  /// of plan_batch_kv.
+  Status plan_kv(Batch& batch);
+
+  /// Marks chunks as computed (n_computed advances), offers newly completed full blocks
+  /// to the prefix cache, then (unless limits.swa_full) releases the sliding-window blocks
+  /// no later position sees (KvCache::release_behind_window).
   void commit(const std::vector<ScheduledChunk>& chunks);
+
+  /// After verification: keeps the K/V of the accepted draft rows, whose slots are `from`
+  /// (ascending), at positions seq.n_computed, + 1, ... and drops the other draft rows
+  /// (KvCache::compact). Call before advancing seq.n_computed over them.
+  void keep_accepted(const Sequence& seq, std::span<const std::int64_t> from);
+
+  /// Drops the KV slots past seq.n_computed (draft rows a plain decode did not use).
+  void discard_drafts(const Sequence& seq);
 
   /// Removes a finished (or cancelled) sequence from wherever it is, offering its full
   /// blocks to the prefix cache and freeing its KV. Returns ownership.

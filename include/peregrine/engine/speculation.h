@@ -69,15 +69,15 @@ class Speculation {
   static void add_rows(const Sequence& seq, Batch& batch);
 
   /// After the forward and Scheduler::commit: verifies seq.spec.tree against `logits` (the
-  /// sequence's 1 + tree.size() rows, [rows, vocab] f32), keeps the accepted path's KV in
-  /// `cache` (compact: positions n_computed .. n_computed + path - 1), advances
+  /// sequence's 1 + tree.size() rows, [rows, vocab] f32), keeps the accepted path's KV through
+  /// `scheduler` (Scheduler::keep_accepted: positions n_computed .. n_computed + path - 1), advances
   /// seq.n_computed over it, and updates the request's counters and adaptive length. Returns
   /// the accepted tokens then the correction / bonus token, in order. `features`, when not
   /// empty, holds the final hidden states (after the final norm) of the same rows, [rows, dim]
   /// f32: those of the root and the accepted path are kept (keep_features). Errors: those of
   /// verify_draft (a malformed tree: a drafter bug; the KV cache is left as the forward wrote it).
   Expected<std::vector<SpecToken>> verify(Sequence& seq, std::span<const float> logits, std::int64_t vocab,
-                                          KvCache& cache, std::span<const float> features = {});
+                                          Scheduler& scheduler, std::span<const float> features = {});
 
   /// A target forward of `rows` batch rows took `seconds` (every step: the adaptive length's
   /// cost model).

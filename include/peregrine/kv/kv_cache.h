@@ -10,9 +10,14 @@
 // ZeroQuant's token-wise activation quantization (Yao et al. 2022) applied to each K/V row, so
 // no calibration is needed (vLLM's FP8 KV cache uses per-tensor scales instead).
 //
-// Storage per layer: K and V each [n_blocks, block_size, kv_dim] in the KV dtype
-// (kv_dim = n_kv_heads * head_dim). Not thread-safe: one owner (the engine's step loop, or a
-// single generate call) drives it.
+// Layers attending through a sliding window form their own KV cache groups (kv_layer_groups.h):
+// each group has its own block table per sequence, and release_behind_window frees a window
+// group's blocks that no later query can see. Every group draws blocks of layers_per_group
+// layers from the one pool.
+//
+// Storage per layer slot of a group: K and V each [pool blocks, block_size, kv_dim] in the KV
+// dtype (kv_dim = n_kv_heads * head_dim). Not thread-safe: one owner (the engine's step loop,
+// or a single generate call) drives it.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +31,7 @@
 #include "peregrine/core/dtype.h"
 #include "peregrine/core/status.h"
 #include "peregrine/kv/block_pool.h"
+#include "peregrine/kv/kv_layer_groups.h"
 #include "peregrine/kv/kv_layer_view.h"
 #include "peregrine/kv/kv_shape.h"
 
@@ -34,10 +40,18 @@ namespace peregrine {
 /// Positions per block unless a caller picks another size (vLLM's default).
 inline constexpr std::int32_t kDefaultKvBlockSize = 16;
 
+/// A block table entry whose block a sliding-window group released (release_behind_window).
+inline constexpr std::int32_t kReleasedBlock = -1;
+
 struct KvCacheOptions {
-  std::int32_t n_blocks = 0;     // pool size (>= 1)
+  std::int32_t n_blocks = 0;     // pool size (>= 1) in blocks of block_size positions across
+                                 // every layer; the pool holds n_blocks · n_groups group blocks
   std::int32_t block_size = kDefaultKvBlockSize;  // positions per block (>= 1)
   DType dtype = DType::kF32;     // kF32, kF16, kQ8_0, kI8, kF8E4M3 or kF8E5M2
+  /// false: one group of every layer whatever their windows (nothing is ever released), for
+  /// caches that must mirror another process's block tables while holding other layers
+  /// (pipeline stages: `serve --pp`).
+  bool window_groups = true;
 };
 
 /// "f32" | "f16" | "q8_0" | "i8" | "f8_e4m3" | "f8_e5m2" → DType. Errors: kInvalidArgument
@@ -54,10 +68,10 @@ std::int64_t blocks_for_tokens(std::int64_t n_tokens, std::int32_t block_size);
 
 class KvCache {
  public:
-  /// A pool of options.n_blocks blocks for `shape`'s layers and KV rows.
+  /// A pool of options.n_blocks blocks for `shape`'s layers and KV rows (n_blocks · n_groups
+  /// blocks of one group's layers each).
   /// Errors: kInvalidArgument (n_blocks < 1, block_size < 1, dtype not one of the KV types
-  /// above; q8_0 when
-  /// kv_dim is not a multiple of 32), kOutOfRange (the pool needs more bytes than this
+  /// above; q8_0 when kv_dim is not a multiple of 32; a window < 0), kOutOfRange (the pool needs more bytes than this
   /// machine's physical memory; the message says how many GiB).
   static Expected<KvCache> create(const KvShape& shape, const KvCacheOptions& options);
 
@@ -68,18 +82,29 @@ class KvCache {
   DType dtype() const;
   std::int64_t kv_dim() const;
   std::int64_t n_layers() const;
+  /// The pool of group blocks (each holds block_size positions of one group's layers).
   BlockPool& pool();
   const BlockPool& pool() const;
+  /// KV cache groups (kv_layer_groups.h): 1 unless some layers attend through a window.
+  std::int32_t n_groups() const { return groups_.n_groups(); }
+  /// Group `group`'s sliding window (0: full attention).
+  std::int64_t group_window(std::int32_t group) const { return groups_.group_windows[static_cast<std::size_t>(group)]; }
 
   // --- sequences (ids are any int32 the caller chooses) ---
   bool has_sequence(std::int32_t seq) const;
   /// Valid positions [0, length) of `seq` (0 for an unknown sequence).
   std::int64_t length(std::int32_t seq) const;
-  /// The block table of `seq` (empty for an unknown sequence).
-  std::span<const std::int32_t> block_table(std::int32_t seq) const;
+  /// The block table of `seq` in `group` (empty for an unknown sequence); entries a window
+  /// group released are kReleasedBlock.
+  std::span<const std::int32_t> block_table(std::int32_t seq, std::int32_t group = 0) const;
+  /// Every group's table of `seq`, position-major: entry i · n_groups() + g is group g's block
+  /// holding positions [i · block_size, (i + 1) · block_size) (what attach_prefix takes).
+  std::vector<std::int32_t> blocks_by_position(std::int32_t seq) const;
+  /// Blocks `seq` holds in `group` (its table's entries that are not released).
+  std::int64_t held_blocks(std::int32_t seq, std::int32_t group) const;
 
-  /// Makes positions [length(seq), n_positions) of `seq` writable: creates the sequence if
-  /// needed, allocates the missing blocks and copies every shared block (ref count > 1) the
+  /// Makes positions [length(seq), n_positions) of `seq` writable in every group: creates the
+  /// sequence if needed, allocates the missing blocks and copies every shared block (ref count > 1) the
   /// range touches (copy-on-write). All or nothing: on error nothing changes.
   /// Errors: kResourceExhausted (not enough free blocks; the message gives needed and free);
   /// on a follower (follow) kInternal when the table does not cover the positions.
@@ -87,9 +112,10 @@ class KvCache {
   /// Blocks reserve(seq, n_positions) would take from the pool (new + copied).
   std::int64_t blocks_needed(std::int32_t seq, std::int64_t n_positions) const;
 
-  /// Starts sequence `seq` (must not exist) with shared prefix `blocks` holding its first
-  /// `n_tokens` positions (n_tokens <= blocks.size() * block_size). Takes over one reference
-  /// per block from the caller (PrefixCache::match hands out such references).
+  /// Starts sequence `seq` (must not exist) with shared prefix `blocks` (position-major as
+  /// blocks_by_position; kReleasedBlock where a window group needs none) holding its first
+  /// `n_tokens` positions (n_tokens <= blocks.size() / n_groups() * block_size). Takes over one
+  /// reference per block from the caller (PrefixCache::match hands out such references).
   void attach_prefix(std::int32_t seq, std::span<const std::int32_t> blocks, std::int64_t n_tokens);
 
   /// Keeps positions [0, n) of `seq` (n <= length) and releases the blocks past them
@@ -107,6 +133,12 @@ class KvCache {
   void compact(std::int32_t seq, std::int64_t first, std::span<const std::int64_t> from);
   /// Releases every block of `seq` and forgets it (no-op for an unknown sequence).
   void free_sequence(std::int32_t seq);
+  /// Releases the blocks of `seq`'s sliding-window groups that no query at a position >= `pos`
+  /// sees (every position of the block < pos - window + 1); their table entries become
+  /// kReleasedBlock. Precondition: no later forward of `seq` starts below `pos` (the positions
+  /// below are committed), so nothing truncates it below `pos` (vLLM's SlidingWindowManager
+  /// frees the same blocks).
+  void release_behind_window(std::int32_t seq, std::int64_t pos);
   /// What a follower cache needs before it runs the same forward as this one
   /// (engine/forward_mirror.h: other processes running every forward of an engine): the
   /// sequences freed and the copy-on-write block copies made since the last update, in order,
@@ -115,7 +147,7 @@ class KvCache {
     struct Table {
       std::int32_t seq;
       std::int64_t length;
-      std::vector<std::int32_t> blocks;
+      std::vector<std::int32_t> blocks;  // position-major, as blocks_by_position
     };
     std::vector<std::int32_t> freed;
     std::vector<std::pair<std::int32_t, std::int32_t>> copies;  // (from, to) block ids
@@ -163,14 +195,18 @@ class KvCache {
 
  private:
   struct Sequence {
-    std::vector<std::int32_t> blocks;
+    std::vector<std::vector<std::int32_t>> tables;  // [group][logical block]
     std::int64_t length = 0;
   };
   KvCache() = default;
   std::uint8_t* slab(std::int64_t layer, int kv) const;  // kv 0: K, 1: V; block 0 of the layer
-  void copy_block(std::int32_t from, std::int32_t to);   // every layer's K and V rows
+  void copy_block(std::int32_t from, std::int32_t to);   // the K and V rows of the block's layers
   const Sequence* find(std::int32_t seq) const;
+  std::int64_t table_blocks_needed(std::span<const std::int32_t> table, std::int64_t length, std::int64_t n_positions) const;
+  void reserve_table(std::vector<std::int32_t>& table, std::int64_t length, std::int64_t n_positions);
+  void set_tables(Sequence& s, std::span<const std::int32_t> by_position) const;
 
+  KvLayerGroups groups_;
   std::int64_t n_layers_ = 0, kv_dim_ = 0, row_bytes_ = 0;
   std::int32_t block_size_ = 0;
   DType dtype_ = DType::kF32;

@@ -31,24 +31,28 @@ class PrefixCache {
 
   /// Cached blocks spelling the longest prefix of `tokens` in whole blocks, at most
   /// `max_blocks` of them (callers pass (len - 1) / block_size so at least one prompt token
-  /// is left to compute the first logits from). Each returned block carries one new reference
+  /// is left to compute the first logits from), position-major over the cache's groups as
+  /// KvCache::blocks_by_position lays them out. With sliding-window groups the prefix is the
+  /// longest whose window groups still hold every block the next position's window sees; their
+  /// older blocks are returned as kReleasedBlock. Each returned block carries one new reference
   /// for the caller (hand them to KvCache::attach_prefix). Marks the path most recently used
   /// and counts tokens queried / hit for the hit rate. `ns` >= 0 names a namespace whose blocks
   /// only its own lookups see (a LoRA adapter's K/V differ from the base's for the same
   /// tokens; vLLM likewise puts the adapter id into its block hashes); -1: the base model's.
   std::vector<std::int32_t> match(std::span<const std::int32_t> tokens, std::int64_t max_blocks, std::int32_t ns = -1);
 
-  /// Records a sequence's full blocks: block i of `blocks` holds the K/V of
-  /// tokens[i · block_size, (i + 1) · block_size), for i < tokens.size() / block_size (and
-  /// < blocks.size()). New nodes take a reference to their block. An existing node whose
-  /// block differs keeps it while someone else also uses it (the sequence's duplicate stays
-  /// private); if only the cache still references it, the node adopts the sequence's block and
-  /// the old copy is freed (so cached nodes never sit, unevictable, above a running
-  /// sequence's blocks). `ns`: as for match().
+  /// Records a sequence's full blocks: `blocks` is position-major as
+  /// KvCache::blocks_by_position; its position block i holds the K/V of tokens[i · block_size,
+  /// (i + 1) · block_size), for i < tokens.size() / block_size (and < the blocks it lists).
+  /// New nodes take a reference to each of their blocks (a released one stays kReleasedBlock).
+  /// An existing node whose block differs keeps it while someone else also uses it (the
+  /// sequence's duplicate stays private); if only the cache still references it, or the node
+  /// lacks it, the node adopts the sequence's block and the old copy is freed (so cached nodes
+  /// never sit, unevictable, above a running sequence's blocks). `ns`: as for match().
   void insert(std::span<const std::int32_t> tokens, std::span<const std::int32_t> blocks, std::int32_t ns = -1);
 
-  /// Frees up to `n` evictable blocks, least recently used leaves first; returns how many
-  /// were freed (fewer when no more are evictable).
+  /// Frees evictable nodes, least recently used leaves first, until at least `n` blocks are
+  /// freed or none is left; returns how many blocks were freed.
   std::int64_t evict(std::int64_t n);
 
   /// Drops every node (and the cache's references).
@@ -63,7 +67,7 @@ class PrefixCache {
 
  private:
   struct Node {
-    std::int32_t block = -1;  // -1 at the root
+    std::vector<std::int32_t> blocks;  // one per KV cache group (kReleasedBlock: none); empty at the root
     Node* parent = nullptr;
     std::vector<std::int32_t> key;  // the block's tokens (the parent's map key)
     std::uint64_t last_used = 0;
@@ -71,6 +75,10 @@ class PrefixCache {
   };
   std::vector<std::int32_t> block_key(std::span<const std::int32_t> tokens, std::size_t i, std::int32_t ns) const;
   std::int64_t count_evictable(const Node& node, bool& all) const;
+  bool only_cached(const Node& node) const;     // only the cache references its blocks
+  static std::int64_t n_blocks(const Node& node);  // its blocks that are not kReleasedBlock
+  std::int64_t unref_blocks(const Node& node);  // drops the cache's references; returns how many
+  std::int64_t window_depth(const std::vector<Node*>& path) const;
 
   KvCache* cache_;
   Node root_;

@@ -34,6 +34,10 @@ struct Batch {
   /// Per row, the LoRA slot of the forward's LoraSet (model/lora_set.h) to apply, -1 for the
   /// base model alone; empty: every row is the base model's.
   std::vector<std::int32_t> lora_slots;
+  /// The KV cache's owner already made every row's slot writable and set each sequence's
+  /// length to its last slot + 1 (plan_batch_kv, model/batch_kv_plan.h): the forward only writes
+  /// rows. false: the forward plans the batch itself (reserve_batch_kv).
+  bool kv_planned = false;
 
   /// Appends one row; `parent` >= 0 is the batch row index of its tree parent (fills
   /// `parents` with -1 for the earlier rows on first use).

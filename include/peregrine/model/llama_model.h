@@ -70,8 +70,9 @@ class LlamaModel {
 
   // Layers hold pointers into file_.tensors: movable (std::map nodes keep their addresses),
   // not copyable.
-  LlamaModel(LlamaModel&&) = default;
-  LlamaModel& operator=(LlamaModel&&) = default;
+  LlamaModel(LlamaModel&&) noexcept;
+  LlamaModel& operator=(LlamaModel&&) noexcept;
+  ~LlamaModel();
   LlamaModel(const LlamaModel&) = delete;
   LlamaModel& operator=(const LlamaModel&) = delete;
 
@@ -91,21 +92,23 @@ class LlamaModel {
   /// position, in row order (for plain rows slot = position); RoPE uses the rows' positions,
   /// and under length-dependent scaling (LongRoPE, dynamic NTK) the divisors of each sequence's
   /// largest position in this batch + 1 (model/spec/rope_scaling.h: HF's seq_len per sequence).
-  /// First every sequence of the batch gets its blocks (cache.reserve(seq, last slot + 1); a
-  /// sequence whose rows start before cache.length(seq) is truncated to that position first, so
-  /// the rows overwrite its tail); afterwards cache.length(seq) = first position + its rows.
+  /// A planned batch (Batch::kv_planned: the cache's owner ran plan_batch_kv,
+  /// model/batch_kv_plan.h) only has its rows written; an unplanned one is planned here first
+  /// (reserve_batch_kv: blocks reserved, a tail the rows rewrite truncated, and
+  /// cache.length(seq) = first position + its rows).
   /// Attention: a plain run is causal; a sequence with token-tree rows (batch.parents, SpecInfer
   /// tree attention, Miao et al. 2024) sees its cached slots before its first row fully and,
   /// among its own rows, only each row's ancestors and itself (one masked prefill-kernel call per
   /// sequence; the caller keeps an accepted path with KvCache::compact). Sequence ids are any
-  /// int32; a new one starts at position 0. Errors (the cache is left unchanged):
+  /// int32; a new one starts at position 0. Errors (the cache is left unchanged, except after
+  /// a kUnavailable CUDA error):
   /// kInvalidArgument (empty batch, mismatched array lengths, parents neither empty nor one per
   /// row, a cache built for another K/V width, a plain row not one position after the previous
   /// row of its sequence, a sequence's first row past cache.length(seq), a parent that is not an
   /// earlier row of the same sequence, a tree row not one position after its parent, the rows
   /// of a sequence with tree rows not contiguous in the batch), kOutOfRange (token id outside
   /// the vocabulary, position >= config().max_seq_len), kResourceExhausted (the batch needs
-  /// more KV blocks than are free).
+  /// more KV blocks than are free), kInternal (a planned batch whose slots the cache lacks).
   /// `n_layers` > 0 runs only the first n_layers decoder layers before the final norm and LM
   /// head (layer-skip self-drafting, as in Draft & Verify, Zhang et al. 2024 / LayerSkip,
   /// Elhoushi et al. 2024); the cache then needs only that many layers (kInvalidArgument if
@@ -119,8 +122,8 @@ class LlamaModel {
   /// Gemma 2 (model/spec/architecture.h): x = embedding · embed_scale; per layer x += post_attn_norm(
   /// attention(attn_norm(x))), x += post_ffw_norm(GeGLU FFN(ffn_norm(x))), every norm weight
   /// w applied as (norm_weight_offset + w); logits → final_softcap · tanh(logits /
-  /// final_softcap). A local layer's rows see the last sliding_window positions only; the KV
-  /// cache still holds (and the context bounds) every position.
+  /// final_softcap). A local layer's rows see the last sliding_window positions only (the
+  /// engine's scheduler frees the KV blocks that left the window: KvCache::release_behind_window).
   /// `lora`, when given, is applied unmerged to the rows whose Batch::lora_slots name one of
   /// its slots (model/lora_set.h: the attention and dense FFN projections the adapters cover;
   /// kInvalidArgument for lora_slots neither empty nor one per row, or a slot outside
@@ -164,16 +167,20 @@ class LlamaModel {
     std::vector<float> attn_norm, ffn_norm;
     const TensorView *wq, *wk, *wv, *wo;
     const TensorView *w_gate, *w_up, *w_down;  // the dense FFN (null in a MoE layer)
-    std::vector<float> bq, bk, bv;          // Q/K/V biases (Qwen2), empty when the file has none
-    std::vector<float> q_norm, k_norm;      // RMSNorm weights of q / k (Qwen3: [head_dim], each
-                                            // head; OLMoE: the whole projection), or empty
-    MoeWeights moe;                         // router null in a dense layer
+    std::vector<float> bq = {}, bk = {}, bv = {};  // Q/K/V biases (Qwen2), empty when the spec has none
+    std::vector<float> q_norm = {}, k_norm = {};   // RMSNorm weights of q / k (Qwen3: [head_dim], each
+                                                   // head; OLMoE: the whole projection), or empty
+    MoeWeights moe = {};                    // router null in a dense layer
     std::vector<float> post_attn_norm = {}, post_ffw_norm = {};  // [dim] (Gemma 2), or empty
   };
+  // Layer l's weights as its spec names them (validate_llama_tensors checked they exist), each
+  // RMSNorm weight with the spec's norm_weight_offset added.
+  static Layer load_layer(const ModelFile& f, std::int64_t l, const LayerSpec& spec);
   struct Scratch;
+  struct ScratchSlot;
   struct BatchLayout;
 
-  explicit LlamaModel(ModelFile file) : file_(std::move(file)) {}
+  explicit LlamaModel(ModelFile file);
   // Fills weights_ with every matrix the forward multiplies (not an untied embedding, which
   // is only looked up): a Q4_0 or Q8_0 matrix repacked 16 rows in lanes for the decode GEMV when
   // the CPU has its kernel (kernels/cpu/matmul/quant_packed.h; llama.cpp's CPU repack), its view's
@@ -185,7 +192,6 @@ class LlamaModel {
   // Length-dependent RoPE scaling (model/spec/rope_scaling.h): each run's divisors from its
   // sequence's largest position in `batch` + 1, once per run; nothing for static scaling.
   void add_rope_factors(const Batch& batch, BatchLayout& layout) const;
-  static Status reserve(const Batch& batch, const BatchLayout& layout, KvCache& cache);
   void embed(const Batch& batch, std::span<float> x) const;
   // The steps of a layer, each timed as its ForwardOp in profile_.
   void norm_rows(const std::vector<float>& weight, Scratch& s) const;  // s.xb = RMSNorm(s.x)
@@ -236,9 +242,9 @@ class LlamaModel {
   std::shared_ptr<PipelineStageLink> pp_;    // set_pipeline_stage, or null
   std::int64_t pp_micro_batches_ = 0;       // set_pipeline_micro_batches (0: one per stage)
   HugePageBuffer weights_;  // what file_.tensors[...].packed (and under kHugePages .data) point into
-  bool whole_qk_norm_ = false;  // the family's Q/K norms span the whole projection (QkNorm::kWhole)
   float attention_scale_ = 0.0f;  // AttentionShape::scale: config().attn_scale (0: 1/sqrt(head_dim)),
                                   // times YaRN's / LongRoPE's attention factor squared
+  std::unique_ptr<ScratchSlot> scratch_;  // activations kept from forward to forward
 };
 
 }  // namespace peregrine

@@ -26,7 +26,7 @@
 #include "peregrine/core/status.h"
 #include "peregrine/core/tensor.h"
 #include "peregrine/core/thread_pool.h"
-#include "peregrine/formats/lora_adapter.h"
+#include "peregrine/model/lora_adapter.h"
 
 namespace peregrine {
 

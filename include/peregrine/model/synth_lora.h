@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "peregrine/core/status.h"
-#include "peregrine/formats/lora_adapter.h"
+#include "peregrine/model/lora_adapter.h"
 #include "peregrine/formats/model_file.h"
 
 namespace peregrine {

@@ -1,11 +1,11 @@
-// Merging LoRA adapters (formats/lora_adapter.h) into a model's f32 working copy: each adapted
+// Merging LoRA adapters (model/lora_adapter.h) into a model's f32 working copy: each adapted
 // weight W [out, in] becomes W + user_scale · s · B · A (s = LoraAdapter::scale()), the merge
 // of PEFT's merge_and_unload / llama.cpp's llama-export-lora. The result is written with the
 // model writers and quantized like any other model.
 #pragma once
 
 #include "peregrine/core/status.h"
-#include "peregrine/formats/lora_adapter.h"
+#include "peregrine/model/lora_adapter.h"
 #include "peregrine/quant/float_model.h"
 
 namespace peregrine {

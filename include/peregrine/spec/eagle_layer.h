@@ -42,12 +42,13 @@ class EagleLayer {
   /// Runs the rows of `batch` (tokens: x_{p+1}; positions: p; seq_ids: sequences of `cache`;
   /// parents ignored: rows are plain) with `features`
   /// [batch.size(), dim] f32 (row i's f_p), writing each row's K/V into `cache` at its position
-  /// (a sequence's rows: contiguous in the batch, consecutive positions from cache.length(seq)),
-  /// `logits` [batch.n_logits(), vocab] (the rows with need_logits, in batch order) and
-  /// `out_features` [rows, dim] (every row's f̂), both resized. Errors (nothing
-  /// written): kInvalidArgument (sizes, a sequence's rows not contiguous or not consecutive or
-  /// not starting at its length, a cache of another shape), kOutOfRange (token id outside the vocabulary, position >=
-  /// config().max_seq_len), kResourceExhausted (not enough free KV blocks).
+  /// (a sequence's rows: contiguous in the batch, consecutive positions; the batch planned in
+  /// `cache` by its owner: plan_batch_kv, model/batch_kv_plan.h), `logits` [batch.n_logits(),
+  /// vocab] (the rows with need_logits, in batch order) and `out_features` [rows, dim] (every
+  /// row's f̂), both resized. Errors (nothing written): kInvalidArgument (sizes, a sequence's
+  /// rows not contiguous or not consecutive, a batch not planned in the cache, a cache of
+  /// another shape), kOutOfRange (token id outside the vocabulary, position >=
+  /// config().max_seq_len).
   Status forward(const Batch& batch, std::span<const float> features, KvCache& cache, std::vector<float>& logits,
                  std::vector<float>& out_features, ThreadPool& pool) const;
 

@@ -112,7 +112,8 @@ class ModelDrafter final : public Drafter {
   ModelDrafter(const LlamaModel* draft, const EagleLayer* eagle, const ModelDrafterOptions& options, KvCache cache)
       : model_(draft), eagle_(eagle), options_(options), cache_(std::move(cache)) {}
   const ModelConfig& draft_config() const { return eagle_ != nullptr ? eagle_->config() : model_->config(); }
-  Status run_forward(const Batch& batch, ThreadPool& pool);
+  // Plans `batch`'s KV in this drafter's cache (plan_batch_kv), then runs the draft forward.
+  Status run_forward(Batch& batch, ThreadPool& pool);
   // EAGLE: the input feature of a row at `position` of `seq` (zeros when not held).
   void add_context_feature(const Sequence& seq, std::int64_t position);
   std::vector<Job> start_jobs(std::span<const DraftRequest> requests, Batch& batch);

@@ -12,7 +12,7 @@
 // its windows), starts drawn from (seed, step); AdamW (β 0.9 / 0.999, weight decay 0, as Hugging
 // Face's Trainer defaults), linear warm-up and cosine decay (train/torch/training_steps.h).
 // Deterministic for a seed at a given thread count. The result is a LoraAdapter laid out for the
-// base (formats/lora_adapter.h: canonical names, B's Q/K rows in the base's RoPE pairing), which
+// base (model/lora_adapter.h: canonical names, B's Q/K rows in the base's RoPE pairing), which
 // save_peft_adapter writes as a PEFT folder that `generate --lora`, `lora merge` and Hugging
 // Face PEFT load.
 #pragma once
@@ -25,7 +25,7 @@
 
 #include "peregrine/core/status.h"
 #include "peregrine/core/thread_pool.h"
-#include "peregrine/formats/lora_adapter.h"
+#include "peregrine/model/lora_adapter.h"
 #include "peregrine/quant/float_model.h"
 #include "peregrine/train/distill.h"
 

@@ -35,6 +35,12 @@ Status field_positive(const char* field, std::int64_t v) {
 
 }  // namespace
 
+KvShape ModelConfig::kv_shape() const {
+  KvShape shape{n_layers, n_kv_heads, head_dim};
+  for (std::int64_t l = 0; l < n_layers && sliding_window > 0; ++l) shape.layer_windows.push_back(layer_window(l));
+  return shape;
+}
+
 Status ModelConfig::validate() const {
   if (!find_architecture(arch)) {
     return unsupported("model config: architecture '" + arch + "' is not supported (" + supported_architecture_names() + " are)");
@@ -97,7 +103,17 @@ std::int64_t ModelConfig::layer_window(std::int64_t layer) const {
 LayerSpec ModelConfig::layer_spec(std::int64_t layer) const {
   const std::int64_t window = layer_window(layer);
   const bool local_base = window > 0 && rope_theta_local > 0.0f;
-  return LayerSpec{window, local_base ? rope_theta_local : rope_theta, !local_base};
+  const Architecture* family = find_architecture(arch);
+  LayerSpec spec{.window = window, .rope_theta = local_base ? rope_theta_local : rope_theta, .rope_scaled = !local_base};
+  if (family != nullptr) {
+    spec.qkv_bias = family->qkv_bias;
+    spec.qk_norm = family->qk_norm;
+    spec.post_norms = family->post_norms;
+  }
+  spec.norm_weight_offset = norm_weight_offset;
+  spec.moe = n_experts > 0;
+  spec.activation = activation;
+  return spec;
 }
 
 void apply_architecture(ModelConfig& c, const Architecture& family) {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "peregrine/core/status.h"
-#include "peregrine/formats/lora_adapter.h"
+#include "peregrine/model/lora_adapter.h"
 #include "peregrine/quant/float_model.h"
 #include "train/torch/llama_blocks.h"
 #include "train/torch/nf4_weight.h"

@@ -16,12 +16,26 @@
 
 namespace peregrine {
 
-/// What differs from one layer of a model to the next, derived once from its config
-/// (ModelConfig::layer_spec; gemma.cpp's LayerConfig, vLLM's per-layer KV cache spec).
+/// What one layer of a model computes, derived once from its config and family
+/// (ModelConfig::layer_spec; gemma.cpp's LayerConfig, vLLM's per-layer KV cache spec). The
+/// forward (model/llama_model.h) reads it instead of deciding per call; the layer is always
+/// x += [post_norm](attention(attn_norm(x))), x += [post_norm](FFN(ffn_norm(x))).
 struct LayerSpec {
-  std::int64_t window = 0;      // sliding window (AttentionShape::window); 0: global attention
+  // Attention and its KV cache kind.
+  std::int64_t window = 0;      // > 0: sliding window (AttentionShape::window); its KV blocks
+                                // form window groups that free what left it
+                                // (kv/kv_layer_groups.h); 0: full attention
   float rope_theta = 10000.0f;  // RoPE base
   bool rope_scaled = true;      // the config's rope_scaling / the rope_freqs tensor apply
+  bool qkv_bias = false;        // blk.L.attn_{q,k,v}.bias added after the projections (Qwen2)
+  QkNorm qk_norm = QkNorm::kNone;  // RMSNorm of q and k before RoPE (Qwen3 per head, OLMoE whole)
+  // Norms.
+  bool post_norms = false;      // RMSNorm of the attention and FFN outputs before each residual
+                                // add (Gemma 2 / 3: post_attention_norm, post_ffw_norm)
+  float norm_weight_offset = 0.0f;  // every RMSNorm of the layer scales by (offset + w)
+  // FFN.
+  bool moe = false;             // routed experts (model/moe_ffn.h) instead of the dense FFN
+  FfnActivation activation = FfnActivation::kSilu;  // the gated FFN's activation
 };
 
 /// Hyper-parameters of a Llama-family decoder.
@@ -86,8 +100,10 @@ struct ModelConfig {
   /// layer (sliding_window_period above, counted on first_layer + layer), 0 on a global one.
   std::int64_t layer_window(std::int64_t layer) const;
 
-  /// Layer `layer`'s window, RoPE base and whether RoPE scaling applies: a local layer (window
-  /// > 0) takes rope_theta_local, unscaled, where that is set; every other layer rope_theta.
+  /// Layer `layer`'s spec: its window; its RoPE base and whether RoPE scaling applies (a local
+  /// layer, window > 0, takes rope_theta_local, unscaled, where that is set; every other layer
+  /// rope_theta); the family's (arch) Q/K/V biases, Q/K norm and post-norms; the norm weight
+  /// offset, MoE (n_experts > 0) and activation of the config.
   LayerSpec layer_spec(std::int64_t layer) const;
 
   /// Checks positivity and divisibility (n_heads % n_kv_heads, even head_dim), the Gemma 2
@@ -97,8 +113,9 @@ struct ModelConfig {
   /// Errors: kCorruptFile naming the bad field; kUnsupported (unknown arch).
   Status validate() const;
 
-  /// The KV cache's view of this model: n_layers, n_kv_heads, head_dim.
-  KvShape kv_shape() const { return KvShape{n_layers, n_kv_heads, head_dim}; }
+  /// The KV cache's view of this model: n_layers, n_kv_heads, head_dim, and each layer's
+  /// window (layer_window) when some layer has one.
+  KvShape kv_shape() const;
 
  private:
   Status validate_experts() const;

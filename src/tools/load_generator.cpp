@@ -1,4 +1,4 @@
-#include "peregrine/server/load_generator.h"
+#include "peregrine/tools/load_generator.h"
 
 #include <httplib.h>
 

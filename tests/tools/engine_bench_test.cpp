@@ -1,5 +1,5 @@
 // run_bench() and model_cost() on the real stories260K model.
-#include "peregrine/engine/bench.h"
+#include "peregrine/tools/engine_bench.h"
 
 #include <gtest/gtest.h>
 

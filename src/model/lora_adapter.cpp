@@ -1,4 +1,4 @@
-#include "peregrine/formats/lora_adapter.h"
+#include "peregrine/model/lora_adapter.h"
 
 #include <cmath>
 #include <cstring>

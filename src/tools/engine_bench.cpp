@@ -1,4 +1,4 @@
-#include "peregrine/engine/bench.h"
+#include "peregrine/tools/engine_bench.h"
 
 #include <chrono>
 #include <cmath>

@@ -1,8 +1,8 @@
-// LoRA adapters (formats/lora_adapter.h) for the real stories260K: PEFT folders written by
+// LoRA adapters (model/lora_adapter.h) for the real stories260K: PEFT folders written by
 // save_peft_adapter read back exactly (Q/K rows through Hugging Face's NeoX order and back), a
 // llama.cpp-layout LoRA GGUF reads to the same values, and every malformed adapter gives one
 // clear error naming what is wrong. The adapters are random (no trained one exists for it).
-#include "peregrine/formats/lora_adapter.h"
+#include "peregrine/model/lora_adapter.h"
 
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@
 #include "formats/gguf/gguf_writer.h"
 #include "formats/safetensors/safetensors_writer.h"
 #include "peregrine/formats/safetensors/safetensors.h"
-#include "test_files.h"
+#include "formats/test_files.h"
 #include "test_paths.h"
 
 namespace peregrine {

@@ -1,10 +1,10 @@
-#include "peregrine/kernels/cpu/roofline.h"
+#include "peregrine/tools/roofline.h"
 
 #include "peregrine/core/huge_page_buffer.h"
 #include "peregrine/kernels/cpu/isa.h"
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels/cpu/roofline.cpp"
+#define HWY_TARGET_INCLUDE "tools/roofline.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/aligned_allocator.h>
 #include <hwy/cache_control.h>

@@ -1,5 +1,5 @@
 // The roofline probes return plausible figures (a sanity check, not a performance test).
-#include "peregrine/kernels/cpu/roofline.h"
+#include "peregrine/tools/roofline.h"
 
 #include <gtest/gtest.h>
 
