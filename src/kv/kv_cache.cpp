@@ -232,12 +232,12 @@ void KvCache::release_behind_window(std::int32_t seq, std::int64_t pos) {
     if (window == 0) continue;
     std::vector<std::int32_t>& table = it->second.tables[static_cast<std::size_t>(g)];
     // Block b holds positions [b · bs, (b + 1) · bs): unseen when (b + 1) · bs <= pos - window + 1.
-    const std::int64_t unseen = std::max<std::int64_t>(0, (pos - window + 1) / block_size_);
-    for (std::int64_t b = 0; b < std::min<std::int64_t>(unseen, static_cast<std::int64_t>(table.size())); ++b) {
-      std::int32_t& id = table[static_cast<std::size_t>(b)];
-      if (id == kReleasedBlock) continue;
-      pool_.unref(id);
-      id = kReleasedBlock;
+    // Released entries always form a prefix of the table, so walking back from the last unseen
+    // block stops at the previous call's work: each step costs the blocks it releases.
+    const std::int64_t unseen = std::min<std::int64_t>((pos - window + 1) / block_size_, static_cast<std::int64_t>(table.size()));
+    for (std::int64_t b = unseen - 1; b >= 0 && table[static_cast<std::size_t>(b)] != kReleasedBlock; --b) {
+      pool_.unref(table[static_cast<std::size_t>(b)]);
+      table[static_cast<std::size_t>(b)] = kReleasedBlock;
     }
   }
 }

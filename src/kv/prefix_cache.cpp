@@ -5,6 +5,15 @@
 #include <tuple>
 
 namespace peregrine {
+namespace {
+
+// The first position block whose window-group blocks the next position after `depth` blocks
+// still sees: (depth · bs - window + 1) / bs, at least 0.
+std::int64_t first_seen_block(std::int64_t depth, std::int64_t window, std::int32_t bs) {
+  return std::max<std::int64_t>(0, (depth * bs - window + 1) / bs);
+}
+
+}  // namespace
 
 PrefixCache::PrefixCache(KvCache& cache) : cache_(&cache) {}
 
@@ -21,14 +30,6 @@ std::vector<std::int32_t> PrefixCache::block_key(std::span<const std::int32_t> t
   key.insert(key.end(), t.begin(), t.end());
   return key;
 }
-
-// The first position block whose window-group blocks the next position after `depth` blocks
-// still sees: (depth · bs - window + 1) / bs, at least 0.
-namespace {
-std::int64_t first_seen_block(std::int64_t depth, std::int64_t window, std::int32_t bs) {
-  return std::max<std::int64_t>(0, (depth * bs - window + 1) / bs);
-}
-}  // namespace
 
 // The longest prefix of `path` (in blocks) whose window groups hold every block its next
 // position sees; all of it when the cache has no window group.
