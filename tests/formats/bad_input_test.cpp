@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <functional>
 #include <tuple>
+#include <variant>
 
+#include "peregrine/formats/config_keys.h"
 #include "formats/gguf/gguf_writer.h"
 #include "peregrine/formats/gguf/gguf.h"
 #include "peregrine/formats/hf/hf_model.h"
@@ -453,7 +455,7 @@ TEST_F(BadInput, GgufFamilyTensors) {
 }
 
 // Gemma 2: its post-block norms are required (one error naming the missing one), and a
-// soft-cap that is negative or NaN is one error naming the key.
+// hyper-parameter of formats/config_keys.h that is negative (or a NaN float) is one error naming the key.
 TEST_F(BadInput, Gemma2Gguf) {
   const auto post_norms = [](bool ffw) {
     return [ffw](test::GgufWriter& g) {
@@ -479,15 +481,22 @@ TEST_F(BadInput, Gemma2Gguf) {
   auto no_ffw = gemma("gemma2-no-ffw", post_norms(false));
   expect_error(no_ffw, ErrorCode::kCorruptFile, "gemma2 without post_ffw_norm");
   EXPECT_NE(no_ffw.status().message().find("blk.0.post_ffw_norm.weight"), std::string::npos) << no_ffw.status().message();
-  for (const float cap : {-5.0f, NAN}) {
-    for (const char* key : {"gemma2.attn_logit_softcapping", "gemma2.final_logit_softcapping"}) {
-      auto bad = gemma("gemma2-cap", post_norms(true), [&](test::GgufWriter& g) { g.kv_f32(key, cap); });
-      expect_error(bad, ErrorCode::kCorruptFile, std::string(key) + " = " + std::to_string(cap));
+  for (const ConfigKey& k : config_keys()) {  // every hyper-parameter of the table: negative, NaN
+    const std::string key = std::string("gemma2.") + k.gguf;
+    const bool is_float = std::holds_alternative<float ModelConfig::*>(k.field);
+    for (const float v : {-5.0f, NAN}) {
+      if (!is_float && std::isnan(v)) continue;
+      auto bad = gemma("gemma2-key", post_norms(true), [&](test::GgufWriter& g) {
+        if (is_float) {
+          g.kv_f32(key, v);
+        } else {
+          g.kv_i32(key, static_cast<std::int32_t>(v));
+        }
+      });
+      expect_error(bad, ErrorCode::kCorruptFile, key + " = " + std::to_string(v));
       EXPECT_NE(bad.status().message().find(key), std::string::npos) << bad.status().message();
     }
   }
-  auto window = gemma("gemma2-window", post_norms(true), [](test::GgufWriter& g) { g.kv_i32("gemma2.attention.sliding_window", -4); });
-  expect_error(window, ErrorCode::kCorruptFile, "negative sliding window");
   // Post norms outside their family are refused like any other family's tensors.
   const Bytes llama = tiny_gguf("llama", 3, [&](test::GgufWriter& g) {
     g.kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);

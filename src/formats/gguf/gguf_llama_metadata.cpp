@@ -1,6 +1,10 @@
 #include "peregrine/formats/gguf/gguf_llama_metadata.h"
 
 #include <cmath>
+#include <type_traits>
+#include <variant>
+
+#include "peregrine/formats/config_keys.h"
 
 #include "peregrine/core/mapped_file.h"
 #include "peregrine/tokenizer/llama2c_tokenizer.h"
@@ -31,29 +35,25 @@ std::uint32_t llama_file_type(DType t) {
 
 namespace {
 
-/// The sliding-window and Gemma 2 / 3 keys gguf_model.cpp reads back: the window when set, its
-/// period when not the family's, the local layers' RoPE base when set; the soft-caps when set
-/// or when the family's reader would otherwise default them (Gemma 2: 50 / 30);
-/// {arch}.attention.scale when set or when llama.cpp's layer-count rule would apply.
+/// The keys of formats/config_keys.h that gguf_model.cpp would not read back without them
+/// (config_key_written), and {arch}.attention.scale when set or when llama.cpp's layer-count rule
+/// would apply.
 Status add_attention_variant_metadata(GgufWriter& w, const ModelConfig& c) {
   const Architecture* family = find_architecture(c.arch);
-  const auto key = [&](const char* k) { return c.arch + "." + k; };
-  if (c.sliding_window > 0) {
-    PEREGRINE_RETURN_IF_ERROR(w.add(key("attention.sliding_window"), gguf_u32(static_cast<std::uint32_t>(c.sliding_window))));
-  }
-  if (family && c.sliding_window_period != family->sliding_window_period) {
-    PEREGRINE_RETURN_IF_ERROR(w.add(key("attention.sliding_window_pattern"), gguf_u32(static_cast<std::uint32_t>(c.sliding_window_period))));
-  }
-  if (c.rope_theta_local > 0.0f) PEREGRINE_RETURN_IF_ERROR(w.add(key("rope.freq_base_swa"), gguf_f32(c.rope_theta_local)));
-  if (c.attn_softcap > 0.0f || (family && family->gguf_attn_softcap > 0.0f)) {
-    PEREGRINE_RETURN_IF_ERROR(w.add(key("attn_logit_softcapping"), gguf_f32(c.attn_softcap)));
-  }
-  if (c.final_softcap > 0.0f || (family && family->gguf_final_softcap > 0.0f)) {
-    PEREGRINE_RETURN_IF_ERROR(w.add(key("final_logit_softcapping"), gguf_f32(c.final_softcap)));
+  for (const ConfigKey& k : config_keys()) {
+    if (!config_key_written(k, c, ConfigKeyFormat::kGguf)) continue;
+    const std::string key = c.arch + "." + k.gguf;
+    PEREGRINE_RETURN_IF_ERROR(std::visit(
+        [&](auto field) {
+          const auto v = c.*field;
+          if constexpr (std::is_same_v<decltype(v), const float>) return w.add(key, gguf_f32(v));
+          return w.add(key, gguf_u32(static_cast<std::uint32_t>(v)));
+        },
+        k.field));
   }
   if (c.attn_scale > 0.0f || (family && family->gguf_scale_dim_layers == c.n_layers)) {
     const float scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-    PEREGRINE_RETURN_IF_ERROR(w.add(key("attention.scale"), gguf_f32(scale)));
+    PEREGRINE_RETURN_IF_ERROR(w.add(c.arch + ".attention.scale", gguf_f32(scale)));
   }
   return Status::ok();
 }

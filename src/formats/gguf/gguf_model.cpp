@@ -4,7 +4,10 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <type_traits>
+#include <variant>
 
+#include "peregrine/formats/config_keys.h"
 #include "formats/fused_projections.h"
 #include "peregrine/core/json_util.h"
 
@@ -154,33 +157,38 @@ Status read_experts(const GgufFile& g, const Architecture& arch, ModelConfig& c,
   return Status::ok();
 }
 
-/// A soft-cap or scale key: `fallback` when absent; kCorruptFile naming the key when negative (or,
-/// through optional_float, not finite).
-Expected<float> read_non_negative(const GgufFile& g, const std::string& key, float fallback, const std::string& path) {
-  PEREGRINE_ASSIGN_OR_RETURN(auto v, optional_float(g, key, path));
-  if (v && *v < 0.0f) return corrupt_file(path + ": GGUF key '" + key + "' = " + std::to_string(*v) + " must be >= 0");
+/// A non-negative number key: `fallback` when absent; kCorruptFile naming the key when negative
+/// (or, through optional_float, not finite).
+template <typename T>
+Expected<T> read_non_negative(const GgufFile& g, const std::string& key, T fallback, const std::string& path) {
+  std::optional<T> v;
+  if constexpr (std::is_same_v<T, float>) {
+    PEREGRINE_ASSIGN_OR_RETURN(v, optional_float(g, key, path));
+  } else {
+    PEREGRINE_ASSIGN_OR_RETURN(v, optional_int(g, key, path));
+  }
+  if (v && *v < 0) return corrupt_file(path + ": GGUF key '" + key + "' = " + std::to_string(*v) + " must be >= 0");
   return v.value_or(fallback);
 }
 
-/// The family's fields (apply_architecture) and the keys of sliding-window and Gemma 2 / 3
-/// attention (llama-arch.cpp LLM_KV_ATTENTION_SLIDING_WINDOW, its _PATTERN (a scalar period) and
-/// LLM_KV_ROPE_FREQ_BASE_SWA overriding the family's, LLM_KV_ATTN_LOGIT_SOFTCAPPING,
-/// LLM_KV_FINAL_LOGIT_SOFTCAPPING, LLM_KV_ATTENTION_SCALE): the soft-caps default to the
-/// family's (llama.cpp's hparams for gemma2), and without {arch}.attention.scale a Gemma 2 file
-/// of gguf_scale_dim_layers layers scales scores by (dim / n_heads)^-0.5 as llama.cpp does.
+/// The family's fields (apply_architecture), the keys of formats/config_keys.h (sliding window
+/// and its pattern as a scalar period, the local layers' RoPE base, the soft-caps, each absent
+/// one the family's default: llama.cpp's hparams for gemma2 / gemma3) and
+/// {arch}.attention.scale (llama-arch.cpp LLM_KV_ATTENTION_SCALE): without it a Gemma 2 file of
+/// gguf_scale_dim_layers layers scales scores by (dim / n_heads)^-0.5 as llama.cpp does.
 /// Needs c.dim, c.n_layers, c.n_heads.
 Status read_attention_variant(const GgufFile& g, const Architecture& arch, const std::string& path, ModelConfig& c) {
   const std::string a(arch.name);
   apply_architecture(c, arch);
-  PEREGRINE_ASSIGN_OR_RETURN(auto window, optional_int(g, a + ".attention.sliding_window", path));
-  if (window && *window < 0) return corrupt_file(path + ": GGUF key '" + a + ".attention.sliding_window' is negative");
-  c.sliding_window = window.value_or(0);
-  PEREGRINE_ASSIGN_OR_RETURN(auto period, optional_int(g, a + ".attention.sliding_window_pattern", path));
-  if (period && *period < 0) return corrupt_file(path + ": GGUF key '" + a + ".attention.sliding_window_pattern' is negative");
-  if (period) c.sliding_window_period = *period;
-  PEREGRINE_ASSIGN_OR_RETURN(c.rope_theta_local, read_non_negative(g, a + ".rope.freq_base_swa", c.rope_theta_local, path));
-  PEREGRINE_ASSIGN_OR_RETURN(c.attn_softcap, read_non_negative(g, a + ".attn_logit_softcapping", arch.gguf_attn_softcap, path));
-  PEREGRINE_ASSIGN_OR_RETURN(c.final_softcap, read_non_negative(g, a + ".final_logit_softcapping", arch.gguf_final_softcap, path));
+  const ModelConfig defaults = config_key_defaults(arch, ConfigKeyFormat::kGguf);
+  for (const ConfigKey& k : config_keys()) {
+    PEREGRINE_RETURN_IF_ERROR(std::visit(
+        [&](auto field) -> Status {
+          PEREGRINE_ASSIGN_OR_RETURN(c.*field, read_non_negative(g, a + "." + k.gguf, defaults.*field, path));
+          return Status::ok();
+        },
+        k.field));
+  }
   PEREGRINE_ASSIGN_OR_RETURN(auto scale, read_non_negative(g, a + ".attention.scale", 0.0f, path));
   if (scale == 0.0f && arch.gguf_scale_dim_layers > 0 && c.n_layers == arch.gguf_scale_dim_layers && c.n_heads > 0) {
     scale = 1.0f / std::sqrt(static_cast<float>(c.dim / c.n_heads));

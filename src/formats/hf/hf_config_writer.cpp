@@ -4,8 +4,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
+#include <variant>
 
 #include <nlohmann/json.hpp>
+
+#include "peregrine/formats/config_keys.h"
 
 namespace peregrine {
 namespace {
@@ -36,15 +40,23 @@ void add_experts(nlohmann::ordered_json& j, const ModelConfig& c, const Architec
   j["norm_topk_prob"] = c.expert_weights_norm;
 }
 
-/// The sliding window and Gemma 2's fields as transformers' configs name them (hf_model.cpp
-/// reads them back): sliding_window, query_pre_attn_scalar (the scale's ^-2), the soft-caps,
-/// hidden_activation beside hidden_act, Gemma 3's rope_local_base_freq and a sliding_window_pattern
-/// other than the family's.
+/// The fields of formats/config_keys.h that hf_model.cpp would not read back without them
+/// (config_key_written), Mistral's class for a llama with a window, hidden_activation beside
+/// hidden_act, and query_pre_attn_scalar (the scale's ^-2).
 void add_attention_variant(nlohmann::ordered_json& j, const ModelConfig& c) {
-  if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
-  const Architecture* family = find_architecture(c.arch);
-  if (family && c.sliding_window_period != family->sliding_window_period) j["sliding_window_pattern"] = c.sliding_window_period;
-  if (c.rope_theta_local > 0.0f) j["rope_local_base_freq"] = as_decimal(c.rope_theta_local);
+  for (const ConfigKey& k : config_keys()) {
+    if (!config_key_written(k, c, ConfigKeyFormat::kHf)) continue;
+    std::visit(
+        [&](auto field) {
+          const auto v = c.*field;
+          if constexpr (std::is_same_v<decltype(v), const float>) {
+            j[k.hf] = as_decimal(v);
+          } else {
+            j[k.hf] = v;
+          }
+        },
+        k.field);
+  }
   if (c.sliding_window > 0 && c.arch == "llama" && c.n_experts == 0) {  // transformers' Llama has no window: Mistral's class
     j["architectures"] = nlohmann::ordered_json::array({"MistralForCausalLM"});
     j["model_type"] = "mistral";
@@ -58,8 +70,6 @@ void add_attention_variant(nlohmann::ordered_json& j, const ModelConfig& c) {
       j["query_pre_attn_scalar"] = scalar;
     }
   }
-  if (c.attn_softcap > 0.0f) j["attn_logit_softcapping"] = as_decimal(c.attn_softcap);
-  if (c.final_softcap > 0.0f) j["final_logit_softcapping"] = as_decimal(c.final_softcap);
 }
 
 /// LongRoPE as Phi3Config holds it: original_max_position_embeddings at the top level when the

@@ -5,7 +5,10 @@
 #include <map>
 #include <optional>
 #include <string_view>
+#include <type_traits>
+#include <variant>
 
+#include "peregrine/formats/config_keys.h"
 #include "formats/hf/config_fields.h"
 #include "formats/fused_projections.h"
 #include "formats/hf/hf_quant_config.h"
@@ -186,24 +189,44 @@ Expected<FfnActivation> read_activation(const ConfigFields& f, const Architectur
   return family.activation;
 }
 
-/// A soft-capping / scale field: 0 when absent or null. Errors: kCorruptFile when negative.
-Expected<float> non_negative_float(const ConfigFields& f, const char* key) {
-  PEREGRINE_ASSIGN_OR_RETURN(auto v, f.optional_float(key));
-  if (v && !(*v >= 0.0f)) return corrupt_file(f.what() + ": field '" + key + "' = " + std::to_string(*v) + " must be >= 0");
-  return v.value_or(0.0f);
+/// A non-negative number field: `fallback` when absent or null. Errors: kCorruptFile when negative.
+template <typename T>
+Expected<T> non_negative(const ConfigFields& f, const char* key, T fallback) {
+  std::optional<T> v;
+  if constexpr (std::is_same_v<T, float>) {
+    PEREGRINE_ASSIGN_OR_RETURN(v, f.optional_float(key));
+  } else {
+    PEREGRINE_ASSIGN_OR_RETURN(v, f.optional_int(key));
+  }
+  if (v && !(*v >= 0)) return corrupt_file(f.what() + ": field '" + key + "' = " + std::to_string(*v) + " must be >= 0");
+  return v.value_or(fallback);
 }
 
-/// The sliding window: sliding_window (Mistral, Phi-3, Gemma 2: on the family's local layers)
+/// The fields of formats/config_keys.h (sliding_window, sliding_window_pattern of older Gemma 3
+/// configs, Gemma 3's rope_local_base_freq, Gemma 2's soft-caps), each absent or null one the
+/// family's default.
+Status read_config_keys(const ConfigFields& f, const Architecture& family, ModelConfig& c) {
+  const ModelConfig defaults = config_key_defaults(family, ConfigKeyFormat::kHf);
+  for (const ConfigKey& k : config_keys()) {
+    PEREGRINE_RETURN_IF_ERROR(std::visit(
+        [&](auto field) -> Status {
+          PEREGRINE_ASSIGN_OR_RETURN(c.*field, non_negative(f, k.hf, defaults.*field));
+          return Status::ok();
+        },
+        k.field));
+  }
+  return Status::ok();
+}
+
+/// The sliding window (read_config_keys: Mistral, Phi-3, Gemma 2: on the family's local layers)
 /// unless use_sliding_window is false (Qwen2's configs carry a window they do not use). Qwen2's
 /// use_sliding_window true windows the layers from max_window_layers on (modeling_qwen2.py):
 /// only all or none of them is supported. A layer_types list (newer transformers) must name the
 /// layers the family's pattern makes local. Errors: kUnsupported, kCorruptFile.
 Status read_sliding_window(const ConfigFields& f, ModelConfig& c) {
-  PEREGRINE_ASSIGN_OR_RETURN(auto window, f.optional_int("sliding_window"));
   PEREGRINE_ASSIGN_OR_RETURN(auto use_window, f.optional_bool("use_sliding_window"));
   PEREGRINE_ASSIGN_OR_RETURN(auto max_window_layers, f.optional_int("max_window_layers"));
-  if (window && *window < 0) return corrupt_file(f.what() + ": field 'sliding_window' is negative");
-  c.sliding_window = window && use_window.value_or(true) ? *window : 0;
+  if (!use_window.value_or(true)) c.sliding_window = 0;
   if (c.sliding_window > 0 && use_window.value_or(false) && max_window_layers && *max_window_layers != 0) {
     if (*max_window_layers < c.n_layers) {
       return unsupported(f.what() + ": use_sliding_window with max_window_layers " + std::to_string(*max_window_layers) +
@@ -226,20 +249,10 @@ Status read_sliding_window(const ConfigFields& f, ModelConfig& c) {
   return Status::ok();
 }
 
-/// Gemma 2 / 3's attention fields: query_pre_attn_scalar (scores × its ^-0.5),
-/// attn_logit_softcapping, final_logit_softcapping, rope_local_base_freq (Gemma 3's local layers'
-/// RoPE base) and sliding_window_pattern (older Gemma 3 configs); the family's RMSNorm offset.
+/// Gemma 2 / 3's query_pre_attn_scalar (scores × its ^-0.5) and the family's RMSNorm offset.
 Status read_gemma_fields(const ConfigFields& f, const Architecture& family, ModelConfig& c) {
-  PEREGRINE_ASSIGN_OR_RETURN(auto local_base, f.optional_float("rope_local_base_freq"));
-  if (local_base && !(*local_base > 0.0f)) return corrupt_file(f.what() + ": field 'rope_local_base_freq' must be > 0");
-  if (local_base) c.rope_theta_local = *local_base;
-  PEREGRINE_ASSIGN_OR_RETURN(auto period, f.optional_int("sliding_window_pattern"));
-  if (period && *period < 0) return corrupt_file(f.what() + ": field 'sliding_window_pattern' is negative");
-  if (period) c.sliding_window_period = *period;
-  PEREGRINE_ASSIGN_OR_RETURN(const float scalar, non_negative_float(f, "query_pre_attn_scalar"));
+  PEREGRINE_ASSIGN_OR_RETURN(const float scalar, non_negative(f, "query_pre_attn_scalar", 0.0f));
   c.attn_scale = scalar > 0.0f ? 1.0f / std::sqrt(scalar) : 0.0f;
-  PEREGRINE_ASSIGN_OR_RETURN(c.attn_softcap, non_negative_float(f, "attn_logit_softcapping"));
-  PEREGRINE_ASSIGN_OR_RETURN(c.final_softcap, non_negative_float(f, "final_logit_softcapping"));
   c.norm_weight_offset = family.hf_norm_offset;
   return Status::ok();
 }
@@ -261,6 +274,7 @@ Expected<ModelConfig> read_config(const json& j, const std::string& what) {
   apply_architecture(c, *arch);
   PEREGRINE_ASSIGN_OR_RETURN(c.activation, read_activation(f, *arch));
   PEREGRINE_RETURN_IF_ERROR(read_gemma_fields(f, *arch, c));
+  PEREGRINE_RETURN_IF_ERROR(read_config_keys(f, *arch, c));
   PEREGRINE_ASSIGN_OR_RETURN(c.n_heads, f.required_int("num_attention_heads"));
   PEREGRINE_ASSIGN_OR_RETURN(auto kv_heads, f.optional_int("num_key_value_heads"));
   c.n_kv_heads = kv_heads.value_or(c.n_heads);
