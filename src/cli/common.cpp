@@ -165,7 +165,9 @@ void add_sampling_options(CLI::App& cmd, SamplingParams& s) {
   cmd.add_option("--top-p", s.top_p, "Top-p / nucleus (1 = off)")->capture_default_str();
   cmd.add_option("--min-p", s.min_p, "Min-p (0 = off)")->capture_default_str();
   cmd.add_option("--repeat-penalty", s.repeat_penalty, "Repetition penalty (1 = off)")->capture_default_str();
-  cmd.add_option("--repeat-last-n", s.repeat_last_n, "Tokens the penalty looks back over")->capture_default_str();
+  cmd.add_option("--presence-penalty", s.presence_penalty, "Presence penalty, [-2, 2] (0 = off)")->capture_default_str();
+  cmd.add_option("--frequency-penalty", s.frequency_penalty, "Frequency penalty, [-2, 2] (0 = off)")->capture_default_str();
+  cmd.add_option("--repeat-last-n", s.repeat_last_n, "Tokens the penalties look back over (-1 = all)")->capture_default_str();
   cmd.add_option("--seed", s.seed, "RNG seed")->capture_default_str();
 }
 

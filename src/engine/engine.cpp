@@ -140,7 +140,7 @@ Status Engine::Impl::check_request(const RequestOptions& r) const {
   }
   const auto n = static_cast<std::int64_t>(r.prompt.size());
   if (n > ctx_len) {
-    return out_of_range("the prompt is " + std::to_string(n) + " tokens, longer than the context of " +
+    return out_of_range("the prompt is " + std::to_string(n) + " tokens, which exceeds the available context size of " +
                         std::to_string(ctx_len) + " tokens");
   }
   if (cache.n_groups() * blocks_for_tokens(n + 1, cache.block_size()) > cache.pool().n_blocks()) {

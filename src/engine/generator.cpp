@@ -36,7 +36,7 @@ Status check_request(const LlamaModel& model, std::span<const std::int32_t> prom
   }
   if (static_cast<std::int64_t>(prompt.size()) > ctx) {
     return out_of_range("the prompt is " + std::to_string(prompt.size()) +
-                        " tokens, longer than the context of " + std::to_string(ctx) + " tokens");
+                        " tokens, which exceeds the available context size of " + std::to_string(ctx) + " tokens");
   }
   for (std::int32_t t : prompt) {
     if (t < 0 || t >= model.config().vocab_size) {

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_set>
+#include <string>
+#include <unordered_map>
+#include <utility>
 
 namespace peregrine {
 
@@ -20,23 +22,41 @@ Status SamplingParams::validate() const {
   if (!(repeat_penalty > 0.0f) || !std::isfinite(repeat_penalty)) {
     return invalid_argument("repeat penalty must be > 0 (got " + std::to_string(repeat_penalty) + ")");
   }
-  if (repeat_last_n < 0) return invalid_argument("repeat-last-n must be >= 0");
+  for (const auto& [name, penalty] : {std::pair{"presence penalty", presence_penalty}, std::pair{"frequency penalty", frequency_penalty}}) {
+    if (!(penalty >= -2.0f && penalty <= 2.0f)) {
+      return invalid_argument(std::string(name) + " must be in [-2, 2] (got " + std::to_string(penalty) + ")");
+    }
+  }
+  if (repeat_last_n < -1) return invalid_argument("repeat-last-n must be >= -1 (-1: the whole history)");
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0 || !std::isfinite(bias)) {
+      return invalid_argument("logit bias " + std::to_string(bias) + " of token " + std::to_string(id) + " is invalid");
+    }
+  }
   return Status::ok();
+}
+
+bool SamplingParams::penalizes() const {
+  return repeat_last_n != 0 && (repeat_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f);
+}
+
+std::size_t SamplingParams::penalty_window(std::size_t n_history) const {
+  return repeat_last_n < 0 ? n_history : std::min(n_history, static_cast<std::size_t>(repeat_last_n));
 }
 
 std::int32_t argmax(std::span<const float> logits) {
   return static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
-void Sampler::apply_repeat_penalty(std::span<float> logits,
-                                   std::span<const std::int32_t> history) const {
-  if (params_.repeat_penalty == 1.0f || params_.repeat_last_n == 0) return;
-  const std::size_t n = std::min<std::size_t>(history.size(), static_cast<std::size_t>(params_.repeat_last_n));
-  std::unordered_set<std::int32_t> seen(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
-  for (std::int32_t id : seen) {
+void Sampler::apply_penalties(std::span<float> logits, std::span<const std::int32_t> history) const {
+  if (!params_.penalizes()) return;
+  std::unordered_map<std::int32_t, std::int32_t> count;
+  for (std::int32_t id : history.last(params_.penalty_window(history.size()))) ++count[id];
+  for (const auto& [id, c] : count) {
     if (id < 0 || static_cast<std::size_t>(id) >= logits.size()) continue;
     float& l = logits[static_cast<std::size_t>(id)];
-    l = l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+    if (params_.repeat_penalty != 1.0f) l = l > 0.0f ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+    l -= static_cast<float>(c) * params_.frequency_penalty + params_.presence_penalty;
   }
 }
 
@@ -82,7 +102,10 @@ void Sampler::prepare(std::span<float> logits, std::span<const std::int32_t> his
   for (float& l : logits) {
     if (std::isnan(l)) l = -INFINITY;  // a NaN would break the ordering of every step below
   }
-  apply_repeat_penalty(logits, history);
+  for (const auto& [id, bias] : params_.logit_bias) {
+    if (static_cast<std::size_t>(id) < logits.size()) logits[static_cast<std::size_t>(id)] += bias;
+  }
+  apply_penalties(logits, history);
 }
 
 std::vector<std::pair<std::int32_t, float>> Sampler::next_token_distribution(

@@ -12,12 +12,14 @@
 #include <random>
 #include <set>
 #include <string_view>
+#include <variant>
 
 #include "peregrine/server/api_error.h"
 #include "peregrine/server/completion_output.h"
 #include "peregrine/server/openai_prompt.h"
 #include "peregrine/server/openai_request.h"
 #include "peregrine/server/prometheus.h"
+#include "peregrine/server/tokenize_endpoints.h"
 
 namespace peregrine {
 namespace {
@@ -46,6 +48,11 @@ void send_json(httplib::Response& res, const Json& body, int status = 200) {
 }
 
 void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.to_json(), e.http_status); }
+
+void send_result(httplib::Response& res, const std::variant<Json, ApiError>& result) {
+  if (const ApiError* e = std::get_if<ApiError>(&result)) return send_error(res, *e);
+  send_json(res, std::get<Json>(result));
+}
 
 /// Compares a secret in time independent of where the first difference is (the length is
 /// not secret).
@@ -131,6 +138,12 @@ void HttpServer::Impl::setup() {
   http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handle_completion(req, res, ApiEndpoint::kChatCompletions);
   });
+  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    send_result(res, tokenize_response(req.body, tokenizer));
+  });
+  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    send_result(res, detokenize_response(req.body, tokenizer));
+  });
 }
 
 bool HttpServer::Impl::authorized(const httplib::Request& req) const {
@@ -166,7 +179,7 @@ void HttpServer::Impl::close_exchange(std::uint64_t id) {
 
 void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::Response& res, ApiEndpoint endpoint) {
   if (draining) return send_error(res, api_error(unavailable("the server is shutting down")));
-  auto parsed = parse_openai_request(req.body, endpoint, {context_len, random_u64(), options.spec});
+  auto parsed = parse_openai_request(req.body, endpoint, {context_len, random_u64(), options.spec, engine.model().config().vocab_size});
   if (const ApiError* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
   const OpenAiRequest& request = std::get<OpenAiRequest>(parsed);
   if (Status st = engine.check_spec(request.spec); !st) return send_error(res, api_error(st, "speculative"));
@@ -229,11 +242,7 @@ void HttpServer::Impl::await(const std::shared_ptr<Exchange>& ex, httplib::Respo
     ex->cv.wait(lock, [&] { return ex->output.finished(); });
     body = ex->output.response();
   }
-  if (const ApiError* e = std::get_if<ApiError>(&body)) {
-    send_error(res, *e);
-  } else {
-    send_json(res, std::get<Json>(body));
-  }
+  send_result(res, body);
   close_exchange(ex->id);
 }
 

@@ -1,5 +1,6 @@
 #include "peregrine/server/openai_request.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -16,6 +17,8 @@ constexpr std::size_t kMaxStopStrings = 4;
 constexpr std::int64_t kMaxCompletionLogprobs = 5;
 constexpr std::int64_t kMaxChatTopLogprobs = 20;
 constexpr std::int32_t kDefaultCompletionMaxTokens = 16;
+constexpr double kMaxLogitBias = 100;      // OpenAI's range, [-100, 100]
+constexpr double kMaxRepeatPenalty = 1e6;  // a finite upper bound for the llama.cpp extension
 
 /// 400 about `param`: "'<param>' <problem>".
 ApiError bad(std::string_view param, std::string_view problem) {
@@ -198,9 +201,14 @@ Error read_sampling(const Json& obj, std::uint64_t default_seed, SamplingParams&
   if (auto e = read_number(obj, "temperature", 0, 2, false, s.temperature)) return e;
   if (auto e = read_number(obj, "top_p", 0, 1, true, s.top_p)) return e;
   if (auto e = read_number(obj, "min_p", 0, 1, false, s.min_p)) return e;
-  std::optional<std::int64_t> top_k, seed;
+  if (auto e = read_number(obj, "presence_penalty", -2, 2, false, s.presence_penalty)) return e;
+  if (auto e = read_number(obj, "frequency_penalty", -2, 2, false, s.frequency_penalty)) return e;
+  if (auto e = read_number(obj, "repeat_penalty", 0, kMaxRepeatPenalty, true, s.repeat_penalty)) return e;
+  std::optional<std::int64_t> top_k, last_n, seed;
   if (auto e = read_int(obj, "top_k", 0, std::numeric_limits<std::int32_t>::max(), top_k)) return e;
   if (top_k) s.top_k = static_cast<std::int32_t>(*top_k);
+  if (auto e = read_int(obj, "repeat_last_n", -1, std::numeric_limits<std::int32_t>::max(), last_n)) return e;
+  if (last_n) s.repeat_last_n = static_cast<std::int32_t>(*last_n);
   if (const Json* v = field(obj, "seed")) {  // any integer: negative seeds wrap to u64
     const auto i = json_util::as_i64(*v);
     const auto u = json_util::as_u64(*v);
@@ -212,15 +220,48 @@ Error read_sampling(const Json& obj, std::uint64_t default_seed, SamplingParams&
   return std::nullopt;
 }
 
+/// One logit_bias entry: a token id in [0, vocab_size) and a bias in [-100, 100].
+Error read_bias_entry(const Json& id, const Json& bias, std::int64_t vocab_size, SamplingParams& s) {
+  std::optional<std::int64_t> token = json_util::as_i64(id);
+  if (id.is_string()) {
+    const std::string& text = id.get_ref<const std::string&>();
+    std::int64_t v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec == std::errc() && end == text.data() + text.size()) token = v;
+  }
+  if (!token) return bad("logit_bias", "keys must be token ids (got " + json_util::printable(id.dump()) + ")");
+  if (*token < 0 || *token >= vocab_size) {
+    return bad("logit_bias", "token id " + std::to_string(*token) + " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
+  }
+  if (!bias.is_number() || !std::isfinite(bias.get<double>()) || std::fabs(bias.get<double>()) > kMaxLogitBias) {
+    return bad("logit_bias", "values must be numbers in [-100, 100] (got " + json_util::printable(bias.dump()) + ")");
+  }
+  s.logit_bias.emplace_back(static_cast<std::int32_t>(*token), bias.get<float>());
+  return std::nullopt;
+}
+
+/// logit_bias: OpenAI's object {"token id": bias}, or llama.cpp's array of [token id, bias] pairs.
+Error read_logit_bias(const Json& obj, std::int64_t vocab_size, SamplingParams& s) {
+  const Json* v = field(obj, "logit_bias");
+  if (v == nullptr) return std::nullopt;
+  if (v->is_object()) {
+    for (const auto& [key, bias] : v->items()) {
+      if (auto e = read_bias_entry(Json(key), bias, vocab_size, s)) return e;
+    }
+    return std::nullopt;
+  }
+  if (!v->is_array()) return wrong_type("logit_bias", "an object of token id: bias", *v);
+  for (const Json& pair : *v) {
+    if (!pair.is_array() || pair.size() != 2) return bad("logit_bias", "array entries must be [token id, bias] pairs");
+    if (auto e = read_bias_entry(pair[0], pair[1], vocab_size, s)) return e;
+  }
+  return std::nullopt;
+}
+
 /// Fields this server does not implement: accepted only at their neutral value.
 Error reject_unsupported(const Json& obj) {
   std::optional<std::int64_t> n;
   if (auto e = read_int(obj, "n", 1, 1, n)) return bad("n", "must be 1 (one choice per request)");
-  for (const char* key : {"presence_penalty", "frequency_penalty"}) {
-    float penalty = 0;
-    if (auto e = read_number(obj, key, -2, 2, false, penalty)) return e;
-    if (penalty != 0) return bad(key, "is not supported (only 0)");
-  }
   return std::nullopt;
 }
 
@@ -284,6 +325,7 @@ Error read_request(const Json& obj, ApiEndpoint endpoint, const RequestLimits& l
   }
   if (auto e = read_max_tokens(obj, endpoint, limits.context_len, r)) return e;
   if (auto e = read_sampling(obj, limits.seed, r.sampling)) return e;
+  if (auto e = read_logit_bias(obj, limits.vocab_size, r.sampling)) return e;
   if (auto e = read_logprobs(obj, endpoint, r.top_logprobs)) return e;
   if (auto e = read_stop(obj, r.stop)) return e;
   if (auto e = read_bool(obj, "ignore_eos", r.ignore_eos)) return e;

@@ -51,11 +51,11 @@ bool DraftTreeBuilder::better(std::int32_t a, std::int32_t b) const {
 
 std::vector<std::int32_t> DraftTreeBuilder::path_history(std::int32_t node) const {
   const SamplingParams* p = request_.sampling;
-  if (p == nullptr || p->repeat_penalty == 1.0f || p->repeat_last_n == 0) return {};
+  if (p == nullptr || !p->penalizes()) return {};
   std::vector<std::int32_t> path;
   for (std::int32_t i = node; i >= 0; i = nodes_[static_cast<std::size_t>(i)].parent) path.push_back(token(i));
   const auto tokens = request_.tokens;
-  const std::size_t tail = std::min(tokens.size(), static_cast<std::size_t>(p->repeat_last_n));
+  const std::size_t tail = p->penalty_window(tokens.size());
   std::vector<std::int32_t> history(tokens.end() - static_cast<std::ptrdiff_t>(tail), tokens.end());
   history.insert(history.end(), path.rbegin(), path.rend());
   return history;

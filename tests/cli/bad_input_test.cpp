@@ -52,7 +52,7 @@ TEST(CliBadInput, WrongMagic) {
 
 TEST(CliBadInput, PromptLongerThanContext) {
   const CliResult r = run_cli({"generate", "-f", shared_dir() + "/data/tinystories/tinystories_valid_excerpt.txt", "-n", "4"});
-  expect_clean_error(r, "longer than the context");
+  expect_clean_error(r, "exceeds the available context size");
 }
 
 TEST(CliBadInput, NegativeTemperature) { expect_clean_error(run_cli({"generate", "--temp", "-1"}), "temperature"); }

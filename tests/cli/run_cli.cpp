@@ -96,9 +96,12 @@ CliResult run_mpirun_killing_one_rank(int ranks, const std::vector<std::string>&
   while (true) {
     if (::waitpid(s.pid, &status, WNOHANG) == s.pid) break;
     if (!killed && elapsed() >= kill_after_s) {
+      // On a loaded machine mpirun may not have started every rank yet: wait until it has.
       rank_pids = child_pids(s.pid);
-      if (!rank_pids.empty()) ::kill(rank_pids.back(), SIGKILL);
-      killed = true;
+      if (static_cast<int>(rank_pids.size()) == ranks) {
+        ::kill(rank_pids.back(), SIGKILL);
+        killed = true;
+      }
     }
     if (elapsed() > timeout_s) {  // a hang: end the whole run, report it as a timeout
       ::kill(s.pid, SIGKILL);

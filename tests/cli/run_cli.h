@@ -25,8 +25,9 @@ CliResult run_cli_with_input(const std::vector<std::string>& args, const std::st
 /// without its leak check: Open MPI's allocations), waiting for it to finish.
 CliResult run_mpirun(int ranks, const std::vector<std::string>& args);
 
-/// As run_mpirun, but kill_after_s seconds in sends SIGKILL to the last rank mpirun started
-/// (their pids, in start order, go to rank_pids); if mpirun has not ended timeout_s seconds in,
+/// As run_mpirun, but kill_after_s seconds in (or later, once mpirun has started all `ranks`)
+/// sends SIGKILL to the last rank mpirun started (their pids, in start order, go to
+/// rank_pids); if mpirun has not ended timeout_s seconds in,
 /// kills it and returns exit_code -2 (a hang).
 CliResult run_mpirun_killing_one_rank(int ranks, const std::vector<std::string>& args, double kill_after_s,
                                       double timeout_s, std::vector<pid_t>& rank_pids);

@@ -75,7 +75,7 @@ TEST_F(GeneratorTest, Errors) {
   prompt_.assign(600, 1);
   auto long_prompt = run();
   EXPECT_EQ(long_prompt.status().code(), ErrorCode::kOutOfRange);
-  EXPECT_NE(long_prompt.status().message().find("longer than the context"), std::string::npos);
+  EXPECT_NE(long_prompt.status().message().find("exceeds the available context size"), std::string::npos);
   prompt_ = {1, 9999};
   EXPECT_EQ(run().status().code(), ErrorCode::kOutOfRange);  // token id past the vocabulary
   prompt_ = {1};

@@ -84,7 +84,12 @@ TEST(SamplingParams, RejectsEachBadValueNamingTheParameter) {
       {"repeat-penalty", [](SamplingParams& p) { p.repeat_penalty = 0.0f; }},
       {"repeat-penalty", [](SamplingParams& p) { p.repeat_penalty = -1.0f; }},
       {"repeat-penalty", [](SamplingParams& p) { p.repeat_penalty = kNaN; }},
-      {"repeat-last-n", [](SamplingParams& p) { p.repeat_last_n = -1; }},
+      {"repeat-last-n", [](SamplingParams& p) { p.repeat_last_n = -2; }},
+      {"presence-penalty", [](SamplingParams& p) { p.presence_penalty = 2.5f; }},
+      {"presence-penalty", [](SamplingParams& p) { p.presence_penalty = kNaN; }},
+      {"frequency-penalty", [](SamplingParams& p) { p.frequency_penalty = -2.01f; }},
+      {"logit-bias", [](SamplingParams& p) { p.logit_bias = {{3, kNaN}}; }},
+      {"logit-bias", [](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; }},
   };
   for (const Case& c : cases) {
     SamplingParams p;
@@ -309,6 +314,49 @@ TEST(Sampler, RepeatPenaltyWindowCoversWholeShortHistoryAndZeroDisables) {
   std::vector<float> untouched = {1.0f, 1.0f, -1.0f};
   (void)Sampler(p).sample(untouched, std::vector<std::int32_t>{0, 2});
   EXPECT_EQ(untouched, (std::vector<float>{1.0f, 1.0f, -1.0f}));
+}
+
+// OpenAI's presence / frequency penalties: logit -= count · frequency + presence for each id seen
+// in the window (llama.cpp's penalties sampler: the same window as the repetition penalty,
+// which applies first).
+TEST(Sampler, PresenceAndFrequencyPenaltiesSubtractPerOccurrenceWithinWindow) {
+  SamplingParams p = plain(0.0f);
+  p.presence_penalty = 0.5f;
+  p.frequency_penalty = 0.25f;
+  p.repeat_last_n = 5;
+  std::vector<float> logits = {2.0f, 1.0f, -1.0f, 4.0f, 0.0f};
+  // Window = last 5 = {1, 1, 1, 2, 77}: id 1 three times, id 2 once, 77 out of range; 3 and 0
+  // are older than the window.
+  (void)Sampler(p).sample(logits, std::vector<std::int32_t>{3, 0, 1, 1, 1, 2, 77});
+  EXPECT_EQ(logits, (std::vector<float>{2.0f, 1.0f - 0.75f - 0.5f, -1.0f - 0.25f - 0.5f, 4.0f, 0.0f}));
+
+  p.repeat_penalty = 2.0f;  // divides first, then the subtraction
+  p.repeat_last_n = -1;     // the whole history: id 3 and id 0 too
+  std::vector<float> all = {2.0f, 1.0f, -1.0f, 4.0f, 0.0f};
+  (void)Sampler(p).sample(all, std::vector<std::int32_t>{3, 0, 1, 1, 1, 2, 77});
+  EXPECT_EQ(all, (std::vector<float>{1.0f - 0.75f, 0.5f - 1.25f, -2.0f - 0.75f, 2.0f - 0.75f, 0.0f}));
+}
+
+TEST(Sampler, NegativePresencePenaltyEncouragesRepeats) {
+  SamplingParams p = plain(0.0f);
+  p.presence_penalty = -2.0f;
+  std::vector<float> logits = {3.0f, 1.5f};
+  EXPECT_EQ(Sampler(p).sample(logits, std::vector<std::int32_t>{1}), 1);
+}
+
+// logit_bias is added before the penalties (llama.cpp's order); an id past the vocabulary is
+// ignored; -100 removes a token from the top-k set in practice.
+TEST(Sampler, LogitBiasIsAddedBeforeThePenalties) {
+  SamplingParams p = plain(0.0f);
+  p.repeat_penalty = 2.0f;
+  p.logit_bias = {{0, 2.0f}, {2, -100.0f}, {9, 5.0f}};
+  std::vector<float> logits = {1.0f, 2.0f, 5.0f};
+  EXPECT_EQ(Sampler(p).sample(logits, std::vector<std::int32_t>{0}), 1);
+  EXPECT_EQ(logits, (std::vector<float>{1.5f, 2.0f, -95.0f}));
+  p.logit_bias = {{1, 10.0f}};
+  std::vector<float> boosted = {1.0f, 2.0f, 5.0f};
+  const auto dist = Sampler(p).next_token_distribution(boosted, {});
+  EXPECT_EQ(dist.front().first, 1);
 }
 
 TEST(Sampler, RepeatPenaltyCanChangeTheGreedyChoice) {

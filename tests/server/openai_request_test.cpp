@@ -5,7 +5,7 @@
 namespace peregrine {
 namespace {
 
-const RequestLimits kLimits{512, 1234, SpecParams{}};
+const RequestLimits kLimits{512, 1234, SpecParams{}, 1000};
 
 OpenAiRequest parse_ok(std::string_view body, ApiEndpoint endpoint = ApiEndpoint::kCompletions) {
   auto r = parse_openai_request(body, endpoint, kLimits);
@@ -127,8 +127,20 @@ TEST(OpenAiRequest, EveryInvalidFieldIs400NamingTheParam) {
       {R"({"prompt": "x", "stream_options": {"include_usage": true}})", kC, "stream_options"},
       {R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": 1}})", kC, "stream_options.include_usage"},
       {R"({"prompt": "x", "ignore_eos": 1})", kC, "ignore_eos"},
-      {R"({"prompt": "x", "presence_penalty": 0.5})", kC, "presence_penalty"},
-      {R"({"prompt": "x", "frequency_penalty": 1})", kC, "frequency_penalty"},
+      {R"({"prompt": "x", "presence_penalty": 2.5})", kC, "presence_penalty"},
+      {R"({"prompt": "x", "frequency_penalty": -3})", kC, "frequency_penalty"},
+      {R"({"prompt": "x", "frequency_penalty": "high"})", kC, "frequency_penalty"},
+      {R"({"prompt": "x", "repeat_penalty": 0})", kC, "repeat_penalty"},
+      {R"({"prompt": "x", "repeat_last_n": -2})", kC, "repeat_last_n"},
+      {R"({"prompt": "x", "logit_bias": 3})", kC, "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"hello": 1}})", kC, "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"12x": 1}})", kC, "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"1000": 1}})", kC, "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"-1": 1}})", kC, "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"5": 101}})", kC, "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"5": "up"}})", kC, "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": [[5]]})", kC, "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": [[5, 1, 2]]})", kC, "logit_bias"},
       {R"({"prompt": "x"})", kChat, "messages"},
       {R"({"messages": {}})", kChat, "messages"},
       {R"({"messages": []})", kChat, "messages"},
@@ -164,6 +176,25 @@ TEST(OpenAiRequest, EveryInvalidFieldIs400NamingTheParam) {
   }
 }
 
+// The penalties and logit_bias reach the sampler (OpenAI's object form with string token ids,
+// llama.cpp's array of pairs); absent, they are off.
+TEST(OpenAiRequest, PenaltiesAndLogitBias) {
+  const OpenAiRequest off = parse_ok(R"({"prompt": "x"})");
+  EXPECT_FALSE(off.sampling.penalizes());
+  EXPECT_TRUE(off.sampling.logit_bias.empty());
+  const OpenAiRequest r = parse_ok(R"({"prompt": "x", "presence_penalty": 0.5, "frequency_penalty": -1.25,
+      "repeat_penalty": 1.1, "repeat_last_n": -1, "logit_bias": {"7": -100, "999": 2.5}})");
+  EXPECT_EQ(r.sampling.presence_penalty, 0.5f);
+  EXPECT_EQ(r.sampling.frequency_penalty, -1.25f);
+  EXPECT_FLOAT_EQ(r.sampling.repeat_penalty, 1.1f);
+  EXPECT_EQ(r.sampling.repeat_last_n, -1);
+  EXPECT_EQ(r.sampling.logit_bias, (std::vector<std::pair<std::int32_t, float>>{{7, -100.0f}, {999, 2.5f}}));
+  EXPECT_TRUE(r.sampling.validate());
+  const OpenAiRequest pairs = parse_ok(R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": [[3, 1], [4, -0.5]]})",
+                                       ApiEndpoint::kChatCompletions);
+  EXPECT_EQ(pairs.sampling.logit_bias, (std::vector<std::pair<std::int32_t, float>>{{3, 1.0f}, {4, -0.5f}}));
+}
+
 TEST(OpenAiRequest, SpeculativeFieldOverridesTheServerDefault) {
   EXPECT_EQ(parse_ok(R"({"prompt": "x"})").spec.method, SpecMethod::kNone);
   EXPECT_EQ(parse_ok(R"({"prompt": "x", "speculative": "pld"})").spec.method, SpecMethod::kPld);
@@ -184,7 +215,8 @@ TEST(OpenAiRequest, SpeculativeFieldOverridesTheServerDefault) {
 }
 
 TEST(OpenAiRequest, DeeplyNestedBodyIsRejectedNotRecursedInto) {
-  const std::string body = "{\"prompt\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  std::string body = "{\"prompt\": ";
+  body.append(100000, '[').append(100000, ']').append("}");
   EXPECT_EQ(parse_error(body).http_status, 400);
 }
 

@@ -20,6 +20,7 @@
 
 #include "peregrine/server/sse_reader.h"
 #include "peregrine/model/lora_adapter.h"
+#include "peregrine/tokenizer/llama2c_tokenizer.h"
 #include "server_process.h"
 #include "test_models.h"
 #include "test_paths.h"
@@ -168,6 +169,52 @@ TEST_F(ServeTest, GreedyCompletionMatchesTheReferenceText) {
   EXPECT_EQ(r.body["usage"]["completion_tokens"], 40);
   EXPECT_EQ(r.body["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(r.body["object"], "text_completion");
+}
+
+// llama-server's /tokenize and /detokenize answer with the served model's vocabulary (the
+// fields' rules: tokenize_endpoints_test.cpp).
+TEST_F(ServeTest, TokenizeAndDetokenizeRoutes) {
+  const Reply ids = post(*server_, "/tokenize", {{"content", "Once upon a time"}, {"add_special", true}});
+  ASSERT_EQ(ids.status, 200) << ids.body.dump();
+  ASSERT_GT(ids.body["tokens"].size(), 2u);
+  EXPECT_EQ(ids.body["tokens"][0], 1);  // stories260K's BOS
+  const Reply text = post(*server_, "/detokenize", {{"tokens", ids.body["tokens"]}});
+  ASSERT_EQ(text.status, 200) << text.body.dump();
+  EXPECT_EQ(text.body["content"], "Once upon a time");
+  const Reply bad = post(*server_, "/detokenize", {{"tokens", {1, 512}}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body["error"]["param"], "tokens");
+}
+
+// logit_bias and the penalties reach the sampler: +20 on one token makes the greedy text that
+// token repeated; a frequency penalty of 2 over the whole context (repeat_last_n -1) takes 2 off
+// per occurrence, so the same bias stops winning after a few repeats; a logit_bias id past the
+// vocabulary is a 400 naming the field.
+TEST_F(ServeTest, LogitBiasAndFrequencyPenaltyShapeTheGreedyText) {
+  auto tokenizer = load_llama2c_tokenizer(test::shared_dir() + "/models/stories260K/tok512.bin");
+  ASSERT_TRUE(tokenizer) << tokenizer.status().message();
+  const std::vector<std::int32_t> ids = (*tokenizer)->encode(" dog", false);
+  ASSERT_FALSE(ids.empty());
+  const std::int32_t dog = ids.back();
+  const std::string piece = (*tokenizer)->decode(std::vector<std::int32_t>{dog});
+  std::string repeated;
+  for (int i = 0; i < 24; ++i) repeated += piece;
+  Json biased = greedy("Once upon a time", 24);
+  biased["logit_bias"] = {{std::to_string(dog), 20}};
+  const Reply r = post(*server_, "/v1/completions", biased);
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  EXPECT_EQ(r.body["choices"][0]["text"], repeated);
+  biased["frequency_penalty"] = 2;
+  biased["repeat_last_n"] = -1;
+  const Reply penalized = post(*server_, "/v1/completions", biased);
+  ASSERT_EQ(penalized.status, 200) << penalized.body.dump();
+  const std::string text = penalized.body["choices"][0]["text"];
+  EXPECT_EQ(text.rfind(piece + piece, 0), 0u) << text;  // the bias still wins at first
+  EXPECT_NE(text, repeated);
+  biased["logit_bias"] = Json::array({Json::array({512, 1})});
+  const Reply bad = post(*server_, "/v1/completions", biased);
+  EXPECT_EQ(bad.status, 400) << bad.body.dump();
+  EXPECT_EQ(bad.body["error"]["param"], "logit_bias");
 }
 
 // The per-request "speculative" field: prompt lookup and (with `serve --spec layerskip`) the
@@ -388,7 +435,7 @@ TEST(ServeLora, BadMaxLorasIsAClearError) {
   EXPECT_NE(server.log().find("--max-loras"), std::string::npos) << server.log();
 }
 
-TEST(ServeLimits, PromptLongerThanTheContextIs400) {
+TEST(ServeLimits, PromptLongerThanTheContextIs400AndAFullContextEndsWithLength) {
   ServerProcess server({"--ctx", "64"});
   ASSERT_TRUE(server.ready()) << server.log();
   std::string prompt;
@@ -397,8 +444,21 @@ TEST(ServeLimits, PromptLongerThanTheContextIs400) {
   EXPECT_EQ(r.status, 400) << r.body.dump();
   EXPECT_EQ(r.body["error"]["param"], "prompt");
   EXPECT_EQ(r.body["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(r.body["error"]["code"], "context_length_exceeded");
+  const std::string message = r.body["error"]["message"];
+  EXPECT_NE(message.find("exceeds the available context size"), std::string::npos) << message;  // llama-server's words
   EXPECT_EQ(post(server, "/v1/completions", greedy("Once", 65)).body["error"]["param"], "max_tokens");
   EXPECT_EQ(post(server, "/v1/completions", greedy("Once", 8)).status, 200);
+  // A generation that reaches the context ends there, with finish_reason "length": the last
+  // token is sampled from position 63's logits.
+  Json full = greedy("Once", 64);
+  full["ignore_eos"] = true;
+  const Reply ended = post(server, "/v1/completions", full);
+  ASSERT_EQ(ended.status, 200) << ended.body.dump();
+  EXPECT_EQ(ended.body["choices"][0]["finish_reason"], "length");
+  const int prompt_tokens = ended.body["usage"]["prompt_tokens"], completion_tokens = ended.body["usage"]["completion_tokens"];
+  EXPECT_EQ(prompt_tokens + completion_tokens, 65) << ended.body.dump();
+  EXPECT_LT(completion_tokens, 64);
 }
 
 TEST(ServeAuth, ApiKeyIsRequiredExceptForHealth) {

@@ -1,10 +1,13 @@
-// Next-token selection from logits: repetition penalty, top-k, top-p (nucleus), min-p,
-// temperature, and greedy; seeded so the same seed gives the same text.
+// Next-token selection from logits: logit bias, repetition / presence / frequency penalties,
+// top-k, top-p (nucleus), min-p, temperature, and greedy; seeded so the same seed gives the
+// same text.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "peregrine/core/status.h"
@@ -18,13 +21,24 @@ struct SamplingParams {
   float top_p = 0.95f;          // 1 = disabled
   float min_p = 0.05f;          // 0 = disabled
   float repeat_penalty = 1.0f;  // 1 = disabled
-  std::int32_t repeat_last_n = 64;  // window of recent tokens the penalty looks at
+  float presence_penalty = 0.0f;   // subtracted once from each token in the window; 0 = disabled
+  float frequency_penalty = 0.0f;  // subtracted per occurrence in the window; 0 = disabled
+  std::int32_t repeat_last_n = 64;  // window of recent tokens the penalties look at; -1 = all
+  std::vector<std::pair<std::int32_t, float>> logit_bias;  // (token id, added to its logit)
   std::uint64_t seed = 0;
 
   /// Errors (kInvalidArgument, naming the parameter): temperature < 0 or not finite,
   /// top_k < 0, top_p outside (0, 1], min_p outside [0, 1], repeat_penalty <= 0,
-  /// repeat_last_n < 0.
+  /// presence_penalty / frequency_penalty outside [-2, 2] (OpenAI's range), repeat_last_n < -1,
+  /// a logit_bias id < 0 or bias not finite (ids past the vocabulary are the caller's to check:
+  /// the sampler ignores them).
   Status validate() const;
+
+  /// Whether a penalty changes any logit (one of them set, and a window that is not 0).
+  bool penalizes() const;
+
+  /// How many of the last `n_history` tokens the penalties look at (repeat_last_n, -1: all).
+  std::size_t penalty_window(std::size_t n_history) const;
 };
 
 /// Stateful sampler (owns the RNG: std::mt19937_64 seeded with params.seed).
@@ -32,9 +46,12 @@ class Sampler {
  public:
   explicit Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
 
-  /// Picks the next token from `logits` [vocab] f32 (modified in place: NaN → -inf, penalty).
-  /// Pipeline: repetition penalty over the last repeat_last_n ids of `history` (CTRL, Keskar
-  /// et al. 2019: positive logits divided, negative multiplied) → greedy argmax if
+  /// Picks the next token from `logits` [vocab] f32 (modified in place: NaN → -inf, bias,
+  /// penalties). Pipeline: logit bias added → penalties over the last repeat_last_n ids of
+  /// `history` (the repetition penalty of CTRL, Keskar et al. 2019: positive logits divided,
+  /// negative multiplied; then OpenAI's presence and frequency penalties: logit −= c ·
+  /// frequency_penalty + (c > 0) · presence_penalty for a token seen c times; llama.cpp's
+  /// penalties sampler, one window for all three) → greedy argmax if
   /// temperature == 0 → top-k → softmax at temperature → top-p (smallest set with cumulative
   /// probability >= top_p; Holtzman et al. 2020) → min-p (drop p < min_p * p_max; Nguyen et
   /// al. 2024) → renormalize and draw.
@@ -61,12 +78,12 @@ class Sampler {
 
   const SamplingParams& params() const { return params_; }
 
-  /// The in-place first steps of sample(): NaN → -inf, then the repetition penalty over the
-  /// last repeat_last_n ids of `history` (drafters rank their candidates on these logits).
+  /// The in-place first steps of sample(): NaN → -inf, the logit bias, then the penalties over
+  /// the last repeat_last_n ids of `history` (drafters rank their candidates on these logits).
   void prepare(std::span<float> logits, std::span<const std::int32_t> history) const;
 
  private:
-  void apply_repeat_penalty(std::span<float> logits, std::span<const std::int32_t> history) const;
+  void apply_penalties(std::span<float> logits, std::span<const std::int32_t> history) const;
 
   SamplingParams params_;
   std::mt19937_64 rng_;

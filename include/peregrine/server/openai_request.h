@@ -7,8 +7,11 @@
 // max_tokens (chat also max_completion_tokens), temperature [0, 2] (default 1, as OpenAI),
 // top_p (0, 1] (default 1), seed, stop (a string or up to 4 strings), n (only 1), stream,
 // stream_options.include_usage, logprobs (completions: integer 0..5; chat: boolean with
-// top_logprobs 0..20), presence_penalty / frequency_penalty (only 0: not implemented), and the
-// extensions top_k (>= 0, default 0 = off), min_p [0, 1] (default 0), ignore_eos and
+// top_logprobs 0..20), presence_penalty / frequency_penalty [-2, 2] (default 0), logit_bias
+// (an object {"token id": bias in [-100, 100]}, or llama.cpp's array of [id, bias] pairs), and
+// the extensions top_k (>= 0, default 0 = off), min_p [0, 1] (default 0), llama.cpp's
+// repeat_penalty (> 0, default 1 = off) and repeat_last_n (>= -1, default 64: the window of
+// all three penalties, -1 the whole context), ignore_eos and
 // speculative (a method name "none" | "pld" | "draft" | "layerskip" | "quant", or an object
 // {"method", "draft_max" 1..64, "branching" >= 1, "adaptive"}; absent: the server's default).
 // Other fields (user, ...) are ignored, as OpenAI-compatible servers commonly do.
@@ -53,14 +56,17 @@ struct RequestLimits {
   std::int64_t context_len = 0;  // per-request context: max_tokens must not exceed it
   std::uint64_t seed = 0;        // used when the request has no seed
   SpecParams spec;               // used when the request has no "speculative" field
+  std::int64_t vocab_size = 0;   // logit_bias token ids must be below it
 };
 
 /// Parses and validates a JSON body. Errors: an ApiError 400 invalid_request_error whose param
 /// names the field at fault: "" for malformed JSON or a non-object body; the field for a wrong
 /// type, a missing prompt / messages, empty messages (messages[i].role for an unknown role),
 /// max_tokens outside [1, context_len], temperature outside [0, 2], top_p outside (0, 1],
-/// top_k < 0, min_p outside [0, 1], n != 1, more than 4 stop strings, logprobs out of range,
-/// a non-zero presence/frequency penalty, stream_options without stream.
+/// top_k < 0, min_p outside [0, 1], presence / frequency penalty outside [-2, 2], repeat_penalty
+/// <= 0, repeat_last_n < -1, a logit_bias key that is not a token id below vocab_size or a bias
+/// outside [-100, 100], n != 1, more than 4 stop strings, logprobs out of range, stream_options
+/// without stream.
 std::variant<OpenAiRequest, ApiError> parse_openai_request(std::string_view body, ApiEndpoint endpoint,
                                                            const RequestLimits& limits);
 

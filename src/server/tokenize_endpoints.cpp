@@ -1,0 +1,99 @@
+#include "peregrine/server/tokenize_endpoints.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "peregrine/core/json_util.h"
+#include "peregrine/tokenizer/utf8.h"
+
+namespace peregrine {
+namespace {
+
+using Json = nlohmann::json;
+
+ApiError bad(const std::string& param, const std::string& problem) {
+  return api_error(invalid_argument("'" + param + "' " + problem), param);
+}
+
+/// The request body as an object. Errors: malformed JSON, not an object.
+std::variant<Json, ApiError> parse_object(std::string_view body) {
+  auto parsed = json_util::parse(body, "request body");
+  if (!parsed) return api_error(invalid_argument(parsed.status().message()));
+  if (!parsed->is_object()) return api_error(invalid_argument("the request body must be a JSON object"));
+  return std::move(*parsed);
+}
+
+/// The boolean field `key` of `obj`, `fallback` when absent or null.
+std::variant<bool, ApiError> flag(const Json& obj, const char* key, bool fallback) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) return bad(key, "must be a boolean (got " + json_util::type_name(*it) + ")");
+  return it->get<bool>();
+}
+
+bool valid_utf8(std::string_view s) {
+  for (std::size_t pos = 0; pos < s.size();) {
+    const std::size_t len = utf8_char_length(s, pos);
+    if (len == 1 && static_cast<unsigned char>(s[pos]) >= 0x80) return false;
+    pos += len;
+  }
+  return true;
+}
+
+Json piece_json(const std::string& bytes) {
+  if (valid_utf8(bytes)) return bytes;
+  Json list = Json::array();
+  for (const char c : bytes) list.push_back(static_cast<unsigned char>(c));
+  return list;
+}
+
+}  // namespace
+
+std::variant<Json, ApiError> tokenize_response(std::string_view body, const Tokenizer& tokenizer) {
+  auto parsed = parse_object(body);
+  if (const ApiError* e = std::get_if<ApiError>(&parsed)) return *e;
+  const Json& obj = std::get<Json>(parsed);
+  const auto content = obj.find("content");
+  if (content == obj.end() || !content->is_string()) return bad("content", "must be a string");
+  bool options[3];
+  const std::pair<const char*, bool> fields[] = {{"add_special", false}, {"parse_special", true}, {"with_pieces", false}};
+  for (std::size_t i = 0; i < 3; ++i) {
+    auto v = flag(obj, fields[i].first, fields[i].second);
+    if (const ApiError* e = std::get_if<ApiError>(&v)) return *e;
+    options[i] = std::get<bool>(v);
+  }
+  const auto [add_special, parse_special, with_pieces] = options;
+  const std::vector<std::int32_t> ids = tokenizer.encode(content->get_ref<const std::string&>(), add_special && tokenizer.add_bos_default(),
+                                                         parse_special ? ParseSpecial::kYes : ParseSpecial::kNo);
+  if (!with_pieces) return Json{{"tokens", ids}};
+  Json tokens = Json::array();
+  std::int32_t prev = -1;
+  for (const std::int32_t id : ids) {
+    tokens.push_back({{"id", id}, {"piece", piece_json(tokenizer.decode_token(prev, id))}});
+    prev = id;
+  }
+  return Json{{"tokens", tokens}};
+}
+
+std::variant<Json, ApiError> detokenize_response(std::string_view body, const Tokenizer& tokenizer) {
+  auto parsed = parse_object(body);
+  if (const ApiError* e = std::get_if<ApiError>(&parsed)) return *e;
+  const Json& obj = std::get<Json>(parsed);
+  const auto tokens = obj.find("tokens");
+  if (tokens == obj.end() || !tokens->is_array()) return bad("tokens", "must be an array of token ids");
+  std::vector<std::int32_t> ids;
+  for (const Json& t : *tokens) {
+    const std::optional<std::int64_t> id = json_util::as_i64(t);
+    if (!id) return bad("tokens", "must be an array of token ids (got " + json_util::type_name(t) + ")");
+    if (*id < 0 || *id >= tokenizer.vocab_size()) {
+      return bad("tokens", "token id " + std::to_string(*id) + " is outside the vocabulary [0, " +
+                               std::to_string(tokenizer.vocab_size()) + ")");
+    }
+    ids.push_back(static_cast<std::int32_t>(*id));
+  }
+  return Json{{"content", tokenizer.decode(ids)}};
+}
+
+}  // namespace peregrine
