@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "peregrine/core/json_util.h"
@@ -17,20 +18,22 @@ ApiError bad(const std::string& param, const std::string& problem) {
   return api_error(invalid_argument("'" + param + "' " + problem), param);
 }
 
-/// The request body as an object. Errors: malformed JSON, not an object.
-std::variant<Json, ApiError> parse_object(std::string_view body) {
+/// The body's JSON object handed to `handle`. Errors: malformed JSON, not an object.
+std::variant<Json, ApiError> with_object(std::string_view body, const Tokenizer& tokenizer,
+                                         std::variant<Json, ApiError> (*handle)(const Json&, const Tokenizer&)) {
   auto parsed = json_util::parse(body, "request body");
   if (!parsed) return api_error(invalid_argument(parsed.status().message()));
   if (!parsed->is_object()) return api_error(invalid_argument("the request body must be a JSON object"));
-  return std::move(*parsed);
+  return handle(*parsed, tokenizer);
 }
 
-/// The boolean field `key` of `obj`, `fallback` when absent or null.
-std::variant<bool, ApiError> flag(const Json& obj, const char* key, bool fallback) {
+/// Reads the boolean field `key` of `obj` into `out`, left as it is when absent or null.
+std::optional<ApiError> read_flag(const Json& obj, const char* key, bool& out) {
   const auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return fallback;
+  if (it == obj.end() || it->is_null()) return std::nullopt;
   if (!it->is_boolean()) return bad(key, "must be a boolean (got " + json_util::type_name(*it) + ")");
-  return it->get<bool>();
+  out = it->get<bool>();
+  return std::nullopt;
 }
 
 bool valid_utf8(std::string_view s) {
@@ -49,22 +52,14 @@ Json piece_json(const std::string& bytes) {
   return list;
 }
 
-}  // namespace
-
-std::variant<Json, ApiError> tokenize_response(std::string_view body, const Tokenizer& tokenizer) {
-  auto parsed = parse_object(body);
-  if (const ApiError* e = std::get_if<ApiError>(&parsed)) return *e;
-  const Json& obj = std::get<Json>(parsed);
+std::variant<Json, ApiError> tokenize(const Json& obj, const Tokenizer& tokenizer) {
   const auto content = obj.find("content");
   if (content == obj.end() || !content->is_string()) return bad("content", "must be a string");
-  bool options[3];
-  const std::pair<const char*, bool> fields[] = {{"add_special", false}, {"parse_special", true}, {"with_pieces", false}};
-  for (std::size_t i = 0; i < 3; ++i) {
-    auto v = flag(obj, fields[i].first, fields[i].second);
-    if (const ApiError* e = std::get_if<ApiError>(&v)) return *e;
-    options[i] = std::get<bool>(v);
+  bool add_special = false, parse_special = true, with_pieces = false;
+  for (const auto& [key, out] : {std::pair{"add_special", &add_special}, std::pair{"parse_special", &parse_special},
+                                 std::pair{"with_pieces", &with_pieces}}) {
+    if (auto e = read_flag(obj, key, *out)) return *e;
   }
-  const auto [add_special, parse_special, with_pieces] = options;
   const std::vector<std::int32_t> ids = tokenizer.encode(content->get_ref<const std::string&>(), add_special && tokenizer.add_bos_default(),
                                                          parse_special ? ParseSpecial::kYes : ParseSpecial::kNo);
   if (!with_pieces) return Json{{"tokens", ids}};
@@ -77,10 +72,7 @@ std::variant<Json, ApiError> tokenize_response(std::string_view body, const Toke
   return Json{{"tokens", tokens}};
 }
 
-std::variant<Json, ApiError> detokenize_response(std::string_view body, const Tokenizer& tokenizer) {
-  auto parsed = parse_object(body);
-  if (const ApiError* e = std::get_if<ApiError>(&parsed)) return *e;
-  const Json& obj = std::get<Json>(parsed);
+std::variant<Json, ApiError> detokenize(const Json& obj, const Tokenizer& tokenizer) {
   const auto tokens = obj.find("tokens");
   if (tokens == obj.end() || !tokens->is_array()) return bad("tokens", "must be an array of token ids");
   std::vector<std::int32_t> ids;
@@ -94,6 +86,16 @@ std::variant<Json, ApiError> detokenize_response(std::string_view body, const To
     ids.push_back(static_cast<std::int32_t>(*id));
   }
   return Json{{"content", tokenizer.decode(ids)}};
+}
+
+}  // namespace
+
+std::variant<Json, ApiError> tokenize_response(std::string_view body, const Tokenizer& tokenizer) {
+  return with_object(body, tokenizer, tokenize);
+}
+
+std::variant<Json, ApiError> detokenize_response(std::string_view body, const Tokenizer& tokenizer) {
+  return with_object(body, tokenizer, detokenize);
 }
 
 }  // namespace peregrine
