@@ -5,6 +5,8 @@
 #include <string>
 
 #include "peregrine/kernels/cpu/matmul/quant_packed.h"
+#include "peregrine/kernels/cpu/sparse/sparse_nm_packed.h"
+#include "peregrine/kernels/cpu/sparse/sparse_nm_q8_packed.h"
 
 namespace peregrine {
 namespace {
@@ -12,7 +14,8 @@ namespace {
 #if defined(__x86_64__)
 constexpr IsaLevel kLevels[] = {IsaLevel::kScalar, IsaLevel::kSse4, IsaLevel::kAvx2, IsaLevel::kAvx512,
                                 IsaLevel::kAvx512Vnni};
-// The packed Q4_0 / Q8_0 GEMV has SIMD kernels from AVX2 on.
+// The packed Q4_0 / Q8_0 GEMVs, dense and 2:4 sparse, and the packed 2:4 F16 / BF16 one have
+// SIMD kernels from AVX2 on.
 bool packs_quant(IsaLevel level) { return level >= IsaLevel::kAvx2; }
 #else
 constexpr IsaLevel kLevels[] = {IsaLevel::kScalar, IsaLevel::kNeon};
@@ -64,6 +67,8 @@ TEST_F(IsaTest, CappingSetsTheLevelTheKernelsRunAt) {
     ++ran;
     EXPECT_EQ(isa_level(), level) << isa_level_name(level);
     EXPECT_EQ(quant_packed_gemv_available(), packs_quant(level)) << isa_level_name(level);
+    EXPECT_EQ(sparse_q8_packed_gemv_available(), packs_quant(level)) << isa_level_name(level);
+    EXPECT_EQ(sparse_packed_gemv_available(), packs_quant(level)) << isa_level_name(level);
   }
   EXPECT_GE(ran, 1);
   ASSERT_TRUE(limit_isa(native));

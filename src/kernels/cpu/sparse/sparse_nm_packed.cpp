@@ -91,39 +91,60 @@ using sparse_packed_detail::kRows;
 using sparse_packed_detail::kSums;
 using sparse_packed_detail::Operands;
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 
-// Groups [0, n_groups) (<= 4) of one chunk for T tokens: per group the 4 activations of each
-// token broadcast to the 4 128-bit blocks, per kept slot one 32-byte load widened to f32, each
-// lane's activation picked by its 2 position bits (vpermilps), one FMA per token.
+// The target's f32 vectors: 16 lanes on AVX-512 (a group's 16 rows in one vector), 8 on AVX2
+// (the group's rows in two passes, kParts, each with AVX-512's register tile at half width).
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+constexpr std::size_t kLanes = hn::MaxLanes(DF());
+constexpr std::size_t kParts = kRows / kLanes;
+static_assert(kParts * kLanes == kRows);
+
+// Each lane's activation of a group broadcast to every 128-bit block: the one at index
+// ctrl mod 4 (vpermilps, in-block, both widths).
+HWY_INLINE VF PickInBlocks(VF x, hn::Vec<hn::RebindToSigned<DF>> ctrl) {
+#if HWY_TARGET <= HWY_AVX3
+  return VF{_mm512_permutevar_ps(x.raw, ctrl.raw)};
+#else
+  return VF{_mm256_permutevar_ps(x.raw, ctrl.raw)};
+#endif
+}
+
+// Groups [0, n_groups) (<= 4) of one chunk, rows [row0, row0 + kLanes) of its 16, for T tokens:
+// per group the 4 activations of each token broadcast to every 128-bit block, per kept slot one
+// load widened to f32, each lane's activation picked by its 2 position bits, one FMA per token.
 template <std::size_t T, class WT>
-HWY_INLINE void Chunk(const std::uint8_t* HWY_RESTRICT chunk, std::size_t n_groups, const float* HWY_RESTRICT x,
-                      std::size_t in, hn::Vec<hn::FixedTag<float, kRows>> (&acc)[T][kSums]) {
-  const hn::FixedTag<float, kRows> d;
-  const __m512i pos = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(chunk)));
-  const WT* HWY_RESTRICT w = reinterpret_cast<const WT*>(chunk + kPosBytes);
+HWY_INLINE void Chunk(const std::uint8_t* HWY_RESTRICT chunk, std::size_t row0, std::size_t n_groups,
+                      const float* HWY_RESTRICT x, std::size_t in, VF (&acc)[T][kSums]) {
+  const DF d;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<std::uint16_t, DF> du16;
+  const auto pos = hn::PromoteTo(di, hn::LoadU(du16, reinterpret_cast<const std::uint16_t*>(chunk) + row0));
+  const WT* HWY_RESTRICT w = reinterpret_cast<const WT*>(chunk + kPosBytes) + row0;
   for (std::size_t j = 0; j < n_groups; ++j) {
-    __m512 xg[T];
-    for (std::size_t t = 0; t < T; ++t) xg[t] = _mm512_broadcast_f32x4(_mm_loadu_ps(x + t * in + j * kGroupCols));
+    VF xg[T];
+    for (std::size_t t = 0; t < T; ++t) xg[t] = hn::LoadDup128(d, x + t * in + j * kGroupCols);
     for (std::size_t k = 0; k < 2; ++k) {
       const std::size_t slot = 2 * j + k;
-      const __m512i ctrl = _mm512_srli_epi32(pos, static_cast<unsigned>(2 * slot));
-      const auto wv = LoadAsF32(d, w + slot * kRows);
+      const auto ctrl = hn::ShiftRightSame(pos, static_cast<int>(2 * slot));
+      const VF wv = LoadAsF32(d, w + slot * kRows);
       for (std::size_t t = 0; t < T; ++t) {
-        const hn::Vec<decltype(d)> xv{_mm512_permutevar_ps(xg[t], ctrl)};
-        acc[t][slot % kSums] = hn::MulAdd(wv, xv, acc[t][slot % kSums]);
+        acc[t][slot % kSums] = hn::MulAdd(wv, PickInBlocks(xg[t], ctrl), acc[t][slot % kSums]);
       }
     }
   }
 }
 
-// 16 rows × T (<= 4) tokens of row group `g`: every chunk in column order, then 16 outputs per
-// store per token. With several tokens the next group's same chunk is prefetched into L2 (as in
-// half_packed.cpp: the compute of 2+ tokens outlasts the read).
+// Rows [row0, row0 + kLanes) of row group `g` × T (<= 4) tokens: every chunk in column order,
+// then kLanes outputs per store per token. With several tokens the first pass prefetches the
+// next group's same chunk into L2 (as in half_packed.cpp: the compute of 2+ tokens outlasts the
+// read); AVX2's second pass reads the group again from L1/L2.
 template <std::size_t T, class WT>
-HWY_INLINE void GroupTokens(const Operands& op, std::size_t g, const float* HWY_RESTRICT x, float* HWY_RESTRICT y) {
-  const hn::FixedTag<float, kRows> d;
-  hn::Vec<decltype(d)> acc[T][kSums];
+HWY_INLINE void GroupPart(const Operands& op, std::size_t g, std::size_t row0, const float* HWY_RESTRICT x,
+                          float* HWY_RESTRICT y) {
+  const DF d;
+  VF acc[T][kSums];
   for (std::size_t t = 0; t < T; ++t) {
     for (std::size_t u = 0; u < kSums; ++u) acc[t][u] = hn::Zero(d);
   }
@@ -131,18 +152,19 @@ HWY_INLINE void GroupTokens(const Operands& op, std::size_t g, const float* HWY_
   // Past the matrix's end the addresses are hints, never dereferenced.
   const std::uintptr_t next = reinterpret_cast<std::uintptr_t>(op.chunk(g, 0)) + chunks * kChunkBytes;
   for (std::size_t c = 0; c < full; ++c) {
-    if constexpr (T > 1) {
+    if (T > 1 && row0 == 0) {
       for (std::size_t line = 0; line < kChunkBytes; line += 64) {
         __builtin_prefetch(reinterpret_cast<const char*>(next + c * kChunkBytes + line), 0, 2);
       }
     }
-    Chunk<T, WT>(op.chunk(g, c), kChunkGroups, x + c * kChunkGroups * kGroupCols, op.in, acc);
+    Chunk<T, WT>(op.chunk(g, c), row0, kChunkGroups, x + c * kChunkGroups * kGroupCols, op.in, acc);
   }
   if (full < chunks) {
-    Chunk<T, WT>(op.chunk(g, full), op.groups() - full * kChunkGroups, x + full * kChunkGroups * kGroupCols, op.in, acc);
+    Chunk<T, WT>(op.chunk(g, full), row0, op.groups() - full * kChunkGroups, x + full * kChunkGroups * kGroupCols,
+                 op.in, acc);
   }
   for (std::size_t t = 0; t < T; ++t) {
-    hn::StoreU(hn::Add(hn::Add(acc[t][0], acc[t][1]), hn::Add(acc[t][2], acc[t][3])), d, y + t * op.out + g * kRows);
+    hn::StoreU(hn::Add(hn::Add(acc[t][0], acc[t][1]), hn::Add(acc[t][2], acc[t][3])), d, y + t * op.out + g * kRows + row0);
   }
 }
 
@@ -152,10 +174,12 @@ void SparseGemvGroups(const Operands& op, std::size_t g0, std::size_t g1) {
     const std::size_t t = chunk.first;
     const float* x = op.x + t * op.in;
     float* y = op.y + t * op.out;
-    if (op.bf16) {
-      GroupTokens<T, hwy::bfloat16_t>(op, g, x, y);
-    } else {
-      GroupTokens<T, hwy::float16_t>(op, g, x, y);
+    for (std::size_t part = 0; part < kParts; ++part) {
+      if (op.bf16) {
+        GroupPart<T, hwy::bfloat16_t>(op, g, part * kLanes, x, y);
+      } else {
+        GroupPart<T, hwy::float16_t>(op, g, part * kLanes, x, y);
+      }
     }
   });
 }

@@ -6,6 +6,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -88,9 +89,11 @@ void group_reference(const Layout& L, const std::uint8_t* group, const Quantized
   }
 }
 
-// T (<= 4) tokens' unsigned activations (q_x + 128), [T][in], and their block scales.
+// T (<= 4) tokens' unsigned activations (q_x + 128) and signed ones (q_x), each [T][in], and
+// their block scales.
 struct Tokens {
   const std::uint8_t* xu;
+  const std::int8_t* xs;
   const float* dx;
   std::size_t in;
 };
@@ -166,6 +169,130 @@ PEREGRINE_SPARSE_Q8_PACKED_TARGET void group_tokens(const Layout& L, const std::
   for (std::size_t t = 0; t < T; ++t) _mm512_storeu_ps(y + t * y_stride, acc[t]);
 }
 #pragma GCC diagnostic pop
+
+// AVX2 (with F16C and FMA), 8 rows per vector: the group's 16 rows in two halves ("parts"),
+// both in one pass over the unit for a single token, one after the other (the second reading
+// the group from L1/L2) for several, so that the T tokens' sums fit the 16 registers.
+#define PEREGRINE_SPARSE_Q8_AVX2_TARGET __attribute__((target("avx2,fma,f16c")))
+
+// Part h's spread control: the 4 bytes of row e's dword (e = 8h + 4·lane + i) all read row e's
+// position byte of the step, byte 8·(q mod 2) + 2·(q / 2) + e mod 2 (q = e / 2; position_bit).
+constexpr std::array<std::uint8_t, 32> spread_control(std::size_t h) {
+  std::array<std::uint8_t, 32> c{};
+  for (std::size_t b = 0; b < 32; ++b) {
+    const std::size_t e = 8 * h + 4 * (b / 16) + b % 16 / 4, q = e / 2;
+    c[b] = static_cast<std::uint8_t>(8 * (q % 2) + 2 * (q / 2) + e % 2);
+  }
+  return c;
+}
+constexpr std::array<std::uint8_t, 32> kSpread[2] = {spread_control(0), spread_control(1)};
+
+template <class Bytes>
+PEREGRINE_SPARSE_Q8_AVX2_TARGET __m256i load32(const Bytes& b) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.data()));
+}
+
+// Step indices of part h (byte 4i + k of lane l: row 8h + 4l + i's kept value k's column 0..7
+// in the step), from the step's 16 position bytes: each row's byte spread to its 4 bytes, byte k
+// masked to its 2 bits (3 << 2k), the high nibble's pairs folded onto the low (a 16-bit shift),
+// then a table maps 0..3 and 4, 8, 12 to the column 0..3, and k >= 2 adds 4.
+PEREGRINE_SPARSE_Q8_AVX2_TARGET __m256i step_indices_avx2(const std::uint8_t* pos, __m256i spread) {
+  const __m256i p = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pos)));
+  const __m256i m = _mm256_and_si256(_mm256_shuffle_epi8(p, spread), _mm256_set1_epi32(static_cast<int>(0xC0300C03u)));
+  const __m256i nib = _mm256_and_si256(_mm256_or_si256(m, _mm256_srli_epi16(m, 4)), _mm256_set1_epi8(0x0F));
+  const __m256i table = _mm256_setr_epi8(0, 1, 2, 3, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 0, 1, 2, 3, 1, 0, 0, 0, 2, 0, 0, 0,
+                                         3, 0, 0, 0);
+  return _mm256_or_si256(_mm256_shuffle_epi8(table, nib), _mm256_set1_epi32(0x04040000));
+}
+
+// Step s's signed codes of part h (byte 4i + k of lane l: row 8h + 4l + i).
+template <bool kQ4>
+PEREGRINE_SPARSE_Q8_AVX2_TARGET __m256i step_codes_avx2(const std::uint8_t* codes, std::size_t s, std::size_t h) {
+  if constexpr (!kQ4) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * s + 32 * h));
+  const __m256i chunk = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * (s % 4) + 32 * h));
+  const __m256i nibbles = s < 4 ? chunk : _mm256_srli_epi16(chunk, 4);
+  return _mm256_sub_epi8(_mm256_and_si256(nibbles, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8));
+}
+
+// The 8 activation bytes of step s of unit u, in every 64-bit lane.
+template <class Byte>
+PEREGRINE_SPARSE_Q8_AVX2_TARGET __m256i step_activations(const Byte* x, std::size_t u, std::size_t s) {
+  std::int64_t bytes;
+  std::memcpy(&bytes, x + kUnitCols * u + kStepCols * s, 8);
+  return _mm256_set1_epi64x(bytes);
+}
+
+// Parts [h0, h0 + P) of group `g` for T tokens. Per activation block (4 steps) and row, the
+// int32 sum of q_w · q_x: Q4 as vpmaddubsw of q_x + 128 (unsigned) with q_w (|q_w| <= 8: the 16-bit
+// pairs, summed over the 4 steps, stay below 2^15) minus 128 · Σ q_w; Q8 as vpmaddubsw of |q_w|
+// with q_x · sign(q_w) (ggml's trick: |q| <= 127 keeps each pair below 2^15), widened every step.
+template <bool kQ4, std::size_t T, std::size_t P>
+PEREGRINE_SPARSE_Q8_AVX2_TARGET void parts_tokens_avx2(const Layout& L, const std::uint8_t* group, const Tokens& x,
+                                                       std::size_t h0, float* y, std::size_t y_stride) {
+  __m256 acc[T][P];
+  for (std::size_t t = 0; t < T; ++t) {
+    for (std::size_t h = 0; h < P; ++h) acc[t][h] = _mm256_setzero_ps();
+  }
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  const std::size_t ahead = L.units() * L.unit_bytes();  // the next group's same unit (hints)
+  for (std::size_t u = 0; u < L.units(); ++u) {
+    const std::uint8_t* unit = group + u * L.unit_bytes();
+    const std::uint8_t* pos = unit + L.code_bytes();
+    if (h0 == 0) {
+      for (std::size_t line = 0; line < L.unit_bytes(); line += 64) __builtin_prefetch(unit + ahead + line, 0, 2);
+    }
+    for (std::size_t a = 0; a < 2; ++a) {  // the unit's two activation blocks, 4 steps each
+      __m256i dot[T][P], wsum[P];
+      for (std::size_t h = 0; h < P; ++h) {
+        wsum[h] = _mm256_setzero_si256();
+        for (std::size_t t = 0; t < T; ++t) dot[t][h] = _mm256_setzero_si256();
+      }
+      for (std::size_t s = 4 * a; s < 4 * a + 4; ++s) {
+        for (std::size_t h = 0; h < P; ++h) {
+          const __m256i w = step_codes_avx2<kQ4>(unit, s, h0 + h);
+          const __m256i idx = step_indices_avx2(pos + 16 * s, load32(kSpread[h0 + h]));
+          if constexpr (kQ4) {
+            wsum[h] = _mm256_add_epi16(wsum[h], _mm256_maddubs_epi16(_mm256_set1_epi8(1), w));
+            for (std::size_t t = 0; t < T; ++t) {
+              const __m256i xg = _mm256_shuffle_epi8(step_activations(x.xu + t * x.in, u, s), idx);
+              dot[t][h] = _mm256_add_epi16(dot[t][h], _mm256_maddubs_epi16(xg, w));
+            }
+          } else {
+            const __m256i wabs = _mm256_abs_epi8(w);
+            for (std::size_t t = 0; t < T; ++t) {
+              const __m256i xg = _mm256_sign_epi8(_mm256_shuffle_epi8(step_activations(x.xs + t * x.in, u, s), idx), w);
+              dot[t][h] = _mm256_add_epi32(dot[t][h], _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, xg), ones16));
+            }
+          }
+        }
+      }
+      for (std::size_t h = 0; h < P; ++h) {
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pos + kPosBytes + 16 * (h0 + h))));
+        const __m256i bias = _mm256_slli_epi32(_mm256_madd_epi16(wsum[h], ones16), 7);  // 128 · Σ w (Q4)
+        for (std::size_t t = 0; t < T; ++t) {
+          const __m256i sum = kQ4 ? _mm256_sub_epi32(_mm256_madd_epi16(dot[t][h], ones16), bias) : dot[t][h];
+          const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(x.dx[t * (x.in / 32) + 2 * u + a]));
+          acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, acc[t][h]);
+        }
+      }
+    }
+  }
+  for (std::size_t t = 0; t < T; ++t) {
+    for (std::size_t h = 0; h < P; ++h) _mm256_storeu_ps(y + t * y_stride + 8 * (h0 + h), acc[t][h]);
+  }
+}
+
+// Rows of group `g` for T tokens at AVX2: one pass of both parts for a single token, two passes
+// of one part each for several.
+template <bool kQ4, std::size_t T>
+void group_tokens_avx2(const Layout& L, const std::uint8_t* group, const Tokens& x, float* y, std::size_t y_stride) {
+  if constexpr (T == 1) {
+    parts_tokens_avx2<kQ4, T, 2>(L, group, x, 0, y, y_stride);
+  } else {
+    parts_tokens_avx2<kQ4, T, 1>(L, group, x, 0, y, y_stride);
+    parts_tokens_avx2<kQ4, T, 1>(L, group, x, 1, y, y_stride);
+  }
+}
 #endif  // __x86_64__
 
 // One product's operands.
@@ -183,8 +310,13 @@ template <bool kQ4>
 void groups(const Operands& op, std::size_t g0, std::size_t g1) {
   for_groups_in_token_chunks(g0, g1, op.n_tokens, [&]<std::size_t T>(std::size_t g, TokenChunk chunk) {
     const std::size_t t = chunk.first;
-    const Tokens x{op.x.xu + t * op.x.in, op.x.dx + t * (op.x.in / 32), op.x.in};
-    group_tokens<kQ4, T>(op.L, op.group(g), x, op.y + t * op.L.out + g * kRows, op.L.out);
+    const Tokens x{op.x.xu + t * op.x.in, op.x.xs + t * op.x.in, op.x.dx + t * (op.x.in / 32), op.x.in};
+    float* y = op.y + t * op.L.out + g * kRows;
+    if (isa_level() >= IsaLevel::kAvx512Vnni) {
+      group_tokens<kQ4, T>(op.L, op.group(g), x, y, op.L.out);
+    } else {
+      group_tokens_avx2<kQ4, T>(op.L, op.group(g), x, y, op.L.out);
+    }
   });
 }
 #endif  // __x86_64__
@@ -199,7 +331,7 @@ void bias_activations(const QuantizedActivations& xq, std::vector<std::uint8_t>&
 
 bool sparse_q8_packed_gemv_available() {
 #if defined(__x86_64__)
-  return isa_level() >= IsaLevel::kAvx512Vnni;  // AVX-512 F/BW/VL/DQ, VNNI, VBMI
+  return isa_level() >= IsaLevel::kAvx2;  // AVX2 with F16C and FMA (Highway's AVX2 target)
 #else
   return false;  // only the scalar group_reference (gemv_sparse_q8_packed still runs, with it)
 #endif
@@ -276,7 +408,7 @@ void gemv_sparse_q8_packed(std::span<const SparseQ8Product> products, ThreadPool
       bias_activations(*p.xq, xu);
     }
     const Layout L(*p.w);
-    ops.push_back({L, static_cast<const std::uint8_t*>(p.w->packed), {xu.data(), p.xq->d.data(), L.in},
+    ops.push_back({L, static_cast<const std::uint8_t*>(p.w->packed), {xu.data(), p.xq->q.data(), p.xq->d.data(), L.in},
                    static_cast<std::size_t>(p.xq->n_tokens), p.y.data()});
     outs.push_back(p.w->n_rows());
     macs += p.w->n_rows() * p.w->row_length() * p.xq->n_tokens;

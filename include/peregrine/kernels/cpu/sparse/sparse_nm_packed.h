@@ -9,8 +9,9 @@
 //                      of row e, slot s = 2·j + k the k-th kept value (k < 2) of group j (j < 4)
 //   u16 value[8][16]   slot s, lane e: the kept value's F16 / BF16 bits
 // chunks in column order, groups of 16 rows in row order. The kernel broadcasts a group's 4
-// activations to the 4 128-bit blocks of a vector and picks each lane's activation with one
-// in-block permute (vpermilps) by the lane's 2 position bits, then one FMA per 16 kept values.
+// activations to every 128-bit block of a vector and picks each lane's activation with one
+// in-block permute (vpermilps) by the lane's 2 position bits, then one FMA per vector of kept
+// values (16 on AVX-512, 8 on AVX2).
 #pragma once
 
 #include <cstddef>
@@ -31,8 +32,8 @@ inline constexpr std::int64_t kSparsePackRows = 16;
 /// between them); from kGemmMinTokens on matmul decodes panels for the GEMM (sparse_nm_matmul.h).
 inline constexpr std::int64_t kSparsePackedTokens = 31;
 
-/// Whether this CPU runs the packed sparse GEMV's SIMD kernel (AVX-512); without it the model
-/// does not pack.
+/// Whether this CPU runs the packed sparse GEMV's SIMD kernel (AVX-512, or AVX2 with F16C and
+/// FMA: 8 lanes, the group's 16 rows in two passes); without it the model does not pack.
 bool sparse_packed_gemv_available();
 
 /// Whether `w` can be packed: dtype kF16_S24 or kBF16_S24, 2-D, rows a whole number of 16-row

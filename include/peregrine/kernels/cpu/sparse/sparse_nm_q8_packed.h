@@ -38,8 +38,10 @@ namespace peregrine {
 /// Rows per interleaved group.
 inline constexpr std::int64_t kSparseQ8PackRows = 16;
 
-/// Whether this CPU runs the packed GEMV's SIMD kernel (AVX-512 F/BW, VBMI, VNNI, F16C);
-/// without it the model does not pack.
+/// Whether this CPU runs a SIMD kernel of the packed GEMV: AVX-512 F/BW, VBMI, VNNI (above), or
+/// AVX2 with F16C and FMA — 8 rows per vector, the step's indices by two byte shuffles and masks
+/// instead of vpmultishiftqb, vpmaddubsw + vpmaddwd instead of vpdpbusd (Q8_0 with ggml's
+/// |w| · x·sign(w), as the pairs would overflow 16 bits); without one the model does not pack.
 bool sparse_q8_packed_gemv_available();
 
 /// Whether `w` can be packed: dtype kQ4_0_S24 or kQ8_0_S24, 2-D, rows a whole number of 16-row
