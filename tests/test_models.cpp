@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <random>
 
 #include "peregrine/engine/generator.h"
@@ -16,6 +18,19 @@
 namespace peregrine::test {
 
 std::string stories260k_path() { return shared_dir() + "/models/stories260K/stories260K.bin"; }
+
+const Tokenizer& llamacpp_vocab(const std::string& name) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<Tokenizer>> loaded;
+  std::lock_guard lock(mu);
+  std::unique_ptr<Tokenizer>& t = loaded[name];
+  if (!t) {
+    auto r = load_tokenizer_file(shared_dir() + "/tokenizers/gguf-vocab/ggml-vocab-" + name + ".gguf");
+    EXPECT_TRUE(r) << r.status().message();
+    if (r) t = std::move(*r);
+  }
+  return *t;
+}
 
 namespace {
 

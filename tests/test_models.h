@@ -9,11 +9,16 @@
 #include "peregrine/spec/medusa_heads.h"
 #include "peregrine/kv/kv_cache.h"
 #include "peregrine/model/llama_model.h"
+#include "peregrine/tokenizer/tokenizer.h"
 
 namespace peregrine::test {
 
 /// ../shared/models/stories260K/stories260K.bin.
 std::string stories260k_path();
+
+/// llama.cpp's test vocabulary tokenizers/gguf-vocab/ggml-vocab-NAME.gguf of the shared data,
+/// loaded once per process (fails the calling test when it cannot be read).
+const Tokenizer& llamacpp_vocab(const std::string& name);
 
 /// Loads stories260K (F32); fails the calling test (gtest ASSERT-style, returns nullptr) if it
 /// cannot.

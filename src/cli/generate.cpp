@@ -9,6 +9,7 @@
 #include "parallel_options.h"
 #include "peregrine/engine/generator.h"
 #include "peregrine/kv/kv_cache.h"
+#include "peregrine/core/text_file.h"
 #include "peregrine/tokenizer/chat_prompt.h"
 #include "lora_options.h"
 #include "spec_options.h"
@@ -33,6 +34,8 @@ struct GenerateArgs {
   SamplingParams sampling;
   SpecOptions spec;
   std::vector<std::string> loras;  // --lora PATH[:SCALE]
+  std::string grammar;             // --grammar GBNF
+  std::string grammar_file;        // --grammar-file PATH
 };
 
 void print_stats(const GenerationStats& s, bool speculative) {
@@ -60,6 +63,19 @@ Status write_stats_json(const std::string& path, const GenerationStats& s) {
   if (!out) return io_error("cannot write stats to " + path);
   out << j.dump(2) << "\n";
   return out ? Status::ok() : io_error("cannot write stats to " + path);
+}
+
+/// --grammar's text or --grammar-file's contents parsed (null when neither is given).
+Expected<std::shared_ptr<const Grammar>> read_grammar(const std::string& text, const std::string& file) {
+  if (!text.empty() && !file.empty()) return invalid_argument("give --grammar or --grammar-file, not both");
+  if (text.empty() && file.empty()) return std::shared_ptr<const Grammar>();
+  std::string gbnf = text;
+  if (!file.empty()) {
+    auto contents = read_text_file(file);
+    if (!contents) return contents.status();
+    gbnf = std::move(*contents);
+  }
+  return Grammar::parse(gbnf);
 }
 
 Status validate(const GenerateArgs& a) {
@@ -142,6 +158,9 @@ int run(const GenerateArgs& args) {
     opt.lora = lora.get();
   }
   opt.drafter = drafter->drafter.get();
+  auto grammar = read_grammar(args.grammar, args.grammar_file);
+  if (!grammar) return report(grammar.status());
+  if (*grammar) opt.grammar = {*grammar, TokenTrie::of(tok)};
   bool echoed = false;
   std::int32_t prev = ids.back();
   auto on_token = [&](std::int32_t id) {
@@ -190,6 +209,8 @@ Verb add_generate(CLI::App& app) {
   cmd->add_option("--chat-template", args->chat_template,
                   "--chat: a Jinja template file or a built-in name (chatml, llama-2, llama-3) instead of the model's own");
   cmd->add_option("--stats-json", args->stats_json, "Also write the stats as JSON to this path");
+  cmd->add_option("--grammar", args->grammar, "A GBNF grammar (llama.cpp's format) the output must follow");
+  cmd->add_option("--grammar-file", args->grammar_file, "A file holding a GBNF grammar the output must follow");
   cmd->add_option("--lora", args->loras,
                   "LoRA adapter PATH[:SCALE] applied unmerged (a PEFT folder or a llama.cpp LoRA .gguf; SCALE multiplies "
                   "alpha/r, default 1); repeatable: the adapters add up");

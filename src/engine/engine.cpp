@@ -254,11 +254,20 @@ bool Engine::Impl::emit(Sequence& seq, std::int32_t token, std::span<const float
 void Engine::Impl::sample(Sequence& seq, std::span<float> row, std::int64_t& generated) {
   std::vector<float> raw;
   if (seq.request.top_logprobs >= 0) raw.assign(row.begin(), row.end());
+  if (seq.grammar && seq.grammar->mask(row) == 0) {
+    return finish(&seq, FinishReason::kError, invalid_argument("grammar: no token of the vocabulary can continue the text"));
+  }
   const std::int32_t token = seq.sampler.sample(row, seq.tokens);
+  if (seq.grammar) {
+    if (Status s = seq.grammar->accept(token); !s) return finish(&seq, FinishReason::kError, s);
+  }
   const auto now = EngineClock::now();
   const double gap = seconds_between(seq.last_token, now);
   seq.last_token = now;
-  emit(seq, token, raw, gap, generated);
+  // A grammar that allows nothing more ends the request when there is no EOS token to sample.
+  if (emit(seq, token, raw, gap, generated) && seq.grammar && seq.grammar->must_end() && seq.request.eos_id < 0) {
+    finish(&seq, FinishReason::kStop);
+  }
 }
 
 // Verifies `seq`'s draft tree against its rows [1 + tree size, vocab] (and their features,
@@ -422,6 +431,7 @@ Engine::~Engine() { shutdown(false); }
 Expected<std::uint64_t> Engine::submit(RequestOptions request, RequestCallbacks callbacks) {
   Impl& m = *impl_;
   PEREGRINE_RETURN_IF_ERROR(m.check_request(request));
+  if (request.grammar) request.spec = SpecParams{};  // drafts are not checked against grammars yet
   std::lock_guard lock(m.mu);
   if (!m.accepting) return unavailable("the server is shutting down");
   const std::int64_t pending = static_cast<std::int64_t>(m.incoming.size()) + m.n_waiting;

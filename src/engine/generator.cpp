@@ -107,6 +107,7 @@ Expected<GenerationStats> generate(const LlamaModel& model, std::span<const std:
   request.sampling = options.sampling;
   request.eos_id = options.eos_id;
   request.spec = options.spec;
+  request.grammar = options.grammar;
   request.lora_adapter = options.lora != nullptr && options.lora->n_adapters() > 0 ? 0 : -1;
   RequestResult result;
   Clock::time_point first_token, last_token;

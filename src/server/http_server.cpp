@@ -92,8 +92,16 @@ struct HttpServer::Impl {
   void open_exchange(std::uint64_t id);
   void close_exchange(std::uint64_t id);
 
+  // The vocabulary's byte trie for grammar-constrained requests, built on the first one.
+  const std::shared_ptr<const TokenTrie>& vocabulary() {
+    std::call_once(vocabulary_built, [this] { vocabulary_trie = TokenTrie::of(tokenizer); });
+    return vocabulary_trie;
+  }
+
   Engine& engine;
   const Tokenizer& tokenizer;
+  std::once_flag vocabulary_built;
+  std::shared_ptr<const TokenTrie> vocabulary_trie;
   ChatTemplate chat_template;
   ServerOptions options;
   std::int64_t context_len;
@@ -209,6 +217,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
   ro.ignore_eos = request.ignore_eos;
   ro.spec = request.spec;
   ro.lora_adapter = lora_adapter;
+  if (request.grammar) ro.grammar = {request.grammar, vocabulary()};
   RequestCallbacks callbacks;
   callbacks.on_token = [ex](const TokenEvent& event) {
     std::lock_guard lock(ex->mu);

@@ -278,6 +278,36 @@ Error read_stream(const Json& obj, OpenAiRequest& r) {
   return std::nullopt;
 }
 
+// The JSON grammar of response_format json_object, parsed once.
+const std::shared_ptr<const Grammar>& json_object_grammar() {
+  static const std::shared_ptr<const Grammar> grammar = *Grammar::parse(json_object_gbnf());
+  return grammar;
+}
+
+// llama.cpp's "grammar" (GBNF text) or OpenAI's "response_format" ("text", "json_object"; a
+// "json_schema" is refused until its converter exists), at most one of them.
+Error read_grammar(const Json& obj, OpenAiRequest& r) {
+  std::string gbnf;
+  if (auto e = read_string(obj, "grammar", gbnf)) return e;
+  if (!gbnf.empty()) {
+    auto g = Grammar::parse(gbnf);
+    if (!g) return api_error(g.status(), "grammar");
+    r.grammar = *g;
+  }
+  const Json* format = field(obj, "response_format");
+  if (format == nullptr) return std::nullopt;
+  if (!format->is_object()) return wrong_type("response_format", "an object", *format);
+  const Json* type = field(*format, "type");
+  if (type == nullptr || !type->is_string()) return bad("response_format.type", "must be \"text\", \"json_object\" or \"json_schema\"");
+  const std::string t = type->get<std::string>();
+  if (t == "text") return std::nullopt;
+  if (t == "json_schema") return bad("response_format.type", "\"json_schema\" is not supported yet (use \"json_object\" or a GBNF 'grammar')");
+  if (t != "json_object") return bad("response_format.type", "must be \"text\", \"json_object\" or \"json_schema\" (got \"" + t + "\")");
+  if (r.grammar) return bad("response_format", "cannot be combined with 'grammar'");
+  r.grammar = json_object_grammar();
+  return std::nullopt;
+}
+
 // "speculative": "pld" or {"method": "pld", "draft_max": 8, "branching": 1, "adaptive": true};
 // fields left out keep the server's defaults.
 Error read_speculative(const Json& obj, const SpecParams& defaults, SpecParams& spec) {
@@ -331,6 +361,7 @@ Error read_request(const Json& obj, ApiEndpoint endpoint, const RequestLimits& l
   if (auto e = read_bool(obj, "ignore_eos", r.ignore_eos)) return e;
   if (auto e = read_stream(obj, r)) return e;
   if (auto e = read_speculative(obj, limits.spec, r.spec)) return e;
+  if (auto e = read_grammar(obj, r)) return e;
   return reject_unsupported(obj);
 }
 

@@ -2,7 +2,7 @@
 scripts/requirements.txt, installed into .venv by scripts/setup.sh): models.list(), completion
 and chat completion, streaming (equal to the non-streaming greedy text; the raw stream ends in
 `data: [DONE]`), errors (400 BadRequestError naming the param, 404 NotFoundError, 401
-AuthenticationError), and concurrent clients (every one gets the same greedy text as the
+AuthenticationError), a grammar-constrained completion, and concurrent clients (every one gets the same greedy text as the
 sequential request). The server must exit 0 on SIGTERM.
 
 Usage: .venv/bin/python openai_client_test.py PEREGRINE_BINARY   (exit 0 = pass)
@@ -119,6 +119,20 @@ def check_errors(client, base_url):
     expect_error(openai.AuthenticationError, wrong_key.models.list)
 
 
+def check_structured(client):
+    """A GBNF grammar (llama.cpp's field, through extra_body) constrains sampled text; a
+    json_schema response_format is refused until it is supported, naming the field."""
+    for seed in range(3):
+        done = client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=16, temperature=1, seed=seed,
+                                         extra_body={"grammar": 'root ::= " " ("yes" | "no") "."'})
+        assert done.choices[0].text in (" yes.", " no."), done.choices[0].text
+        assert done.choices[0].finish_reason == "stop"
+    err = expect_error(openai.BadRequestError, lambda: client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "hi"}],
+        response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}))
+    assert err.param == "response_format.type", err.param
+
+
 def check_concurrent_clients(base_url, expected_text, clients=6):
     """`clients` clients at once, each its own connection, streaming or not: all get the
     sequential greedy text (continuous batching must not change a greedy result)."""
@@ -146,6 +160,7 @@ def main():
         text = check_completions(client, base_url)
         check_chat(client)
         check_errors(client, base_url)
+        check_structured(client)
         check_concurrent_clients(base_url, text)
     finally:
         server.stop()

@@ -87,6 +87,19 @@ TEST(OpenAiRequest, ChatFields) {
             0);
 }
 
+TEST(OpenAiRequest, GrammarAndJsonObjectFormatParse) {
+  EXPECT_EQ(parse_ok(R"({"prompt": "x"})").grammar, nullptr);
+  EXPECT_EQ(parse_ok(R"({"prompt": "x", "response_format": {"type": "text"}})").grammar, nullptr);
+  const OpenAiRequest g = parse_ok(R"({"prompt": "x", "grammar": "root ::= (\"yes\" | \"no\") \".\""})");
+  ASSERT_NE(g.grammar, nullptr);
+  EXPECT_EQ(g.grammar->alternatives(g.grammar->root()).size(), 1u);
+  const OpenAiRequest j =
+      parse_ok(R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}})",
+               ApiEndpoint::kChatCompletions);
+  ASSERT_NE(j.grammar, nullptr);
+  EXPECT_EQ(parse_ok(R"({"prompt": "x", "response_format": {"type": "json_object"}})").grammar, j.grammar);  // parsed once
+}
+
 struct BadCase {
   const char* body;
   ApiEndpoint endpoint;
@@ -138,6 +151,13 @@ TEST(OpenAiRequest, EveryInvalidFieldIs400NamingTheParam) {
       {R"({"prompt": "x", "logit_bias": {"1000": 1}})", kC, "logit_bias"},
       {R"({"prompt": "x", "logit_bias": {"-1": 1}})", kC, "logit_bias"},
       {R"({"prompt": "x", "logit_bias": {"5": 101}})", kC, "logit_bias"},
+      {R"({"prompt": "x", "grammar": "root ::= [a-"})", kC, "grammar"},
+      {R"({"prompt": "x", "grammar": "root ::= item"})", kC, "grammar"},
+      {R"({"prompt": "x", "grammar": 7})", kC, "grammar"},
+      {R"({"prompt": "x", "response_format": "json"})", kC, "response_format"},
+      {R"({"prompt": "x", "response_format": {"type": "xml"}})", kC, "response_format.type"},
+      {R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {}}})", kC, "response_format.type"},
+      {R"({"prompt": "x", "grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}})", kC, "response_format"},
       {R"({"prompt": "x", "logit_bias": {"5": "up"}})", kC, "logit_bias"},
       {R"({"prompt": "x", "logit_bias": [[5]]})", kC, "logit_bias"},
       {R"({"prompt": "x", "logit_bias": [[5, 1, 2]]})", kC, "logit_bias"},

@@ -7,21 +7,14 @@
 
 #include <gtest/gtest.h>
 
-#include "test_paths.h"
+#include "test_models.h"
 
 namespace peregrine {
 namespace {
 
 using Json = nlohmann::json;
 
-const Tokenizer& llama_spm() {
-  static const std::unique_ptr<Tokenizer> tok = [] {
-    auto t = load_tokenizer_file(test::shared_dir() + "/tokenizers/gguf-vocab/ggml-vocab-llama-spm.gguf");
-    EXPECT_TRUE(t) << t.status().message();
-    return t ? std::move(*t) : nullptr;
-  }();
-  return *tok;
-}
+const Tokenizer& llama_spm() { return test::llamacpp_vocab("llama-spm"); }
 
 Json ok(const std::variant<Json, ApiError>& r) {
   if (const ApiError* e = std::get_if<ApiError>(&r)) {

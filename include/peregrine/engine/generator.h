@@ -13,6 +13,7 @@
 #include "peregrine/core/thread_pool.h"
 #include "peregrine/model/llama_model.h"
 #include "peregrine/engine/lora_pool.h"
+#include "peregrine/sampling/grammar_matcher.h"
 #include "peregrine/sampling/sampler.h"
 #include "peregrine/spec/drafter.h"
 #include "peregrine/spec/spec_params.h"
@@ -34,6 +35,7 @@ struct GenerateOptions {
   SpecParams spec;             // speculative decoding (--spec); kNone: plain decoding
   Drafter* drafter = nullptr;  // serves spec.method when it is draft / layerskip / quant
   LoraPool* lora = nullptr;    // LoRA adapters (engine/lora_pool.h): adapter 0 applies, when given
+  TokenGrammar grammar;        // the output follows it (--grammar); empty: unconstrained
 };
 
 struct GenerationStats {

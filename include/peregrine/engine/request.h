@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "peregrine/core/status.h"
+#include "peregrine/sampling/grammar_matcher.h"
 #include "peregrine/sampling/sampler.h"
 #include "peregrine/spec/spec_params.h"
 
@@ -24,6 +25,9 @@ struct RequestOptions {
   /// LoRA adapter of EngineOptions::lora to apply (engine/lora_pool.h), -1: the base model.
   /// Prefix-cache blocks are shared only among requests of the same adapter (its K/V differ).
   std::int32_t lora_adapter = -1;
+  /// A grammar the output must follow (sampling/grammar_matcher.h; empty: none): every step's
+  /// logits are masked to the tokens it allows. Such a request decodes without speculation.
+  TokenGrammar grammar;
 };
 
 /// One generated token, reported as soon as it is sampled.

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "peregrine/engine/request.h"
@@ -37,7 +38,9 @@ struct Sequence {
         sampler(request.sampling),
         spec(request),
         request(std::move(request)),
-        callbacks(std::move(callbacks)) {}
+        callbacks(std::move(callbacks)) {
+    if (this->request.grammar) grammar.emplace(this->request.grammar, this->request.eos_id);
+  }
 
   std::uint64_t id;          // the request id Engine::submit returned
   std::int32_t kv_seq;       // sequence id in the KV cache
@@ -49,6 +52,7 @@ struct Sequence {
   bool awaiting_kv = false;          // a RemotePrefill is shipping its K/V up to tokens.size() - 1
   std::int32_t lora_slot = -1;       // the LoraPool slot pinned for request.lora_adapter once admitted
   Sampler sampler;
+  std::optional<GrammarMatcher> grammar;  // when request.grammar is set
   SpecState spec;
   RequestOptions request;
   RequestCallbacks callbacks;

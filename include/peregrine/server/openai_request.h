@@ -24,6 +24,7 @@
 #include <variant>
 #include <vector>
 
+#include "peregrine/sampling/grammar.h"
 #include "peregrine/sampling/sampler.h"
 #include "peregrine/spec/spec_params.h"
 #include "peregrine/server/api_error.h"
@@ -49,6 +50,7 @@ struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;               // stream_options.include_usage
   SpecParams spec;                          // speculative decoding of this request
+  std::shared_ptr<const Grammar> grammar;   // "grammar" or response_format json_object; null: none
 };
 
 /// What the parser needs to know about the server.
@@ -66,7 +68,8 @@ struct RequestLimits {
 /// top_k < 0, min_p outside [0, 1], presence / frequency penalty outside [-2, 2], repeat_penalty
 /// <= 0, repeat_last_n < -1, a logit_bias key that is not a token id below vocab_size or a bias
 /// outside [-100, 100], n != 1, more than 4 stop strings, logprobs out of range, stream_options
-/// without stream.
+/// without stream, a "grammar" that does not parse (its line and column), a response_format
+/// other than text / json_object (json_schema: not yet), or both of them.
 std::variant<OpenAiRequest, ApiError> parse_openai_request(std::string_view body, ApiEndpoint endpoint,
                                                            const RequestLimits& limits);
 

@@ -1,0 +1,207 @@
+// GBNF grammars (sampling/grammar.h) and the token-level matcher (sampling/grammar_matcher.h)
+// over real vocabularies: texts the grammar generates are accepted token by token with every
+// token inside the mask, texts it does not are refused, bad grammars are one clear error, and
+// the trie walk's mask equals checking every token of the vocabulary one by one.
+#include "peregrine/sampling/grammar_matcher.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "peregrine/tokenizer/tokenizer.h"
+#include "test_models.h"
+
+namespace peregrine {
+namespace {
+
+const Tokenizer& llama_spm() { return test::llamacpp_vocab("llama-spm"); }
+const Tokenizer& gpt2() { return test::llamacpp_vocab("gpt-2"); }
+
+std::shared_ptr<const Grammar> parse(std::string_view gbnf) {
+  auto g = Grammar::parse(gbnf);
+  EXPECT_TRUE(g) << g.status().message();
+  return g ? *g : nullptr;
+}
+
+// `text` as the longest vocabulary tokens that spell it, left to right (a SentencePiece
+// encode() would add its dummy-prefix space; the matcher only sees each token's bytes).
+std::vector<std::int32_t> spell(const TokenTrie& trie, std::string_view text) {
+  std::vector<std::int32_t> ids;
+  for (std::size_t pos = 0; pos < text.size();) {
+    std::uint32_t node = 0;
+    std::int32_t best = -1;
+    std::size_t best_len = 0;
+    for (std::size_t i = pos; i < text.size(); ++i) {
+      const TokenTrie::Node& n = trie.nodes()[node];
+      std::uint32_t next = 0;
+      for (std::uint32_t c = n.child_first; c < n.child_first + n.n_children; ++c) {
+        if (trie.nodes()[c].byte == static_cast<std::uint8_t>(text[i])) next = c;
+      }
+      if (next == 0) break;
+      node = next;
+      if (trie.nodes()[node].n_tokens > 0) {
+        best = trie.token_ids()[trie.nodes()[node].token_first];
+        best_len = i + 1 - pos;
+      }
+    }
+    EXPECT_GE(best, 0) << "no token spells byte " << pos << " of " << text;
+    if (best < 0) return ids;
+    ids.push_back(best);
+    pos += best_len;
+  }
+  return ids;
+}
+
+struct TextRun {
+  bool accepted = true;  // every token was in the mask and accept() took it
+  bool complete = false;
+};
+
+// Feeds `text`'s tokens (as the tokenizer splits it) through a matcher, checking each against
+// the mask first.
+TextRun run(const Tokenizer& tok, const std::shared_ptr<const TokenTrie>& trie, std::shared_ptr<const Grammar> g,
+        std::string_view text) {
+  GrammarMatcher m({std::move(g), trie}, tok.eos_id());
+  TextRun r;
+  std::vector<float> logits(static_cast<std::size_t>(tok.vocab_size()));
+  for (std::int32_t id : spell(*trie, text)) {
+    std::fill(logits.begin(), logits.end(), 0.0f);
+    m.mask(logits);
+    if (std::isinf(logits[static_cast<std::size_t>(id)]) || !m.accept(id)) {
+      r.accepted = false;
+      return r;
+    }
+  }
+  r.complete = m.can_end();
+  return r;
+}
+
+TEST(Grammar, JsonObjectGrammarTakesJsonTextsAndRefusesOthers) {
+  for (const Tokenizer* tok : {&llama_spm(), &gpt2()}) {
+    const auto trie = TokenTrie::of(*tok);
+    const auto json = parse(json_object_gbnf());
+    for (std::string_view good : {R"({"a": [1, 2.5e3, -0.25, "x\u00e9y", "é≈😀"], "b": null, "c": {"d": true}})", R"({})",
+                                  "{\n  \"name\": \"Ada\",\n  \"age\": 36\n}"}) {
+      const TextRun r = run(*tok, trie, json, good);
+      EXPECT_TRUE(r.accepted) << tok->kind() << ": " << good;
+      EXPECT_TRUE(r.complete) << tok->kind() << ": " << good;
+    }
+    for (std::string_view bad : {R"({"a" 1})", R"([1, 2])", R"({"a": 01})", R"({"a": tru})", "{\"a\":\t1}"}) {
+      const TextRun r = run(*tok, trie, json, bad);
+      EXPECT_FALSE(r.accepted && r.complete) << tok->kind() << ": " << bad;
+    }
+    const TextRun unfinished = run(*tok, trie, json, R"({"a": [1,)");
+    EXPECT_TRUE(unfinished.accepted);
+    EXPECT_FALSE(unfinished.complete);
+  }
+}
+
+TEST(Grammar, RepetitionsClassesAndGroups) {
+  const Tokenizer& tok = llama_spm();
+  const auto trie = TokenTrie::of(tok);
+  const auto g = parse(R"(# a comment
+root ::= word ("," " "? word){0,2} "."   # trailing comment
+word ::= [a-c]{2,3} | "x"+ | [^a-z,. ]
+)");
+  for (std::string_view good : {"ab.", "abc, x, xxxx.", "Q.", "ab,ca,bb."}) EXPECT_TRUE(run(tok, trie, g, good).complete) << good;
+  for (std::string_view bad : {"a.", "abcd.", "ab, ab, ab, ab.", "ab", "d."}) {
+    const TextRun r = run(tok, trie, g, bad);
+    EXPECT_FALSE(r.accepted && r.complete) << bad;
+  }
+}
+
+// The trie walk gives exactly the tokens that accept() takes, at several states of a JSON text
+// (inside a string, after a key, inside a number), for a 32k SentencePiece vocabulary.
+TEST(GrammarMatcher, MaskEqualsCheckingEveryToken) {
+  const Tokenizer& tok = llama_spm();
+  const auto trie = TokenTrie::of(tok);
+  const TokenGrammar tg{parse(json_object_gbnf()), trie};
+  const std::string text = R"({"key é": [12.5, "v)";
+  GrammarMatcher m(tg, tok.eos_id());
+  std::vector<float> logits(static_cast<std::size_t>(tok.vocab_size()));
+  std::int64_t states = 0;
+  for (std::int32_t id : spell(*trie, text)) {
+    std::fill(logits.begin(), logits.end(), 0.0f);
+    const std::int64_t n = m.mask(logits);
+    std::int64_t brute = 0;
+    for (std::int32_t t = 0; t < tok.vocab_size(); ++t) {
+      GrammarMatcher copy = m;
+      const bool ok = copy.accept(t).is_ok();
+      brute += ok ? 1 : 0;
+      ASSERT_EQ(ok, !std::isinf(logits[static_cast<std::size_t>(t)])) << "token " << t << " '" << trie->bytes(t) << "' after "
+                                                                     << states << " tokens";
+    }
+    EXPECT_EQ(n, brute);
+    EXPECT_GT(n, 0);
+    ASSERT_TRUE(m.accept(id));
+    ++states;
+  }
+  EXPECT_GE(states, 8);
+}
+
+TEST(GrammarMatcher, EosOnlyWhenCompleteAndAloneWhenNothingMayFollow) {
+  const Tokenizer& tok = llama_spm();
+  const auto trie = TokenTrie::of(tok);
+  GrammarMatcher m({parse(R"(root ::= "yes" | "yes!")"), trie}, tok.eos_id());
+  std::vector<float> logits(static_cast<std::size_t>(tok.vocab_size()), 0.0f);
+  m.mask(logits);
+  EXPECT_TRUE(std::isinf(logits[static_cast<std::size_t>(tok.eos_id())]));
+  for (std::int32_t id : spell(*trie, "yes")) ASSERT_TRUE(m.accept(id));
+  EXPECT_TRUE(m.can_end());
+  EXPECT_FALSE(m.must_end());
+  std::fill(logits.begin(), logits.end(), 0.0f);
+  EXPECT_GE(m.mask(logits), 2);  // "!" and EOS
+  EXPECT_FALSE(std::isinf(logits[static_cast<std::size_t>(tok.eos_id())]));
+  for (std::int32_t id : spell(*trie, "!")) ASSERT_TRUE(m.accept(id));
+  EXPECT_TRUE(m.must_end());
+  std::fill(logits.begin(), logits.end(), 0.0f);
+  EXPECT_EQ(m.mask(logits), 1);
+  const Status refused = m.accept(spell(*trie, "!").back());
+  EXPECT_EQ(refused.code(), ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(m.accept(tok.eos_id()));
+}
+
+TEST(Grammar, BadGrammarsAreOneClearError) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"root ::= [a-", "line 1 column 13"},
+      {"root ::= \"abc", "unterminated string"},
+      {"root ::= item", "'item' is used but not defined"},
+      {"item ::= \"a\"", "no 'root' rule"},
+      {"root ::= \"a\"\nroot ::= \"b\"", "defined twice"},
+      {"root ::= [z-a]", "empty character range"},
+      {"root ::= \"a\"{3,1}", "m > n"},
+      {"root ::= \"a\"{99999}", "above 10000"},
+      {"root ::= * \"a\"", "repeats nothing"},
+      {"root ::= root \"a\" | \"b\"", "left-recursive"},
+      {"root ::= x\nx ::= y? x \"a\"\ny ::= \"b\"", "left-recursive"},
+      {"root ::= \"\\q\"", "unknown escape"},
+      {"root ::= \"\\x4\"", "hex digits"},
+      {"root \"a\"", "expected '::='"},
+      {"root ::= (\"a\"", "expected ')'"},
+      {"root ::= \"a\" ]", "end of the line"},
+  };
+  for (const auto& [gbnf, what] : cases) {
+    auto g = Grammar::parse(gbnf);
+    ASSERT_FALSE(g) << gbnf;
+    EXPECT_EQ(g.status().code(), ErrorCode::kInvalidArgument) << gbnf;
+    EXPECT_NE(g.status().message().find(what), std::string::npos) << gbnf << " → " << g.status().message();
+  }
+}
+
+TEST(CharSet, ContainsAndIntersectsRangesAndTheirComplement) {
+  const CharSet digits{{{'0', '9'}}, false}, not_quote{{{'"', '"'}, {'\\', '\\'}}, true};
+  EXPECT_TRUE(digits.contains('5'));
+  EXPECT_FALSE(digits.contains('a'));
+  EXPECT_TRUE(not_quote.contains(0x1F600));
+  EXPECT_FALSE(not_quote.contains('"'));
+  EXPECT_TRUE(digits.intersects('9', 0x80));
+  EXPECT_FALSE(digits.intersects(0x80, 0x7FF));
+  EXPECT_FALSE(not_quote.intersects('"', '"'));
+  EXPECT_TRUE(not_quote.intersects('"', '#'));
+  EXPECT_FALSE((CharSet{{{0, 0x10FFFF}}, true}).intersects(0x80, 0x7FF));
+}
+
+}  // namespace
+}  // namespace peregrine
