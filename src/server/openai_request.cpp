@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "peregrine/core/json_util.h"
+#include "peregrine/sampling/json_schema_grammar.h"
 
 namespace peregrine {
 namespace {
@@ -284,9 +285,26 @@ const std::shared_ptr<const Grammar>& json_object_grammar() {
   return grammar;
 }
 
-// llama.cpp's "grammar" (GBNF text) or OpenAI's "response_format" ("text", "json_object"; a
-// "json_schema" is refused until its converter exists), at most one of them.
-Error read_grammar(const Json& obj, OpenAiRequest& r) {
+// response_format {"type": "json_schema", "json_schema": {"name": ..., "schema": {...}}}: the
+// schema's grammar. `body` is the request text, read again keeping the schema's key order (the
+// order properties are generated in).
+Error read_json_schema(const Json& format, std::string_view body, OpenAiRequest& r) {
+  const Json* spec = field(format, "json_schema");
+  if (spec == nullptr || !spec->is_object()) return bad("response_format.json_schema", "must be an object with a 'schema'");
+  const Json* schema = field(*spec, "schema");
+  if (schema == nullptr) return bad("response_format.json_schema.schema", "is missing");
+  const auto ordered = nlohmann::ordered_json::parse(body, nullptr, false);
+  const auto gbnf = json_schema_to_gbnf(ordered.at("response_format").at("json_schema").at("schema"));
+  if (!gbnf) return bad("response_format.json_schema.schema", "cannot be followed: " + gbnf.status().message());
+  auto g = Grammar::parse(*gbnf);
+  if (!g) return api_error(Status(ErrorCode::kInternal, "the grammar of a JSON schema does not parse: " + g.status().message()));
+  r.grammar = *g;
+  return std::nullopt;
+}
+
+// llama.cpp's "grammar" (GBNF text) or OpenAI's "response_format" ("text", "json_object",
+// "json_schema"), at most one of them.
+Error read_grammar(const Json& obj, std::string_view body, OpenAiRequest& r) {
   std::string gbnf;
   if (auto e = read_string(obj, "grammar", gbnf)) return e;
   if (!gbnf.empty()) {
@@ -301,9 +319,11 @@ Error read_grammar(const Json& obj, OpenAiRequest& r) {
   if (type == nullptr || !type->is_string()) return bad("response_format.type", "must be \"text\", \"json_object\" or \"json_schema\"");
   const std::string t = type->get<std::string>();
   if (t == "text") return std::nullopt;
-  if (t == "json_schema") return bad("response_format.type", "\"json_schema\" is not supported yet (use \"json_object\" or a GBNF 'grammar')");
-  if (t != "json_object") return bad("response_format.type", "must be \"text\", \"json_object\" or \"json_schema\" (got \"" + t + "\")");
+  if (t != "json_object" && t != "json_schema") {
+    return bad("response_format.type", "must be \"text\", \"json_object\" or \"json_schema\" (got \"" + t + "\")");
+  }
   if (r.grammar) return bad("response_format", "cannot be combined with 'grammar'");
+  if (t == "json_schema") return read_json_schema(*format, body, r);
   r.grammar = json_object_grammar();
   return std::nullopt;
 }
@@ -346,7 +366,7 @@ Error read_speculative(const Json& obj, const SpecParams& defaults, SpecParams& 
   return std::nullopt;
 }
 
-Error read_request(const Json& obj, ApiEndpoint endpoint, const RequestLimits& limits, OpenAiRequest& r) {
+Error read_request(const Json& obj, std::string_view body, ApiEndpoint endpoint, const RequestLimits& limits, OpenAiRequest& r) {
   if (auto e = read_string(obj, "model", r.model)) return e;
   if (endpoint == ApiEndpoint::kCompletions) {
     if (auto e = read_prompt(obj, r)) return e;
@@ -361,7 +381,7 @@ Error read_request(const Json& obj, ApiEndpoint endpoint, const RequestLimits& l
   if (auto e = read_bool(obj, "ignore_eos", r.ignore_eos)) return e;
   if (auto e = read_stream(obj, r)) return e;
   if (auto e = read_speculative(obj, limits.spec, r.spec)) return e;
-  if (auto e = read_grammar(obj, r)) return e;
+  if (auto e = read_grammar(obj, body, r)) return e;
   return reject_unsupported(obj);
 }
 
@@ -374,7 +394,7 @@ std::variant<OpenAiRequest, ApiError> parse_openai_request(std::string_view body
   if (!parsed->is_object()) return api_error(invalid_argument("the request body must be a JSON object"));
   OpenAiRequest r;
   r.endpoint = endpoint;
-  if (auto e = read_request(*parsed, endpoint, limits, r)) return *e;
+  if (auto e = read_request(*parsed, body, endpoint, limits, r)) return *e;
   return r;
 }
 

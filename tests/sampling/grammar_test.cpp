@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "peregrine/tokenizer/tokenizer.h"
+#include "sampling/grammar_text.h"
 #include "test_models.h"
 
 namespace peregrine {
@@ -25,74 +26,21 @@ std::shared_ptr<const Grammar> parse(std::string_view gbnf) {
   return g ? *g : nullptr;
 }
 
-// `text` as the longest vocabulary tokens that spell it, left to right (a SentencePiece
-// encode() would add its dummy-prefix space; the matcher only sees each token's bytes).
-std::vector<std::int32_t> spell(const TokenTrie& trie, std::string_view text) {
-  std::vector<std::int32_t> ids;
-  for (std::size_t pos = 0; pos < text.size();) {
-    std::uint32_t node = 0;
-    std::int32_t best = -1;
-    std::size_t best_len = 0;
-    for (std::size_t i = pos; i < text.size(); ++i) {
-      const TokenTrie::Node& n = trie.nodes()[node];
-      std::uint32_t next = 0;
-      for (std::uint32_t c = n.child_first; c < n.child_first + n.n_children; ++c) {
-        if (trie.nodes()[c].byte == static_cast<std::uint8_t>(text[i])) next = c;
-      }
-      if (next == 0) break;
-      node = next;
-      if (trie.nodes()[node].n_tokens > 0) {
-        best = trie.token_ids()[trie.nodes()[node].token_first];
-        best_len = i + 1 - pos;
-      }
-    }
-    EXPECT_GE(best, 0) << "no token spells byte " << pos << " of " << text;
-    if (best < 0) return ids;
-    ids.push_back(best);
-    pos += best_len;
-  }
-  return ids;
-}
-
-struct TextRun {
-  bool accepted = true;  // every token was in the mask and accept() took it
-  bool complete = false;
-};
-
-// Feeds `text`'s tokens (as the tokenizer splits it) through a matcher, checking each against
-// the mask first.
-TextRun run(const Tokenizer& tok, const std::shared_ptr<const TokenTrie>& trie, std::shared_ptr<const Grammar> g,
-        std::string_view text) {
-  GrammarMatcher m({std::move(g), trie}, tok.eos_id());
-  TextRun r;
-  std::vector<float> logits(static_cast<std::size_t>(tok.vocab_size()));
-  for (std::int32_t id : spell(*trie, text)) {
-    std::fill(logits.begin(), logits.end(), 0.0f);
-    m.mask(logits);
-    if (std::isinf(logits[static_cast<std::size_t>(id)]) || !m.accept(id)) {
-      r.accepted = false;
-      return r;
-    }
-  }
-  r.complete = m.can_end();
-  return r;
-}
-
 TEST(Grammar, JsonObjectGrammarTakesJsonTextsAndRefusesOthers) {
   for (const Tokenizer* tok : {&llama_spm(), &gpt2()}) {
     const auto trie = TokenTrie::of(*tok);
     const auto json = parse(json_object_gbnf());
     for (std::string_view good : {R"({"a": [1, 2.5e3, -0.25, "x\u00e9y", "é≈😀"], "b": null, "c": {"d": true}})", R"({})",
                                   "{\n  \"name\": \"Ada\",\n  \"age\": 36\n}"}) {
-      const TextRun r = run(*tok, trie, json, good);
+      const test::TextRun r = test::run(*tok, trie, json, good);
       EXPECT_TRUE(r.accepted) << tok->kind() << ": " << good;
       EXPECT_TRUE(r.complete) << tok->kind() << ": " << good;
     }
     for (std::string_view bad : {R"({"a" 1})", R"([1, 2])", R"({"a": 01})", R"({"a": tru})", "{\"a\":\t1}"}) {
-      const TextRun r = run(*tok, trie, json, bad);
+      const test::TextRun r = test::run(*tok, trie, json, bad);
       EXPECT_FALSE(r.accepted && r.complete) << tok->kind() << ": " << bad;
     }
-    const TextRun unfinished = run(*tok, trie, json, R"({"a": [1,)");
+    const test::TextRun unfinished = test::run(*tok, trie, json, R"({"a": [1,)");
     EXPECT_TRUE(unfinished.accepted);
     EXPECT_FALSE(unfinished.complete);
   }
@@ -105,9 +53,9 @@ TEST(Grammar, RepetitionsClassesAndGroups) {
 root ::= word ("," " "? word){0,2} "."   # trailing comment
 word ::= [a-c]{2,3} | "x"+ | [^a-z,. ]
 )");
-  for (std::string_view good : {"ab.", "abc, x, xxxx.", "Q.", "ab,ca,bb."}) EXPECT_TRUE(run(tok, trie, g, good).complete) << good;
+  for (std::string_view good : {"ab.", "abc, x, xxxx.", "Q.", "ab,ca,bb."}) EXPECT_TRUE(test::run(tok, trie, g, good).complete) << good;
   for (std::string_view bad : {"a.", "abcd.", "ab, ab, ab, ab.", "ab", "d."}) {
-    const TextRun r = run(tok, trie, g, bad);
+    const test::TextRun r = test::run(tok, trie, g, bad);
     EXPECT_FALSE(r.accepted && r.complete) << bad;
   }
 }
@@ -122,7 +70,7 @@ TEST(GrammarMatcher, MaskEqualsCheckingEveryToken) {
   GrammarMatcher m(tg, tok.eos_id());
   std::vector<float> logits(static_cast<std::size_t>(tok.vocab_size()));
   std::int64_t states = 0;
-  for (std::int32_t id : spell(*trie, text)) {
+  for (std::int32_t id : test::spell(*trie, text)) {
     std::fill(logits.begin(), logits.end(), 0.0f);
     const std::int64_t n = m.mask(logits);
     std::int64_t brute = 0;
@@ -148,17 +96,17 @@ TEST(GrammarMatcher, EosOnlyWhenCompleteAndAloneWhenNothingMayFollow) {
   std::vector<float> logits(static_cast<std::size_t>(tok.vocab_size()), 0.0f);
   m.mask(logits);
   EXPECT_TRUE(std::isinf(logits[static_cast<std::size_t>(tok.eos_id())]));
-  for (std::int32_t id : spell(*trie, "yes")) ASSERT_TRUE(m.accept(id));
+  for (std::int32_t id : test::spell(*trie, "yes")) ASSERT_TRUE(m.accept(id));
   EXPECT_TRUE(m.can_end());
   EXPECT_FALSE(m.must_end());
   std::fill(logits.begin(), logits.end(), 0.0f);
   EXPECT_GE(m.mask(logits), 2);  // "!" and EOS
   EXPECT_FALSE(std::isinf(logits[static_cast<std::size_t>(tok.eos_id())]));
-  for (std::int32_t id : spell(*trie, "!")) ASSERT_TRUE(m.accept(id));
+  for (std::int32_t id : test::spell(*trie, "!")) ASSERT_TRUE(m.accept(id));
   EXPECT_TRUE(m.must_end());
   std::fill(logits.begin(), logits.end(), 0.0f);
   EXPECT_EQ(m.mask(logits), 1);
-  const Status refused = m.accept(spell(*trie, "!").back());
+  const Status refused = m.accept(test::spell(*trie, "!").back());
   EXPECT_EQ(refused.code(), ErrorCode::kInvalidArgument);
   EXPECT_TRUE(m.accept(tok.eos_id()));
 }

@@ -50,7 +50,7 @@ struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;               // stream_options.include_usage
   SpecParams spec;                          // speculative decoding of this request
-  std::shared_ptr<const Grammar> grammar;   // "grammar" or response_format json_object; null: none
+  std::shared_ptr<const Grammar> grammar;   // "grammar" or response_format json_object / json_schema; null: none
 };
 
 /// What the parser needs to know about the server.
@@ -69,7 +69,9 @@ struct RequestLimits {
 /// <= 0, repeat_last_n < -1, a logit_bias key that is not a token id below vocab_size or a bias
 /// outside [-100, 100], n != 1, more than 4 stop strings, logprobs out of range, stream_options
 /// without stream, a "grammar" that does not parse (its line and column), a response_format
-/// other than text / json_object (json_schema: not yet), or both of them.
+/// other than text / json_object / json_schema, a JSON schema outside the supported subset
+/// (sampling/json_schema_grammar.h: param response_format.json_schema.schema, the message naming
+/// the keyword), or both a grammar and a response_format.
 std::variant<OpenAiRequest, ApiError> parse_openai_request(std::string_view body, ApiEndpoint endpoint,
                                                            const RequestLimits& limits);
 
