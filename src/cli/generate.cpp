@@ -10,6 +10,7 @@
 #include "peregrine/engine/generator.h"
 #include "peregrine/kv/kv_cache.h"
 #include "peregrine/core/text_file.h"
+#include "peregrine/sampling/json_schema_grammar.h"
 #include "peregrine/tokenizer/chat_prompt.h"
 #include "lora_options.h"
 #include "spec_options.h"
@@ -36,6 +37,7 @@ struct GenerateArgs {
   std::vector<std::string> loras;  // --lora PATH[:SCALE]
   std::string grammar;             // --grammar GBNF
   std::string grammar_file;        // --grammar-file PATH
+  std::string json_schema;         // --json-schema JSON or @PATH
 };
 
 void print_stats(const GenerationStats& s, bool speculative) {
@@ -65,17 +67,29 @@ Status write_stats_json(const std::string& path, const GenerationStats& s) {
   return out ? Status::ok() : io_error("cannot write stats to " + path);
 }
 
-/// --grammar's text or --grammar-file's contents parsed (null when neither is given).
-Expected<std::shared_ptr<const Grammar>> read_grammar(const std::string& text, const std::string& file) {
-  if (!text.empty() && !file.empty()) return invalid_argument("give --grammar or --grammar-file, not both");
-  if (text.empty() && file.empty()) return std::shared_ptr<const Grammar>();
-  std::string gbnf = text;
-  if (!file.empty()) {
-    auto contents = read_text_file(file);
+/// The grammar of --grammar's text, --grammar-file's contents or --json-schema's schema (inline
+/// JSON, or @PATH), parsed; null when none is given.
+Expected<std::shared_ptr<const Grammar>> read_grammar(const GenerateArgs& a) {
+  const int given = !a.grammar.empty() + !a.grammar_file.empty() + !a.json_schema.empty();
+  if (given > 1) return invalid_argument("give one of --grammar, --grammar-file and --json-schema");
+  if (given == 0) return std::shared_ptr<const Grammar>();
+  if (!a.grammar.empty()) return Grammar::parse(a.grammar);
+  if (!a.grammar_file.empty()) {
+    auto contents = read_text_file(a.grammar_file);
     if (!contents) return contents.status();
-    gbnf = std::move(*contents);
+    return Grammar::parse(*contents);
   }
-  return Grammar::parse(gbnf);
+  std::string text = a.json_schema;
+  if (text.starts_with("@")) {
+    auto contents = read_text_file(text.substr(1));
+    if (!contents) return contents.status();
+    text = std::move(*contents);
+  }
+  const auto schema = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (schema.is_discarded()) return invalid_argument("--json-schema is not valid JSON");
+  auto gbnf = json_schema_to_gbnf(schema);
+  if (!gbnf) return invalid_argument("--json-schema: " + gbnf.status().message());
+  return Grammar::parse(*gbnf);
 }
 
 Status validate(const GenerateArgs& a) {
@@ -158,9 +172,9 @@ int run(const GenerateArgs& args) {
     opt.lora = lora.get();
   }
   opt.drafter = drafter->drafter.get();
-  auto grammar = read_grammar(args.grammar, args.grammar_file);
+  auto grammar = read_grammar(args);
   if (!grammar) return report(grammar.status());
-  if (*grammar) opt.grammar = {*grammar, TokenTrie::of(tok)};
+  if (*grammar) opt.grammar = TokenGrammar::of(*grammar, TokenTrie::of(tok));
   bool echoed = false;
   std::int32_t prev = ids.back();
   auto on_token = [&](std::int32_t id) {
@@ -211,6 +225,7 @@ Verb add_generate(CLI::App& app) {
   cmd->add_option("--stats-json", args->stats_json, "Also write the stats as JSON to this path");
   cmd->add_option("--grammar", args->grammar, "A GBNF grammar (llama.cpp's format) the output must follow");
   cmd->add_option("--grammar-file", args->grammar_file, "A file holding a GBNF grammar the output must follow");
+  cmd->add_option("--json-schema", args->json_schema, "A JSON schema (inline, or @FILE) the output must follow");
   cmd->add_option("--lora", args->loras,
                   "LoRA adapter PATH[:SCALE] applied unmerged (a PEFT folder or a llama.cpp LoRA .gguf; SCALE multiplies "
                   "alpha/r, default 1); repeatable: the adapters add up");

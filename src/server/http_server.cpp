@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <ctime>
+#include <list>
 #include <mutex>
 #include <random>
 #include <set>
@@ -98,6 +99,23 @@ struct HttpServer::Impl {
     return vocabulary_trie;
   }
 
+  // The TokenGrammar of `g` over the vocabulary: the same one (and its position masks) for
+  // every request of the same grammar among the last kGrammars (the parser hands out one
+  // Grammar per distinct text: openai_request.h).
+  TokenGrammar token_grammar(const std::shared_ptr<const Grammar>& g) {
+    static constexpr std::size_t kGrammars = 16;
+    const auto& trie = vocabulary();
+    std::lock_guard lock(mu);
+    const auto it = std::find_if(grammars.begin(), grammars.end(), [&](const TokenGrammar& t) { return t.grammar == g; });
+    if (it != grammars.end()) {
+      grammars.splice(grammars.begin(), grammars, it);
+    } else {
+      grammars.push_front(TokenGrammar::of(g, trie));
+      if (grammars.size() > kGrammars) grammars.pop_back();
+    }
+    return grammars.front();
+  }
+
   Engine& engine;
   const Tokenizer& tokenizer;
   std::once_flag vocabulary_built;
@@ -109,7 +127,8 @@ struct HttpServer::Impl {
   Listener http;
   std::atomic<bool> draining{false};
 
-  std::mutex mu;  // guards rng, active, and signals active_cv
+  std::mutex mu;  // guards rng, active, grammars, and signals active_cv
+  std::list<TokenGrammar> grammars;  // most recently used first
   std::mt19937_64 rng;
   std::set<std::uint64_t> active;  // engine ids of requests whose response is not written yet
   std::condition_variable active_cv;
@@ -217,7 +236,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
   ro.ignore_eos = request.ignore_eos;
   ro.spec = request.spec;
   ro.lora_adapter = lora_adapter;
-  if (request.grammar) ro.grammar = {request.grammar, vocabulary()};
+  if (request.grammar) ro.grammar = token_grammar(request.grammar);
   RequestCallbacks callbacks;
   callbacks.on_token = [ex](const TokenEvent& event) {
     std::lock_guard lock(ex->mu);

@@ -1,9 +1,12 @@
 #include "peregrine/server/openai_request.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <list>
+#include <mutex>
 
 #include "peregrine/core/json_util.h"
 #include "peregrine/sampling/json_schema_grammar.h"
@@ -279,10 +282,23 @@ Error read_stream(const Json& obj, OpenAiRequest& r) {
   return std::nullopt;
 }
 
-// The JSON grammar of response_format json_object, parsed once.
-const std::shared_ptr<const Grammar>& json_object_grammar() {
-  static const std::shared_ptr<const Grammar> grammar = *Grammar::parse(json_object_gbnf());
-  return grammar;
+// The parsed grammar of GBNF `text`: the same Grammar for the same text among the last
+// kGrammars (clients repeat their schemas; the server shares work per Grammar).
+Expected<std::shared_ptr<const Grammar>> parse_grammar(const std::string& text) {
+  static constexpr std::size_t kGrammars = 32;
+  static std::mutex mu;
+  static std::list<std::pair<std::string, std::shared_ptr<const Grammar>>> recent;  // most recent first
+  std::lock_guard lock(mu);
+  const auto it = std::find_if(recent.begin(), recent.end(), [&](const auto& e) { return e.first == text; });
+  if (it != recent.end()) {
+    recent.splice(recent.begin(), recent, it);
+    return recent.front().second;
+  }
+  auto g = Grammar::parse(text);
+  if (!g) return g.status();
+  recent.emplace_front(text, *g);
+  if (recent.size() > kGrammars) recent.pop_back();
+  return *g;
 }
 
 // response_format {"type": "json_schema", "json_schema": {"name": ..., "schema": {...}}}: the
@@ -296,7 +312,7 @@ Error read_json_schema(const Json& format, std::string_view body, OpenAiRequest&
   const auto ordered = nlohmann::ordered_json::parse(body, nullptr, false);
   const auto gbnf = json_schema_to_gbnf(ordered.at("response_format").at("json_schema").at("schema"));
   if (!gbnf) return bad("response_format.json_schema.schema", "cannot be followed: " + gbnf.status().message());
-  auto g = Grammar::parse(*gbnf);
+  auto g = parse_grammar(*gbnf);
   if (!g) return api_error(Status(ErrorCode::kInternal, "the grammar of a JSON schema does not parse: " + g.status().message()));
   r.grammar = *g;
   return std::nullopt;
@@ -308,7 +324,7 @@ Error read_grammar(const Json& obj, std::string_view body, OpenAiRequest& r) {
   std::string gbnf;
   if (auto e = read_string(obj, "grammar", gbnf)) return e;
   if (!gbnf.empty()) {
-    auto g = Grammar::parse(gbnf);
+    auto g = parse_grammar(gbnf);
     if (!g) return api_error(g.status(), "grammar");
     r.grammar = *g;
   }
@@ -324,7 +340,7 @@ Error read_grammar(const Json& obj, std::string_view body, OpenAiRequest& r) {
   }
   if (r.grammar) return bad("response_format", "cannot be combined with 'grammar'");
   if (t == "json_schema") return read_json_schema(*format, body, r);
-  r.grammar = json_object_grammar();
+  r.grammar = *parse_grammar(std::string(json_object_gbnf()));
   return std::nullopt;
 }
 

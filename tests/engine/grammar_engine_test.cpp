@@ -31,6 +31,7 @@ TEST(GrammarEngine, SampledOutputsFollowTheirGrammarsInOneBatch) {
   auto city = Grammar::parse(R"(root ::= "{\"city\": \"" [A-Z] [a-z]{1,15} "\", \"population\": " [1-9] [0-9]{0,8} "}")");
   auto word = Grammar::parse(R"(root ::= " " ("Paris" | "Lyon" | "Nice") ".")");
   ASSERT_TRUE(city && word);
+  const TokenGrammar city_grammar = TokenGrammar::of(*city, trie), word_grammar = TokenGrammar::of(*word, trie);
 
   ThreadPool pool(2);
   EngineOptions eo;
@@ -47,9 +48,9 @@ TEST(GrammarEngine, SampledOutputsFollowTheirGrammarsInOneBatch) {
     r.sampling.temperature = 1.0f;
     r.sampling.seed = static_cast<std::uint64_t>(i);
     r.eos_id = tok.eos_id();
-    if (i % 3 == 0) r.grammar = {*city, trie};
+    if (i % 3 == 0) r.grammar = city_grammar;
     if (i % 3 == 1) {
-      r.grammar = {*word, trie};
+      r.grammar = word_grammar;
       r.spec.method = SpecMethod::kPld;  // a grammar request decodes without drafts
       r.spec.draft_max = 4;
     }

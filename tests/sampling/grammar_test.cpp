@@ -65,7 +65,7 @@ word ::= [a-c]{2,3} | "x"+ | [^a-z,. ]
 TEST(GrammarMatcher, MaskEqualsCheckingEveryToken) {
   const Tokenizer& tok = llama_spm();
   const auto trie = TokenTrie::of(tok);
-  const TokenGrammar tg{parse(json_object_gbnf()), trie};
+  const TokenGrammar tg = TokenGrammar::of(parse(json_object_gbnf()), trie);
   const std::string text = R"({"key é": [12.5, "v)";
   GrammarMatcher m(tg, tok.eos_id());
   std::vector<float> logits(static_cast<std::size_t>(tok.vocab_size()));
@@ -92,7 +92,7 @@ TEST(GrammarMatcher, MaskEqualsCheckingEveryToken) {
 TEST(GrammarMatcher, EosOnlyWhenCompleteAndAloneWhenNothingMayFollow) {
   const Tokenizer& tok = llama_spm();
   const auto trie = TokenTrie::of(tok);
-  GrammarMatcher m({parse(R"(root ::= "yes" | "yes!")"), trie}, tok.eos_id());
+  GrammarMatcher m(TokenGrammar::of(parse(R"(root ::= "yes" | "yes!")"), trie), tok.eos_id());
   std::vector<float> logits(static_cast<std::size_t>(tok.vocab_size()), 0.0f);
   m.mask(logits);
   EXPECT_TRUE(std::isinf(logits[static_cast<std::size_t>(tok.eos_id())]));

@@ -36,7 +36,7 @@ std::vector<std::int32_t> spell(const TokenTrie& trie, std::string_view text) {
 
 TextRun run(const Tokenizer& tok, const std::shared_ptr<const TokenTrie>& trie, std::shared_ptr<const Grammar> g,
             std::string_view text) {
-  GrammarMatcher m({std::move(g), trie}, tok.eos_id());
+  GrammarMatcher m(TokenGrammar::of(std::move(g), trie), tok.eos_id());
   TextRun r;
   std::vector<float> logits(static_cast<std::size_t>(tok.vocab_size()));
   for (std::int32_t id : spell(*trie, text)) {

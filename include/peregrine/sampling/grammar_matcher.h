@@ -9,15 +9,21 @@
 // token may end inside a character: the partial character must still fit some class), and
 // only well-formed UTF-8 is taken.
 //
-// Masking walks the vocabulary's byte trie (token_trie.h) from the current state, dropping a
-// subtree as soon as no stack survives its prefix, so a shared prefix is matched once; masks
-// are cached per state (a JSON string's characters, say, all leave the same state), so a state
-// seen before costs one copy of the mask.
+// Masking uses XGrammar's split of the vocabulary per grammar position (Dong et al. 2024,
+// "XGrammar: Flexible and Efficient Structured Generation Engine for Large Language Models"):
+// for each character class a stack can have on top, the tokens it takes whatever lies below it
+// on the stack (context-independent: e.g. any token without a quote inside a JSON string), and
+// the few whose fate depends on that (they leave the position's rule mid-token). Both sets come
+// from one walk of the vocabulary's byte trie (token_trie.h) on the position's first use, kept
+// for every request of the grammar (TokenMaskCache); a state's mask is then the union of its
+// stacks' accepted sets plus its uncertain tokens checked one by one. Masks are also cached per
+// state, so a state seen before costs one pass over the logits.
 #pragma once
 
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -29,11 +35,47 @@
 
 namespace peregrine {
 
-/// A grammar and the vocabulary it constrains: what a request carries.
+/// Per stack top (its last kSuffix elements: the character class and the rules it returns to,
+/// which hold the loops of repetitions), the tokens a stack ending so takes whatever lies below
+/// (`accepted`, a bitset over token ids) and those that run past those elements mid-token
+/// (`uncertain`): computed on first use, under a lock, then shared. A stack no longer than
+/// kSuffix is its own entry, with nothing uncertain.
+class TokenMaskCache {
+ public:
+  static constexpr std::size_t kSuffix = 3;
+  struct PositionMasks {
+    std::vector<std::uint64_t> accepted;  // bit id % 64 of word id / 64
+    std::vector<std::int32_t> uncertain;  // ids, none of them in `accepted`
+  };
+  TokenMaskCache(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> vocabulary);
+  /// The masks of the stack top of `stack` (non-empty, a kChars element on top). Thread-safe.
+  const PositionMasks& at(std::span<const std::uint32_t> stack);
+
+ private:
+  std::shared_ptr<const Grammar> grammar_;
+  std::shared_ptr<const TokenTrie> vocabulary_;
+  std::mutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<PositionMasks>> masks_;
+};
+
+/// A grammar and the vocabulary it constrains: what a request carries. Requests that share one
+/// TokenGrammar share its position masks.
 struct TokenGrammar {
   std::shared_ptr<const Grammar> grammar;
   std::shared_ptr<const TokenTrie> vocabulary;
-  explicit operator bool() const { return grammar != nullptr && vocabulary != nullptr; }
+  std::shared_ptr<TokenMaskCache> masks;
+  /// The TokenGrammar of `grammar` over `vocabulary`, with an empty mask cache.
+  static TokenGrammar of(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> vocabulary);
+  explicit operator bool() const { return grammar != nullptr && vocabulary != nullptr && masks != nullptr; }
+};
+
+/// Where a grammar stands: its stacks (sorted, unique) and a UTF-8 character begun but not
+/// finished.
+struct GrammarState {
+  std::vector<std::vector<std::uint32_t>> stacks;
+  std::uint32_t partial = 0;  // the character's bits so far
+  std::uint32_t pending = 0;  // its continuation bytes still to come (0: none)
+  std::uint32_t min = 0;      // the least code point its length may encode (no overlong forms)
 };
 
 class GrammarMatcher {
@@ -58,23 +100,12 @@ class GrammarMatcher {
   bool must_end() const;
 
  private:
-  using Stack = std::vector<std::uint32_t>;
-  struct State {
-    std::vector<Stack> stacks;  // sorted, unique
-    std::uint32_t partial = 0;  // bits of a UTF-8 character begun but not finished
-    std::uint32_t pending = 0;  // its continuation bytes still to come (0: none)
-    std::uint32_t min = 0;      // the least code point its length may encode (no overlong forms)
-  };
-
-  void expand(Stack stack, std::vector<Stack>& out) const;
-  bool advance_byte(const State& from, std::uint8_t byte, State& to) const;
-  std::vector<Stack> advance_char(const std::vector<Stack>& stacks, std::uint32_t cp) const;
-  void walk(std::uint32_t node, const State& state, std::vector<std::uint8_t>& allowed) const;
-  static std::string key(const State& state);
+  std::vector<std::uint8_t> compute_mask() const;
+  bool takes(std::int32_t id) const;
 
   TokenGrammar g_;
   std::int32_t eos_id_;
-  State state_;
+  GrammarState state_;
   // Masks of states seen before (allowed[id], without eos), least recently used evicted first.
   std::list<std::pair<std::string, std::vector<std::uint8_t>>> lru_;
   std::unordered_map<std::string, decltype(lru_)::iterator> cache_;

@@ -50,7 +50,9 @@ struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;               // stream_options.include_usage
   SpecParams spec;                          // speculative decoding of this request
-  std::shared_ptr<const Grammar> grammar;   // "grammar" or response_format json_object / json_schema; null: none
+  /// "grammar" or response_format json_object / json_schema (null: none); the same object for
+  /// the same grammar text among the last 32 requests' (so the server shares its masks).
+  std::shared_ptr<const Grammar> grammar;
 };
 
 /// What the parser needs to know about the server.
