@@ -31,7 +31,8 @@ cmake --build build-asan
 # quantizations and prunings with 15.5k-token KLD evaluations, minutes under the sanitizers), the
 # real models' perplexity and greedy comparisons with llama.cpp (Manifest/RealModel*: 16k-token
 # evaluations of 135M-0.5B models), the chat runs of a 0.5B model (ChatCli.*RealInstruct*,
-# GenerateChat*) and its structured outputs through the server (server_structured_outputs).
+# GenerateChat*) and its structured outputs and tool calls through the server (server_structured_outputs,
+# server_tool_calling).
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs" \
-  -E '^RealModels/(Quantize|Prune)ModelTest\.|^Manifest/RealModel|^ChatCli\.(ThreeTurnsWithARealInstructModel|GenerateChat)|^server_structured_outputs$'
+  -E '^RealModels/(Quantize|Prune)ModelTest\.|^Manifest/RealModel|^ChatCli\.(ThreeTurnsWithARealInstructModel|GenerateChat)|^server_(structured_outputs|tool_calling)$'

@@ -16,7 +16,7 @@ std::string_view openai_finish_reason(FinishReason reason) {
 }
 
 CompletionOutput::CompletionOutput(const OpenAiRequest& request, ResponseMeta meta, const Tokenizer& tokenizer,
-                                   std::int32_t prev_token)
+                                   std::int32_t prev_token, std::uint64_t call_seed)
     : meta_(std::move(meta)),
       tokenizer_(tokenizer),
       stream_(tokenizer, prev_token, request.stop),
@@ -25,6 +25,25 @@ CompletionOutput::CompletionOutput(const OpenAiRequest& request, ResponseMeta me
       want_logprobs_(request.top_logprobs >= 0),
       prev_(prev_token) {
   if (streaming_ && meta_.endpoint == ApiEndpoint::kChatCompletions) queue_chunk("", "", nullptr);
+  if (!request.tools.is_null() && request.tool_choice != ToolChoice::kNone) {
+    std::vector<std::string> names;
+    for (const auto& t : request.tools) names.push_back(t["function"]["name"].get<std::string>());
+    tools_.emplace(call_seed, std::move(names));
+  }
+}
+
+// Text the TextStream released: through the tool-call parser when there is one, then into the
+// response (streaming: a content chunk, and a tool-call chunk per parsed call).
+void CompletionOutput::release(std::string text, const nlohmann::json& logprobs) {
+  std::vector<ToolCall> calls;
+  if (tools_) {
+    text = tools_->push(text);
+    calls = tools_->take_calls();
+  }
+  text_ += text;
+  if (streaming_ && (!text.empty() || !logprobs.is_null())) queue_chunk(text, "", logprobs);
+  if (streaming_ && !calls.empty()) events_ += sse_event(tool_call_chunk_json(meta_, calls, calls_.size(), include_usage_));
+  calls_.insert(calls_.end(), calls.begin(), calls.end());
 }
 
 TokenLogprob CompletionOutput::decode_logprobs(const TokenEvent& event) const {
@@ -42,22 +61,21 @@ bool CompletionOutput::add_token(const TokenEvent& event) {
     if (!streaming_) logprobs_.push_back(std::move(record));
   }
   prev_ = event.token;
-  const std::string text = stream_.push(event.token);
-  text_ += text;
-  if (streaming_ && (!text.empty() || want_logprobs_)) queue_chunk(text, "", logprobs);
+  release(stream_.push(event.token), logprobs);
   return !stream_.stopped();
 }
 
 void CompletionOutput::finish(const RequestResult& result) {
   result_ = result;
-  const std::string rest = stream_.flush();
-  text_ += rest;
+  if (!failure()) {
+    release(stream_.flush(), nullptr);
+    if (tools_) release(tools_->flush(), nullptr);
+  }
   if (!streaming_) return;
   if (auto error = failure()) {
     events_ += sse_event(error->to_json());
   } else {
-    if (!rest.empty()) queue_chunk(rest, "", nullptr);
-    queue_chunk("", openai_finish_reason(result.reason), nullptr);
+    queue_chunk("", finish_reason(), nullptr);
     if (include_usage_) events_ += sse_event(usage_chunk_json(meta_, result));
   }
   events_ += kSseDone;
@@ -68,13 +86,17 @@ std::string CompletionOutput::take_events() { return std::exchange(events_, {});
 std::variant<nlohmann::json, ApiError> CompletionOutput::response() const {
   if (auto error = failure()) return *error;
   const nlohmann::json logprobs = want_logprobs_ ? logprobs_json(meta_.endpoint, logprobs_, 0) : nlohmann::json(nullptr);
-  return response_json(meta_, text_, openai_finish_reason(result_->reason), logprobs, *result_);
+  return response_json(meta_, text_, finish_reason(), logprobs, *result_, calls_);
 }
 
 void CompletionOutput::queue_chunk(const std::string& text, std::string_view finish_reason,
                                    const nlohmann::json& logprobs) {
   events_ += sse_event(chunk_json(meta_, text, first_chunk_, finish_reason, logprobs, include_usage_));
   first_chunk_ = false;
+}
+
+std::string_view CompletionOutput::finish_reason() const {
+  return !calls_.empty() && result_->reason == FinishReason::kStop ? "tool_calls" : openai_finish_reason(result_->reason);
 }
 
 std::optional<ApiError> CompletionOutput::failure() const {

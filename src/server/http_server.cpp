@@ -35,8 +35,9 @@ constexpr auto kFlushTimeout = 5s;
 
 /// One request's state, shared by the engine's loop thread (callbacks) and the HTTP thread.
 struct Exchange {
-  Exchange(const OpenAiRequest& request, ResponseMeta meta, const Tokenizer& tokenizer, std::int32_t prev)
-      : output(request, std::move(meta), tokenizer, prev) {}
+  Exchange(const OpenAiRequest& request, ResponseMeta meta, const Tokenizer& tokenizer, std::int32_t prev,
+           std::uint64_t call_seed)
+      : output(request, std::move(meta), tokenizer, prev, call_seed) {}
   std::mutex mu;
   std::condition_variable cv;
   CompletionOutput output;
@@ -216,6 +217,12 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
     if (it == options.lora_names.end()) return send_error(res, model_not_found_error(request.model));
     lora_adapter = static_cast<std::int32_t>(it - options.lora_names.begin());
   }
+  if (!request.tools.is_null() && request.tool_choice != ToolChoice::kNone &&
+      !template_has_hermes_tool_calls(chat_template.source())) {
+    return send_error(res, api_error(invalid_argument("'tools': this model's chat template has no tool-call format the server "
+                                                      "parses (Hermes <tool_call> blocks: Qwen2.5, Hermes, ...)"),
+                                     "tools"));
+  }
   auto prompt = prompt_tokens(request, tokenizer, chat_template);
   if (!prompt) return send_error(res, api_error(prompt.status(), prompt_param(endpoint)));
 
@@ -224,7 +231,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
                 static_cast<unsigned long long>(random_u64()));
   ResponseMeta meta{endpoint, id, static_cast<std::int64_t>(std::time(nullptr)),
                     lora_adapter >= 0 ? request.model : options.model_id};
-  auto ex = std::make_shared<Exchange>(request, std::move(meta), tokenizer, prompt->back());
+  auto ex = std::make_shared<Exchange>(request, std::move(meta), tokenizer, prompt->back(), random_u64());
 
   RequestOptions ro;
   const auto room = static_cast<std::int32_t>(std::max<std::int64_t>(1, context_len - static_cast<std::int64_t>(prompt->size())));

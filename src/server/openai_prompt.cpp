@@ -8,7 +8,9 @@ Expected<std::vector<std::int32_t>> prompt_tokens(const OpenAiRequest& request, 
                                                   const ChatTemplate& chat_template) {
   std::vector<std::int32_t> ids;
   if (request.endpoint == ApiEndpoint::kChatCompletions) {
-    PEREGRINE_ASSIGN_OR_RETURN(ids, chat_prompt_tokens(chat_template, request.messages, tokenizer));
+    const bool show_tools = request.tool_choice != ToolChoice::kNone;
+    PEREGRINE_ASSIGN_OR_RETURN(ids, chat_prompt_tokens(chat_template, request.messages, tokenizer,
+                                                       show_tools ? request.tools : nlohmann::ordered_json()));
   } else if (request.prompt_is_tokens) {
     ids = request.prompt_tokens;
   } else {

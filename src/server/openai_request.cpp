@@ -10,6 +10,7 @@
 
 #include "peregrine/core/json_util.h"
 #include "peregrine/sampling/json_schema_grammar.h"
+#include "peregrine/server/tool_calls.h"
 
 namespace peregrine {
 namespace {
@@ -145,6 +146,32 @@ Error read_content(const Json& msg, const std::string& param, std::string& out) 
   return std::nullopt;
 }
 
+/// An assistant message's tool_calls ([{"id", "type": "function", "function": {"name",
+/// "arguments": string}}]) and a tool message's tool_call_id.
+Error read_tool_fields(const Json& m, const std::string& at, ChatMessage& msg) {
+  if (msg.role == "tool") {
+    const Json* id = field(m, "tool_call_id");
+    if (id == nullptr || !id->is_string()) return bad(at + ".tool_call_id", "must be the string id of the call it answers");
+    msg.tool_call_id = id->get<std::string>();
+  }
+  const Json* calls = field(m, "tool_calls");
+  if (calls == nullptr) return std::nullopt;
+  if (msg.role != "assistant") return bad(at + ".tool_calls", "is only allowed on assistant messages");
+  if (!calls->is_array()) return wrong_type(at + ".tool_calls", "an array", *calls);
+  for (std::size_t i = 0; i < calls->size(); ++i) {
+    const Json& c = (*calls)[i];
+    const std::string p = at + ".tool_calls[" + std::to_string(i) + "]";
+    const Json* fn = c.is_object() ? field(c, "function") : nullptr;
+    const Json* name = fn != nullptr && fn->is_object() ? field(*fn, "name") : nullptr;
+    const Json* args = fn != nullptr && fn->is_object() ? field(*fn, "arguments") : nullptr;
+    if (name == nullptr || !name->is_string() || args == nullptr || !args->is_string()) {
+      return bad(p, "must be {\"id\", \"type\": \"function\", \"function\": {\"name\": string, \"arguments\": string}}");
+    }
+  }
+  msg.tool_calls = nlohmann::ordered_json::parse(calls->dump());
+  return std::nullopt;
+}
+
 Error read_messages(const Json& obj, std::vector<ChatMessage>& out) {
   const Json* v = field(obj, "messages");
   if (v == nullptr) return bad("messages", "is required");
@@ -158,11 +185,15 @@ Error read_messages(const Json& obj, std::vector<ChatMessage>& out) {
     const Json* role = field(m, "role");
     if (role == nullptr || !role->is_string()) return bad(at + ".role", "must be a string");
     msg.role = role->get<std::string>();
-    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant") {
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool") {
       return bad(at + ".role", "is not a known role: '" + json_util::printable(msg.role) +
-                                   "' (expected system, user or assistant)");
+                                   "' (expected system, user, assistant or tool)");
     }
-    if (auto e = read_content(m, at + ".content", msg.content)) return e;
+    if (auto e = read_tool_fields(m, at, msg)) return e;
+    const bool calls_only = msg.role == "assistant" && !msg.tool_calls.is_null() && field(m, "content") == nullptr;
+    if (!calls_only) {
+      if (auto e = read_content(m, at + ".content", msg.content)) return e;
+    }
     out.push_back(std::move(msg));
   }
   return std::nullopt;
@@ -344,6 +375,57 @@ Error read_grammar(const Json& obj, std::string_view body, OpenAiRequest& r) {
   return std::nullopt;
 }
 
+// OpenAI's tools ([{"type": "function", "function": {"name", "description"?, "parameters"?}}],
+// read from `body` again to keep each schema's key order), tool_choice, parallel_tool_calls; a
+// forced call (required, named) becomes the request's grammar.
+Error read_tools(const Json& obj, std::string_view body, OpenAiRequest& r) {
+  if (auto e = read_bool(obj, "parallel_tool_calls", r.parallel_tool_calls)) return e;
+  const Json* tools = field(obj, "tools");
+  if (tools != nullptr) {
+    if (!tools->is_array()) return wrong_type("tools", "an array", *tools);
+    for (std::size_t i = 0; i < tools->size(); ++i) {
+      const Json& t = (*tools)[i];
+      const std::string at = "tools[" + std::to_string(i) + "]";
+      const Json* fn = t.is_object() ? field(t, "function") : nullptr;
+      const Json* name = fn != nullptr && fn->is_object() ? field(*fn, "name") : nullptr;
+      if (!t.is_object() || t.value("type", "") != "function" || name == nullptr || !name->is_string() || name->get<std::string>().empty()) {
+        return bad(at, "must be {\"type\": \"function\", \"function\": {\"name\": string, ...}}");
+      }
+      const Json* params = field(*fn, "parameters");
+      if (params != nullptr && !params->is_object()) return wrong_type(at + ".function.parameters", "an object", *params);
+    }
+    if (!tools->empty()) r.tools = nlohmann::ordered_json::parse(body).at("tools");
+  }
+  const Json* choice = field(obj, "tool_choice");
+  if (choice == nullptr) return std::nullopt;
+  if (choice->is_string()) {
+    const std::string c = choice->get<std::string>();
+    if (c == "auto") return std::nullopt;
+    if (c == "none") {
+      r.tool_choice = ToolChoice::kNone;
+      return std::nullopt;
+    }
+    if (c != "required") return bad("tool_choice", "must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    r.tool_choice = ToolChoice::kRequired;
+  } else {
+    const Json* fn = choice->is_object() ? field(*choice, "function") : nullptr;
+    const Json* name = fn != nullptr && fn->is_object() ? field(*fn, "name") : nullptr;
+    if (name == nullptr || !name->is_string()) return bad("tool_choice", "must name a function: {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    r.tool_choice = ToolChoice::kNamed;
+    r.tool_choice_name = name->get<std::string>();
+    const bool declared = std::any_of(r.tools.begin(), r.tools.end(), [&](const auto& t) { return t["function"]["name"] == r.tool_choice_name; });
+    if (!declared) return bad("tool_choice", "names '" + json_util::printable(r.tool_choice_name) + "', which is not in 'tools'");
+  }
+  if (r.tools.is_null()) return bad("tool_choice", "forces a call but 'tools' is empty");
+  if (r.grammar) return bad("tool_choice", "cannot force a call together with 'grammar' or 'response_format'");
+  auto gbnf = tool_call_gbnf(r.tools, r.tool_choice_name, r.parallel_tool_calls);
+  if (!gbnf) return bad("tools", "cannot be followed: " + gbnf.status().message());
+  auto g = parse_grammar(*gbnf);
+  if (!g) return api_error(Status(ErrorCode::kInternal, "the grammar of a tool call does not parse: " + g.status().message()));
+  r.grammar = *g;
+  return std::nullopt;
+}
+
 // "speculative": "pld" or {"method": "pld", "draft_max": 8, "branching": 1, "adaptive": true};
 // fields left out keep the server's defaults.
 Error read_speculative(const Json& obj, const SpecParams& defaults, SpecParams& spec) {
@@ -398,6 +480,9 @@ Error read_request(const Json& obj, std::string_view body, ApiEndpoint endpoint,
   if (auto e = read_stream(obj, r)) return e;
   if (auto e = read_speculative(obj, limits.spec, r.spec)) return e;
   if (auto e = read_grammar(obj, body, r)) return e;
+  if (endpoint == ApiEndpoint::kChatCompletions) {
+    if (auto e = read_tools(obj, body, r)) return e;
+  }
   return reject_unsupported(obj);
 }
 

@@ -14,6 +14,17 @@ Json header(const ResponseMeta& meta, bool chunk) {
   return {{"id", meta.id}, {"object", object_name(meta.endpoint, chunk)}, {"created", meta.created}, {"model", meta.model}};
 }
 
+// OpenAI's tool_calls entries (in a stream each also carries its "index").
+Json tool_calls_json(std::span<const ToolCall> calls, std::size_t first_index, bool indexed) {
+  Json out = Json::array();
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    Json c = {{"id", calls[i].id}, {"type", "function"}, {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (indexed) c["index"] = first_index + i;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 Json finish_json(std::string_view reason) { return reason.empty() ? Json(nullptr) : Json(std::string(reason)); }
 
 Json bytes_json(const std::string& s) {
@@ -65,12 +76,13 @@ Json logprobs_json(ApiEndpoint endpoint, std::span<const TokenLogprob> tokens, s
 }
 
 Json response_json(const ResponseMeta& meta, const std::string& text, std::string_view finish_reason,
-                   const Json& logprobs, const RequestResult& result) {
+                   const Json& logprobs, const RequestResult& result, std::span<const ToolCall> calls) {
   Json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_json(finish_reason)}};
   if (meta.endpoint == ApiEndpoint::kCompletions) {
     choice["text"] = text;
   } else {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
+    choice["message"] = {{"role", "assistant"}, {"content", text.empty() && !calls.empty() ? Json(nullptr) : Json(text)}};
+    if (!calls.empty()) choice["message"]["tool_calls"] = tool_calls_json(calls, 0, false);
   }
   Json j = header(meta, false);
   j["choices"] = Json::array({std::move(choice)});
@@ -89,6 +101,16 @@ Json chunk_json(const ResponseMeta& meta, const std::string& text, bool first, s
     if (first || !text.empty()) delta["content"] = text;
     choice["delta"] = std::move(delta);
   }
+  Json j = header(meta, true);
+  j["choices"] = Json::array({std::move(choice)});
+  if (with_usage_field) j["usage"] = nullptr;
+  return j;
+}
+
+Json tool_call_chunk_json(const ResponseMeta& meta, std::span<const ToolCall> calls, std::size_t first_index,
+                          bool with_usage_field) {
+  Json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr},
+                 {"delta", {{"tool_calls", tool_calls_json(calls, first_index, true)}}}};
   Json j = header(meta, true);
   j["choices"] = Json::array({std::move(choice)});
   if (with_usage_field) j["usage"] = nullptr;

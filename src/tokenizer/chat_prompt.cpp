@@ -6,9 +6,11 @@
 namespace peregrine {
 
 Expected<std::vector<std::int32_t>> chat_prompt_tokens(const ChatTemplate& chat_template,
-                                                       std::span<const ChatMessage> messages, const Tokenizer& tokenizer) {
+                                                       std::span<const ChatMessage> messages, const Tokenizer& tokenizer,
+                                                       const nlohmann::ordered_json& tools) {
   ChatTemplateInputs inputs;
   inputs.add_generation_prompt = true;
+  inputs.tools = tools;
   inputs.bos_token = tokenizer.bos_id() >= 0 ? tokenizer.piece(tokenizer.bos_id()) : "";
   inputs.eos_token = tokenizer.eos_id() >= 0 ? tokenizer.piece(tokenizer.eos_id()) : "";
   PEREGRINE_ASSIGN_OR_RETURN(const std::string text, chat_template.render(messages, inputs));

@@ -6,6 +6,7 @@
 #include "peregrine/core/mapped_file.h"
 #include "tokenizer/jinja/evaluator.h"
 #include "tokenizer/jinja/parser.h"
+#include "tokenizer/jinja/to_json.h"
 
 namespace peregrine {
 namespace {
@@ -101,6 +102,7 @@ Expected<std::optional<std::string>> model_template_source(const ModelFile& mode
 
 struct ChatTemplate::Program {
   jinja::Body body;
+  std::string source;
 };
 
 ChatTemplate::ChatTemplate(std::unique_ptr<Program> program) : program_(std::move(program)) {}
@@ -110,8 +112,10 @@ ChatTemplate::~ChatTemplate() = default;
 
 Expected<ChatTemplate> ChatTemplate::parse(std::string_view source) {
   PEREGRINE_ASSIGN_OR_RETURN(jinja::Body body, jinja::parse_template(source));
-  return ChatTemplate(std::make_unique<Program>(Program{std::move(body)}));
+  return ChatTemplate(std::make_unique<Program>(Program{std::move(body), std::string(source)}));
 }
+
+std::string_view ChatTemplate::source() const { return program_->source; }
 
 Expected<std::string_view> ChatTemplate::builtin_source(std::string_view name) {
   if (name == "chatml") return kChatml;
@@ -125,15 +129,38 @@ Expected<ChatTemplate> ChatTemplate::builtin(std::string_view name) {
   return parse(source);
 }
 
+namespace {
+
+// A message as a template sees it: role and content, and an assistant's tool_calls with each
+// call's arguments parsed (templates write them with tojson), a tool message's tool_call_id.
+jinja::Value message_value(const ChatMessage& m) {
+  std::vector<std::pair<std::string, jinja::Value>> items = {{"role", m.role}, {"content", m.content}};
+  if (!m.tool_calls.is_null()) {
+    nlohmann::ordered_json calls = m.tool_calls;
+    for (auto& call : calls) {
+      auto& args = call["function"]["arguments"];
+      if (args.is_string()) {
+        auto parsed = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+        if (!parsed.is_discarded()) args = std::move(parsed);
+      }
+    }
+    items.emplace_back("tool_calls", jinja::from_json(calls));
+  }
+  if (!m.tool_call_id.empty()) items.emplace_back("tool_call_id", m.tool_call_id);
+  return jinja::make_dict(std::move(items));
+}
+
+}  // namespace
+
 Expected<std::string> ChatTemplate::render(std::span<const ChatMessage> messages, const ChatTemplateInputs& inputs) const {
   std::vector<jinja::Value> list;
-  for (const ChatMessage& m : messages) list.push_back(jinja::make_dict({{"role", m.role}, {"content", m.content}}));
+  for (const ChatMessage& m : messages) list.push_back(message_value(m));
   // The variables transformers' apply_chat_template passes (tools and documents None when absent).
   return jinja::render(program_->body, {{"messages", jinja::make_list(std::move(list))},
                                         {"add_generation_prompt", inputs.add_generation_prompt},
                                         {"bos_token", inputs.bos_token},
                                         {"eos_token", inputs.eos_token},
-                                        {"tools", jinja::None{}},
+                                        {"tools", inputs.tools.is_null() ? jinja::Value(jinja::None{}) : jinja::from_json(inputs.tools)},
                                         {"documents", jinja::None{}}});
 }
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "peregrine/tokenizer/tokenizer.h"
-#include "sampling/grammar_text.h"
+#include "grammar_text.h"
 #include "test_models.h"
 
 namespace peregrine {

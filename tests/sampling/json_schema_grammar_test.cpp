@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "peregrine/sampling/grammar.h"
-#include "sampling/grammar_text.h"
+#include "grammar_text.h"
 #include "test_models.h"
 
 namespace peregrine {

@@ -100,6 +100,27 @@ TEST(OpenAiRequest, GrammarAndJsonObjectFormatParse) {
   EXPECT_EQ(parse_ok(R"({"prompt": "x", "response_format": {"type": "json_object"}})").grammar, j.grammar);  // parsed once
 }
 
+TEST(OpenAiRequest, ToolsToolChoiceAndToolMessages) {
+  const OpenAiRequest r = parse_ok(R"({"messages": [
+      {"role": "user", "content": "weather?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "w", "arguments": "{\"c\": 1}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}],
+    "tools": [{"type": "function", "function": {"name": "w", "parameters": {"type": "object", "properties": {"c": {"type": "integer"}}}}}],
+    "tool_choice": {"type": "function", "function": {"name": "w"}}, "parallel_tool_calls": false})",
+                                   ApiEndpoint::kChatCompletions);
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[1].tool_calls.size(), 1u);
+  EXPECT_EQ(r.messages[2].tool_call_id, "call_1");
+  EXPECT_EQ(r.tools.size(), 1u);
+  EXPECT_EQ(r.tool_choice, ToolChoice::kNamed);
+  EXPECT_FALSE(r.parallel_tool_calls);
+  EXPECT_NE(r.grammar, nullptr);  // the forced call
+  const OpenAiRequest none = parse_ok(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "w"}}], "tool_choice": "none"})",
+                                      ApiEndpoint::kChatCompletions);
+  EXPECT_EQ(none.tool_choice, ToolChoice::kNone);
+  EXPECT_EQ(none.grammar, nullptr);
+}
+
 struct BadCase {
   const char* body;
   ApiEndpoint endpoint;
@@ -151,6 +172,11 @@ TEST(OpenAiRequest, EveryInvalidFieldIs400NamingTheParam) {
       {R"({"prompt": "x", "logit_bias": {"1000": 1}})", kC, "logit_bias"},
       {R"({"prompt": "x", "logit_bias": {"-1": 1}})", kC, "logit_bias"},
       {R"({"prompt": "x", "logit_bias": {"5": 101}})", kC, "logit_bias"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": 3})", kChat, "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", kChat, "tools[0]"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "maybe"})", kChat, "tool_choice"},
+      {R"({"messages": [{"role": "tool", "content": "x"}]})", kChat, "messages[0].tool_call_id"},
+      {R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f"}}]}]})", kChat, "messages[0].tool_calls[0]"},
       {R"({"prompt": "x", "grammar": "root ::= [a-"})", kC, "grammar"},
       {R"({"prompt": "x", "grammar": "root ::= item"})", kC, "grammar"},
       {R"({"prompt": "x", "grammar": 7})", kC, "grammar"},

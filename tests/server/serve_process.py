@@ -1,8 +1,10 @@
 """`peregrine serve` as a child process for the Python server tests (the official clients'
 view of the server), and the error helper they share."""
 
+import os
 import re
 import subprocess
+import sys
 import threading
 
 
@@ -45,3 +47,16 @@ def expect_error(cls, call):
     except cls as err:
         return err
     raise AssertionError(f"expected {cls.__name__}")
+
+
+def serve_real_model(binary, model, name):
+    """A Server of the real model file `model` (manifest name `name`, ctx 2048). When the file is
+    missing: exits 1 if $PEREGRINE_REQUIRE_REAL_MODELS lists it (or is "all"), else 77 (ctest's
+    skip code for these tests)."""
+    if not os.path.exists(model):
+        required = os.environ.get("PEREGRINE_REQUIRE_REAL_MODELS", "")
+        if required == "all" or name in required.split(","):
+            sys.exit(f"{model} is missing but required: run scripts/fetch_models.sh {name}")
+        print(f"{model} not fetched: skipped")
+        sys.exit(77)
+    return Server([binary, "serve", "-m", model, "--ctx", "2048"])

@@ -11,13 +11,12 @@ Exit 0 = pass, 77 = skipped (the model is not fetched and not required).
 """
 
 import json
-import os
 import sys
 
 import jsonschema
 import openai
 
-from serve_process import Server, expect_error
+from serve_process import expect_error, serve_real_model
 
 MODEL_NAME = "qwen2.5-coder-0.5b-instruct"
 
@@ -134,14 +133,7 @@ def check_bad_schemas(client):
 
 
 def main():
-    binary, model = sys.argv[1], sys.argv[2]
-    if not os.path.exists(model):
-        required = os.environ.get("PEREGRINE_REQUIRE_REAL_MODELS", "")
-        if required == "all" or MODEL_NAME in required.split(","):
-            sys.exit(f"{model} is missing but required: run scripts/fetch_models.sh {MODEL_NAME}")
-        print(f"{model} not fetched: skipped")
-        sys.exit(77)
-    server = Server([binary, "serve", "-m", model, "--ctx", "2048"])
+    server = serve_real_model(sys.argv[1], sys.argv[2], MODEL_NAME)
     try:
         client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="none", max_retries=0, timeout=300)
         check_schemas(client)

@@ -27,9 +27,12 @@ namespace peregrine {
 class CompletionOutput {
  public:
   /// `tokenizer` must outlive the output; `prev_token` is the last prompt token. A streaming
-  /// chat request starts with the {"role": "assistant"} chunk already queued.
+  /// chat request starts with the {"role": "assistant"} chunk already queued. A chat request
+  /// with tools (tool_choice not "none") has its Hermes <tool_call> blocks parsed out of the
+  /// text into tool_calls (streamed as tool-call deltas, finish_reason "tool_calls"); `call_seed`
+  /// seeds their ids.
   CompletionOutput(const OpenAiRequest& request, ResponseMeta meta, const Tokenizer& tokenizer,
-                   std::int32_t prev_token);
+                   std::int32_t prev_token, std::uint64_t call_seed = 0);
 
   /// Consumes one sampled token. Returns false when a stop string completed (the engine then
   /// stops the request: RequestCallbacks::on_token's contract).
@@ -50,8 +53,10 @@ class CompletionOutput {
 
  private:
   TokenLogprob decode_logprobs(const TokenEvent& event) const;
+  void release(std::string text, const nlohmann::json& logprobs);
   void queue_chunk(const std::string& text, std::string_view finish_reason, const nlohmann::json& logprobs);
   std::optional<ApiError> failure() const;
+  std::string_view finish_reason() const;
 
   ResponseMeta meta_;
   const Tokenizer& tokenizer_;
@@ -66,6 +71,8 @@ class CompletionOutput {
   std::size_t logprob_offset_ = 0;      // text_offset of the next record
   std::string events_;                 // queued SSE bytes (streaming)
   std::optional<RequestResult> result_;
+  std::optional<ToolCallParser> tools_;  // chat with tools (not tool_choice none)
+  std::vector<ToolCall> calls_;          // parsed so far
 };
 
 /// The OpenAI finish_reason of a finished request: "stop" or "length"; "" for cancelled or

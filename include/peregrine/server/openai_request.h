@@ -34,6 +34,10 @@ namespace peregrine {
 
 enum class ApiEndpoint { kCompletions, kChatCompletions };
 
+/// OpenAI's tool_choice: "auto" (the model decides), "none" (no call: the tools are not shown),
+/// "required" (at least one call, forced by a grammar), or one named function (forced).
+enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
+
 /// A validated request, not yet tokenized.
 struct OpenAiRequest {
   ApiEndpoint endpoint = ApiEndpoint::kCompletions;
@@ -50,6 +54,10 @@ struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;               // stream_options.include_usage
   SpecParams spec;                          // speculative decoding of this request
+  nlohmann::ordered_json tools;             // chat: OpenAI's tools list (null: none)
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_choice_name;             // kNamed: the function
+  bool parallel_tool_calls = true;
   /// "grammar" or response_format json_object / json_schema (null: none); the same object for
   /// the same grammar text among the last 32 requests' (so the server shares its masks).
   std::shared_ptr<const Grammar> grammar;

@@ -17,6 +17,7 @@
 
 #include "peregrine/engine/request.h"
 #include "peregrine/server/openai_request.h"
+#include "peregrine/server/tool_calls.h"
 
 namespace peregrine {
 
@@ -44,9 +45,16 @@ nlohmann::json usage_json(const RequestResult& result);
 nlohmann::json logprobs_json(ApiEndpoint endpoint, std::span<const TokenLogprob> tokens, std::size_t first_offset);
 
 /// The non-streaming body: choices[0] = {index 0, text | message {role assistant, content},
-/// logprobs (null when `logprobs` is null), finish_reason}, plus usage.
+/// logprobs (null when `logprobs` is null), finish_reason}, plus usage. With `calls` the
+/// message has "tool_calls" (and content null when `text` is empty).
 nlohmann::json response_json(const ResponseMeta& meta, const std::string& text, std::string_view finish_reason,
-                             const nlohmann::json& logprobs, const RequestResult& result);
+                             const nlohmann::json& logprobs, const RequestResult& result,
+                             std::span<const ToolCall> calls = {});
+
+/// A chat chunk whose delta carries `calls` as OpenAI's tool-call deltas, each whole:
+/// {"index": first_index + i, "id", "type": "function", "function": {"name", "arguments"}}.
+nlohmann::json tool_call_chunk_json(const ResponseMeta& meta, std::span<const ToolCall> calls, std::size_t first_index,
+                                    bool with_usage_field);
 
 /// One streaming chunk with one choice: completions {"text"}, chat {"delta": {"content"}} (plus
 /// "role": "assistant" when `first`); finish_reason null when empty; "usage": null when

@@ -17,8 +17,10 @@ namespace peregrine {
 /// do; BOS is prepended per add_bos_default() only when the text does not already start with
 /// it (a template that writes bos_token gets exactly one). Errors: kInvalidArgument from
 /// ChatTemplate::render (e.g. roles that do not alternate) or an empty result.
+/// `tools` (OpenAI's list, or null) is the template's `tools` variable.
 Expected<std::vector<std::int32_t>> chat_prompt_tokens(const ChatTemplate& chat_template,
-                                                       std::span<const ChatMessage> messages, const Tokenizer& tokenizer);
+                                                       std::span<const ChatMessage> messages, const Tokenizer& tokenizer,
+                                                       const nlohmann::ordered_json& tools = nullptr);
 
 /// The tokens that end a reply: EOS and the vocabulary's end-of-turn tokens (<|im_end|>,
 /// <|eot_id|>, <end_of_turn>, <|end|>, <|endoftext|>, <｜end▁of▁sentence｜>, <EOT>: llama.cpp's

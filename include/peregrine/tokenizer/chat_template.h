@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
@@ -17,8 +18,15 @@ namespace peregrine {
 
 /// One turn of a conversation.
 struct ChatMessage {
-  std::string role;     // "system", "user", "assistant", ...
+  ChatMessage() = default;
+  ChatMessage(std::string r, std::string c) : role(std::move(r)), content(std::move(c)) {}
+
+  std::string role;     // "system", "user", "assistant", "tool"
   std::string content;
+  /// An assistant message's calls, OpenAI's [{"id", "type": "function", "function": {"name",
+  /// "arguments": JSON text}}] (null: none); a template sees each arguments text parsed.
+  nlohmann::ordered_json tool_calls;
+  std::string tool_call_id;  // a "tool" message: the call it answers
 };
 
 /// Variables a template sees besides `messages`.
@@ -26,6 +34,9 @@ struct ChatTemplateInputs {
   bool add_generation_prompt = true;
   std::string bos_token;  // the tokenizer's BOS / EOS text ("<s>", "</s>", ...)
   std::string eos_token;
+  /// OpenAI's `tools` ([{"type": "function", "function": {"name", "description", "parameters"}}]),
+  /// or null: the template's `tools` is then None.
+  nlohmann::ordered_json tools = nullptr;
 };
 
 class ChatTemplate {
@@ -47,6 +58,9 @@ class ChatTemplate {
   /// raise_exception(message) (e.g. roles that do not alternate) and for runtime type errors
   /// (the message says which).
   Expected<std::string> render(std::span<const ChatMessage> messages, const ChatTemplateInputs& inputs) const;
+
+  /// The Jinja source (to tell which tool-call format the model was trained on).
+  std::string_view source() const;
 
  private:
   struct Program;

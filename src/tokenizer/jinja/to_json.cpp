@@ -119,4 +119,25 @@ Expected<std::string> to_json(const Value& v, std::optional<int> indent, bool so
   return w.take();
 }
 
+Value from_json(const nlohmann::ordered_json& j) {
+  switch (j.type()) {
+    case nlohmann::ordered_json::value_t::object: {
+      std::vector<std::pair<std::string, Value>> items;
+      for (const auto& [k, v] : j.items()) items.emplace_back(k, from_json(v));
+      return make_dict(std::move(items));
+    }
+    case nlohmann::ordered_json::value_t::array: {
+      std::vector<Value> items;
+      for (const auto& v : j) items.push_back(from_json(v));
+      return make_list(std::move(items));
+    }
+    case nlohmann::ordered_json::value_t::string: return j.get<std::string>();
+    case nlohmann::ordered_json::value_t::boolean: return j.get<bool>();
+    case nlohmann::ordered_json::value_t::number_integer:
+    case nlohmann::ordered_json::value_t::number_unsigned: return j.get<std::int64_t>();
+    case nlohmann::ordered_json::value_t::number_float: return j.get<double>();
+    default: return None{};
+  }
+}
+
 }  // namespace peregrine::jinja

@@ -1,4 +1,4 @@
-#include "sampling/grammar_text.h"
+#include "grammar_text.h"
 
 #include <gtest/gtest.h>
 
