@@ -29,6 +29,7 @@ namespace {
 
 struct ServeArgs {
   ModelOptions model;
+  std::string reasoning_format = "auto";  // --reasoning-format
   std::string host = "127.0.0.1";
   int port = 8080;
   std::int32_t parallel = 16;
@@ -261,6 +262,7 @@ int run(const ServeArgs& args) {
   so.port = args.port;
   so.api_key = args.api_key;
   so.model_id = model_id(args);
+  so.parse_reasoning = args.reasoning_format == "auto";
   so.drain_timeout_s = args.drain_timeout;
   so.spec = *spec;
   so.lora_names = lora_names;
@@ -323,6 +325,10 @@ Verb add_serve(CLI::App& app) {
   cmd->add_option("--chat-template", args->chat_template,
                   "Chat template: a Jinja file or a built-in name (chatml, llama-2, llama-3); default the model's");
   cmd->add_option("--alias", args->alias, "Model id clients use (default: the model file's name)");
+  cmd->add_option("--reasoning-format", args->reasoning_format,
+                  "auto: a chat reply's <think> block becomes reasoning_content; none: it stays in the content")
+      ->check(CLI::IsMember({"auto", "none"}))
+      ->capture_default_str();
   cmd->add_option("--lora", args->loras,
                   "LoRA adapter NAME=PATH[:SCALE] (a PEFT folder or a llama.cpp LoRA .gguf), applied unmerged to the "
                   "requests whose \"model\" is NAME; repeatable (one batch mixes adapters and the base)");

@@ -16,7 +16,7 @@ std::string_view openai_finish_reason(FinishReason reason) {
 }
 
 CompletionOutput::CompletionOutput(const OpenAiRequest& request, ResponseMeta meta, const Tokenizer& tokenizer,
-                                   std::int32_t prev_token, std::uint64_t call_seed)
+                                   std::int32_t prev_token, OutputOptions options)
     : meta_(std::move(meta)),
       tokenizer_(tokenizer),
       stream_(tokenizer, prev_token, request.stop),
@@ -28,18 +28,34 @@ CompletionOutput::CompletionOutput(const OpenAiRequest& request, ResponseMeta me
   if (!request.tools.is_null() && request.tool_choice != ToolChoice::kNone) {
     std::vector<std::string> names;
     for (const auto& t : request.tools) names.push_back(t["function"]["name"].get<std::string>());
-    tools_.emplace(call_seed, std::move(names));
+    tools_.emplace(options.call_seed, std::move(names));
+  }
+  if (meta_.endpoint == ApiEndpoint::kChatCompletions && options.reasoning != ReasoningStart::kOff) {
+    reasoning_parser_.emplace(options.reasoning);
   }
 }
 
-// Text the TextStream released: through the tool-call parser when there is one, then into the
-// response (streaming: a content chunk, and a tool-call chunk per parsed call).
+// Text the TextStream released: its reasoning part (when parsed) to reasoning_ (streaming: a
+// reasoning chunk), the rest on to release_content.
 void CompletionOutput::release(std::string text, const nlohmann::json& logprobs) {
+  if (!reasoning_parser_) return release_content(std::move(text), logprobs);
+  ReasoningParser::Split split = reasoning_parser_->push(text);
+  reasoning_ += split.reasoning;
+  if (streaming_ && !split.reasoning.empty()) events_ += sse_event(reasoning_chunk_json(meta_, split.reasoning, include_usage_));
+  release_content(std::move(split.content), logprobs);
+}
+
+// Content: through the tool-call parser when there is one, then into the response (streaming: a
+// content chunk, and a tool-call chunk per parsed call).
+void CompletionOutput::release_content(std::string text, const nlohmann::json& logprobs) {
+  if (tools_) text = tools_->push(text);
+  emit(text, logprobs);
+}
+
+// Content text, and the tool calls parsed so far, into the response.
+void CompletionOutput::emit(const std::string& text, const nlohmann::json& logprobs) {
   std::vector<ToolCall> calls;
-  if (tools_) {
-    text = tools_->push(text);
-    calls = tools_->take_calls();
-  }
+  if (tools_) calls = tools_->take_calls();
   text_ += text;
   if (streaming_ && (!text.empty() || !logprobs.is_null())) queue_chunk(text, "", logprobs);
   if (streaming_ && !calls.empty()) events_ += sse_event(tool_call_chunk_json(meta_, calls, calls_.size(), include_usage_));
@@ -69,7 +85,13 @@ void CompletionOutput::finish(const RequestResult& result) {
   result_ = result;
   if (!failure()) {
     release(stream_.flush(), nullptr);
-    if (tools_) release(tools_->flush(), nullptr);
+    if (reasoning_parser_) {
+      ReasoningParser::Split split = reasoning_parser_->flush();
+      reasoning_ += split.reasoning;
+      if (streaming_ && !split.reasoning.empty()) events_ += sse_event(reasoning_chunk_json(meta_, split.reasoning, include_usage_));
+      release_content(std::move(split.content), nullptr);
+    }
+    if (tools_) emit(tools_->flush(), nullptr);
   }
   if (!streaming_) return;
   if (auto error = failure()) {
@@ -86,7 +108,7 @@ std::string CompletionOutput::take_events() { return std::exchange(events_, {});
 std::variant<nlohmann::json, ApiError> CompletionOutput::response() const {
   if (auto error = failure()) return *error;
   const nlohmann::json logprobs = want_logprobs_ ? logprobs_json(meta_.endpoint, logprobs_, 0) : nlohmann::json(nullptr);
-  return response_json(meta_, text_, finish_reason(), logprobs, *result_, calls_);
+  return response_json(meta_, text_, finish_reason(), logprobs, *result_, calls_, reasoning_);
 }
 
 void CompletionOutput::queue_chunk(const std::string& text, std::string_view finish_reason,

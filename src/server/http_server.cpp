@@ -36,8 +36,8 @@ constexpr auto kFlushTimeout = 5s;
 /// One request's state, shared by the engine's loop thread (callbacks) and the HTTP thread.
 struct Exchange {
   Exchange(const OpenAiRequest& request, ResponseMeta meta, const Tokenizer& tokenizer, std::int32_t prev,
-           std::uint64_t call_seed)
-      : output(request, std::move(meta), tokenizer, prev, call_seed) {}
+           OutputOptions options)
+      : output(request, std::move(meta), tokenizer, prev, options) {}
   std::mutex mu;
   std::condition_variable cv;
   CompletionOutput output;
@@ -231,7 +231,12 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
                 static_cast<unsigned long long>(random_u64()));
   ResponseMeta meta{endpoint, id, static_cast<std::int64_t>(std::time(nullptr)),
                     lora_adapter >= 0 ? request.model : options.model_id};
-  auto ex = std::make_shared<Exchange>(request, std::move(meta), tokenizer, prompt->back(), random_u64());
+  OutputOptions output_options{random_u64(), ReasoningStart::kOff};
+  if (options.parse_reasoning && endpoint == ApiEndpoint::kChatCompletions) {
+    const std::size_t tail = std::min<std::size_t>(prompt->size(), 16);  // "<think>\n": one token, or up to 8
+    output_options.reasoning = reasoning_start(tokenizer.decode(std::span(*prompt).last(tail)));
+  }
+  auto ex = std::make_shared<Exchange>(request, std::move(meta), tokenizer, prompt->back(), output_options);
 
   RequestOptions ro;
   const auto room = static_cast<std::int32_t>(std::max<std::int64_t>(1, context_len - static_cast<std::int64_t>(prompt->size())));

@@ -76,13 +76,15 @@ Json logprobs_json(ApiEndpoint endpoint, std::span<const TokenLogprob> tokens, s
 }
 
 Json response_json(const ResponseMeta& meta, const std::string& text, std::string_view finish_reason,
-                   const Json& logprobs, const RequestResult& result, std::span<const ToolCall> calls) {
+                   const Json& logprobs, const RequestResult& result, std::span<const ToolCall> calls,
+                   const std::string& reasoning) {
   Json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_json(finish_reason)}};
   if (meta.endpoint == ApiEndpoint::kCompletions) {
     choice["text"] = text;
   } else {
     choice["message"] = {{"role", "assistant"}, {"content", text.empty() && !calls.empty() ? Json(nullptr) : Json(text)}};
     if (!calls.empty()) choice["message"]["tool_calls"] = tool_calls_json(calls, 0, false);
+    if (!reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
   }
   Json j = header(meta, false);
   j["choices"] = Json::array({std::move(choice)});
@@ -107,14 +109,22 @@ Json chunk_json(const ResponseMeta& meta, const std::string& text, bool first, s
   return j;
 }
 
-Json tool_call_chunk_json(const ResponseMeta& meta, std::span<const ToolCall> calls, std::size_t first_index,
-                          bool with_usage_field) {
-  Json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr},
-                 {"delta", {{"tool_calls", tool_calls_json(calls, first_index, true)}}}};
+// A chat chunk of one choice with `delta`.
+Json delta_chunk_json(const ResponseMeta& meta, Json delta, bool with_usage_field) {
+  Json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}, {"delta", std::move(delta)}};
   Json j = header(meta, true);
   j["choices"] = Json::array({std::move(choice)});
   if (with_usage_field) j["usage"] = nullptr;
   return j;
+}
+
+Json tool_call_chunk_json(const ResponseMeta& meta, std::span<const ToolCall> calls, std::size_t first_index,
+                          bool with_usage_field) {
+  return delta_chunk_json(meta, {{"tool_calls", tool_calls_json(calls, first_index, true)}}, with_usage_field);
+}
+
+Json reasoning_chunk_json(const ResponseMeta& meta, const std::string& text, bool with_usage_field) {
+  return delta_chunk_json(meta, {{"reasoning_content", text}}, with_usage_field);
 }
 
 Json usage_chunk_json(const ResponseMeta& meta, const RequestResult& result) {

@@ -2,7 +2,8 @@
 scripts/requirements.txt, installed into .venv by scripts/setup.sh): models.list(), completion
 and chat completion, streaming (equal to the non-streaming greedy text; the raw stream ends in
 `data: [DONE]`), errors (400 BadRequestError naming the param, 404 NotFoundError, 401
-AuthenticationError), a grammar-constrained completion, and concurrent clients (every one gets the same greedy text as the
+AuthenticationError), a grammar-constrained completion, a reasoning template's reply as
+reasoning_content, and concurrent clients (every one gets the same greedy text as the
 sequential request). The server must exit 0 on SIGTERM.
 
 Usage: .venv/bin/python openai_client_test.py PEREGRINE_BINARY   (exit 0 = pass)
@@ -10,6 +11,7 @@ Usage: .venv/bin/python openai_client_test.py PEREGRINE_BINARY   (exit 0 = pass)
 
 import concurrent.futures
 import sys
+import tempfile
 import urllib.request
 
 import openai
@@ -94,6 +96,33 @@ def check_structured(client):
     assert "minimum" in err.message, err.message
 
 
+def check_reasoning(binary, template_dir):
+    """A template whose generation prompt opens <think> (as DeepSeek-R1 distills' do): the reply
+    arrives as reasoning_content (streamed as delta.reasoning_content, the same text), and with
+    --reasoning-format none as content."""
+    template = f"{template_dir}/think.jinja"
+    with open(template, "w") as f:
+        f.write("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}<|assistant|><think>\n")
+    messages = [{"role": "user", "content": "Tell me about a cat."}]
+    replies = {}
+    for fmt in ("auto", "none"):
+        server = Server([binary, "serve", "--ctx", "256", "--chat-template", template, "--reasoning-format", fmt])
+        try:
+            client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="none", max_retries=0, timeout=120)
+            chat = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=24, temperature=0)
+            replies[fmt] = chat.choices[0].message
+            if fmt == "auto":
+                streamed = "".join((c.choices[0].delta.model_extra or {}).get("reasoning_content") or ""
+                                   for c in client.chat.completions.create(model=MODEL, messages=messages, max_tokens=24,
+                                                                           temperature=0, stream=True) if c.choices)
+                assert streamed == chat.choices[0].message.reasoning_content, (streamed, chat.choices[0].message)
+        finally:
+            server.stop()
+    thought = replies["auto"].reasoning_content
+    assert thought and replies["auto"].content == "", replies["auto"]
+    assert replies["none"].content == thought and not (replies["none"].model_extra or {}).get("reasoning_content")
+
+
 def check_concurrent_clients(base_url, expected_text, clients=6):
     """`clients` clients at once, each its own connection, streaming or not: all get the
     sequential greedy text (continuous batching must not change a greedy result)."""
@@ -125,6 +154,8 @@ def main():
         check_concurrent_clients(base_url, text)
     finally:
         server.stop()
+    with tempfile.TemporaryDirectory() as template_dir:
+        check_reasoning(sys.argv[1], template_dir)
     print(f"openai {openai.__version__} client: all checks passed")
 
 

@@ -19,20 +19,28 @@
 #include "peregrine/server/api_error.h"
 #include "peregrine/server/openai_request.h"
 #include "peregrine/server/openai_response.h"
+#include "peregrine/server/reasoning.h"
 #include "peregrine/server/text_stream.h"
 #include "peregrine/tokenizer/tokenizer.h"
 
 namespace peregrine {
+
+/// How a chat reply is split: tool-call ids' seed, and where reasoning starts (server/reasoning.h).
+struct OutputOptions {
+  std::uint64_t call_seed = 0;
+  ReasoningStart reasoning = ReasoningStart::kOff;
+};
 
 class CompletionOutput {
  public:
   /// `tokenizer` must outlive the output; `prev_token` is the last prompt token. A streaming
   /// chat request starts with the {"role": "assistant"} chunk already queued. A chat request
   /// with tools (tool_choice not "none") has its Hermes <tool_call> blocks parsed out of the
-  /// text into tool_calls (streamed as tool-call deltas, finish_reason "tool_calls"); `call_seed`
-  /// seeds their ids.
+  /// text into tool_calls (streamed as tool-call deltas, finish_reason "tool_calls"), ids seeded
+  /// by options.call_seed. A chat reply with options.reasoning on has its <think> block split
+  /// into reasoning_content (before the tool calls are looked for).
   CompletionOutput(const OpenAiRequest& request, ResponseMeta meta, const Tokenizer& tokenizer,
-                   std::int32_t prev_token, std::uint64_t call_seed = 0);
+                   std::int32_t prev_token, OutputOptions options = {});
 
   /// Consumes one sampled token. Returns false when a stop string completed (the engine then
   /// stops the request: RequestCallbacks::on_token's contract).
@@ -54,6 +62,8 @@ class CompletionOutput {
  private:
   TokenLogprob decode_logprobs(const TokenEvent& event) const;
   void release(std::string text, const nlohmann::json& logprobs);
+  void release_content(std::string text, const nlohmann::json& logprobs);
+  void emit(const std::string& text, const nlohmann::json& logprobs);
   void queue_chunk(const std::string& text, std::string_view finish_reason, const nlohmann::json& logprobs);
   std::optional<ApiError> failure() const;
   std::string_view finish_reason() const;
@@ -71,6 +81,8 @@ class CompletionOutput {
   std::size_t logprob_offset_ = 0;      // text_offset of the next record
   std::string events_;                 // queued SSE bytes (streaming)
   std::optional<RequestResult> result_;
+  std::optional<ReasoningParser> reasoning_parser_;  // chat with reasoning parsed
+  std::string reasoning_;                            // reasoning text so far
   std::optional<ToolCallParser> tools_;  // chat with tools (not tool_choice none)
   std::vector<ToolCall> calls_;          // parsed so far
 };

@@ -46,10 +46,14 @@ nlohmann::json logprobs_json(ApiEndpoint endpoint, std::span<const TokenLogprob>
 
 /// The non-streaming body: choices[0] = {index 0, text | message {role assistant, content},
 /// logprobs (null when `logprobs` is null), finish_reason}, plus usage. With `calls` the
-/// message has "tool_calls" (and content null when `text` is empty).
+/// message has "tool_calls" (and content null when `text` is empty); with `reasoning`,
+/// "reasoning_content".
 nlohmann::json response_json(const ResponseMeta& meta, const std::string& text, std::string_view finish_reason,
                              const nlohmann::json& logprobs, const RequestResult& result,
-                             std::span<const ToolCall> calls = {});
+                             std::span<const ToolCall> calls = {}, const std::string& reasoning = {});
+
+/// A chat chunk whose delta carries reasoning text: {"reasoning_content": text}.
+nlohmann::json reasoning_chunk_json(const ResponseMeta& meta, const std::string& text, bool with_usage_field);
 
 /// A chat chunk whose delta carries `calls` as OpenAI's tool-call deltas, each whole:
 /// {"index": first_index + i, "id", "type": "function", "function": {"name", "arguments"}}.
