@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "peregrine/server/text_stream.h"
+
 namespace peregrine {
 namespace {
 
@@ -9,13 +11,6 @@ constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
 constexpr std::string_view kSpace = " \t\r\n";
 
-// The length of the longest suffix of `text` that is a proper prefix of `marker`.
-std::size_t partial_marker(std::string_view text, std::string_view marker) {
-  for (std::size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n) {
-    if (marker.starts_with(text.substr(text.size() - n))) return n;
-  }
-  return 0;
-}
 
 }  // namespace
 

@@ -18,15 +18,14 @@ std::size_t announced_length(unsigned char b) {
   return 1;
 }
 
-/// Longest suffix of `text` that is a proper prefix of `stop`.
-std::size_t partial_stop_suffix(std::string_view text, std::string_view stop) {
-  for (std::size_t n = std::min(text.size(), stop.size() - 1); n > 0; --n) {
-    if (text.substr(text.size() - n) == stop.substr(0, n)) return n;
+}  // namespace
+
+std::size_t partial_marker(std::string_view text, std::string_view marker) {
+  for (std::size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n) {
+    if (text.substr(text.size() - n) == marker.substr(0, n)) return n;
   }
   return 0;
 }
-
-}  // namespace
 
 std::size_t incomplete_utf8_suffix(std::string_view text) {
   // Walk back over at most 3 continuation bytes to the lead byte.
@@ -67,7 +66,7 @@ std::string TextStream::flush() {
 
 std::size_t TextStream::holdback() const {
   std::size_t hold = incomplete_utf8_suffix(pending_);
-  for (const auto& s : stop_) hold = std::max(hold, partial_stop_suffix(pending_, s));
+  for (const auto& s : stop_) hold = std::max(hold, partial_marker(pending_, s));
   return hold;
 }
 

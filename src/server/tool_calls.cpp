@@ -1,6 +1,8 @@
 #include "peregrine/server/tool_calls.h"
 
 #include <algorithm>
+
+#include "peregrine/server/text_stream.h"
 #include <cstdio>
 
 #include "peregrine/sampling/json_schema_grammar.h"
@@ -11,13 +13,6 @@ namespace {
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
 
-// The length of the longest suffix of `text` that is a proper prefix of `marker`.
-std::size_t partial_marker(std::string_view text, std::string_view marker) {
-  for (std::size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n) {
-    if (marker.starts_with(text.substr(text.size() - n))) return n;
-  }
-  return 0;
-}
 
 std::string trim(std::string_view s) {
   const auto b = s.find_first_not_of(" \t\r\n");

@@ -51,4 +51,8 @@ class TextStream {
 /// by fewer continuation bytes than it announces): 0..3 (RFC 3629).
 std::size_t incomplete_utf8_suffix(std::string_view text);
 
+/// The length of the longest suffix of `text` that is a proper prefix of `marker` (non-empty):
+/// what a stream holds back while a stop string or a tag (<think>, <tool_call>) may be starting.
+std::size_t partial_marker(std::string_view text, std::string_view marker);
+
 }  // namespace peregrine
