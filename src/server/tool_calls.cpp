@@ -1,11 +1,10 @@
 #include "peregrine/server/tool_calls.h"
 
 #include <algorithm>
-
-#include "peregrine/server/text_stream.h"
 #include <cstdio>
 
 #include "peregrine/sampling/json_schema_grammar.h"
+#include "peregrine/server/text_stream.h"
 
 namespace peregrine {
 namespace {
