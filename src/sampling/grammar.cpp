@@ -32,6 +32,8 @@ bool CharSet::intersects(std::uint32_t lo, std::uint32_t hi) const {
   return next <= hi;
 }
 
+constexpr std::size_t kMaxRules = 20000;
+
 // Collects rules while parsing, then lays them out flat and checks them.
 class GrammarBuilder {
  public:
@@ -82,6 +84,8 @@ class GrammarBuilder {
   }
 
   Expected<std::shared_ptr<const Grammar>> finish() {
+    // The matcher expands chains of rules recursively: bound them.
+    if (names_.size() > kMaxRules) return invalid_argument("grammar: more than 20000 rules (generated ones included)");
     for (std::size_t r = 0; r < names_.size(); ++r) {
       if (!defined_[r]) return invalid_argument("grammar: rule '" + names_[r] + "' is used but not defined");
     }
@@ -155,6 +159,8 @@ class GrammarBuilder {
 namespace {
 
 constexpr std::uint32_t kMaxRepeat = 10000;
+constexpr std::size_t kMaxElements = 1u << 20;  // after repetitions are expanded
+constexpr int kMaxNesting = 100;                // groups inside groups
 constexpr std::uint32_t kUnbounded = std::numeric_limits<std::uint32_t>::max();
 using Sequence = GrammarBuilder::Sequence;
 
@@ -282,12 +288,17 @@ class Parser {
   }
 
   std::vector<Sequence> alternatives(std::uint32_t rule, bool nested) {
+    if (++depth_ > kMaxNesting) {
+      error("groups nested more than 100 deep");
+      return {};
+    }
     std::vector<Sequence> alts{sequence(rule, nested)};
     while (ok() && peek() == '|') {
       ++pos_;
       space(true);
       alts.push_back(sequence(rule, nested));
     }
+    --depth_;
     return alts;
   }
 
@@ -370,6 +381,11 @@ class Parser {
     if (op == '?') max = 1;
     if (op == '{') bounds(min, max);
     if (!ok()) return;
+    const std::uint64_t copies = std::uint64_t{min} + (max == kUnbounded ? 1 : max - min);
+    if ((elements_ += copies * item.size()) > kMaxElements) {
+      error("the grammar grows past 1048576 elements once its repetitions are expanded");
+      return;
+    }
     for (std::uint32_t i = 0; i < min; ++i) seq.insert(seq.end(), item.begin(), item.end());
     if (max == kUnbounded) {  // R ::= item R | ε
       const std::uint32_t r = b_.new_rule(rule);
@@ -415,6 +431,8 @@ class Parser {
   std::string_view text_;
   GrammarBuilder& b_;
   std::size_t pos_ = 0;
+  int depth_ = 0;                // groups open
+  std::uint64_t elements_ = 0;   // added by repetitions so far
   Status status_ = Status::ok();
 };
 

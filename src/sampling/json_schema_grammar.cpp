@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <regex>
 #include <set>
 #include <utility>
 #include <vector>
@@ -16,6 +17,7 @@ using Json = nlohmann::ordered_json;
 using Ranges = std::vector<std::pair<std::uint32_t, std::uint32_t>>;
 
 constexpr std::uint32_t kMaxCodePoint = 0x10FFFF;
+constexpr int kMaxDepth = 64;
 
 // Rules every converted grammar shares: JSON's lexical pieces, whitespace limited as in
 // grammar.h's json_object_gbnf.
@@ -147,11 +149,16 @@ class PatternConverter {
   }
 
   std::string alternation() {
+    if (++depth_ > kMaxDepth) {
+      fail("groups nested more than 64 deep");
+      return "";
+    }
     std::vector<std::string> alts{sequence()};
     while (peek() == '|') {
       ++pos_;
       alts.push_back(sequence());
     }
+    --depth_;
     if (alts.size() == 1) return alts[0];
     std::string out = "(";
     for (std::size_t i = 0; i < alts.size(); ++i) out += (i ? " | " : " ") + alts[i];
@@ -182,6 +189,12 @@ class PatternConverter {
       }
       q = std::string(p_.substr(pos_, close + 1 - pos_));
       pos_ = close + 1;
+      // {m}, {m,} or {m,n}, bounds up to 10000 (GBNF's limit), m <= n.
+      static const std::regex bounds(R"(\{(\d{1,5})(,(\d{0,5}))?\})");
+      std::smatch m;
+      const bool ok = std::regex_match(q, m, bounds) && std::stoul(m[1]) <= 10000 &&
+                      (m[3].length() == 0 || (std::stoul(m[3]) <= 10000 && std::stoul(m[1]) <= std::stoul(m[3])));
+      if (!ok) fail("a quantifier other than {m}, {m,} or {m,n} with m <= n <= 10000");
     }
     if (!q.empty() && peek() == '?') ++pos_;  // lazy: the same set of strings
     return q;
@@ -284,6 +297,7 @@ class PatternConverter {
 
   std::string_view p_;
   std::size_t pos_ = 0;
+  int depth_ = 0;
   std::string error_;
 };
 
@@ -309,8 +323,26 @@ class SchemaConverter {
     return name;
   }
 
-  // The GBNF expression of schema `s` (at JSON pointer `where`).
+  // The GBNF expression of schema `s` (at JSON pointer `where`), at most kMaxDepth schemas deep.
   Expected<std::string> visit(const Json& s, const std::string& where) {
+    if (depth_ >= kMaxDepth) return bad(where, "schemas nested more than 64 deep");
+    ++depth_;
+    auto e = visit_schema(s, where);
+    --depth_;
+    return e;
+  }
+
+  // A non-negative integer keyword (minItems, maxLength, ...), `fallback` when absent.
+  Expected<std::int64_t> count(const Json& s, const char* key, std::int64_t fallback, const std::string& where) const {
+    if (!s.contains(key)) return fallback;
+    const Json& v = s.at(key);
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 100000) {
+      return bad(where, std::string("'") + key + "' that is not an integer in [0, 100000]");
+    }
+    return v.get<std::int64_t>();
+  }
+
+  Expected<std::string> visit_schema(const Json& s, const std::string& where) {
     if (s.is_boolean()) {
       if (!s.get<bool>()) return bad(where, "the schema false (nothing is valid)");
       return std::string("value");
@@ -446,8 +478,9 @@ class SchemaConverter {
   }
 
   Expected<std::string> array(const Json& s, const std::string& where) {
-    const std::int64_t min = s.value("minItems", 0), max = s.value("maxItems", -1);
-    if (min < 0 || (max >= 0 && max < min)) return bad(where, "minItems / maxItems out of order");
+    PEREGRINE_ASSIGN_OR_RETURN(const std::int64_t min, count(s, "minItems", 0, where));
+    PEREGRINE_ASSIGN_OR_RETURN(const std::int64_t max, count(s, "maxItems", -1, where));
+    if (max >= 0 && max < min) return bad(where, "minItems / maxItems out of order");
     if (s.contains("prefixItems")) {
       const Json& prefix = s.at("prefixItems");
       if (!prefix.is_array() || s.contains("minItems") || s.contains("maxItems")) {
@@ -482,11 +515,13 @@ class SchemaConverter {
       if (!body) return bad(where, "the pattern " + s.at("pattern").dump() + ": " + body.status().message());
       return add_rule("\"\\\"\" " + *body + " \"\\\"\" ws");
     }
+    if (s.contains("format") && !s.at("format").is_string()) return bad(where, "a format that is not a string");
     const std::string format = s.value("format", "");
     if (format == "date" || format == "time" || format == "uuid") return add_rule("\"\\\"\" " + format + " \"\\\"\" ws");
     if (format == "date-time") return add_rule("\"\\\"\" date \"T\" time \"\\\"\" ws");
-    const std::int64_t min = s.value("minLength", 0), max = s.value("maxLength", -1);
-    if (min < 0 || (max >= 0 && max < min)) return bad(where, "minLength / maxLength out of order");
+    PEREGRINE_ASSIGN_OR_RETURN(const std::int64_t min, count(s, "minLength", 0, where));
+    PEREGRINE_ASSIGN_OR_RETURN(const std::int64_t max, count(s, "maxLength", -1, where));
+    if (max >= 0 && max < min) return bad(where, "minLength / maxLength out of order");
     if (min == 0 && max < 0) return std::string("string");
     const std::string reps = "{" + std::to_string(min) + "," + (max >= 0 ? std::to_string(max) : "") + "}";
     return add_rule("\"\\\"\" char" + reps + " \"\\\"\" ws");
@@ -496,6 +531,7 @@ class SchemaConverter {
   std::string rules_;
   std::map<std::string, std::string> refs_;
   int n_rules_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

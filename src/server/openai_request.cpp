@@ -344,7 +344,7 @@ Error read_json_schema(const Json& format, std::string_view body, OpenAiRequest&
   const auto gbnf = json_schema_to_gbnf(ordered.at("response_format").at("json_schema").at("schema"));
   if (!gbnf) return bad("response_format.json_schema.schema", "cannot be followed: " + gbnf.status().message());
   auto g = parse_grammar(*gbnf);
-  if (!g) return api_error(Status(ErrorCode::kInternal, "the grammar of a JSON schema does not parse: " + g.status().message()));
+  if (!g) return bad("response_format.json_schema.schema", "cannot be followed: " + g.status().message());
   r.grammar = *g;
   return std::nullopt;
 }
@@ -388,7 +388,8 @@ Error read_tools(const Json& obj, std::string_view body, OpenAiRequest& r) {
       const std::string at = "tools[" + std::to_string(i) + "]";
       const Json* fn = t.is_object() ? field(t, "function") : nullptr;
       const Json* name = fn != nullptr && fn->is_object() ? field(*fn, "name") : nullptr;
-      if (!t.is_object() || t.value("type", "") != "function" || name == nullptr || !name->is_string() || name->get<std::string>().empty()) {
+      const Json* type = t.is_object() ? field(t, "type") : nullptr;
+      if (type == nullptr || *type != "function" || name == nullptr || !name->is_string() || name->get<std::string>().empty()) {
         return bad(at, "must be {\"type\": \"function\", \"function\": {\"name\": string, ...}}");
       }
       const Json* params = field(*fn, "parameters");
@@ -421,7 +422,7 @@ Error read_tools(const Json& obj, std::string_view body, OpenAiRequest& r) {
   auto gbnf = tool_call_gbnf(r.tools, r.tool_choice_name, r.parallel_tool_calls);
   if (!gbnf) return bad("tools", "cannot be followed: " + gbnf.status().message());
   auto g = parse_grammar(*gbnf);
-  if (!g) return api_error(Status(ErrorCode::kInternal, "the grammar of a tool call does not parse: " + g.status().message()));
+  if (!g) return bad("tools", "cannot be followed: " + g.status().message());
   r.grammar = *g;
   return std::nullopt;
 }

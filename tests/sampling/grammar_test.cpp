@@ -130,6 +130,24 @@ TEST(Grammar, BadGrammarsAreOneClearError) {
       {"root ::= (\"a\"", "expected ')'"},
       {"root ::= \"a\" ]", "end of the line"},
   };
+  // Hostile sizes: one clear error, no stack or memory blow-up.
+  std::string deep = "root ::= ";
+  deep.append(5000, '(').append("\"a\"").append(5000, ')');
+  const std::string chain = [] {
+    std::string g = "root ::= r0\n";
+    for (int i = 0; i < 30000; ++i) g.append("r").append(std::to_string(i)).append(" ::= r").append(std::to_string(i + 1)).append("\n");
+    return g.append("r30000 ::= \"a\"\n");
+  }();
+  const std::pair<std::string, const char*> hostile[] = {
+      {deep, "nested more than 100"},
+      {"root ::= \"abcdefgh\"{10000}{10000}", "1048576 elements"},
+      {chain, "more than 20000 rules"},
+  };
+  for (const auto& [gbnf, what] : hostile) {
+    auto g = Grammar::parse(gbnf);
+    ASSERT_FALSE(g) << gbnf.substr(0, 40);
+    EXPECT_NE(g.status().message().find(what), std::string::npos) << g.status().message();
+  }
   for (const auto& [gbnf, what] : cases) {
     auto g = Grammar::parse(gbnf);
     ASSERT_FALSE(g) << gbnf;

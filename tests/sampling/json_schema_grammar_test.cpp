@@ -83,7 +83,17 @@ TEST(JsonSchemaGrammar, WhatItCannotFollowIsOneErrorNamingIt) {
       {R"(false)", "schema false"},
       {R"(3)", "not an object"},
       {R"({"enum": []})", "enum"},
+      {R"({"type": "array", "minItems": "2"})", "'minItems' that is not an integer"},
+      {R"({"type": "string", "maxLength": -1})", "'maxLength' that is not an integer"},
+      {R"({"type": "string", "format": 5})", "format that is not a string"},
+      {R"({"type": "string", "pattern": "a{2,x}"})", "quantifier"},
+      {R"({"type": "string", "pattern": "a{5,2}"})", "quantifier"},
   };
+  std::string deep = R"({"type": "string"})";
+  for (int i = 0; i < 200; ++i) deep = R"({"type": "array", "items": )" + deep + "}";
+  auto too_deep = json_schema_to_gbnf(OJson::parse(deep));
+  ASSERT_FALSE(too_deep);
+  EXPECT_NE(too_deep.status().message().find("nested more than 64"), std::string::npos);
   for (const auto& [schema, what] : cases) {
     auto gbnf = json_schema_to_gbnf(OJson::parse(schema));
     ASSERT_FALSE(gbnf) << schema;

@@ -43,7 +43,9 @@ class Grammar {
   /// Parses GBNF text. Errors (kInvalidArgument, naming the line and column, or the rule): a
   /// syntax error, an undefined rule, no `root` rule, a rule defined twice, an empty character
   /// class range (z-a), a repetition bound above 10000 or min > max, left recursion (a rule that
-  /// can reach itself without consuming a character: its matcher would never stop expanding).
+  /// can reach itself without consuming a character: its matcher would never stop expanding),
+  /// and past the limits that keep a hostile grammar small: groups nested over 100 deep, over
+  /// 2^20 elements once repetitions are expanded, over 20000 rules.
   static Expected<std::shared_ptr<const Grammar>> parse(std::string_view gbnf);
 
   const std::vector<GrammarElement>& elements() const { return elements_; }
