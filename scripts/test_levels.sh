@@ -21,13 +21,15 @@ cmake --build "$build"
 echo "== kernel tests, every level in each test"
 ctest --test-dir "$build" --output-on-failure -j "$jobs" -L kernels
 
-native="$("$build/bin/peregrine" bench --roofline -t 1 | sed -n 's/.*threads, \([A-Z0-9_]*\)).*/\1/p')"
+native="$("$build/bin/peregrine" bench --roofline -t 1 | sed -n 's/.*threads, \([A-Z0-9_+]*\)).*/\1/p')"
 echo "== this CPU's best level: $native"
-for level in avx2 avx512; do
-  # Only levels below the CPU's own (capping refuses a level the CPU lacks).
+for level in avx2 avx2vnni avx512; do
+  # Only levels below the CPU's own (capping refuses a level the CPU lacks; AVX-512 VNNI does not
+  # imply AVX-VNNI).
   case "$native:$level" in
-    AVX2:*|AVX3:avx512|SSE4:*|SSSE3:*|EMU128:*|SCALAR:*) continue ;;
+    AVX2:*|AVX2+VNNI:*|AVX3:avx512|SSE4:*|SSSE3:*|EMU128:*|SCALAR:*) continue ;;
   esac
+  if [ "$level" = avx2vnni ] && ! grep -qw avx_vnni /proc/cpuinfo; then continue; fi
   echo "== kernel, model and engine tests with the kernels capped at $level"
   PEREGRINE_ISA="$level" ctest --test-dir "$build" --output-on-failure -j "$jobs" -L 'kernels|model|engine'
 done

@@ -247,9 +247,9 @@ Verb add_bench(CLI::App& app) {
   add_spec_bench_options(*cmd, args->spec);
   cmd->add_option("--spec-reps", args->spec.reps, "With --spec: passes over the prompts")->capture_default_str();
   cmd->add_option("--isa", args->isa,
-                  "Cap the CPU kernels at this level (x86-64: scalar, sse4, avx2, avx512, avx512vnni; aarch64: scalar, "
-                  "neon; or native): time a narrower CPU's kernels on this machine (also PEREGRINE_ISA in the "
-                  "environment of any command)");
+                  "Cap the CPU kernels at this level (x86-64: scalar, sse4, avx2, avx2vnni, avx512, avx512vnni; "
+                  "aarch64: scalar, neon; or native): time a narrower CPU's kernels on this machine (also "
+                  "PEREGRINE_ISA in the environment of any command)");
   cmd->add_flag("--roofline", args->roofline_only,
                 "Only measure this machine's read bandwidth and FMA peak (unless -m is also given)");
   return {cmd, [args] { return run(*args); }};

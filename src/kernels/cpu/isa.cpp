@@ -6,6 +6,7 @@
 #include <hwy/highway.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -33,10 +34,11 @@ struct LevelTarget {
 };
 
 #if defined(__x86_64__)
-constexpr std::array<LevelTarget, 5> kLevels = {{
+constexpr std::array<LevelTarget, 6> kLevels = {{
     {IsaLevel::kScalar, "scalar", HWY_SCALAR | HWY_EMU128},
     {IsaLevel::kSse4, "sse4", HWY_SSE4 | HWY_SSSE3},
     {IsaLevel::kAvx2, "avx2", HWY_AVX2},
+    {IsaLevel::kAvx2Vnni, "avx2vnni", 0},  // Highway's AVX2 target, with AVX-VNNI (below)
     {IsaLevel::kAvx512, "avx512", HWY_AVX3},
     {IsaLevel::kAvx512Vnni, "avx512vnni", (HWY_AVX3_DL << 1) - 1},  // and any better x86 target
 }};
@@ -46,6 +48,37 @@ constexpr std::array<LevelTarget, 2> kLevels = {{
     {IsaLevel::kNeon, "neon", (HWY_NEON << 1) - 1},  // and any better Arm target (SVE, if compiled)
 }};
 #endif
+
+// AVX-VNNI is no Highway target: kAvx2Vnni is the AVX2 target while `avx2_vnni` is set, which
+// starts as the CPU's AVX-VNNI flag and follows every cap (limit_isa).
+#if defined(__x86_64__)
+bool cpu_has_avx_vnni() {
+  static const bool has = [] {
+    __builtin_cpu_init();  // static initializers may run before libgcc's
+    return __builtin_cpu_supports("avxvnni") != 0;
+  }();
+  return has;
+}
+#else
+bool cpu_has_avx_vnni() { return false; }
+#endif
+std::atomic<bool> avx2_vnni{cpu_has_avx_vnni()};
+
+// The level whose Highway targets `level` runs (kAvx2Vnni: kAvx2's).
+IsaLevel target_level(IsaLevel level) {
+#if defined(__x86_64__)
+  if (level == IsaLevel::kAvx2Vnni) return IsaLevel::kAvx2;
+#endif
+  return level;
+}
+
+// `level`, as AVX-VNNI raises it when `vnni` (kAvx2 → kAvx2Vnni).
+IsaLevel with_vnni(IsaLevel level, bool vnni) {
+#if defined(__x86_64__)
+  if (level == IsaLevel::kAvx2 && vnni) return IsaLevel::kAvx2Vnni;
+#endif
+  return level;
+}
 
 // The Highway targets better than `level`'s (to disable when capping at it).
 std::int64_t targets_above(IsaLevel level) {
@@ -71,7 +104,7 @@ IsaLevel best_level(std::int64_t supported) {
 
 // The best level of this CPU and build, before any cap (first called at program start, below).
 IsaLevel uncapped_level() {
-  static const IsaLevel level = best_level(hwy::SupportedTargets());
+  static const IsaLevel level = with_vnni(best_level(hwy::SupportedTargets()), cpu_has_avx_vnni());
   return level;
 }
 
@@ -107,9 +140,16 @@ Expected<IsaLevel> parse_isa_level(std::string_view name) {
 }
 
 // The dispatch table's choice (one indexed call; hwy::SupportedTargets() would re-run CPUID).
-IsaLevel isa_level() { return level_of(HWY_DYNAMIC_DISPATCH(CompiledTarget)()); }
+IsaLevel isa_level() {
+  return with_vnni(level_of(HWY_DYNAMIC_DISPATCH(CompiledTarget)()), avx2_vnni.load(std::memory_order_relaxed));
+}
 
-const char* isa_target_name() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(CompiledTarget)()); }
+const char* isa_target_name() {
+#if defined(__x86_64__)
+  if (isa_level() == IsaLevel::kAvx2Vnni) return "AVX2+VNNI";
+#endif
+  return hwy::TargetName(HWY_DYNAMIC_DISPATCH(CompiledTarget)());
+}
 
 Status limit_isa(IsaLevel level) {
   const IsaLevel best = uncapped_level();
@@ -117,8 +157,12 @@ Status limit_isa(IsaLevel level) {
     return unsupported("this CPU (or build) runs kernels up to " + std::string(isa_level_name(best)) + ", not " +
                        std::string(isa_level_name(level)));
   }
+  if (target_level(level) != level && !cpu_has_avx_vnni()) {
+    return unsupported("this CPU has no AVX-VNNI (the VEX-encoded vpdpbusd: Intel Alder Lake and later client "
+                       "cores, AMD Zen 5; AVX-512 VNNI does not imply it)");
+  }
   const std::int64_t kept = HWY_TARGETS & ~targets_above(level);
-  if (kept == 0 || best_level(kept) != level) {
+  if (kept == 0 || best_level(kept) != target_level(level)) {
 #if defined(__x86_64__)
     const std::string why = "a -march=native build); rebuild with -DPEREGRINE_NATIVE=OFF";
 #else
@@ -127,6 +171,9 @@ Status limit_isa(IsaLevel level) {
     return unsupported("this build has no " + std::string(isa_level_name(level)) + " kernels (its baseline is above it: " + why);
   }
   hwy::DisableTargets(targets_above(level));  // replaces any earlier cap
+#if defined(__x86_64__)
+  avx2_vnni.store(cpu_has_avx_vnni() && level >= IsaLevel::kAvx2Vnni);
+#endif
   return Status::ok();
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "peregrine/kernels/cpu/isa.h"
 #include "peregrine/kernels/cpu/matmul/ggml_unpack.h"
 #include "kernels/cpu/count_dispatch.h"
 #include "kernels/cpu/matmul/decode_prefetch.h"
@@ -828,11 +829,16 @@ void PortableRows(const Operands& op, std::int64_t row_begin, std::int64_t row_e
 }
 
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-// AVX2's kernels also serve AVX-512 CPUs without VNNI and VBMI (Skylake-X, Cascade Lake).
-#include "kernels/cpu/matmul/gemm_ggml_avx2-inl.h"
+// AVX2's kernels also serve AVX-512 CPUs without VNNI and VBMI (Skylake-X, Cascade Lake); with
+// AVX-VNNI, prefill's inner loop loses one of its three instructions per 32 values and token.
+#define PEREGRINE_AVX2_KERNELS "kernels/cpu/matmul/gemm_ggml_avx2-inl.h"
+#include "kernels/cpu/avx2_levels-inl.h"  // namespaces avx2, avx2_vnni
+#undef PEREGRINE_AVX2_KERNELS
 
 void GemmGgmlRows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
-  if (!avx2::rows(op, row_begin, row_end)) PortableRows(op, row_begin, row_end);
+  const bool done = isa_level() == IsaLevel::kAvx2Vnni ? avx2_vnni::rows(op, row_begin, row_end)
+                                                       : avx2::rows(op, row_begin, row_end);
+  if (!done) PortableRows(op, row_begin, row_end);
 }
 #elif HWY_TARGET != HWY_AVX3_DL
 void GemmGgmlRows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) { PortableRows(op, row_begin, row_end); }

@@ -1,6 +1,7 @@
 // gemm_ggml's AVX2 kernels (Haswell, Zen 1-3, Intel client cores; also Highway's AVX3 target:
 // AVX-512 CPUs without VNNI/VBMI): included in gemm_ggml.cpp's HWY_AVX2 / HWY_AVX3 section
-// (namespace peregrine::HWY_NAMESPACE), once per target.
+// (namespace peregrine::HWY_NAMESPACE) by avx2_levels-inl.h, as namespace avx2 and on AVX2
+// again with AVX-VNNI as avx2_vnni (PEREGRINE_AVX_VNNI: madd_add and dot_add below).
 //
 // Every row is read straight from its stored ggml blocks (no repacking), one row × a tile of
 // up to kTileTokens tokens at a time: per 32 values and token one vpmaddubsw (codes ×
@@ -14,7 +15,24 @@
 // buffer for all its token tiles (tinyllama Q4_K_M pp128 at AVX2, 2 threads, Zen 4, alternated:
 // 92 -> 130 tok/s, about 20 of the 32 int8 MACs per cycle vpmaddubsw + vpmaddwd allow).
 
+#if PEREGRINE_AVX_VNNI
+namespace avx2_vnni {  // the same kernels with AVX-VNNI's vpdpwssd / vpdpbusd (IsaLevel::kAvx2Vnni)
+
+// acc + Σ adjacent pairs of a·b (int16 lanes) in int32 lanes: vpdpwssd.
+HWY_INLINE __m256i madd_add(__m256i acc, __m256i a, __m256i b) { return _mm256_dpwssd_avx_epi32(acc, a, b); }
+// acc + Σ of 4 adjacent products u·s (unsigned × signed bytes) in int32 lanes: vpdpbusd.
+HWY_INLINE __m256i dot_add(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
+#else
 namespace avx2 {
+
+// acc + Σ adjacent pairs of a·b (int16 lanes) in int32 lanes: vpmaddwd, vpaddd.
+HWY_INLINE __m256i madd_add(__m256i acc, __m256i a, __m256i b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
+// acc + Σ of 4 adjacent products u·s (unsigned × signed bytes) in int32 lanes: vpmaddubsw (the
+// callers keep its int16 pair sums from saturating), vpmaddwd by ones, vpaddd.
+HWY_INLINE __m256i dot_add(__m256i acc, __m256i u, __m256i s) {
+  return madd_add(acc, _mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+#endif
 
 // Tokens per tile: 8 int32 sums live across a super-group beside its 8 code vectors.
 constexpr std::int64_t kTileTokens = 8;
@@ -253,7 +271,7 @@ HWY_INLINE void int_row_tile(const Operands& op, std::int64_t row, std::int64_t 
       for (int n = 0; n < RN; ++n) {
         __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + n * x.ld + 32 * c));
         if constexpr (D::kSigned) xq = _mm256_sign_epi8(xq, code);
-        isum[n] = _mm256_add_epi32(isum[n], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xq), scale));
+        isum[n] = madd_add(isum[n], _mm256_maddubs_epi16(u, xq), scale);
         // Sum in this order: left free, GCC reassociates the int32 sums and keeps all 64
         // products of the super-group alive at once, spilled to the stack (3x slower).
         asm("" : "+x"(isum[n]));
@@ -372,7 +390,6 @@ void legacy_row_tile(const Operands& op, std::int64_t row, std::int64_t token) {
   const GgmlActivations& x = *op.x;
   const auto* blocks = reinterpret_cast<const Block*>(op.w + static_cast<std::size_t>(row) * op.row_bytes);
   const std::int64_t n_blocks = x.in / 32;
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[RN];
   float offsets[RN] = {};
   for (int n = 0; n < RN; ++n) acc[n] = _mm256_setzero_ps();
@@ -385,7 +402,7 @@ void legacy_row_tile(const Operands& op, std::int64_t row, std::int64_t token) {
       const std::int64_t t = token + n;
       __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q.data() + t * x.ld + 32 * k));
       if constexpr (kIq4) xq = _mm256_sign_epi8(xq, blk.v);
-      const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(blk.u, xq), ones);
+      const __m256i dot = dot_add(_mm256_setzero_si256(), blk.u, xq);
       const float dx = x.dx[static_cast<std::size_t>(t * x.ld / 4 + 8 * k)];
       acc[n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(blk.a * dx), acc[n]);
       if constexpr (!kIq4) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <utility>
 
+#include "peregrine/kernels/cpu/isa.h"
 #include "kernels/cpu/count_dispatch.h"
 #include "kernels/cpu/matmul/decode_prefetch.h"
 #include "kernels/cpu/row_split.h"
@@ -155,207 +156,21 @@ constexpr int kChunkTokens = 8;
 // 223.7 / 214.9 -> 213.1 / 246.8 / 215.2 / 213.1).
 constexpr int kStreamTokens = 6;
 
-#else  // AVX2 (and AVX-512 without VNNI, which runs the same 256-bit code)
+#include "kernels/cpu/matmul/quant_packed_groups-inl.h"
 
-// AVX2: two ymm hold a group block's 16 rows, rows 0-7 (half r = 0: bytes 0-31 of each 64-byte
-// chunk) and rows 8-15 (r = 1: bytes 32-63), one int32 lane per row; vpdpbusd is emulated by
-// vpmaddubsw (unsigned × signed bytes, adjacent pairs summed to int16) and vpmaddwd by 1.
-//
-// Q4_0: u = the unsigned nibbles of values 4m..4m+3 of the 8 rows of half r. The products'
-// int16 sums over all 8 m stay exact (16 products of at most 15·127: 30480 < 32767), so one
-// vpmaddwd per token and half; the codes' offset 8 is taken off by the bias.
-struct Q4_0Codes {
-  static constexpr const quant_packed_detail::Format& kFormat = quant_packed_detail::kQ4_0;
-  struct Chunk {
-    __m256i u;
-  };
-  // Values 4m..4m+3 of half r's rows (the codes of m and m + 4 share a byte: low, high nibble).
-  static HWY_INLINE Chunk at(const std::uint8_t* codes, int r, int m) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * (m % 4) + 32 * r));
-    return {_mm256_and_si256(m < 4 ? q : _mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0f))};
-  }
-  // One token's dot as sums over m: s += u·x_m (int16 lanes, exact as above; x_m: the token's
-  // activation bytes 4m..4m+3 as one word), then bias + the int32 sums of each row.
-  static HWY_INLINE __m256i step(__m256i s, const Chunk& w, std::int32_t x_m) {
-    return _mm256_add_epi16(s, _mm256_maddubs_epi16(w.u, _mm256_set1_epi32(x_m)));
-  }
-  static HWY_INLINE __m256i finish(__m256i s, std::int32_t bias) {
-    return _mm256_add_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(1)), _mm256_set1_epi32(bias));
-  }
-};
-// Q8_0: the packed u = q + 128 would saturate vpmaddubsw (2·255·127 > 32767), so each product
-// is |q| · (x with q's sign) (at most 2·128·127 = 32512 per pair), widened to int32 per m; the
-// true Σ q·x needs no bias. 4 ops per m, token and half, as the alternatives would take: u's
-// two nibbles as two Q4_0-like int16 sums (2 vpmaddubsw, 2 adds), or codes widened to int16
-// once per block (2 vpmaddwd, 2 adds per token); not measured.
-struct Q8_0Codes {
-  static constexpr const quant_packed_detail::Format& kFormat = quant_packed_detail::kQ8_0;
-  struct Chunk {
-    __m256i a, q;  // |q|, q of values 4m..4m+3
-  };
-  static HWY_INLINE Chunk at(const std::uint8_t* codes, int r, int m) {
-    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-    const __m256i q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 64 * m + 32 * r)), flip);
-    return {_mm256_abs_epi8(q), q};
-  }
-  static HWY_INLINE __m256i step(__m256i s, const Chunk& w, std::int32_t x_m) {
-    const __m256i p = _mm256_maddubs_epi16(w.a, _mm256_sign_epi8(_mm256_set1_epi32(x_m), w.q));
-    return _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
-  }
-  static HWY_INLINE __m256i finish(__m256i s, std::int32_t /*bias*/) { return s; }
-};
+#else  // AVX2 (and AVX-512 without VNNI, which runs the same 256-bit code); with AVX-VNNI one
+// vpdpbusd per 4 values, token and 8 rows, where AVX2 takes vpmaddubsw + vpmaddwd + vpaddd (Q8_0)
+// or vpmaddubsw + vpaddw (Q4_0).
+#define PEREGRINE_AVX2_KERNELS "kernels/cpu/matmul/quant_packed_avx2-inl.h"
+#include "kernels/cpu/avx2_levels-inl.h"  // namespaces avx2, avx2_vnni
+#undef PEREGRINE_AVX2_KERNELS
 
-// One format's group block for T tokens: the 16 rows' outputs in two ymm per token (Acc), half
-// by half: the tokens' int32 dots per row, m by m, each m's codes unpacked once for every token
-// (token by token, GCC kept a whole half's unpacked codes on the stack and reloaded them per
-// token: 3 loads per vpmaddubsw; tinyllama pp128 at AVX2, 2 threads, alternated: Q8_0 105 ->
-// 121 tok/s, Q4_0 141 -> 147), then one f32 fused multiply-add by d_w (8 lanes) · d_x per token.
-template <class Codes>
-struct Block {
-  static constexpr const quant_packed_detail::Format& kFormat = Codes::kFormat;
-  struct Acc {
-    __m256 half[2];
-  };
-  static HWY_INLINE Acc zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
-  static HWY_INLINE void store(float* y, Acc acc) {
-    _mm256_storeu_ps(y, acc.half[0]);
-    _mm256_storeu_ps(y + 8, acc.half[1]);
-  }
-  template <int T>
-  static HWY_INLINE void add(const std::uint8_t* codes, const Operands& op, std::int64_t b, Acc (&acc)[T]) {
-#pragma GCC unroll 2
-    for (int r = 0; r < 2; ++r) {
-      // Several tokens: a compiler barrier, as GCC otherwise keeps every token's activation
-      // broadcasts of half 0 for half 1, each stored to the stack and loaded back (1 store and
-      // 1 load for 1 broadcast load saved; Q4_0 pp128 at AVX2 147 -> 186 tok/s, Q8_0 the same).
-      if constexpr (T > 1) asm volatile("" ::: "memory");
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + kFormat.code_bytes + 16 * r)));
-      __m256i s[T];
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) s[t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int m = 0; m < 8; ++m) {
-        const typename Codes::Chunk w = Codes::at(codes, r, m);
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) {
-          std::int32_t x_m;
-          std::memcpy(&x_m, op.xq + (t * op.blocks + b) * 32 + 4 * m, sizeof x_m);
-          s[t] = Codes::step(s[t], w, x_m);
-          if constexpr (T > 1) asm("" : "+x"(s[t]));  // in this order: left free, GCC hoists every broadcast and spills
-        }
-      }
-#pragma GCC unroll 8
-      for (int t = 0; t < T; ++t) {
-        const std::int64_t tb = t * op.blocks + b;
-        const __m256i dot = Codes::finish(s[t], op.bias[tb]);
-        acc[t].half[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(op.xd[tb])), acc[t].half[r]);
-      }
-    }
-  }
-};
-
-// As AVX-512: the accumulators of 8 tokens (16 ymm) spill, but only once per block and half,
-// while the unpacked codes serve twice as many tokens (tinyllama pp128 Q4_0, 2 threads, this
-// Zen 4 capped at AVX2, alternated, tok/s: 4 tokens per pass 121.8 / 130.7, 8: 136.5 / 137.7).
-constexpr int kChunkTokens = 8;
-constexpr int kStreamTokens = 6;  // as AVX-512 (not measured on AVX2)
-
+void GemvGroups(const Operands& op, std::int64_t g0, std::int64_t g1) {
+  if (isa_level() == IsaLevel::kAvx2Vnni) return avx2_vnni::GemvGroups(op, g0, g1);
+  avx2::GemvGroups(op, g0, g1);
+}
 #endif
 
-// 16 rows × RN (2..kChunkTokens) tokens of one group, block by block (Block<Codes>::add).
-template <class Codes, int RN>
-void GroupTile(const Operands& op, std::int64_t group) {
-  using K = Block<Codes>;
-  constexpr std::size_t kGroupBlockBytes = K::kFormat.group_block_bytes();
-  const std::uint8_t* codes = op.packed + static_cast<std::size_t>(group) * op.group_bytes();
-  typename K::Acc acc[RN];
-#pragma GCC unroll 8
-  for (int t = 0; t < RN; ++t) acc[t] = K::zero();
-  // With several tokens each block prefetches the next group's same block into L2, so that the
-  // next group's DRAM read overlaps this group's compute; the hardware prefetcher alone left them
-  // in series (Q4_0 tinyllama, same run: forwards of 4 / 8 / 16 / 24 / 32 rows 14 / 31 / 50 /
-  // 62 / 76 -> 10 / 16 / 28 / 43 / 56 ms; one row unchanged at 9.1 ms). Past the matrix's end the
-  // addresses are hints, never dereferenced.
-  const std::size_t ahead = op.group_bytes();
-  for (std::int64_t b = 0; b < op.blocks; ++b, codes += kGroupBlockBytes) {
-    for (std::size_t line = 0; line < kGroupBlockBytes; line += 64) __builtin_prefetch(codes + ahead + line, 0, 2);
-    K::template add<RN>(codes, op, b, acc);
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < RN; ++t) K::store(op.y + t * op.out + group * 16, acc[t]);
-}
-
-// T tokens (1..kStreamTokens), S groups at once (group s is g + s·stride), each its own read
-// stream prefetched kDecodePrefetchBytes ahead (decode_prefetch.h): per block each group's codes
-// unpacked once and multiplied by every token's activations as in GroupTile.
-template <class Codes, int S, int T>
-void GroupStreams(const Operands& op, std::int64_t g, std::int64_t stride) {
-  using K = Block<Codes>;
-  constexpr std::size_t kGroupBlockBytes = K::kFormat.group_block_bytes();
-  const std::uint8_t* codes[S];
-  typename K::Acc acc[S][T];
-#pragma GCC unroll 8
-  for (int s = 0; s < S; ++s) {
-    codes[s] = op.packed + static_cast<std::size_t>(g + s * stride) * op.group_bytes();
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) acc[s][t] = K::zero();
-  }
-  for (std::int64_t b = 0; b < op.blocks; ++b) {
-#pragma GCC unroll 8
-    for (int s = 0; s < S; ++s) {
-      const std::uint8_t* block = codes[s] + static_cast<std::size_t>(b) * kGroupBlockBytes;
-      prefetch_decode_stream<kGroupBlockBytes>(block);
-      K::template add<T>(block, op, b, acc[s]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int s = 0; s < S; ++s) {
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) K::store(op.y + t * op.out + (g + s * stride) * 16, acc[s][t]);
-  }
-}
-
-// One group for up to kChunkTokens tokens of `op`.
-template <class Codes>
-void GroupTokens(const Operands& op, std::int64_t g) {
-  if (op.n_tokens == 1) return GroupStreams<Codes, 1, 1>(op, g, 1);
-  dispatch_count<2, kChunkTokens>(op.n_tokens, [&]<int kT>() { GroupTile<Codes, kT>(op, g); });
-}
-
-// Groups [g0, g1) of op's kT tokens as kStreams read streams (for_decode_streams).
-template <int kStreams, int kT>
-void StreamTiles(const Operands& op, std::int64_t g0, std::int64_t g1) {
-  for_decode_streams<kStreams>(g0, g1, [&]<int S>(std::int64_t g, std::int64_t stride) {
-    if (op.dtype == DType::kQ8_0) return GroupStreams<Q8_0Codes, S, kT>(op, g, stride);
-    GroupStreams<Q4_0Codes, S, kT>(op, g, stride);
-  });
-}
-
-// One token: kDecodeStreams groups side by side (decode_prefetch.h); 2..kStreamTokens: two.
-// More: each group for all tokens, kChunkTokens at a time: the group's weights (16 rows) stay in
-// L1/L2 between the token chunks, so DRAM sees them once.
-void GemvGroups(const Operands& op, std::int64_t g0, std::int64_t g1) {
-  if (op.n_tokens == 1) return StreamTiles<kDecodeStreams, 1>(op, g0, g1);
-  if (op.n_tokens <= kStreamTokens) {
-    dispatch_count<2, kStreamTokens>(op.n_tokens, [&]<int kT>() { StreamTiles<2, kT>(op, g0, g1); });
-    return;
-  }
-  for (std::int64_t g = g0; g < g1; ++g) {
-    for (std::int64_t t = 0; t < op.n_tokens; t += kChunkTokens) {
-      Operands chunk = op;
-      chunk.xq += t * op.blocks * 32;
-      chunk.xd += t * op.blocks;
-      chunk.bias += t * op.blocks;
-      chunk.y += t * op.out;
-      chunk.n_tokens = std::min<std::int64_t>(kChunkTokens, op.n_tokens - t);
-      if (op.dtype == DType::kQ8_0) {
-        GroupTokens<Q8_0Codes>(chunk, g);
-      } else {
-        GroupTokens<Q4_0Codes>(chunk, g);
-      }
-    }
-  }
-}
 bool QuantHasSimdKernel() { return true; }
 
 #pragma GCC pop_options
