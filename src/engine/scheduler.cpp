@@ -78,6 +78,43 @@ void Scheduler::attach_cached_prefix(Sequence& seq) {
   seq.has_kv = true;
 }
 
+// The running request whose prompt K/V `seq` shares (RequestOptions::prefill_from), once it has
+// computed them up to the last prompt token; null when `seq` computes its own (no such request,
+// a different prompt or adapter, a one-token prompt, or sliding-window groups: a window group
+// may have released blocks the fork's last prompt token still sees). `wait`: the request is
+// queued or still prefilling.
+const Sequence* Scheduler::prefill_parent(const Sequence& seq, bool& wait) const {
+  wait = false;
+  const std::uint64_t from = seq.request.prefill_from;
+  if (from == 0 || seq.n_prompt < 2 || (cache_.n_groups() > 1 && !limits_.swa_full)) return nullptr;
+  const auto is_parent = [from](const auto& p) { return p->id == from; };
+  if (std::any_of(waiting_.begin(), waiting_.end(), is_parent)) {
+    wait = true;
+    return nullptr;
+  }
+  const auto it = std::find_if(running_.begin(), running_.end(), is_parent);
+  if (it == running_.end()) return nullptr;
+  const Sequence& parent = **it;
+  const auto shared = static_cast<std::size_t>(seq.n_prompt - 1);
+  if (parent.awaiting_kv || parent.request.lora_adapter != seq.request.lora_adapter || parent.tokens.size() < shared ||
+      !std::equal(seq.tokens.begin(), seq.tokens.begin() + static_cast<std::ptrdiff_t>(shared), parent.tokens.begin())) {
+    return nullptr;
+  }
+  wait = parent.n_computed < seq.n_prompt - 1;
+  return wait ? nullptr : &parent;
+}
+
+// Starts `seq` on `parent`'s K/V of its prompt but the last token (shared blocks; the last
+// token's partial block is copied when `seq` reserves it).
+void Scheduler::fork_prompt(const Sequence& parent, Sequence& seq) {
+  cache_.fork(parent.kv_seq, seq.kv_seq);
+  cache_.truncate(seq.kv_seq, seq.n_prompt - 1);
+  seq.n_computed = seq.n_prompt - 1;
+  seq.n_cached_blocks = std::min(parent.n_cached_blocks, seq.n_computed / cache_.block_size());
+  seq.result.cached_prompt_tokens = seq.n_computed;
+  seq.has_kv = true;
+}
+
 // Pins a LoraPool slot for the adapter `seq` names (kept while it waits again after a
 // preemption); false when every slot is pinned by other adapters or the adapter failed to load
 // (then `seq` goes to failed_).
@@ -173,10 +210,17 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
   }
   // Waiting requests, FCFS: admission stops at the first one that does not fit, except that a
   // request whose LoRA adapter finds no free slot is passed over (as vLLM's scheduler does
-  // at its max_loras), so the base and resident adapters keep running meanwhile.
+  // at its max_loras), so the base and resident adapters keep running meanwhile, and so is one
+  // waiting for the prompt K/V of the request it shares them with.
   for (std::size_t i = 0; i < waiting_.size() && budget > 0 && static_cast<std::int32_t>(running_.size()) < limits_.max_running;) {
     Sequence& seq = *waiting_[i];
-    const auto n_tokens = static_cast<std::int64_t>(seq.tokens.size());
+    bool wait_for_parent = false;
+    const Sequence* parent = prefill_parent(seq, wait_for_parent);
+    if (wait_for_parent) {
+      ++i;
+      continue;
+    }
+    const auto n_tokens = parent != nullptr ? 1 : static_cast<std::int64_t>(seq.tokens.size());
     // Remote prefill reserves the whole prompt at once (its K/V arrive without a chunk here).
     const std::int64_t worst =
         cache_.n_groups() * blocks_for_tokens(remote_ != nullptr ? n_tokens : std::min(n_tokens, budget), cache_.block_size());
@@ -186,13 +230,13 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
       ++i;
       continue;
     }
-    attach_cached_prefix(seq);
+    parent != nullptr ? fork_prompt(*parent, seq) : attach_cached_prefix(seq);
     const bool remote = remote_ != nullptr && seq.n_pending() > 1;
     const std::int64_t n = std::min(seq.n_pending(), budget);
     if (remote ? !admit_remote(seq) : !reserve(seq, n, false)) {
       cache_.free_sequence(seq.kv_seq);
       seq.has_kv = false;
-      seq.n_computed = seq.n_cached_blocks = 0;
+      seq.n_computed = seq.n_cached_blocks = seq.result.cached_prompt_tokens = 0;
       break;
     }
     running_.push_back(std::move(waiting_[i]));

@@ -41,7 +41,7 @@ struct Exchange {
   std::mutex mu;
   std::condition_variable cv;
   CompletionOutput output;
-  std::uint64_t id = 0;
+  std::vector<std::uint64_t> ids;  // the engine requests of its choices
 };
 
 void send_json(httplib::Response& res, const Json& body, int status = 200) {
@@ -91,6 +91,8 @@ struct HttpServer::Impl {
   void await(const std::shared_ptr<Exchange>& ex, httplib::Response& res);
   Json models() const;
   std::uint64_t random_u64();
+  Status submit_choices(const OpenAiRequest& request, RequestOptions ro, const std::shared_ptr<Exchange>& ex);
+  void cancel(const Exchange& ex);
   void open_exchange(std::uint64_t id);
   void close_exchange(std::uint64_t id);
 
@@ -249,30 +251,51 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
   ro.spec = request.spec;
   ro.lora_adapter = lora_adapter;
   if (request.grammar) ro.grammar = token_grammar(request.grammar);
-  RequestCallbacks callbacks;
-  callbacks.on_token = [ex](const TokenEvent& event) {
-    std::lock_guard lock(ex->mu);
-    const bool go_on = ex->output.add_token(event);
-    ex->cv.notify_all();
-    return go_on;
-  };
-  callbacks.on_finish = [ex](const RequestResult& result) {
-    std::lock_guard lock(ex->mu);
-    ex->output.finish(result);
-    ex->cv.notify_all();
-  };
-  auto submitted = engine.submit(std::move(ro), std::move(callbacks));
-  if (!submitted) {
+  if (Status st = submit_choices(request, std::move(ro), ex); !st) {
     // The parser checked every other field: what the engine still rejects is the prompt
     // (too long for the context or the pool, token ids outside the vocabulary).
-    const ErrorCode code = submitted.status().code();
+    const ErrorCode code = st.code();
     const bool prompt_fault = code == ErrorCode::kOutOfRange || code == ErrorCode::kInvalidArgument;
-    return send_error(res, api_error(submitted.status(), prompt_fault ? prompt_param(endpoint) : ""));
+    return send_error(res, api_error(st, prompt_fault ? prompt_param(endpoint) : ""));
   }
-  ex->id = *submitted;
-  open_exchange(ex->id);
+  open_exchange(ex->ids.front());
   if (request.stream) return stream(res, ex);
   await(ex, res);
+}
+
+// Submits the request's n choices: the first computes the prompt, the others share its K/V
+// (RequestOptions::prefill_from), choice i sampling with seed + i. On an error the choices
+// already submitted are cancelled.
+Status HttpServer::Impl::submit_choices(const OpenAiRequest& request, RequestOptions ro, const std::shared_ptr<Exchange>& ex) {
+  const std::uint64_t seed = ro.sampling.seed;
+  for (std::int32_t i = 0; i < request.n; ++i) {
+    const auto choice = static_cast<std::size_t>(i);
+    RequestCallbacks callbacks;
+    callbacks.on_token = [ex, choice](const TokenEvent& event) {
+      std::lock_guard lock(ex->mu);
+      const bool go_on = ex->output.add_token(event, choice);
+      ex->cv.notify_all();
+      return go_on;
+    };
+    callbacks.on_finish = [ex, choice](const RequestResult& result) {
+      std::lock_guard lock(ex->mu);
+      ex->output.finish(result, choice);
+      ex->cv.notify_all();
+    };
+    ro.sampling.seed = seed + choice;
+    if (i > 0) ro.prefill_from = ex->ids.front();
+    auto submitted = engine.submit(ro, std::move(callbacks));
+    if (!submitted) {
+      cancel(*ex);
+      return submitted.status();
+    }
+    ex->ids.push_back(*submitted);
+  }
+  return Status::ok();
+}
+
+void HttpServer::Impl::cancel(const Exchange& ex) {
+  for (std::uint64_t id : ex.ids) engine.cancel(id);
 }
 
 void HttpServer::Impl::await(const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
@@ -282,8 +305,9 @@ void HttpServer::Impl::await(const std::shared_ptr<Exchange>& ex, httplib::Respo
     ex->cv.wait(lock, [&] { return ex->output.finished(); });
     body = ex->output.response();
   }
+  cancel(*ex);  // the other choices of one that failed (a no-op for the finished)
   send_result(res, body);
-  close_exchange(ex->id);
+  close_exchange(ex->ids.front());
 }
 
 void HttpServer::Impl::stream(httplib::Response& res, const std::shared_ptr<Exchange>& ex) {
@@ -300,15 +324,18 @@ void HttpServer::Impl::stream(httplib::Response& res, const std::shared_ptr<Exch
           finished = ex->output.finished();
         }
         if (!sink.is_writable() || (!events.empty() && !sink.write(events.data(), events.size()))) {
-          engine.cancel(ex->id);  // the client went away
+          cancel(*ex);  // the client went away
           return false;
         }
-        if (finished) sink.done();
+        if (finished) {
+          cancel(*ex);  // the other choices of one that failed (a no-op for the finished)
+          sink.done();
+        }
         return true;
       },
       [this, ex](bool success) {
-        if (!success) engine.cancel(ex->id);
-        close_exchange(ex->id);
+        if (!success) cancel(*ex);
+        close_exchange(ex->ids.front());
       });
 }
 

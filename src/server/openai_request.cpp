@@ -293,10 +293,11 @@ Error read_logit_bias(const Json& obj, std::int64_t vocab_size, SamplingParams& 
   return std::nullopt;
 }
 
-/// Fields this server does not implement: accepted only at their neutral value.
-Error reject_unsupported(const Json& obj) {
+/// "n": choices to generate, each with its own sampler (seed + index), the prompt's K/V shared.
+Error read_choices(const Json& obj, std::int32_t& out) {
   std::optional<std::int64_t> n;
-  if (auto e = read_int(obj, "n", 1, 1, n)) return bad("n", "must be 1 (one choice per request)");
+  if (auto e = read_int(obj, "n", 1, kMaxChoices, n)) return e;
+  out = static_cast<std::int32_t>(n.value_or(1));
   return std::nullopt;
 }
 
@@ -484,7 +485,7 @@ Error read_request(const Json& obj, std::string_view body, ApiEndpoint endpoint,
   if (endpoint == ApiEndpoint::kChatCompletions) {
     if (auto e = read_tools(obj, body, r)) return e;
   }
-  return reject_unsupported(obj);
+  return read_choices(obj, r.n);
 }
 
 }  // namespace

@@ -78,7 +78,7 @@ Json logprobs_json(ApiEndpoint endpoint, std::span<const TokenLogprob> tokens, s
 Json response_json(const ResponseMeta& meta, const std::string& text, std::string_view finish_reason,
                    const Json& logprobs, const RequestResult& result, std::span<const ToolCall> calls,
                    const std::string& reasoning) {
-  Json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_json(finish_reason)}};
+  Json choice = {{"index", meta.choice}, {"logprobs", logprobs}, {"finish_reason", finish_json(finish_reason)}};
   if (meta.endpoint == ApiEndpoint::kCompletions) {
     choice["text"] = text;
   } else {
@@ -94,7 +94,7 @@ Json response_json(const ResponseMeta& meta, const std::string& text, std::strin
 
 Json chunk_json(const ResponseMeta& meta, const std::string& text, bool first, std::string_view finish_reason,
                 const Json& logprobs, bool with_usage_field) {
-  Json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_json(finish_reason)}};
+  Json choice = {{"index", meta.choice}, {"logprobs", logprobs}, {"finish_reason", finish_json(finish_reason)}};
   if (meta.endpoint == ApiEndpoint::kCompletions) {
     choice["text"] = text;
   } else {
@@ -111,7 +111,7 @@ Json chunk_json(const ResponseMeta& meta, const std::string& text, bool first, s
 
 // A chat chunk of one choice with `delta`.
 Json delta_chunk_json(const ResponseMeta& meta, Json delta, bool with_usage_field) {
-  Json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}, {"delta", std::move(delta)}};
+  Json choice = {{"index", meta.choice}, {"logprobs", nullptr}, {"finish_reason", nullptr}, {"delta", std::move(delta)}};
   Json j = header(meta, true);
   j["choices"] = Json::array({std::move(choice)});
   if (with_usage_field) j["usage"] = nullptr;

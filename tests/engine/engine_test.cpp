@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -146,6 +147,52 @@ TEST_F(EngineTest, PreemptionByRecomputationLosesNothing) {
   EXPECT_GT(preempted, 0);
   EXPECT_EQ(engine->metrics().preemptions_total, preempted);
   EXPECT_EQ(engine->metrics().kv_blocks_free, 24);
+}
+
+// Parallel sampling (OpenAI's n > 1): choices 1..3 name choice 0 in prefill_from, wait while its
+// prompt is prefilled in 8-token chunks, fork its K/V and compute only their last prompt token;
+// each samples, with its own seed, exactly what it samples alone. A request naming no live
+// request computes its own prompt.
+TEST_F(EngineTest, ParallelSamplesShareThePromptAndEachSamplesAsAlone) {
+  EngineOptions o = options(64);
+  o.max_batch_tokens = 8;     // the shared prompt takes several steps: the siblings wait
+  o.prefix_caching = false;   // what is shared is the fork's alone
+  auto engine = make_engine(o);
+  std::vector<std::int32_t> prompt;
+  for (const auto& p : prompts(3)) prompt.insert(prompt.end(), p.begin(), p.end());
+  const auto n_prompt = static_cast<std::int64_t>(prompt.size());
+  ASSERT_GT(n_prompt, 32);  // full blocks to share, and a partial one to copy
+  std::vector<RequestOptions> requests;
+  for (std::uint64_t i = 0; i < 5; ++i) {
+    RequestOptions r = greedy(prompt, 24);
+    r.sampling.temperature = 1.0f;
+    r.sampling.seed = 100 + i;
+    requests.push_back(r);
+  }
+  std::vector<Outcome> out(requests.size());
+  std::uint64_t first = 0;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (i > 0) requests[i].prefill_from = i < 4 ? first : 12345;  // the last: no such request
+    Outcome* oc = &out[i];
+    auto id = engine->submit(requests[i], {[oc](const TokenEvent& e) { oc->tokens.push_back(e.token); return true; },
+                                           [oc](const RequestResult& r) { oc->result = r; oc->finished = true; }});
+    ASSERT_TRUE(id) << id.status().message();
+    if (i == 0) first = *id;
+  }
+  while (engine->step()) {}
+  std::set<std::vector<std::int32_t>> distinct;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    ASSERT_TRUE(out[i].finished);
+    EXPECT_EQ(out[i].tokens, alone(requests[i])) << "choice " << i;
+    EXPECT_EQ(out[i].result.cached_prompt_tokens, i == 0 || i == 4 ? 0 : n_prompt - 1) << "choice " << i;
+    EXPECT_EQ(out[i].result.prompt_tokens, n_prompt);
+    distinct.insert(out[i].tokens);
+  }
+  EXPECT_GE(distinct.size(), 3u) << "each choice samples with its own seed";
+  const EngineMetrics m = engine->metrics();
+  EXPECT_EQ(m.prompt_tokens_total, 2 * n_prompt + 3);  // choice 0's and the last one's, + 3 last tokens
+  EXPECT_EQ(m.kv_blocks_used, 0);
+  EXPECT_EQ(m.kv_blocks_free, 64);
 }
 
 // engine/forward_mirror.h in one process: a mirror that runs every forward it is handed on a

@@ -170,6 +170,67 @@ TEST(CompletionOutput, LogprobsCoverEveryTokenInBothShapes) {
   EXPECT_EQ(bytes, kText);  // the bytes arrays rebuild the text exactly, split characters included
 }
 
+// n = 2: the two choices' tokens interleaved as the engine's step loop reports them; each chunk
+// carries its choice's index, the usage chunk (prompt once, completions summed) and [DONE] come
+// once, after the second choice ends; the body has both choices.
+TEST(CompletionOutput, ChoicesInterleaveAndEndTogether) {
+  auto tok = test::stories_tokenizer();
+  ASSERT_TRUE(tok);
+  const auto a = tok->encode("Lily saw a cat.", false), b = tok->encode("Tom ran home to his mom.", false);
+  for (const bool stream : {true, false}) {
+    OpenAiRequest req = request(ApiEndpoint::kCompletions, stream);
+    req.n = 2;
+    req.include_usage = stream;
+    CompletionOutput out(req, {ApiEndpoint::kCompletions, "c", 1, "m"}, *tok, -1);
+    SseReader reader;
+    std::vector<std::string> events;
+    for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+      if (i < a.size()) out.add_token({a[i], 0.0f, {}}, 0);
+      if (i < b.size()) out.add_token({b[i], 0.0f, {}}, 1);
+      if (i + 1 == a.size()) {
+        out.finish({FinishReason::kStop, Status::ok(), 3, static_cast<std::int64_t>(a.size())}, 0);
+        EXPECT_FALSE(out.finished()) << "choice 1 is still running";
+      }
+      for (auto& e : reader.feed(out.take_events())) events.push_back(std::move(e));
+    }
+    out.finish({FinishReason::kLength, Status::ok(), 3, static_cast<std::int64_t>(b.size())}, 1);
+    ASSERT_TRUE(out.finished());
+    for (auto& e : reader.feed(out.take_events())) events.push_back(std::move(e));
+    if (!stream) {
+      const Json j = std::get<Json>(out.response());
+      ASSERT_EQ(j["choices"].size(), 2u);
+      EXPECT_EQ(j["choices"][0]["index"], 0);
+      EXPECT_EQ(j["choices"][0]["text"], "Lily saw a cat.");
+      EXPECT_EQ(j["choices"][1]["index"], 1);
+      EXPECT_EQ(j["choices"][1]["text"], "Tom ran home to his mom.");
+      EXPECT_EQ(j["choices"][1]["finish_reason"], "length");
+      EXPECT_EQ(j["usage"], Json({{"prompt_tokens", 3}, {"completion_tokens", a.size() + b.size()},
+                                  {"total_tokens", 3 + a.size() + b.size()}}));
+      continue;
+    }
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.back(), "[DONE]");
+    std::string texts[2];
+    std::string finishes[2];
+    for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+      ASSERT_NE(events[i], "[DONE]");
+      const Json c = Json::parse(events[i]);
+      if (c["choices"].empty()) {
+        EXPECT_EQ(i + 2, events.size()) << "the usage chunk comes last";
+        EXPECT_EQ(c["usage"]["completion_tokens"], a.size() + b.size());
+        continue;
+      }
+      const int index = c["choices"][0]["index"].get<int>();
+      texts[index] += c["choices"][0]["text"].get<std::string>();
+      if (!c["choices"][0]["finish_reason"].is_null()) finishes[index] = c["choices"][0]["finish_reason"];
+    }
+    EXPECT_EQ(texts[0], "Lily saw a cat.");
+    EXPECT_EQ(texts[1], "Tom ran home to his mom.");
+    EXPECT_EQ(finishes[0], "stop");
+    EXPECT_EQ(finishes[1], "length");
+  }
+}
+
 TEST(CompletionOutput, FailedRequestsEndInAnError) {
   auto tok = test::stories_tokenizer();
   ASSERT_TRUE(tok);

@@ -2,8 +2,8 @@
 scripts/requirements.txt, installed into .venv by scripts/setup.sh): models.list(), completion
 and chat completion, streaming (equal to the non-streaming greedy text; the raw stream ends in
 `data: [DONE]`), errors (400 BadRequestError naming the param, 404 NotFoundError, 401
-AuthenticationError), a grammar-constrained completion, a reasoning template's reply as
-reasoning_content, and concurrent clients (every one gets the same greedy text as the
+AuthenticationError), a grammar-constrained completion, n = 4 choices sharing one prefill, a
+reasoning template's reply as reasoning_content, and concurrent clients (every one gets the same greedy text as the
 sequential request). The server must exit 0 on SIGTERM.
 
 Usage: .venv/bin/python openai_client_test.py PEREGRINE_BINARY   (exit 0 = pass)
@@ -96,6 +96,44 @@ def check_structured(client):
     assert "minimum" in err.message, err.message
 
 
+def prompt_tokens_computed(base_url):
+    """peregrine_prompt_tokens_total from /metrics."""
+    request = urllib.request.Request(base_url.removesuffix("/v1") + "/metrics",
+                                     headers={"Authorization": f"Bearer {API_KEY}"})
+    with urllib.request.urlopen(request, timeout=60) as raw:
+        for line in raw.read().decode().splitlines():
+            if line.startswith("peregrine_prompt_tokens_total "):
+                return float(line.split()[1])
+    raise AssertionError("/metrics has no peregrine_prompt_tokens_total")
+
+
+def check_parallel_samples(client, base_url):
+    """n = 4 returns 4 choices, choice i sampled as a one-choice request with seed + i, the
+    prompt computed once (each other choice computes only its last token: /metrics); streamed,
+    every choice's chunks carry their index and one [DONE] ends the stream."""
+    alone = [client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=12, temperature=1, seed=7 + i)
+             for i in range(4)]
+    before = prompt_tokens_computed(base_url)
+    four = client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=12, temperature=1, seed=7, n=4)
+    computed = prompt_tokens_computed(base_url) - before
+    assert sorted(c.index for c in four.choices) == [0, 1, 2, 3], [c.index for c in four.choices]
+    for c in four.choices:
+        assert c.text == alone[c.index].choices[0].text, (c.index, c.text, alone[c.index].choices[0].text)
+    assert len({c.text for c in four.choices}) > 1, "every choice sampled the same text"
+    prompt = four.usage.prompt_tokens
+    assert computed == prompt + 3, f"{computed} prompt tokens computed for n = 4 of a {prompt}-token prompt"
+    assert four.usage.completion_tokens == sum(a.usage.completion_tokens for a in alone)
+
+    texts, finishes = ["", ""], [None, None]
+    for chunk in client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=12, temperature=1, seed=7, n=2,
+                                           stream=True):
+        for c in chunk.choices:
+            texts[c.index] += c.text or ""
+            finishes[c.index] = c.finish_reason or finishes[c.index]
+    assert texts == [alone[0].choices[0].text, alone[1].choices[0].text], texts
+    assert None not in finishes, finishes
+
+
 def check_reasoning(binary, template_dir):
     """A template whose generation prompt opens <think> (as DeepSeek-R1 distills' do): the reply
     arrives as reasoning_content (streamed as delta.reasoning_content, the same text), and with
@@ -151,6 +189,7 @@ def main():
         check_chat(client)
         check_errors(client, base_url)
         check_structured(client)
+        check_parallel_samples(client, base_url)
         check_concurrent_clients(base_url, text)
     finally:
         server.stop()

@@ -61,6 +61,8 @@ TEST(OpenAiRequest, CompletionFields) {
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
   EXPECT_TRUE(r.ignore_eos);
+  EXPECT_EQ(r.n, 1);
+  EXPECT_EQ(parse_ok(R"({"prompt": "x", "n": 16})").n, 16);
 }
 
 TEST(OpenAiRequest, PromptAsOneElementBatchAndStopAsString) {
@@ -152,7 +154,9 @@ TEST(OpenAiRequest, EveryInvalidFieldIs400NamingTheParam) {
       {R"({"prompt": "x", "top_k": -1})", kC, "top_k"},
       {R"({"prompt": "x", "min_p": 2})", kC, "min_p"},
       {R"({"prompt": "x", "seed": "a"})", kC, "seed"},
-      {R"({"prompt": "x", "n": 2})", kC, "n"},
+      {R"({"prompt": "x", "n": 0})", kC, "n"},
+      {R"({"prompt": "x", "n": 17})", kC, "n"},
+      {R"({"prompt": "x", "n": 2.5})", kC, "n"},
       {R"({"prompt": "x", "stop": ["a", "b", "c", "d", "e"]})", kC, "stop"},
       {R"({"prompt": "x", "stop": [1]})", kC, "stop"},
       {R"({"prompt": "x", "logprobs": 6})", kC, "logprobs"},

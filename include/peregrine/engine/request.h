@@ -28,6 +28,13 @@ struct RequestOptions {
   /// A grammar the output must follow (sampling/grammar_matcher.h; empty: none): every step's
   /// logits are masked to the tokens it allows. Such a request decodes without speculation.
   TokenGrammar grammar;
+  /// Parallel sampling (OpenAI's n > 1, vLLM's parallel sampling): the id of an earlier request
+  /// with the same prompt and adapter whose prompt K/V this one shares instead of computing them
+  /// (0: none). It waits while that request is queued or prefilling, then forks its KV blocks
+  /// (copy-on-write) up to the last prompt token and computes only that token, with its own
+  /// sampler. It computes its own prompt when that request is gone, or on a model with
+  /// sliding-window layers (their released blocks; unless --swa-full).
+  std::uint64_t prefill_from = 0;
 };
 
 /// One generated token, reported as soon as it is sampled.
@@ -55,7 +62,7 @@ struct RequestResult {
   Status error;                         // set when reason == kError
   std::int64_t prompt_tokens = 0;
   std::int64_t completion_tokens = 0;
-  std::int64_t cached_prompt_tokens = 0;  // served from the prefix cache
+  std::int64_t cached_prompt_tokens = 0;  // served from the prefix cache (or prefill_from's K/V)
   std::int32_t preemptions = 0;           // times it was preempted and recomputed
   double queue_ms = 0;  // submit → first scheduled
   double ttft_ms = 0;   // submit → first token sampled

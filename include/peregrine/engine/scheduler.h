@@ -67,7 +67,9 @@ class Scheduler {
   /// running slots, budget and blocks (a request that does not fit blocks the ones behind it);
   /// one naming a LoRA adapter also needs a LoraPool slot, pinned from admission until
   /// remove() (without one it is passed over and stays queued; if its adapter fails to load
-  /// it goes to failed()). KV blocks for every planned chunk are reserved here; when the pool runs dry the
+  /// it goes to failed()); so is one whose RequestOptions::prefill_from request is queued or
+  /// has not computed its prompt yet (then it forks that request's K/V). KV blocks for every
+  /// planned chunk are reserved here; when the pool runs dry the
   /// prefix cache evicts, and then the most recently admitted running sequence is preempted
   /// (its KV freed, its tokens kept; it goes back to the front of the queue and is
   /// recomputed later). The returned chunks are ordered like the Batch rows to build.
@@ -119,6 +121,8 @@ class Scheduler {
   bool reserve(Sequence& seq, std::int64_t n_tokens, bool may_preempt);
   std::int64_t reserve_decode(Sequence& seq, std::int64_t budget);
   void attach_cached_prefix(Sequence& seq);
+  const Sequence* prefill_parent(const Sequence& seq, bool& wait) const;
+  void fork_prompt(const Sequence& parent, Sequence& seq);
   bool is_running(const Sequence* seq) const;
   void preempt(std::size_t running_index);
   void offer_blocks(Sequence& seq);

@@ -1,7 +1,9 @@
-// The output side of one OpenAI request: the engine's token events in, response text out.
-// Tokens go through a TextStream (UTF-8 holdback, stop strings) and, when logprobs were asked
-// for, become TokenLogprob records; a streaming request turns them into SSE chunks as they
-// come, a non-streaming one into one response body at the end.
+// The output side of one OpenAI request: the engine's token events in, response text out, for
+// each of its `n` choices (each its own engine request). Tokens go through a TextStream (UTF-8
+// holdback, stop strings) and, when logprobs were asked for, become TokenLogprob records; a
+// streaming request turns them into SSE chunks as they come (the choices' chunks interleaved,
+// each with its index; one usage chunk and one [DONE] after the last choice ends), a
+// non-streaming one into one response body at the end (every choice; usage summed).
 //
 // Not thread-safe: the engine's loop thread feeds it (add_token, finish) while the HTTP thread
 // reads it (take_events, response); the caller serializes the two.
@@ -33,58 +35,72 @@ struct OutputOptions {
 
 class CompletionOutput {
  public:
-  /// `tokenizer` must outlive the output; `prev_token` is the last prompt token. A streaming
-  /// chat request starts with the {"role": "assistant"} chunk already queued. A chat request
-  /// with tools (tool_choice not "none") has its Hermes <tool_call> blocks parsed out of the
-  /// text into tool_calls (streamed as tool-call deltas, finish_reason "tool_calls"), ids seeded
-  /// by options.call_seed. A chat reply with options.reasoning on has its <think> block split
-  /// into reasoning_content (before the tool calls are looked for).
+  /// `tokenizer` must outlive the output; `prev_token` is the last prompt token; request.n
+  /// choices (choice i's chunks and body carry index i). A streaming chat request starts with
+  /// each choice's {"role": "assistant"} chunk already queued. A chat request with tools
+  /// (tool_choice not "none") has its Hermes <tool_call> blocks parsed out of the text into
+  /// tool_calls (streamed as tool-call deltas, finish_reason "tool_calls"), ids seeded by
+  /// options.call_seed + choice. A chat reply with options.reasoning on has its <think> block
+  /// split into reasoning_content (before the tool calls are looked for).
   CompletionOutput(const OpenAiRequest& request, ResponseMeta meta, const Tokenizer& tokenizer,
                    std::int32_t prev_token, OutputOptions options = {});
 
-  /// Consumes one sampled token. Returns false when a stop string completed (the engine then
-  /// stops the request: RequestCallbacks::on_token's contract).
-  bool add_token(const TokenEvent& event);
-  /// Ends the output with the engine's result. Streaming: queues the held-back text, the chunk
-  /// with finish_reason ("stop" | "length"), the usage chunk when asked for, and [DONE]; a
-  /// failed request (kError, kCancelled) queues an {"error": ...} event and [DONE] instead.
-  void finish(const RequestResult& result);
+  /// Consumes one sampled token of `choice`. Returns false when a stop string completed (the
+  /// engine then stops that choice's request: RequestCallbacks::on_token's contract).
+  bool add_token(const TokenEvent& event, std::size_t choice = 0);
+  /// Ends `choice` with the engine's result. Streaming: queues its held-back text and its chunk
+  /// with finish_reason ("stop" | "length"); after the last choice, the usage chunk when asked
+  /// for, and [DONE]. A failed choice (kError, kCancelled) queues an {"error": ...} event and
+  /// [DONE] at once; nothing is queued after [DONE] (the caller cancels the other choices).
+  void finish(const RequestResult& result, std::size_t choice = 0);
 
-  bool finished() const { return result_.has_value(); }
+  /// Every choice ended, or one failed.
+  bool finished() const { return n_finished_ == choices_.size() || failure().has_value(); }
   /// Streaming: whether SSE bytes are queued.
   bool has_events() const { return !events_.empty(); }
   /// Streaming: the SSE bytes queued since the last call.
   std::string take_events();
-  /// Non-streaming, after finish(): the response body, or the error of a failed request
+  /// Non-streaming, after finished(): the response body, or the error of a failed choice
   /// (api_error of its Status: 503 for shutdown / cancellation, 500 otherwise).
   std::variant<nlohmann::json, ApiError> response() const;
 
  private:
-  TokenLogprob decode_logprobs(const TokenEvent& event) const;
-  void release(std::string text, const nlohmann::json& logprobs);
-  void release_content(std::string text, const nlohmann::json& logprobs);
-  void emit(const std::string& text, const nlohmann::json& logprobs);
-  void queue_chunk(const std::string& text, std::string_view finish_reason, const nlohmann::json& logprobs);
-  std::optional<ApiError> failure() const;
-  std::string_view finish_reason() const;
+  // One choice's state.
+  struct Choice {
+    Choice(const OpenAiRequest& request, ResponseMeta meta, const Tokenizer& tokenizer, std::int32_t prev_token,
+           OutputOptions options);
+    ResponseMeta meta;  // meta.choice: its index
+    TextStream stream;
+    bool first_chunk = true;
+    std::int32_t prev;
+    std::string text;                   // released output text
+    std::vector<TokenLogprob> logprobs;  // every token's record (non-streaming)
+    std::size_t logprob_offset = 0;      // text_offset of the next record
+    std::optional<RequestResult> result;
+    std::optional<ReasoningParser> reasoning_parser;  // chat with reasoning parsed
+    std::string reasoning;                            // reasoning text so far
+    std::optional<ToolCallParser> tools;  // chat with tools (not tool_choice none)
+    std::vector<ToolCall> calls;          // parsed so far
+    std::optional<ApiError> failure() const;
+    std::string_view finish_reason() const;
+  };
 
-  ResponseMeta meta_;
+  TokenLogprob decode_logprobs(const Choice& c, const TokenEvent& event) const;
+  void release(Choice& c, std::string text, const nlohmann::json& logprobs);
+  void release_content(Choice& c, std::string text, const nlohmann::json& logprobs);
+  void emit(Choice& c, const std::string& text, const nlohmann::json& logprobs);
+  void queue_chunk(Choice& c, const std::string& text, std::string_view finish_reason, const nlohmann::json& logprobs);
+  std::optional<ApiError> failure() const;
+  RequestResult usage() const;
+
   const Tokenizer& tokenizer_;
-  TextStream stream_;
   bool streaming_;
   bool include_usage_;
   bool want_logprobs_;
-  bool first_chunk_ = true;
-  std::int32_t prev_;
-  std::string text_;                   // released output text
-  std::vector<TokenLogprob> logprobs_;  // every token's record (non-streaming)
-  std::size_t logprob_offset_ = 0;      // text_offset of the next record
-  std::string events_;                 // queued SSE bytes (streaming)
-  std::optional<RequestResult> result_;
-  std::optional<ReasoningParser> reasoning_parser_;  // chat with reasoning parsed
-  std::string reasoning_;                            // reasoning text so far
-  std::optional<ToolCallParser> tools_;  // chat with tools (not tool_choice none)
-  std::vector<ToolCall> calls_;          // parsed so far
+  std::vector<Choice> choices_;
+  std::size_t n_finished_ = 0;
+  bool done_ = false;    // [DONE] queued
+  std::string events_;  // queued SSE bytes (streaming)
 };
 
 /// The OpenAI finish_reason of a finished request: "stop" or "length"; "" for cancelled or

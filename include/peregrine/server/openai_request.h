@@ -39,6 +39,9 @@ enum class ApiEndpoint { kCompletions, kChatCompletions };
 enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
 
 /// A validated request, not yet tokenized.
+/// The most choices ("n") one request may ask for.
+inline constexpr std::int32_t kMaxChoices = 16;
+
 struct OpenAiRequest {
   ApiEndpoint endpoint = ApiEndpoint::kCompletions;
   std::string model;                        // "" when absent
@@ -51,6 +54,7 @@ struct OpenAiRequest {
   std::int32_t top_logprobs = -1;           // -1: no logprobs, else alternatives per token
   bool ignore_eos = false;
   std::vector<std::string> stop;            // non-empty strings
+  std::int32_t n = 1;                       // choices, 1..kMaxChoices (the i-th samples with seed + i)
   bool stream = false;
   bool include_usage = false;               // stream_options.include_usage
   SpecParams spec;                          // speculative decoding of this request
@@ -77,7 +81,7 @@ struct RequestLimits {
 /// max_tokens outside [1, context_len], temperature outside [0, 2], top_p outside (0, 1],
 /// top_k < 0, min_p outside [0, 1], presence / frequency penalty outside [-2, 2], repeat_penalty
 /// <= 0, repeat_last_n < -1, a logit_bias key that is not a token id below vocab_size or a bias
-/// outside [-100, 100], n != 1, more than 4 stop strings, logprobs out of range, stream_options
+/// outside [-100, 100], n outside [1, kMaxChoices], more than 4 stop strings, logprobs out of range, stream_options
 /// without stream, a "grammar" that does not parse (its line and column), a response_format
 /// other than text / json_object / json_schema, a JSON schema outside the supported subset
 /// (sampling/json_schema_grammar.h: param response_format.json_schema.schema, the message naming

@@ -27,6 +27,7 @@ struct ResponseMeta {
   std::string id;            // "cmpl-..." / "chatcmpl-..."
   std::int64_t created = 0;  // Unix seconds
   std::string model;
+  std::int32_t choice = 0;   // the index of the choice a body or chunk carries (n > 1)
 };
 
 /// One generated token's log-probability record, decoded to text.
@@ -44,7 +45,7 @@ nlohmann::json usage_json(const RequestResult& result);
 /// [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]}.
 nlohmann::json logprobs_json(ApiEndpoint endpoint, std::span<const TokenLogprob> tokens, std::size_t first_offset);
 
-/// The non-streaming body: choices[0] = {index 0, text | message {role assistant, content},
+/// The non-streaming body: choices[0] = {index meta.choice, text | message {role assistant, content},
 /// logprobs (null when `logprobs` is null), finish_reason}, plus usage. With `calls` the
 /// message has "tool_calls" (and content null when `text` is empty); with `reasoning`,
 /// "reasoning_content".
