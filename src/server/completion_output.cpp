@@ -22,7 +22,7 @@ CompletionOutput::Choice::Choice(const OpenAiRequest& request, ResponseMeta m, c
   if (!request.tools.is_null() && request.tool_choice != ToolChoice::kNone) {
     std::vector<std::string> names;
     for (const auto& t : request.tools) names.push_back(t["function"]["name"].get<std::string>());
-    tools.emplace(options.call_seed + static_cast<std::uint64_t>(meta.choice), std::move(names));
+    tools.emplace(options.call_seed + static_cast<std::uint64_t>(meta.choice), std::move(names), options.tool_format);
   }
   if (meta.endpoint == ApiEndpoint::kChatCompletions && options.reasoning != ReasoningStart::kOff) {
     reasoning_parser.emplace(options.reasoning);

@@ -82,6 +82,7 @@ struct HttpServer::Impl {
   Impl(Engine& e, const Tokenizer& t, ChatTemplate c, ServerOptions o)
       : engine(e), tokenizer(t), chat_template(std::move(c)), options(std::move(o)),
         context_len(e.options().ctx_len > 0 ? e.options().ctx_len : e.model().config().max_seq_len),
+        tool_format(tool_call_format(chat_template.source())),
         created(static_cast<std::int64_t>(std::time(nullptr))), rng(std::random_device{}()) {}
 
   void setup();
@@ -126,6 +127,7 @@ struct HttpServer::Impl {
   ChatTemplate chat_template;
   ServerOptions options;
   std::int64_t context_len;
+  ToolCallFormat tool_format;  // how the chat template's tool calls read
   std::int64_t created;
   Listener http;
   std::atomic<bool> draining{false};
@@ -209,7 +211,8 @@ void HttpServer::Impl::close_exchange(std::uint64_t id) {
 
 void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::Response& res, ApiEndpoint endpoint) {
   if (draining) return send_error(res, api_error(unavailable("the server is shutting down")));
-  auto parsed = parse_openai_request(req.body, endpoint, {context_len, random_u64(), options.spec, engine.model().config().vocab_size});
+  auto parsed = parse_openai_request(req.body, endpoint,
+                                     {context_len, random_u64(), options.spec, engine.model().config().vocab_size, tool_format});
   if (const ApiError* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
   const OpenAiRequest& request = std::get<OpenAiRequest>(parsed);
   if (Status st = engine.check_spec(request.spec); !st) return send_error(res, api_error(st, "speculative"));
@@ -219,10 +222,10 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
     if (it == options.lora_names.end()) return send_error(res, model_not_found_error(request.model));
     lora_adapter = static_cast<std::int32_t>(it - options.lora_names.begin());
   }
-  if (!request.tools.is_null() && request.tool_choice != ToolChoice::kNone &&
-      !template_has_hermes_tool_calls(chat_template.source())) {
+  if (!request.tools.is_null() && request.tool_choice != ToolChoice::kNone && tool_format == ToolCallFormat::kNone) {
     return send_error(res, api_error(invalid_argument("'tools': this model's chat template has no tool-call format the server "
-                                                      "parses (Hermes <tool_call> blocks: Qwen2.5, Hermes, ...)"),
+                                                      "parses (Hermes <tool_call> blocks: Qwen2.5, Hermes, ...; Llama 3.x; "
+                                                      "Mistral [TOOL_CALLS])"),
                                      "tools"));
   }
   auto prompt = prompt_tokens(request, tokenizer, chat_template);
@@ -233,7 +236,7 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
                 static_cast<unsigned long long>(random_u64()));
   ResponseMeta meta{endpoint, id, static_cast<std::int64_t>(std::time(nullptr)),
                     lora_adapter >= 0 ? request.model : options.model_id};
-  OutputOptions output_options{random_u64(), ReasoningStart::kOff};
+  OutputOptions output_options{random_u64(), ReasoningStart::kOff, tool_format};
   if (options.parse_reasoning && endpoint == ApiEndpoint::kChatCompletions) {
     const std::size_t tail = std::min<std::size_t>(prompt->size(), 16);  // "<think>\n": one token, or up to 8
     output_options.reasoning = reasoning_start(tokenizer.decode(std::span(*prompt).last(tail)));

@@ -379,7 +379,7 @@ Error read_grammar(const Json& obj, std::string_view body, OpenAiRequest& r) {
 // OpenAI's tools ([{"type": "function", "function": {"name", "description"?, "parameters"?}}],
 // read from `body` again to keep each schema's key order), tool_choice, parallel_tool_calls; a
 // forced call (required, named) becomes the request's grammar.
-Error read_tools(const Json& obj, std::string_view body, OpenAiRequest& r) {
+Error read_tools(const Json& obj, std::string_view body, ToolCallFormat tool_format, OpenAiRequest& r) {
   if (auto e = read_bool(obj, "parallel_tool_calls", r.parallel_tool_calls)) return e;
   const Json* tools = field(obj, "tools");
   if (tools != nullptr) {
@@ -420,7 +420,8 @@ Error read_tools(const Json& obj, std::string_view body, OpenAiRequest& r) {
   }
   if (r.tools.is_null()) return bad("tool_choice", "forces a call but 'tools' is empty");
   if (r.grammar) return bad("tool_choice", "cannot force a call together with 'grammar' or 'response_format'");
-  auto gbnf = tool_call_gbnf(r.tools, r.tool_choice_name, r.parallel_tool_calls);
+  auto gbnf = tool_call_gbnf(r.tools, r.tool_choice_name, r.parallel_tool_calls, tool_format);
+  if (!gbnf && gbnf.status().code() == ErrorCode::kUnsupported) return bad("tool_choice", gbnf.status().message());
   if (!gbnf) return bad("tools", "cannot be followed: " + gbnf.status().message());
   auto g = parse_grammar(*gbnf);
   if (!g) return bad("tools", "cannot be followed: " + g.status().message());
@@ -483,7 +484,7 @@ Error read_request(const Json& obj, std::string_view body, ApiEndpoint endpoint,
   if (auto e = read_speculative(obj, limits.spec, r.spec)) return e;
   if (auto e = read_grammar(obj, body, r)) return e;
   if (endpoint == ApiEndpoint::kChatCompletions) {
-    if (auto e = read_tools(obj, body, r)) return e;
+    if (auto e = read_tools(obj, body, limits.tool_format, r)) return e;
   }
   return read_choices(obj, r.n);
 }

@@ -11,7 +11,8 @@ namespace {
 
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
-
+constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
+constexpr std::string_view kPythonTag = "<|python_tag|>";
 
 std::string trim(std::string_view s) {
   const auto b = s.find_first_not_of(" \t\r\n");
@@ -19,35 +20,88 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(b, s.find_last_not_of(" \t\r\n") + 1 - b));
 }
 
-}  // namespace
-
-bool template_has_hermes_tool_calls(std::string_view template_source) {
-  return template_source.find(kOpen) != std::string_view::npos && template_source.find("tools") != std::string_view::npos;
+// A ```lang\n...\n``` fence's body ("" when `body` is an unterminated fence); other text as it is.
+std::string unfenced(std::string body) {
+  if (!body.starts_with("```")) return body;
+  const auto nl = body.find('\n');
+  return nl != std::string::npos && body.ends_with("```") ? body.substr(nl + 1, body.size() - 3 - nl - 1) : "";
 }
 
-// {"name": string, "arguments": object or JSON text} → a call. False when `body` is not one.
-bool ToolCallParser::parse_call(std::string_view body) {
-  const auto j = nlohmann::ordered_json::parse(trim(body), nullptr, false);
-  if (!j.is_object() || !j.contains("name") || !j["name"].is_string() || !j.contains("arguments")) return false;
-  const auto& args = j["arguments"];
-  if (!args.is_object() && !args.is_string()) return false;
+}  // namespace
+
+ToolCallFormat tool_call_format(std::string_view source) {
+  const auto has = [&](std::string_view s) { return source.find(s) != std::string_view::npos; };
+  if (has(kMistralCalls)) return ToolCallFormat::kMistral;
+  if (has(kOpen) && has("tools")) return ToolCallFormat::kHermes;
+  if (has(R"({"name": function name, "parameters")")) return ToolCallFormat::kLlama3;
+  return ToolCallFormat::kNone;
+}
+
+// {"name": string, "arguments" (or Llama 3.x's "parameters"): object or JSON text} → a call.
+// False when `j` is not one.
+bool ToolCallParser::parse_call(const nlohmann::ordered_json& j) {
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
+  const char* key = j.contains("arguments") ? "arguments" : "parameters";
+  if (!j.contains(key) || (!j[key].is_object() && !j[key].is_string())) return false;
+  const auto& args = j[key];
   char id[32];
-  std::snprintf(id, sizeof id, "call_%016llx%08llx", static_cast<unsigned long long>(next_id_),
-                static_cast<unsigned long long>(n_calls_));
+  if (format_ == ToolCallFormat::kMistral) {  // its template refuses other ids: 9 letters and digits
+    static constexpr std::string_view kAlnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    std::uint64_t x = next_id_ ^ (0x9e3779b97f4a7c15ull * (n_calls_ + 1));
+    for (int k = 0; k < 9; ++k, x /= kAlnum.size()) id[k] = kAlnum[x % kAlnum.size()];
+    id[9] = '\0';
+  } else {
+    std::snprintf(id, sizeof id, "call_%016llx%08llx", static_cast<unsigned long long>(next_id_),
+                  static_cast<unsigned long long>(n_calls_));
+  }
   calls_.push_back({id, j["name"].get<std::string>(), args.is_string() ? args.get<std::string>() : args.dump()});
   ++n_calls_;
+  return true;
+}
+
+// `body`: one call, or (Mistral) an array of calls — every one must parse, and with
+// `declared_only` name a declared tool; else nothing is taken.
+bool ToolCallParser::parse_calls(std::string_view body, bool declared_only) {
+  const auto j = nlohmann::ordered_json::parse(trim(body), nullptr, false);
+  const nlohmann::ordered_json all = j.is_array() && format_ == ToolCallFormat::kMistral ? j : nlohmann::ordered_json::array({j});
+  if (all.empty()) return false;
+  for (const auto& c : all) {
+    const bool named = c.is_object() && c.contains("name") && c["name"].is_string();
+    if (!named || (declared_only && std::find(names_.begin(), names_.end(), c["name"].get<std::string>()) == names_.end())) {
+      return false;
+    }
+  }
+  std::vector<ToolCall> taken = std::move(calls_);
+  const std::size_t before = n_calls_;
+  for (const auto& c : all) {
+    if (!parse_call(c)) {
+      calls_ = std::move(taken);
+      n_calls_ = before;
+      return false;
+    }
+  }
+  taken.insert(taken.end(), calls_.begin(), calls_.end());
+  calls_ = std::move(taken);
   return true;
 }
 
 // Releases pending_ up to what may still be a marker or an open block, parsing whole blocks.
 std::string ToolCallParser::release_blocks() {
   std::string released;
+  if (format_ == ToolCallFormat::kLlama3) return std::exchange(pending_, {});
+  const std::string_view open_marker = format_ == ToolCallFormat::kMistral ? kMistralCalls : kOpen;
   while (true) {
-    const auto open = pending_.find(kOpen);
+    const auto open = pending_.find(open_marker);
     if (open == std::string::npos) {
-      const std::size_t keep = partial_marker(pending_, kOpen);
+      const std::size_t keep = partial_marker(pending_, open_marker);
       released += pending_.substr(0, pending_.size() - keep);
       pending_.erase(0, pending_.size() - keep);
+      return released;
+    }
+    if (format_ == ToolCallFormat::kMistral) {  // the calls run to the end of the output
+      released += pending_.substr(0, open);
+      pending_.erase(0, open);
+      in_calls_ = true;
       return released;
     }
     const auto close = pending_.find(kClose, open + kOpen.size());
@@ -56,10 +110,17 @@ std::string ToolCallParser::release_blocks() {
       pending_.erase(0, open);
       return released;
     }
-    const bool call = parse_call(std::string_view(pending_).substr(open + kOpen.size(), close - open - kOpen.size()));
+    const bool call = parse_calls(std::string_view(pending_).substr(open + kOpen.size(), close - open - kOpen.size()), false);
     released += pending_.substr(0, call ? open : close + kClose.size());
     pending_.erase(0, close + kClose.size());
   }
+}
+
+// Whether a reply starting with `first` is held whole for the JSON fallback.
+bool ToolCallParser::held_whole(char first) const {
+  if (first == '{' || first == '`') return true;
+  if (format_ == ToolCallFormat::kLlama3) return first == '<';
+  return format_ == ToolCallFormat::kMistral && first == '[';
 }
 
 std::string ToolCallParser::push(std::string_view text) {
@@ -68,49 +129,59 @@ std::string ToolCallParser::push(std::string_view text) {
     const auto first = pending_.find_first_not_of(" \t\r\n");
     if (first == std::string::npos) return "";
     decided_ = true;
-    json_reply_ = pending_[first] == '{' || pending_[first] == '`';
+    json_reply_ = held_whole(pending_[first]);
   }
-  return json_reply_ ? "" : release_blocks();
+  return json_reply_ || in_calls_ ? "" : release_blocks();
 }
 
 std::string ToolCallParser::flush() {
+  if (in_calls_) {
+    if (parse_calls(std::string_view(pending_).substr(kMistralCalls.size()), false)) {
+      pending_.clear();
+      return "";
+    }
+    return std::exchange(pending_, {});
+  }
   if (json_reply_) {
     std::string body = trim(pending_);
-    if (body.starts_with("```")) {  // a fenced block: ```json\n...\n```
-      const auto nl = body.find('\n');
-      body = nl != std::string::npos && body.ends_with("```") ? body.substr(nl + 1, body.size() - 3 - nl - 1) : "";
-    }
-    const auto j = nlohmann::ordered_json::parse(body, nullptr, false);
-    const bool declared = j.is_object() && j.contains("name") && j["name"].is_string() &&
-                          std::find(names_.begin(), names_.end(), j["name"].get<std::string>()) != names_.end();
-    if (declared && parse_call(body)) {
+    if (body.starts_with(kPythonTag)) body = trim(std::string_view(body).substr(kPythonTag.size()));
+    if (body.starts_with(kMistralCalls)) body = body.substr(kMistralCalls.size());
+    if (parse_calls(unfenced(std::move(body)), true)) {
       pending_.clear();
       return "";
     }
     json_reply_ = false;
   }
   std::string released = release_blocks();
+  if (in_calls_) return released + flush();
   return released + std::exchange(pending_, {});
 }
 
 std::vector<ToolCall> ToolCallParser::take_calls() { return std::exchange(calls_, {}); }
 
-Expected<std::string> tool_call_gbnf(const nlohmann::ordered_json& tools, const std::string& only, bool parallel) {
+Expected<std::string> tool_call_gbnf(const nlohmann::ordered_json& tools, const std::string& only, bool parallel,
+                                     ToolCallFormat format) {
+  if (format != ToolCallFormat::kHermes && format != ToolCallFormat::kLlama3) {
+    return unsupported("forcing a tool call is not supported for this chat template's tool-call format");
+  }
+  const bool llama3 = format == ToolCallFormat::kLlama3;
   nlohmann::ordered_json any = nlohmann::ordered_json::array();
   for (const auto& tool : tools) {
     const auto& fn = tool.at("function");
     const std::string name = fn.at("name").get<std::string>();
     if (!only.empty() && name != only) continue;
+    const char* args = llama3 ? "parameters" : "arguments";
     nlohmann::ordered_json call = {{"type", "object"},
                                    {"properties", {{"name", {{"const", name}}},
-                                                   {"arguments", fn.contains("parameters") ? fn.at("parameters") : nlohmann::ordered_json::object()}}},
-                                   {"required", {"name", "arguments"}}};
+                                                   {args, fn.contains("parameters") ? fn.at("parameters") : nlohmann::ordered_json::object()}}},
+                                   {"required", {"name", args}}};
     any.push_back(std::move(call));
   }
   auto gbnf = json_schema_to_gbnf({{"anyOf", any}});
   if (!gbnf) return invalid_argument("a tool's parameters: " + gbnf.status().message());
   // The schema's grammar becomes rule `call`; root frames one or more calls.
   std::string text = "call" + gbnf->substr(gbnf->find(" ::= "));
+  if (llama3) return "root ::= call\n" + text;  // Llama 3.x calls one function per reply
   const std::string one = R"("<tool_call>\n" call "\n</tool_call>")";
   return "root ::= " + one + (parallel ? " ( \"\\n\" " + one + " )*" : "") + "\n" + text;
 }

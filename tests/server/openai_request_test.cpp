@@ -121,6 +121,19 @@ TEST(OpenAiRequest, ToolsToolChoiceAndToolMessages) {
                                       ApiEndpoint::kChatCompletions);
   EXPECT_EQ(none.tool_choice, ToolChoice::kNone);
   EXPECT_EQ(none.grammar, nullptr);
+
+  // A Mistral template's calls start with a control token no grammar emits: forcing one is a 400.
+  const std::string_view required = R"({"messages": [{"role": "user", "content": "x"}],
+      "tools": [{"type": "function", "function": {"name": "w"}}], "tool_choice": "required"})";
+  RequestLimits mistral = kLimits;
+  mistral.tool_format = ToolCallFormat::kMistral;
+  auto refused = parse_openai_request(required, ApiEndpoint::kChatCompletions, mistral);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(refused));
+  EXPECT_EQ(std::get<ApiError>(refused).param, "tool_choice");
+  mistral.tool_format = ToolCallFormat::kLlama3;
+  auto llama3 = parse_openai_request(required, ApiEndpoint::kChatCompletions, mistral);
+  ASSERT_TRUE(std::holds_alternative<OpenAiRequest>(llama3));
+  EXPECT_NE(std::get<OpenAiRequest>(llama3).grammar, nullptr);
 }
 
 struct BadCase {

@@ -1,13 +1,20 @@
 // Tool calls out of streamed text (server/tool_calls.h): Hermes <tool_call> blocks however the
 // text is split, blocks that do not parse kept as content, the generic JSON fallback for a
-// declared tool only, and the grammar of a forced call taking exactly the calls it should.
+// declared tool only, Llama 3.x and Mistral replies, each real chat template's format (and
+// Mistral's call ids through its own template), and the grammar of a forced call taking exactly
+// the calls it should.
 #include "peregrine/server/tool_calls.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
+
 #include "peregrine/sampling/grammar.h"
+#include "peregrine/tokenizer/chat_template.h"
 #include "grammar_text.h"
 #include "test_models.h"
+#include "test_paths.h"
 
 namespace peregrine {
 namespace {
@@ -18,8 +25,9 @@ struct Parsed {
 };
 
 // `text` pushed `step` bytes at a time, then flushed.
-Parsed parse(std::string_view text, std::size_t step, std::vector<std::string> names = {"get_weather"}) {
-  ToolCallParser p(7, std::move(names));
+Parsed parse(std::string_view text, std::size_t step, std::vector<std::string> names = {"get_weather"},
+             ToolCallFormat format = ToolCallFormat::kHermes) {
+  ToolCallParser p(7, std::move(names), format);
   Parsed out;
   for (std::size_t i = 0; i < text.size(); i += step) {
     out.content += p.push(text.substr(i, step));
@@ -71,6 +79,90 @@ TEST(ToolCallParser, AJsonReplyNamingADeclaredToolIsACall) {
   }
 }
 
+std::string chat_template_source(const std::string& name) {
+  return test::read_file(test::shared_dir() + "/chat-templates/" + name + ".jinja");
+}
+
+TEST(ToolCallFormat, EachRealTemplatesFormat) {
+  EXPECT_EQ(tool_call_format(chat_template_source("Qwen-Qwen2.5-7B-Instruct")), ToolCallFormat::kHermes);
+  EXPECT_EQ(tool_call_format(chat_template_source("meta-llama-Llama-3.1-8B-Instruct")), ToolCallFormat::kLlama3);
+  EXPECT_EQ(tool_call_format(chat_template_source("mistralai-Mistral-Nemo-Instruct-2407")), ToolCallFormat::kMistral);
+  EXPECT_EQ(tool_call_format(chat_template_source("google-gemma-2-2b-it")), ToolCallFormat::kNone);
+  EXPECT_EQ(tool_call_format(chat_template_source("microsoft-Phi-3.5-mini-instruct")), ToolCallFormat::kNone);
+}
+
+TEST(ToolCallParser, Llama3RepliesWithParameters) {
+  for (const char* reply : {R"({"name": "get_weather", "parameters": {"city": "Oslo"}})",
+                            "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}"}) {
+    for (std::size_t step : {1, 4, 1000}) {
+      const Parsed p = parse(reply, step, {"get_weather"}, ToolCallFormat::kLlama3);
+      ASSERT_EQ(p.calls.size(), 1u) << reply;
+      EXPECT_EQ(p.calls[0].name, "get_weather");
+      EXPECT_EQ(p.calls[0].arguments, R"({"city":"Oslo"})");
+      EXPECT_EQ(p.content, "");
+    }
+  }
+  for (const char* reply : {"It is sunny <tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call>",
+                            R"({"name": "other", "parameters": {}})", "<b>bold</b>"}) {
+    const Parsed p = parse(reply, 3, {"get_weather"}, ToolCallFormat::kLlama3);
+    EXPECT_TRUE(p.calls.empty()) << reply;
+    EXPECT_EQ(p.content, reply);
+  }
+}
+
+TEST(ToolCallParser, MistralCallsAfterTheMarkerOrAsTheWholeReply) {
+  const std::string marked = R"(Checking. [TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Rome"}}, {"name": "get_time", "arguments": {"zone": "CET"}}])";
+  for (std::size_t step : {1, 5, 1000}) {
+    const Parsed p = parse(marked, step, {"get_weather", "get_time"}, ToolCallFormat::kMistral);
+    ASSERT_EQ(p.calls.size(), 2u) << step;
+    EXPECT_EQ(p.content, "Checking. ");
+    EXPECT_EQ(p.calls[1].arguments, R"({"zone":"CET"})");
+    for (const ToolCall& c : p.calls) {
+      EXPECT_EQ(c.id.size(), 9u);
+      EXPECT_TRUE(std::all_of(c.id.begin(), c.id.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)); }));
+    }
+    EXPECT_NE(p.calls[0].id, p.calls[1].id);
+  }
+  const Parsed bare = parse(R"([{"name": "get_weather", "arguments": {"city": "Rome"}}])", 2, {"get_weather"}, ToolCallFormat::kMistral);
+  ASSERT_EQ(bare.calls.size(), 1u);  // the marker left out by the detokenizer
+  EXPECT_EQ(bare.content, "");
+  for (const char* reply : {"[1, 2, 3]", R"(x [TOOL_CALLS][{"name": "get_weather"}])", "[TOOL_CALLS] not json"}) {
+    const Parsed p = parse(reply, 2, {"get_weather"}, ToolCallFormat::kMistral);
+    EXPECT_TRUE(p.calls.empty()) << reply;
+    EXPECT_EQ(p.content, reply);
+  }
+}
+
+// A two-turn conversation with a parsed call renders through each real template (Mistral's
+// raises on call ids that are not 9 letters and digits).
+TEST(ToolCallParser, ParsedCallsRenderBackThroughTheirTemplates) {
+  const auto tools = nlohmann::ordered_json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "description": "The weather in a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])");
+  const std::pair<const char*, const char*> cases[] = {
+      {"mistralai-Mistral-Nemo-Instruct-2407", R"([TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Rome"}}])"},
+      {"meta-llama-Llama-3.1-8B-Instruct", R"({"name": "get_weather", "parameters": {"city": "Rome"}})"},
+      {"Qwen-Qwen2.5-7B-Instruct", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>"}};
+  for (const auto& [name, reply] : cases) {
+    const std::string source = chat_template_source(name);
+    const Parsed p = parse(reply, 3, {"get_weather"}, tool_call_format(source));
+    ASSERT_EQ(p.calls.size(), 1u) << name;
+    auto tmpl = ChatTemplate::parse(source);
+    ASSERT_TRUE(tmpl) << tmpl.status().message();
+    std::vector<ChatMessage> messages = {{"user", "Weather in Rome?"}, {"assistant", ""}, {"tool", "{\"temp\": 21}"}};
+    messages[1].tool_calls = nlohmann::ordered_json::array({{{"id", p.calls[0].id}, {"type", "function"},
+                                                             {"function", {{"name", p.calls[0].name}, {"arguments", p.calls[0].arguments}}}}});
+    messages[2].tool_call_id = p.calls[0].id;
+    ChatTemplateInputs in;
+    in.bos_token = "<s>";
+    in.eos_token = "</s>";
+    in.tools = tools;
+    auto text = tmpl->render(messages, in);
+    ASSERT_TRUE(text) << name << ": " << text.status().message();
+    EXPECT_NE(text->find("get_weather"), std::string::npos) << name;
+    EXPECT_NE(text->find("21"), std::string::npos) << name;
+  }
+}
+
 TEST(ToolCallGrammar, ForcedCallsFollowTheToolsSchemas) {
   const auto tools = nlohmann::ordered_json::parse(R"([
     {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
@@ -94,6 +186,12 @@ TEST(ToolCallGrammar, ForcedCallsFollowTheToolsSchemas) {
   EXPECT_TRUE(test::run(tok, trie, *only, ping).complete);
   EXPECT_FALSE(test::run(tok, trie, *only, weather).accepted);
   EXPECT_FALSE(test::run(tok, trie, *only, std::string(ping) + "\n" + ping).accepted);
+
+  auto llama3 = Grammar::parse(*tool_call_gbnf(tools, "", true, ToolCallFormat::kLlama3));
+  ASSERT_TRUE(llama3);
+  EXPECT_TRUE(test::run(tok, trie, *llama3, R"({"name": "get_weather", "parameters": {"city": "Rome"}})").complete);
+  EXPECT_FALSE(test::run(tok, trie, *llama3, weather).accepted);
+  EXPECT_EQ(tool_call_gbnf(tools, "", true, ToolCallFormat::kMistral).status().code(), ErrorCode::kUnsupported);
 
   const auto bad = nlohmann::ordered_json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "integer", "minimum": 0}}}])");
   auto refused = tool_call_gbnf(bad, "", false);

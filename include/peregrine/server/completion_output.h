@@ -31,6 +31,7 @@ namespace peregrine {
 struct OutputOptions {
   std::uint64_t call_seed = 0;
   ReasoningStart reasoning = ReasoningStart::kOff;
+  ToolCallFormat tool_format = ToolCallFormat::kHermes;  // the chat template's (server/tool_calls.h)
 };
 
 class CompletionOutput {
@@ -38,7 +39,7 @@ class CompletionOutput {
   /// `tokenizer` must outlive the output; `prev_token` is the last prompt token; request.n
   /// choices (choice i's chunks and body carry index i). A streaming chat request starts with
   /// each choice's {"role": "assistant"} chunk already queued. A chat request with tools
-  /// (tool_choice not "none") has its Hermes <tool_call> blocks parsed out of the text into
+  /// (tool_choice not "none") has its calls (in options.tool_format) parsed out of the text into
   /// tool_calls (streamed as tool-call deltas, finish_reason "tool_calls"), ids seeded by
   /// options.call_seed + choice. A chat reply with options.reasoning on has its <think> block
   /// split into reasoning_content (before the tool calls are looked for).

@@ -28,6 +28,7 @@
 #include "peregrine/sampling/sampler.h"
 #include "peregrine/spec/spec_params.h"
 #include "peregrine/server/api_error.h"
+#include "peregrine/server/tool_calls.h"
 #include "peregrine/tokenizer/chat_template.h"
 
 namespace peregrine {
@@ -73,6 +74,7 @@ struct RequestLimits {
   std::uint64_t seed = 0;        // used when the request has no seed
   SpecParams spec;               // used when the request has no "speculative" field
   std::int64_t vocab_size = 0;   // logit_bias token ids must be below it
+  ToolCallFormat tool_format = ToolCallFormat::kHermes;  // the chat template's: a forced call's grammar
 };
 
 /// Parses and validates a JSON body. Errors: an ApiError 400 invalid_request_error whose param

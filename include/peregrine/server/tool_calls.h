@@ -1,6 +1,6 @@
-// Tool calls in a model's output, OpenAI's `tool_calls`: the Hermes format that Qwen2.5, Hermes
-// and many fine-tunes were trained on (their chat templates tell the model to answer
-// <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>), parsed as the text streams, and
+// Tool calls in a model's output, OpenAI's `tool_calls`, in the format the model's chat template
+// teaches it: Hermes <tool_call> blocks (Qwen2.5, Hermes and many fine-tunes), Llama 3.x's
+// {"name", "parameters"} reply, Mistral's [TOOL_CALLS] array; parsed as the text streams, and
 // the grammar that forces such a call (tool_choice "required" or a named function).
 #pragma once
 
@@ -15,25 +15,40 @@ namespace peregrine {
 
 /// One parsed call: OpenAI's {"id", "type": "function", "function": {"name", "arguments"}}.
 struct ToolCall {
-  std::string id;         // "call_" + 24 hex digits
+  std::string id;         // "call_" + 24 hex digits; Mistral: 9 letters and digits (its template's rule)
   std::string name;
   std::string arguments;  // JSON text of an object
 };
 
-/// Whether a chat template renders `tools` with Hermes-style <tool_call> instructions.
-bool template_has_hermes_tool_calls(std::string_view template_source);
+/// How a chat template tells the model to call the tools it renders.
+enum class ToolCallFormat {
+  kNone,     // no tool-call format the server parses
+  kHermes,   // <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call> blocks, one or more
+  kLlama3,   // the whole reply one {"name": ..., "parameters": {...}} (after <|python_tag|> or not)
+  kMistral,  // [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] (the marker may be a control
+             // token the detokenizer leaves out: a reply that is such an array is calls too)
+};
 
-/// Splits streamed output text into content and tool calls. A Hermes <tool_call> block that
-/// parses ({"name": string, "arguments": object or JSON text}) becomes a ToolCall; one that does
-/// not stays content. Text that may be the start of "<tool_call>" is held back until it is
-/// known not to be. The generic JSON fallback: a reply that is one such object (optionally in a
-/// ``` fence) naming a declared tool is a call too — a reply starting with '{' or '`' is held
-/// back whole until the end to tell.
+/// The format of a chat template's tool instructions (Mistral's [TOOL_CALLS], Hermes'
+/// <tool_call> with a tools variable, Llama 3.x's 'Respond in the format {"name": function name,
+/// "parameters": ...}'), kNone for a template without one.
+ToolCallFormat tool_call_format(std::string_view template_source);
+
+/// Splits streamed output text into content and tool calls of `format` (kNone reads as Hermes).
+/// A call that parses ({"name": string, "arguments" (Llama 3.x: "parameters"): object or JSON
+/// text}) becomes a ToolCall; one that does not stays content. Hermes: text that may be the
+/// start of "<tool_call>" is held back until it is known not to be; the generic JSON fallback: a
+/// reply that is one such object (optionally in a ``` fence) naming a declared tool is a call
+/// too — a reply starting with '{' or '`' is held back whole until the end to tell. Llama 3.x:
+/// that fallback only ('<' held too, for <|python_tag|>). Mistral: the text before [TOOL_CALLS]
+/// is content, the array after it calls (all of them, or it stays content); a reply starting
+/// with '[' is held whole as a possible array.
 class ToolCallParser {
  public:
   /// `seed`: where call ids come from (one server-wide random draw per request); `names`: the
   /// declared functions.
-  ToolCallParser(std::uint64_t seed, std::vector<std::string> names) : names_(std::move(names)), next_id_(seed) {}
+  ToolCallParser(std::uint64_t seed, std::vector<std::string> names, ToolCallFormat format = ToolCallFormat::kHermes)
+      : names_(std::move(names)), format_(format), next_id_(seed) {}
 
   /// Appends `text`; returns the content that can be released now.
   std::string push(std::string_view text);
@@ -45,22 +60,29 @@ class ToolCallParser {
   bool called() const { return n_calls_ > 0; }
 
  private:
-  bool parse_call(std::string_view body);
+  bool parse_call(const nlohmann::ordered_json& j);
+  bool parse_calls(std::string_view body, bool declared_only);
   std::string release_blocks();
+  bool held_whole(char first) const;
 
   std::vector<std::string> names_;
+  ToolCallFormat format_;
   bool decided_ = false;    // the reply's first character was seen
-  bool json_reply_ = false;  // it was '{' or '`': held whole for the fallback
+  bool json_reply_ = false;  // held whole for the fallback
+  bool in_calls_ = false;    // Mistral: past [TOOL_CALLS], held to the end
   std::string pending_;  // held back: a possible marker prefix, an open block, or a JSON reply
   std::vector<ToolCall> calls_;
   std::uint64_t next_id_;
   std::size_t n_calls_ = 0;
 };
 
-/// GBNF that makes the model answer with Hermes tool calls only: one call (or, with `parallel`,
-/// one or more) of `tools` (OpenAI's list), or of the one named `only` when not empty, each
-/// call's arguments following that function's `parameters` schema
-/// (sampling/json_schema_grammar.h). Errors: those of json_schema_to_gbnf, naming the tool.
-Expected<std::string> tool_call_gbnf(const nlohmann::ordered_json& tools, const std::string& only, bool parallel);
+/// GBNF that makes the model answer with tool calls only, in `format` (Hermes or Llama 3.x; a
+/// Llama 3.x reply holds one call): one call (or, with `parallel`, one or more) of `tools`
+/// (OpenAI's list), or of the one named `only` when not empty, each call's arguments following
+/// that function's `parameters` schema (sampling/json_schema_grammar.h). Errors: those of
+/// json_schema_to_gbnf, naming the tool; kUnsupported for Mistral (its marker is a control token
+/// the grammar cannot emit) and kNone.
+Expected<std::string> tool_call_gbnf(const nlohmann::ordered_json& tools, const std::string& only, bool parallel,
+                                     ToolCallFormat format = ToolCallFormat::kHermes);
 
 }  // namespace peregrine
