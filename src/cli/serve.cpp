@@ -30,6 +30,7 @@ namespace {
 struct ServeArgs {
   ModelOptions model;
   std::string reasoning_format = "auto";  // --reasoning-format
+  std::string pooling = "last";           // --pooling
   std::string host = "127.0.0.1";
   int port = 8080;
   std::int32_t parallel = 16;
@@ -263,6 +264,7 @@ int run(const ServeArgs& args) {
   so.api_key = args.api_key;
   so.model_id = model_id(args);
   so.parse_reasoning = args.reasoning_format == "auto";
+  so.pooling = *parse_pooling(args.pooling);  // CLI11 checked the name
   so.drain_timeout_s = args.drain_timeout;
   so.spec = *spec;
   so.lora_names = lora_names;
@@ -328,6 +330,12 @@ Verb add_serve(CLI::App& app) {
   cmd->add_option("--reasoning-format", args->reasoning_format,
                   "auto: a chat reply's <think> block becomes reasoning_content; none: it stays in the content")
       ->check(CLI::IsMember({"auto", "none"}))
+      ->capture_default_str();
+  cmd->add_option("--pooling", args->pooling,
+                  "How /v1/embeddings pools the final hidden states (after the final norm) of an input: last (the "
+                  "last token's, as decoder embedding models such as Qwen3-Embedding and e5-mistral are trained), "
+                  "mean, or cls (the first token's); the vector is scaled to unit L2 norm")
+      ->check(CLI::IsMember({"last", "mean", "cls"}))
       ->capture_default_str();
   cmd->add_option("--lora", args->loras,
                   "LoRA adapter NAME=PATH[:SCALE] (a PEFT folder or a llama.cpp LoRA .gguf), applied unmerged to the "

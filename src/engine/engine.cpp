@@ -110,6 +110,7 @@ struct Engine::Impl {
   void verify(Sequence& seq, std::span<const float> rows, std::span<const float> row_features, std::int64_t& generated);
   Status run_forward(const std::vector<ScheduledChunk>& chunks);
   void record_step(std::int64_t prompt_tokens, std::int64_t generated);
+  void finish_embedding(Sequence& seq);
   bool idle() const;
   bool step();
   void loop();
@@ -124,6 +125,9 @@ Status Engine::Impl::check_request(const RequestOptions& r) const {
   }
   if ((options.mirror != nullptr || options.remote_prefill != nullptr) && r.spec.method != SpecMethod::kNone) {
     return invalid_argument("speculative decoding does not run on a model split across processes (--tp / --pp / --role) yet");
+  }
+  if (r.pooling != Pooling::kNone && (model.on_cuda() || options.mirror != nullptr || options.remote_prefill != nullptr)) {
+    return invalid_argument("embeddings do not run on a CUDA model or a model split across processes yet");
   }
   if (r.prompt.empty()) return invalid_argument("the prompt is empty");
   if (r.max_tokens < 1) return invalid_argument("max_tokens must be >= 1 (got " + std::to_string(r.max_tokens) + ")");
@@ -192,6 +196,12 @@ void Engine::Impl::finish(Sequence* seq, FinishReason reason, Status error) {
   if (done->callbacks.on_finish) done->callbacks.on_finish(r);
 }
 
+// An embedding request whose prompt is computed: its pooled vector in the result, finished.
+void Engine::Impl::finish_embedding(Sequence& seq) {
+  seq.result.embedding = pooled_embedding(seq.request.pooling, std::move(seq.pooled), seq.n_prompt);
+  finish(&seq, FinishReason::kStop);
+}
+
 void Engine::Impl::build_batch(const std::vector<ScheduledChunk>& chunks) {
   batch.clear();
   const bool lora = std::any_of(chunks.begin(), chunks.end(), [](const ScheduledChunk& c) { return c.seq->lora_slot >= 0; });
@@ -203,7 +213,7 @@ void Engine::Impl::build_batch(const std::vector<ScheduledChunk>& chunks) {
     } else {
       const std::int64_t end = s.n_computed + c.n_tokens;
       for (std::int64_t p = s.n_computed; p < end; ++p) {
-        const bool last = p + 1 == end && end == static_cast<std::int64_t>(s.tokens.size());
+        const bool last = p + 1 == end && end == static_cast<std::int64_t>(s.tokens.size()) && s.request.pooling == Pooling::kNone;
         batch.add(s.tokens[static_cast<std::size_t>(p)], static_cast<std::int32_t>(p), s.kv_seq, last);
       }
     }
@@ -318,7 +328,7 @@ void Engine::Impl::record_step(std::int64_t prompt_tokens, std::int64_t generate
 }
 
 // The step's target forward; captures the final hidden states into `features` (after the
-// final norm) when a drafter needs them.
+// final norm) when a drafter or an embedding request needs them.
 Status Engine::Impl::run_forward(const std::vector<ScheduledChunk>& chunks) {
   features.clear();
   const LoraSet* lora = options.lora != nullptr ? &options.lora->set() : nullptr;
@@ -327,7 +337,8 @@ Status Engine::Impl::run_forward(const std::vector<ScheduledChunk>& chunks) {
     for (std::int32_t k = 0; lora != nullptr && k < lora->n_slots(); ++k) slot_adapters.push_back(options.lora->adapter_in(k));
     options.mirror->forward(batch, cache.take_follower_update(batch.seq_ids), slot_adapters);
   }
-  if (!speculation.needs_features(chunks)) return model.forward(batch, cache, logits, pool, 0, nullptr, lora);
+  const bool embeds = std::any_of(chunks.begin(), chunks.end(), [](const ScheduledChunk& c) { return c.seq->request.pooling != Pooling::kNone; });
+  if (!embeds && !speculation.needs_features(chunks)) return model.forward(batch, cache, logits, pool, 0, nullptr, lora);
   FinalHiddenCapture capture(model.config().n_layers);
   PEREGRINE_RETURN_IF_ERROR(model.forward(batch, cache, logits, pool, 0, &capture, lora));
   features = capture.values();
@@ -372,6 +383,11 @@ bool Engine::Impl::step() {
     batch_row += static_cast<std::int64_t>(batch_rows);
     if (!tree) speculation.keep_features(seq, seq.n_computed - c.n_tokens, row_features, model.config().dim);
     prompt_tokens += std::max<std::int64_t>(0, std::min(seq.n_computed, seq.n_prompt) - (seq.n_computed - c.n_tokens));
+    if (seq.request.pooling != Pooling::kNone) {
+      pool_rows(seq.request.pooling, seq.n_computed - c.n_tokens, row_features, model.config().dim, seq.pooled);
+      if (seq.n_pending() == 0) finish_embedding(seq);
+      continue;
+    }
     if (seq.n_pending() != 0) continue;  // a prefill chunk short of the end: no logits
     const auto n_rows = static_cast<std::size_t>(1 + seq.spec.tree.size());
     const auto rows = std::span(logits).subspan(static_cast<std::size_t>(row) * vocab, n_rows * vocab);
@@ -429,25 +445,43 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() { shutdown(false); }
 
 Expected<std::uint64_t> Engine::submit(RequestOptions request, RequestCallbacks callbacks) {
+  std::vector<RequestCallbacks> one;
+  one.push_back(std::move(callbacks));
+  PEREGRINE_ASSIGN_OR_RETURN(std::vector<std::uint64_t> ids, submit_choices(std::move(request), std::move(one)));
+  return ids.front();
+}
+
+Expected<std::vector<std::uint64_t>> Engine::submit_choices(RequestOptions request, std::vector<RequestCallbacks> callbacks) {
   Impl& m = *impl_;
+  if (callbacks.empty()) return invalid_argument("no choices to submit");
   PEREGRINE_RETURN_IF_ERROR(m.check_request(request));
   if (request.grammar) request.spec = SpecParams{};  // drafts are not checked against grammars yet
+  if (request.pooling != Pooling::kNone) request.spec = SpecParams{};  // nothing is generated
   std::lock_guard lock(m.mu);
   if (!m.accepting) return unavailable("the server is shutting down");
+  const auto n = static_cast<std::int64_t>(callbacks.size());
   const std::int64_t pending = static_cast<std::int64_t>(m.incoming.size()) + m.n_waiting;
   const std::int64_t free_slots = std::max<std::int64_t>(0, m.options.max_running - m.n_running);
-  if (pending >= m.options.max_waiting + free_slots) {
+  if (pending + n > m.options.max_waiting + free_slots) {
     ++m.metrics.requests_by_status["rejected"];
     return resource_exhausted("the request queue is full (" + std::to_string(m.options.max_waiting) +
                               " waiting); retry later");
   }
-  const std::uint64_t id = m.next_id++;
-  const std::int32_t kv_seq = m.next_kv_seq;
-  m.next_kv_seq = m.next_kv_seq == INT32_MAX ? 0 : m.next_kv_seq + 1;
-  m.incoming.push_back(std::make_unique<Sequence>(id, kv_seq, std::move(request), std::move(callbacks)));
-  ++m.n_unfinished;
+  std::vector<std::uint64_t> ids;
+  const std::uint64_t seed = request.sampling.seed;
+  for (std::size_t i = 0; i < callbacks.size(); ++i) {
+    const std::uint64_t id = m.next_id++;
+    const std::int32_t kv_seq = m.next_kv_seq;
+    m.next_kv_seq = m.next_kv_seq == INT32_MAX ? 0 : m.next_kv_seq + 1;
+    RequestOptions choice = request;
+    choice.sampling.seed = seed + i;
+    if (i > 0) choice.prefill_from = ids.front();
+    m.incoming.push_back(std::make_unique<Sequence>(id, kv_seq, std::move(choice), std::move(callbacks[i])));
+    ids.push_back(id);
+  }
+  m.n_unfinished += n;
   m.wake.notify_one();
-  return id;
+  return ids;
 }
 
 Status Engine::check_spec(const SpecParams& spec) const {

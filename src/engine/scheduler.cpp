@@ -29,6 +29,7 @@ void Scheduler::preempt(std::size_t running_index) {
   seq->has_kv = false;
   seq->n_computed = 0;
   seq->n_cached_blocks = 0;
+  seq->pooled.clear();  // an embedding request pools its recomputed rows again
   ++seq->result.preemptions;
   ++preemptions_;
   waiting_.push_front(std::move(seq));
@@ -65,7 +66,7 @@ std::int64_t Scheduler::reserve_decode(Sequence& seq, std::int64_t budget) {
 }
 
 void Scheduler::attach_cached_prefix(Sequence& seq) {
-  if (prefix_cache_ != nullptr) {
+  if (prefix_cache_ != nullptr && seq.request.pooling == Pooling::kNone) {  // embeddings pool every position
     const std::int64_t max_blocks = (static_cast<std::int64_t>(seq.tokens.size()) - 1) / cache_.block_size();
     const std::vector<std::int32_t> blocks = prefix_cache_->match(seq.tokens, max_blocks, seq.request.lora_adapter);
     const auto n_hit_blocks = static_cast<std::int64_t>(blocks.size()) / cache_.n_groups();  // position-major
@@ -86,7 +87,9 @@ void Scheduler::attach_cached_prefix(Sequence& seq) {
 const Sequence* Scheduler::prefill_parent(const Sequence& seq, bool& wait) const {
   wait = false;
   const std::uint64_t from = seq.request.prefill_from;
-  if (from == 0 || seq.n_prompt < 2 || (cache_.n_groups() > 1 && !limits_.swa_full)) return nullptr;
+  if (from == 0 || seq.n_prompt < 2 || seq.request.pooling != Pooling::kNone || (cache_.n_groups() > 1 && !limits_.swa_full)) {
+    return nullptr;
+  }
   const auto is_parent = [from](const auto& p) { return p->id == from; };
   if (std::any_of(waiting_.begin(), waiting_.end(), is_parent)) {
     wait = true;

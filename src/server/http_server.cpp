@@ -17,6 +17,7 @@
 
 #include "peregrine/server/api_error.h"
 #include "peregrine/server/completion_output.h"
+#include "peregrine/server/embeddings.h"
 #include "peregrine/server/openai_prompt.h"
 #include "peregrine/server/openai_request.h"
 #include "peregrine/server/prometheus.h"
@@ -42,6 +43,16 @@ struct Exchange {
   std::condition_variable cv;
   CompletionOutput output;
   std::vector<std::uint64_t> ids;  // the engine requests of its choices
+};
+
+/// One embeddings request's inputs, each an engine request, finishing on the loop thread.
+struct EmbeddingExchange {
+  explicit EmbeddingExchange(std::size_t n) : results(n) {}
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::optional<RequestResult>> results;
+  std::size_t n_finished = 0;
+  std::vector<std::uint64_t> ids;
 };
 
 void send_json(httplib::Response& res, const Json& body, int status = 200) {
@@ -88,6 +99,8 @@ struct HttpServer::Impl {
   void setup();
   bool authorized(const httplib::Request& req) const;
   void handle_completion(const httplib::Request& req, httplib::Response& res, ApiEndpoint endpoint);
+  void handle_embeddings(const httplib::Request& req, httplib::Response& res);
+  std::variant<Json, ApiError> embed(const std::vector<std::vector<std::int32_t>>& inputs, const EmbeddingsRequest& request);
   void stream(httplib::Response& res, const std::shared_ptr<Exchange>& ex);
   void await(const std::shared_ptr<Exchange>& ex, httplib::Response& res);
   Json models() const;
@@ -170,6 +183,7 @@ void HttpServer::Impl::setup() {
   http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handle_completion(req, res, ApiEndpoint::kChatCompletions);
   });
+  http.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) { handle_embeddings(req, res); });
   http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     send_result(res, tokenize_response(req.body, tokenizer));
   });
@@ -266,39 +280,90 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
   await(ex, res);
 }
 
-// Submits the request's n choices: the first computes the prompt, the others share its K/V
-// (RequestOptions::prefill_from), choice i sampling with seed + i. On an error the choices
-// already submitted are cancelled.
+// Submits the request's n choices at once (Engine::submit_choices: one prefill, choice i
+// sampling with seed + i).
 Status HttpServer::Impl::submit_choices(const OpenAiRequest& request, RequestOptions ro, const std::shared_ptr<Exchange>& ex) {
-  const std::uint64_t seed = ro.sampling.seed;
-  for (std::int32_t i = 0; i < request.n; ++i) {
-    const auto choice = static_cast<std::size_t>(i);
-    RequestCallbacks callbacks;
-    callbacks.on_token = [ex, choice](const TokenEvent& event) {
+  std::vector<RequestCallbacks> choices(static_cast<std::size_t>(request.n));
+  for (std::size_t choice = 0; choice < choices.size(); ++choice) {
+    choices[choice].on_token = [ex, choice](const TokenEvent& event) {
       std::lock_guard lock(ex->mu);
       const bool go_on = ex->output.add_token(event, choice);
       ex->cv.notify_all();
       return go_on;
     };
-    callbacks.on_finish = [ex, choice](const RequestResult& result) {
+    choices[choice].on_finish = [ex, choice](const RequestResult& result) {
       std::lock_guard lock(ex->mu);
       ex->output.finish(result, choice);
       ex->cv.notify_all();
     };
-    ro.sampling.seed = seed + choice;
-    if (i > 0) ro.prefill_from = ex->ids.front();
-    auto submitted = engine.submit(ro, std::move(callbacks));
-    if (!submitted) {
-      cancel(*ex);
-      return submitted.status();
-    }
-    ex->ids.push_back(*submitted);
   }
+  PEREGRINE_ASSIGN_OR_RETURN(ex->ids, engine.submit_choices(std::move(ro), std::move(choices)));
   return Status::ok();
 }
 
 void HttpServer::Impl::cancel(const Exchange& ex) {
   for (std::uint64_t id : ex.ids) engine.cancel(id);
+}
+
+void HttpServer::Impl::handle_embeddings(const httplib::Request& req, httplib::Response& res) {
+  if (draining) return send_error(res, api_error(unavailable("the server is shutting down")));
+  const ModelConfig& config = engine.model().config();
+  auto parsed = parse_embeddings_request(req.body, config.dim, config.vocab_size);
+  if (const ApiError* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+  const EmbeddingsRequest& request = std::get<EmbeddingsRequest>(parsed);
+  if (!request.model.empty() && request.model != options.model_id) return send_error(res, model_not_found_error(request.model));
+  std::vector<std::vector<std::int32_t>> inputs = request.token_inputs;
+  for (const std::string& text : request.texts) inputs.push_back(tokenizer.encode(text, tokenizer.add_bos_default()));
+  send_result(res, embed(inputs, request));
+}
+
+// Runs every input as an embedding request (options.pooling) and waits for all; the first
+// failure cancels the rest and is the answer.
+std::variant<Json, ApiError> HttpServer::Impl::embed(const std::vector<std::vector<std::int32_t>>& inputs,
+                                                     const EmbeddingsRequest& request) {
+  auto ex = std::make_shared<EmbeddingExchange>(inputs.size());
+  std::int64_t prompt_tokens = 0;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    RequestOptions ro;
+    ro.prompt = inputs[i];
+    ro.max_tokens = 1;
+    ro.pooling = options.pooling;
+    prompt_tokens += static_cast<std::int64_t>(inputs[i].size());
+    RequestCallbacks callbacks;
+    callbacks.on_finish = [ex, i](const RequestResult& result) {
+      std::lock_guard lock(ex->mu);
+      ex->results[i] = result;
+      ++ex->n_finished;
+      ex->cv.notify_all();
+    };
+    auto submitted = engine.submit(std::move(ro), std::move(callbacks));
+    if (!submitted) {
+      for (std::uint64_t id : ex->ids) engine.cancel(id);
+      const ErrorCode code = submitted.status().code();
+      const bool input_fault = code == ErrorCode::kOutOfRange || code == ErrorCode::kInvalidArgument;
+      return api_error(submitted.status(), input_fault ? "input" : "");
+    }
+    ex->ids.push_back(*submitted);
+  }
+  std::vector<std::vector<float>> vectors;
+  {
+    std::unique_lock lock(ex->mu);
+    const auto failed = [&] {
+      return std::any_of(ex->results.begin(), ex->results.end(),
+                         [](const auto& r) { return r && r->reason != FinishReason::kStop; });
+    };
+    ex->cv.wait(lock, [&] { return ex->n_finished == ex->results.size() || failed(); });
+    for (const auto& r : ex->results) {
+      if (r && r->reason != FinishReason::kStop) {
+        for (std::uint64_t id : ex->ids) engine.cancel(id);
+        if (!r->error.is_ok()) return api_error(r->error);
+        return api_error(r->reason == FinishReason::kCancelled ? cancelled("the request was cancelled")
+                                                               : Status(ErrorCode::kInternal, "the KV cache could not hold the input"));
+      }
+      vectors.push_back(r->embedding);
+    }
+  }
+  return embeddings_response_json(options.model_id, vectors, request.base64, prompt_tokens);
 }
 
 void HttpServer::Impl::await(const std::shared_ptr<Exchange>& ex, httplib::Response& res) {

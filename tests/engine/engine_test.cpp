@@ -12,6 +12,7 @@
 
 #include "peregrine/dist/kv_transfer.h"
 #include "peregrine/engine/generator.h"
+#include "peregrine/model/final_hidden.h"
 #include "peregrine/tokenizer/tokenizer.h"
 #include "test_models.h"
 #include "test_paths.h"
@@ -149,10 +150,10 @@ TEST_F(EngineTest, PreemptionByRecomputationLosesNothing) {
   EXPECT_EQ(engine->metrics().kv_blocks_free, 24);
 }
 
-// Parallel sampling (OpenAI's n > 1): choices 1..3 name choice 0 in prefill_from, wait while its
+// Parallel sampling (OpenAI's n > 1, Engine::submit_choices): choices 1..3 wait while choice 0's
 // prompt is prefilled in 8-token chunks, fork its K/V and compute only their last prompt token;
-// each samples, with its own seed, exactly what it samples alone. A request naming no live
-// request computes its own prompt.
+// each samples, with its seed (+ its index), exactly what it samples alone. A request naming no
+// live request in prefill_from computes its own prompt.
 TEST_F(EngineTest, ParallelSamplesShareThePromptAndEachSamplesAsAlone) {
   EngineOptions o = options(64);
   o.max_batch_tokens = 8;     // the shared prompt takes several steps: the siblings wait
@@ -170,15 +171,18 @@ TEST_F(EngineTest, ParallelSamplesShareThePromptAndEachSamplesAsAlone) {
     requests.push_back(r);
   }
   std::vector<Outcome> out(requests.size());
-  std::uint64_t first = 0;
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    if (i > 0) requests[i].prefill_from = i < 4 ? first : 12345;  // the last: no such request
+  const auto callbacks = [&](std::size_t i) {
     Outcome* oc = &out[i];
-    auto id = engine->submit(requests[i], {[oc](const TokenEvent& e) { oc->tokens.push_back(e.token); return true; },
-                                           [oc](const RequestResult& r) { oc->result = r; oc->finished = true; }});
-    ASSERT_TRUE(id) << id.status().message();
-    if (i == 0) first = *id;
-  }
+    return RequestCallbacks{[oc](const TokenEvent& e) { oc->tokens.push_back(e.token); return true; },
+                            [oc](const RequestResult& r) { oc->result = r; oc->finished = true; }};
+  };
+  std::vector<RequestCallbacks> four;
+  for (std::size_t i = 0; i < 4; ++i) four.push_back(callbacks(i));
+  auto ids = engine->submit_choices(requests[0], std::move(four));
+  ASSERT_TRUE(ids) << ids.status().message();
+  ASSERT_EQ(ids->size(), 4u);
+  requests[4].prefill_from = 12345;  // no such request
+  ASSERT_TRUE(engine->submit(requests[4], callbacks(4)));
   while (engine->step()) {}
   std::set<std::vector<std::int32_t>> distinct;
   for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -193,6 +197,57 @@ TEST_F(EngineTest, ParallelSamplesShareThePromptAndEachSamplesAsAlone) {
   EXPECT_EQ(m.prompt_tokens_total, 2 * n_prompt + 3);  // choice 0's and the last one's, + 3 last tokens
   EXPECT_EQ(m.kv_blocks_used, 0);
   EXPECT_EQ(m.kv_blocks_free, 64);
+}
+
+// Embedding requests (RequestOptions::pooling): what the engine pools from prompts prefilled in
+// 8-token chunks beside a decoding request equals the pooling of one whole-prompt forward's final
+// hidden states (after the final norm), for each pooling; nothing is generated, the decoding
+// request is unchanged.
+TEST_F(EngineTest, EmbeddingsPoolTheFinalHiddenStatesOfTheWholePrompt) {
+  const auto ps = prompts(3);
+  const std::int64_t dim = model_->config().dim;
+  for (const Pooling pooling : {Pooling::kMean, Pooling::kLast, Pooling::kCls}) {
+    EngineOptions o = options(64);
+    o.max_batch_tokens = 8;
+    auto engine = make_engine(o);
+    std::vector<RequestOptions> requests;
+    for (const auto& p : ps) {
+      RequestOptions r = greedy(p, 4);
+      r.pooling = pooling;
+      requests.push_back(r);
+    }
+    requests.push_back(greedy(ps[0], 12));
+    const std::vector<Outcome> out = run_all(*engine, requests);
+    for (std::size_t i = 0; i < ps.size(); ++i) {
+      KvCache cache = test::make_kv_cache(model_->config(), static_cast<std::int64_t>(ps[i].size()));
+      Batch batch;
+      for (std::size_t t = 0; t < ps[i].size(); ++t) batch.add(ps[i][t], static_cast<std::int32_t>(t), 0, t + 1 == ps[i].size());
+      FinalHiddenCapture capture(model_->config().n_layers);
+      std::vector<float> logits;
+      ASSERT_TRUE(model_->forward(batch, cache, logits, pool_, 0, &capture));
+      std::vector<float> h = capture.values(), acc;
+      model_->output_norm(h, h);
+      pool_rows(pooling, 0, h, dim, acc);
+      const std::vector<float> want = pooled_embedding(pooling, acc, static_cast<std::int64_t>(ps[i].size()));
+      const std::vector<float>& got = out[i].result.embedding;
+      ASSERT_EQ(got.size(), static_cast<std::size_t>(dim));
+      double norm = 0.0;
+      for (std::size_t k = 0; k < got.size(); ++k) {
+        EXPECT_NEAR(got[k], want[k], 1e-5) << "pooling " << static_cast<int>(pooling) << ", prompt " << i << ", [" << k << "]";
+        norm += static_cast<double>(got[k]) * got[k];
+      }
+      EXPECT_NEAR(norm, 1.0, 1e-5);
+      EXPECT_TRUE(out[i].tokens.empty());
+      EXPECT_EQ(out[i].result.completion_tokens, 0);
+      EXPECT_EQ(out[i].result.reason, FinishReason::kStop);
+    }
+    if (pooling == Pooling::kCls) {  // a decoder's first position sees only BOS: the same for every prompt
+      EXPECT_EQ(out[0].result.embedding, out[1].result.embedding);
+    } else {
+      EXPECT_NE(out[0].result.embedding, out[1].result.embedding);
+    }
+    EXPECT_EQ(out.back().tokens, alone(requests.back()));
+  }
 }
 
 // engine/forward_mirror.h in one process: a mirror that runs every forward it is handed on a

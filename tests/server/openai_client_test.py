@@ -1,6 +1,6 @@
 """Drives `peregrine serve` with the official `openai` Python package (PyPI, pinned in
 scripts/requirements.txt, installed into .venv by scripts/setup.sh): models.list(), completion
-and chat completion, streaming (equal to the non-streaming greedy text; the raw stream ends in
+and chat completion, embeddings, streaming (equal to the non-streaming greedy text; the raw stream ends in
 `data: [DONE]`), errors (400 BadRequestError naming the param, 404 NotFoundError, 401
 AuthenticationError), a grammar-constrained completion, n = 4 choices sharing one prefill, a
 reasoning template's reply as reasoning_content, and concurrent clients (every one gets the same greedy text as the
@@ -10,6 +10,7 @@ Usage: .venv/bin/python openai_client_test.py PEREGRINE_BINARY   (exit 0 = pass)
 """
 
 import concurrent.futures
+import json
 import sys
 import tempfile
 import urllib.request
@@ -134,6 +135,35 @@ def check_parallel_samples(client, base_url):
     assert None not in finishes, finishes
 
 
+def check_embeddings(client, base_url):
+    """/v1/embeddings: the client's default body (base64) and a "float" one agree; vectors of one
+    width, unit norm, the same text the same vector, another text another; token-id inputs; an
+    empty input is a 400 naming it."""
+    texts = ["Once upon a time, there was a little cat.", "The boy ran to the park to play.",
+             "Once upon a time, there was a little cat."]
+    out = client.embeddings.create(model=MODEL, input=texts)
+    assert [d.index for d in out.data] == [0, 1, 2]
+    vectors = [d.embedding for d in out.data]
+    assert len(vectors[0]) > 0 and all(len(v) == len(vectors[0]) for v in vectors)
+    for v in vectors:
+        assert abs(sum(x * x for x in v) - 1) < 1e-4, sum(x * x for x in v)
+    assert max(abs(a - b) for a, b in zip(vectors[0], vectors[2])) < 1e-5
+    assert max(abs(a - b) for a, b in zip(vectors[0], vectors[1])) > 1e-3
+    assert out.usage.prompt_tokens > 10 and out.usage.total_tokens == out.usage.prompt_tokens
+
+    body = json.dumps({"model": MODEL, "input": texts[1], "encoding_format": "float"}).encode()
+    request = urllib.request.Request(f"{base_url}/embeddings", data=body, headers={
+        "Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"})
+    with urllib.request.urlopen(request, timeout=60) as raw:
+        floats = json.loads(raw.read())["data"][0]["embedding"]
+    assert max(abs(a - b) for a, b in zip(floats, vectors[1])) < 1e-5
+
+    ids = client.embeddings.create(model=MODEL, input=[[1, 403, 407], [1, 403]])
+    assert len(ids.data) == 2 and ids.usage.prompt_tokens == 5
+    err = expect_error(openai.BadRequestError, lambda: client.embeddings.create(model=MODEL, input=""))
+    assert err.param == "input", err.param
+
+
 def check_reasoning(binary, template_dir):
     """A template whose generation prompt opens <think> (as DeepSeek-R1 distills' do): the reply
     arrives as reasoning_content (streamed as delta.reasoning_content, the same text), and with
@@ -190,6 +220,7 @@ def main():
         check_errors(client, base_url)
         check_structured(client)
         check_parallel_samples(client, base_url)
+        check_embeddings(client, base_url)
         check_concurrent_clients(base_url, text)
     finally:
         server.stop()

@@ -72,6 +72,13 @@ class Engine {
   /// than the context, or needing more KV blocks than the whole pool), kResourceExhausted
   /// (the waiting queue is full), kUnavailable (shutting down).
   Expected<std::uint64_t> submit(RequestOptions request, RequestCallbacks callbacks);
+  /// Parallel sampling (OpenAI's n > 1, vLLM's SamplingParams.n): queues callbacks.size()
+  /// requests of `request` at once, the i-th sampling with seed + i; the first computes the
+  /// prompt, the others share its K/V (RequestOptions::prefill_from). All or none are queued
+  /// (submitted one by one, the first could finish before the others arrive). Returns their ids,
+  /// the first's first. Errors: those of submit; kResourceExhausted when the queue cannot take
+  /// them all; kInvalidArgument for no callbacks.
+  Expected<std::vector<std::uint64_t>> submit_choices(RequestOptions request, std::vector<RequestCallbacks> callbacks);
 
   /// Whether requests may use `spec`. Errors: kInvalidArgument (invalid params, a method
   /// needing a drafter this engine was not created with — the message names the ones it has —

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "peregrine/core/status.h"
+#include "peregrine/engine/pooling.h"
 #include "peregrine/sampling/grammar_matcher.h"
 #include "peregrine/sampling/sampler.h"
 #include "peregrine/spec/spec_params.h"
@@ -35,6 +36,10 @@ struct RequestOptions {
   /// sampler. It computes its own prompt when that request is gone, or on a model with
   /// sliding-window layers (their released blocks; unless --swa-full).
   std::uint64_t prefill_from = 0;
+  /// Not kNone: an embedding request (engine/pooling.h). Its whole prompt is computed (no
+  /// prefix-cache hit, no fork), nothing is generated (max_tokens and sampling unused), and
+  /// RequestResult::embedding holds the pooled final hidden states, unit L2 norm.
+  Pooling pooling = Pooling::kNone;
 };
 
 /// One generated token, reported as soon as it is sampled.
@@ -70,6 +75,7 @@ struct RequestResult {
   std::int64_t spec_drafted = 0;   // draft tokens (tree nodes) proposed
   std::int64_t spec_accepted = 0;  // of them accepted by verification
   std::int64_t spec_steps = 0;     // verification steps (target forwards carrying a draft)
+  std::vector<float> embedding = {};  // an embedding request's [dim] f32 (RequestOptions::pooling)
 };
 
 /// Callbacks of one request, invoked on the engine's step-loop thread (keep them short: push

@@ -57,6 +57,7 @@ struct Sequence {
   RequestOptions request;
   RequestCallbacks callbacks;
   RequestResult result;  // counters filled as it runs
+  std::vector<float> pooled;  // an embedding request's folded hidden states (pool_rows)
   EngineClock::time_point submitted = EngineClock::now();
   EngineClock::time_point last_token{};
 

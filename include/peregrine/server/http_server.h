@@ -32,6 +32,7 @@ struct ServerOptions {
   double drain_timeout_s = 30;               // shutdown(): then requests in flight are failed
   SpecParams spec;                           // speculation of requests that do not choose
   bool parse_reasoning = true;               // --reasoning-format auto (false: none): <think> → reasoning_content
+  Pooling pooling = Pooling::kLast;          // --pooling: how /v1/embeddings pools the final hidden states
   /// LoRA adapter ids: a request whose "model" is lora_names[k] runs with the engine's LoRA
   /// adapter k (EngineOptions::lora), one naming model_id (or none) the base; /v1/models lists them all.
   std::vector<std::string> lora_names;
