@@ -61,6 +61,12 @@ ApiError model_not_found_error(const std::string& model) {
   return {404, "invalid_request_error", "The model '" + model + "' does not exist", "model", "model_not_found"};
 }
 
+ApiError invalid_param(std::string_view param, std::string_view problem) {
+  std::string message;
+  message.append("'").append(param).append("' ").append(problem);
+  return api_error(invalid_argument(std::move(message)), std::string(param));
+}
+
 ApiError http_error(int http_status) {
   ApiError e;
   e.http_status = http_status;

@@ -10,12 +10,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-ApiError bad(std::string_view param, std::string_view problem) {
-  std::string message = "'";
-  message.append(param).append("' ").append(problem);
-  return api_error(invalid_argument(message), std::string(param));
-}
-
 // One token-id list; false when an entry is not a token id below `vocab`.
 bool read_tokens(const Json& list, std::int64_t vocab, std::vector<std::int32_t>& out) {
   for (const Json& t : list) {
@@ -29,31 +23,31 @@ bool read_tokens(const Json& list, std::int64_t vocab, std::vector<std::int32_t>
 // "input": a string, an array of strings, an array of token ids, or an array of such arrays.
 std::optional<ApiError> read_input(const Json& obj, std::int64_t vocab, EmbeddingsRequest& r) {
   const auto it = obj.find("input");
-  if (it == obj.end() || it->is_null()) return bad("input", "is required");
+  if (it == obj.end() || it->is_null()) return invalid_param("input", "is required");
   const Json& in = *it;
   if (in.is_string()) {
     r.texts.push_back(in.get<std::string>());
   } else if (!in.is_array() || in.empty()) {
-    return bad("input", "must be a string, an array of strings, an array of token ids or an array of such arrays");
+    return invalid_param("input", "must be a string, an array of strings, an array of token ids or an array of such arrays");
   } else if (in.size() > kMaxEmbeddingInputs) {
-    return bad("input", std::string("has more than ").append(std::to_string(kMaxEmbeddingInputs)).append(" items"));
+    return invalid_param("input", std::string("has more than ").append(std::to_string(kMaxEmbeddingInputs)).append(" items"));
   } else if (in[0].is_number()) {
     r.token_inputs.emplace_back();
-    if (!read_tokens(in, vocab, r.token_inputs.back())) return bad("input", "holds an entry that is not a token id of this model");
+    if (!read_tokens(in, vocab, r.token_inputs.back())) return invalid_param("input", "holds an entry that is not a token id of this model");
   } else {
     for (const Json& item : in) {
       if (item.is_string() && r.token_inputs.empty()) {
         r.texts.push_back(item.get<std::string>());
       } else if (item.is_array() && r.texts.empty()) {
         r.token_inputs.emplace_back();
-        if (!read_tokens(item, vocab, r.token_inputs.back())) return bad("input", "holds an empty list or an entry that is not a token id of this model");
+        if (!read_tokens(item, vocab, r.token_inputs.back())) return invalid_param("input", "holds an empty list or an entry that is not a token id of this model");
       } else {
-        return bad("input", "must be all strings or all token-id lists");
+        return invalid_param("input", "must be all strings or all token-id lists");
       }
     }
   }
   for (const std::string& t : r.texts) {
-    if (t.empty()) return bad("input", "holds an empty string");
+    if (t.empty()) return invalid_param("input", "holds an empty string");
   }
   return std::nullopt;
 }
@@ -61,17 +55,17 @@ std::optional<ApiError> read_input(const Json& obj, std::int64_t vocab, Embeddin
 std::optional<ApiError> read_options(const Json& obj, std::int64_t dim, EmbeddingsRequest& r) {
   for (const char* key : {"model", "user"}) {
     const auto it = obj.find(key);
-    if (it != obj.end() && !it->is_null() && !it->is_string()) return bad(key, "must be a string");
+    if (it != obj.end() && !it->is_null() && !it->is_string()) return invalid_param(key, "must be a string");
   }
   if (const auto it = obj.find("model"); it != obj.end() && it->is_string()) r.model = it->get<std::string>();
   if (const auto it = obj.find("encoding_format"); it != obj.end() && !it->is_null()) {
-    if (!it->is_string() || (*it != "float" && *it != "base64")) return bad("encoding_format", "must be \"float\" or \"base64\"");
+    if (!it->is_string() || (*it != "float" && *it != "base64")) return invalid_param("encoding_format", "must be \"float\" or \"base64\"");
     r.base64 = *it == "base64";
   }
   if (const auto it = obj.find("dimensions"); it != obj.end() && !it->is_null()) {
     const auto d = json_util::as_i64(*it);
     if (!d || *d != dim) {
-      return bad("dimensions", std::string("must be this model's width, ").append(std::to_string(dim)).append(" (no truncation)"));
+      return invalid_param("dimensions", std::string("must be this model's width, ").append(std::to_string(dim)).append(" (no truncation)"));
     }
   }
   return std::nullopt;

@@ -25,15 +25,8 @@ constexpr std::int32_t kDefaultCompletionMaxTokens = 16;
 constexpr double kMaxLogitBias = 100;      // OpenAI's range, [-100, 100]
 constexpr double kMaxRepeatPenalty = 1e6;  // a finite upper bound for the llama.cpp extension
 
-/// 400 about `param`: "'<param>' <problem>".
-ApiError bad(std::string_view param, std::string_view problem) {
-  std::string message;
-  message.append("'").append(param).append("' ").append(problem);
-  return api_error(invalid_argument(std::move(message)), std::string(param));
-}
-
 ApiError wrong_type(std::string_view param, const std::string& expected, const Json& got) {
-  return bad(param, "must be " + expected + " (got " + json_util::type_name(got) + ")");
+  return invalid_param(param, "must be " + expected + " (got " + json_util::type_name(got) + ")");
 }
 
 /// The field `key` of `obj`, or nullptr when absent or null (clients send null for "unset").
@@ -65,7 +58,7 @@ Error read_int(const Json& obj, const char* key, std::int64_t lo, std::int64_t h
   const auto i = json_util::as_i64(*v);
   if (!i) return wrong_type(key, "an integer", *v);
   if (*i < lo || *i > hi) {
-    return bad(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+    return invalid_param(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
                         "] (got " + std::to_string(*i) + ")");
   }
   out = *i;
@@ -81,7 +74,7 @@ Error read_number(const Json& obj, const char* key, double lo, double hi, bool l
   if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x == lo)) {
     char range[64];
     std::snprintf(range, sizeof range, "%s%g, %g]", lo_open ? "(" : "[", lo, hi);
-    return bad(key, "must be in " + std::string(range) + " (got " + v->dump() + ")");
+    return invalid_param(key, "must be in " + std::string(range) + " (got " + v->dump() + ")");
   }
   out = static_cast<float>(x);
   return std::nullopt;
@@ -95,7 +88,7 @@ Error read_stop(const Json& obj, std::vector<std::string>& out) {
     return std::nullopt;
   }
   if (!v->is_array()) return wrong_type("stop", "a string or an array of strings", *v);
-  if (v->size() > kMaxStopStrings) return bad("stop", "takes at most 4 strings");
+  if (v->size() > kMaxStopStrings) return invalid_param("stop", "takes at most 4 strings");
   for (const Json& s : *v) {
     if (!s.is_string()) return wrong_type("stop", "a string or an array of strings", s);
     if (!s.get_ref<const std::string&>().empty()) out.push_back(s.get<std::string>());
@@ -105,14 +98,14 @@ Error read_stop(const Json& obj, std::vector<std::string>& out) {
 
 Error read_prompt(const Json& obj, OpenAiRequest& r) {
   const Json* v = field(obj, "prompt");
-  if (v == nullptr) return bad("prompt", "is required");
+  if (v == nullptr) return invalid_param("prompt", "is required");
   if (v->is_string()) {
     r.prompt_text = v->get<std::string>();
     return std::nullopt;
   }
   const char* expected = "a string or an array of token ids (one prompt)";
   if (!v->is_array()) return wrong_type("prompt", expected, *v);
-  if (v->empty()) return bad("prompt", "is an empty array");
+  if (v->empty()) return invalid_param("prompt", "is an empty array");
   if (v->size() == 1 && (*v)[0].is_string()) {  // ["text"]: a batch of one prompt
     r.prompt_text = (*v)[0].get<std::string>();
     return std::nullopt;
@@ -129,7 +122,7 @@ Error read_prompt(const Json& obj, OpenAiRequest& r) {
 /// A message's content: a string, or an array of {"type": "text", "text": ...} parts.
 Error read_content(const Json& msg, const std::string& param, std::string& out) {
   const Json* v = field(msg, "content");
-  if (v == nullptr) return bad(param, "is required");
+  if (v == nullptr) return invalid_param(param, "is required");
   if (v->is_string()) {
     out = v->get<std::string>();
     return std::nullopt;
@@ -139,7 +132,7 @@ Error read_content(const Json& msg, const std::string& param, std::string& out) 
     const Json* text = part.is_object() ? field(part, "text") : nullptr;
     const Json* type = part.is_object() ? field(part, "type") : nullptr;
     if (text == nullptr || !text->is_string() || type == nullptr || *type != "text") {
-      return bad(param, "parts must be {\"type\": \"text\", \"text\": string}");
+      return invalid_param(param, "parts must be {\"type\": \"text\", \"text\": string}");
     }
     out += text->get<std::string>();
   }
@@ -151,12 +144,12 @@ Error read_content(const Json& msg, const std::string& param, std::string& out) 
 Error read_tool_fields(const Json& m, const std::string& at, ChatMessage& msg) {
   if (msg.role == "tool") {
     const Json* id = field(m, "tool_call_id");
-    if (id == nullptr || !id->is_string()) return bad(at + ".tool_call_id", "must be the string id of the call it answers");
+    if (id == nullptr || !id->is_string()) return invalid_param(at + ".tool_call_id", "must be the string id of the call it answers");
     msg.tool_call_id = id->get<std::string>();
   }
   const Json* calls = field(m, "tool_calls");
   if (calls == nullptr) return std::nullopt;
-  if (msg.role != "assistant") return bad(at + ".tool_calls", "is only allowed on assistant messages");
+  if (msg.role != "assistant") return invalid_param(at + ".tool_calls", "is only allowed on assistant messages");
   if (!calls->is_array()) return wrong_type(at + ".tool_calls", "an array", *calls);
   for (std::size_t i = 0; i < calls->size(); ++i) {
     const Json& c = (*calls)[i];
@@ -165,7 +158,7 @@ Error read_tool_fields(const Json& m, const std::string& at, ChatMessage& msg) {
     const Json* name = fn != nullptr && fn->is_object() ? field(*fn, "name") : nullptr;
     const Json* args = fn != nullptr && fn->is_object() ? field(*fn, "arguments") : nullptr;
     if (name == nullptr || !name->is_string() || args == nullptr || !args->is_string()) {
-      return bad(p, "must be {\"id\", \"type\": \"function\", \"function\": {\"name\": string, \"arguments\": string}}");
+      return invalid_param(p, "must be {\"id\", \"type\": \"function\", \"function\": {\"name\": string, \"arguments\": string}}");
     }
   }
   msg.tool_calls = nlohmann::ordered_json::parse(calls->dump());
@@ -174,19 +167,19 @@ Error read_tool_fields(const Json& m, const std::string& at, ChatMessage& msg) {
 
 Error read_messages(const Json& obj, std::vector<ChatMessage>& out) {
   const Json* v = field(obj, "messages");
-  if (v == nullptr) return bad("messages", "is required");
+  if (v == nullptr) return invalid_param("messages", "is required");
   if (!v->is_array()) return wrong_type("messages", "an array", *v);
-  if (v->empty()) return bad("messages", "must not be empty");
+  if (v->empty()) return invalid_param("messages", "must not be empty");
   for (std::size_t i = 0; i < v->size(); ++i) {
     const Json& m = (*v)[i];
     const std::string at = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) return wrong_type(at, "an object", m);
     ChatMessage msg;
     const Json* role = field(m, "role");
-    if (role == nullptr || !role->is_string()) return bad(at + ".role", "must be a string");
+    if (role == nullptr || !role->is_string()) return invalid_param(at + ".role", "must be a string");
     msg.role = role->get<std::string>();
     if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool") {
-      return bad(at + ".role", "is not a known role: '" + json_util::printable(msg.role) +
+      return invalid_param(at + ".role", "is not a known role: '" + json_util::printable(msg.role) +
                                    "' (expected system, user, assistant or tool)");
     }
     if (auto e = read_tool_fields(m, at, msg)) return e;
@@ -210,7 +203,7 @@ Error read_logprobs(const Json& obj, ApiEndpoint endpoint, std::int32_t& out) {
   bool wanted = false;
   if (auto e = read_bool(obj, "logprobs", wanted)) return e;
   if (auto e = read_int(obj, "top_logprobs", 0, kMaxChatTopLogprobs, n)) return e;
-  if (n && !wanted) return bad("top_logprobs", "requires 'logprobs': true");
+  if (n && !wanted) return invalid_param("top_logprobs", "requires 'logprobs': true");
   if (wanted) out = static_cast<std::int32_t>(n.value_or(0));
   return std::nullopt;
 }
@@ -264,12 +257,12 @@ Error read_bias_entry(const Json& id, const Json& bias, std::int64_t vocab_size,
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (ec == std::errc() && end == text.data() + text.size()) token = v;
   }
-  if (!token) return bad("logit_bias", "keys must be token ids (got " + json_util::printable(id.dump()) + ")");
+  if (!token) return invalid_param("logit_bias", "keys must be token ids (got " + json_util::printable(id.dump()) + ")");
   if (*token < 0 || *token >= vocab_size) {
-    return bad("logit_bias", "token id " + std::to_string(*token) + " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
+    return invalid_param("logit_bias", "token id " + std::to_string(*token) + " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
   }
   if (!bias.is_number() || !std::isfinite(bias.get<double>()) || std::fabs(bias.get<double>()) > kMaxLogitBias) {
-    return bad("logit_bias", "values must be numbers in [-100, 100] (got " + json_util::printable(bias.dump()) + ")");
+    return invalid_param("logit_bias", "values must be numbers in [-100, 100] (got " + json_util::printable(bias.dump()) + ")");
   }
   s.logit_bias.emplace_back(static_cast<std::int32_t>(*token), bias.get<float>());
   return std::nullopt;
@@ -287,7 +280,7 @@ Error read_logit_bias(const Json& obj, std::int64_t vocab_size, SamplingParams& 
   }
   if (!v->is_array()) return wrong_type("logit_bias", "an object of token id: bias", *v);
   for (const Json& pair : *v) {
-    if (!pair.is_array() || pair.size() != 2) return bad("logit_bias", "array entries must be [token id, bias] pairs");
+    if (!pair.is_array() || pair.size() != 2) return invalid_param("logit_bias", "array entries must be [token id, bias] pairs");
     if (auto e = read_bias_entry(pair[0], pair[1], vocab_size, s)) return e;
   }
   return std::nullopt;
@@ -305,7 +298,7 @@ Error read_stream(const Json& obj, OpenAiRequest& r) {
   if (auto e = read_bool(obj, "stream", r.stream)) return e;
   const Json* opts = field(obj, "stream_options");
   if (opts == nullptr) return std::nullopt;
-  if (!r.stream) return bad("stream_options", "is only allowed with 'stream': true");
+  if (!r.stream) return invalid_param("stream_options", "is only allowed with 'stream': true");
   if (!opts->is_object()) return wrong_type("stream_options", "an object", *opts);
   if (const Json* usage = field(*opts, "include_usage")) {
     if (!usage->is_boolean()) return wrong_type("stream_options.include_usage", "a boolean", *usage);
@@ -338,14 +331,14 @@ Expected<std::shared_ptr<const Grammar>> parse_grammar(const std::string& text) 
 // order properties are generated in).
 Error read_json_schema(const Json& format, std::string_view body, OpenAiRequest& r) {
   const Json* spec = field(format, "json_schema");
-  if (spec == nullptr || !spec->is_object()) return bad("response_format.json_schema", "must be an object with a 'schema'");
+  if (spec == nullptr || !spec->is_object()) return invalid_param("response_format.json_schema", "must be an object with a 'schema'");
   const Json* schema = field(*spec, "schema");
-  if (schema == nullptr) return bad("response_format.json_schema.schema", "is missing");
+  if (schema == nullptr) return invalid_param("response_format.json_schema.schema", "is missing");
   const auto ordered = nlohmann::ordered_json::parse(body, nullptr, false);
   const auto gbnf = json_schema_to_gbnf(ordered.at("response_format").at("json_schema").at("schema"));
-  if (!gbnf) return bad("response_format.json_schema.schema", "cannot be followed: " + gbnf.status().message());
+  if (!gbnf) return invalid_param("response_format.json_schema.schema", "cannot be followed: " + gbnf.status().message());
   auto g = parse_grammar(*gbnf);
-  if (!g) return bad("response_format.json_schema.schema", "cannot be followed: " + g.status().message());
+  if (!g) return invalid_param("response_format.json_schema.schema", "cannot be followed: " + g.status().message());
   r.grammar = *g;
   return std::nullopt;
 }
@@ -364,13 +357,13 @@ Error read_grammar(const Json& obj, std::string_view body, OpenAiRequest& r) {
   if (format == nullptr) return std::nullopt;
   if (!format->is_object()) return wrong_type("response_format", "an object", *format);
   const Json* type = field(*format, "type");
-  if (type == nullptr || !type->is_string()) return bad("response_format.type", "must be \"text\", \"json_object\" or \"json_schema\"");
+  if (type == nullptr || !type->is_string()) return invalid_param("response_format.type", "must be \"text\", \"json_object\" or \"json_schema\"");
   const std::string t = type->get<std::string>();
   if (t == "text") return std::nullopt;
   if (t != "json_object" && t != "json_schema") {
-    return bad("response_format.type", "must be \"text\", \"json_object\" or \"json_schema\" (got \"" + t + "\")");
+    return invalid_param("response_format.type", "must be \"text\", \"json_object\" or \"json_schema\" (got \"" + t + "\")");
   }
-  if (r.grammar) return bad("response_format", "cannot be combined with 'grammar'");
+  if (r.grammar) return invalid_param("response_format", "cannot be combined with 'grammar'");
   if (t == "json_schema") return read_json_schema(*format, body, r);
   r.grammar = *parse_grammar(std::string(json_object_gbnf()));
   return std::nullopt;
@@ -391,7 +384,7 @@ Error read_tools(const Json& obj, std::string_view body, ToolCallFormat tool_for
       const Json* name = fn != nullptr && fn->is_object() ? field(*fn, "name") : nullptr;
       const Json* type = t.is_object() ? field(t, "type") : nullptr;
       if (type == nullptr || *type != "function" || name == nullptr || !name->is_string() || name->get<std::string>().empty()) {
-        return bad(at, "must be {\"type\": \"function\", \"function\": {\"name\": string, ...}}");
+        return invalid_param(at, "must be {\"type\": \"function\", \"function\": {\"name\": string, ...}}");
       }
       const Json* params = field(*fn, "parameters");
       if (params != nullptr && !params->is_object()) return wrong_type(at + ".function.parameters", "an object", *params);
@@ -407,24 +400,24 @@ Error read_tools(const Json& obj, std::string_view body, ToolCallFormat tool_for
       r.tool_choice = ToolChoice::kNone;
       return std::nullopt;
     }
-    if (c != "required") return bad("tool_choice", "must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    if (c != "required") return invalid_param("tool_choice", "must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
     r.tool_choice = ToolChoice::kRequired;
   } else {
     const Json* fn = choice->is_object() ? field(*choice, "function") : nullptr;
     const Json* name = fn != nullptr && fn->is_object() ? field(*fn, "name") : nullptr;
-    if (name == nullptr || !name->is_string()) return bad("tool_choice", "must name a function: {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    if (name == nullptr || !name->is_string()) return invalid_param("tool_choice", "must name a function: {\"type\": \"function\", \"function\": {\"name\": ...}}");
     r.tool_choice = ToolChoice::kNamed;
     r.tool_choice_name = name->get<std::string>();
     const bool declared = std::any_of(r.tools.begin(), r.tools.end(), [&](const auto& t) { return t["function"]["name"] == r.tool_choice_name; });
-    if (!declared) return bad("tool_choice", "names '" + json_util::printable(r.tool_choice_name) + "', which is not in 'tools'");
+    if (!declared) return invalid_param("tool_choice", "names '" + json_util::printable(r.tool_choice_name) + "', which is not in 'tools'");
   }
-  if (r.tools.is_null()) return bad("tool_choice", "forces a call but 'tools' is empty");
-  if (r.grammar) return bad("tool_choice", "cannot force a call together with 'grammar' or 'response_format'");
+  if (r.tools.is_null()) return invalid_param("tool_choice", "forces a call but 'tools' is empty");
+  if (r.grammar) return invalid_param("tool_choice", "cannot force a call together with 'grammar' or 'response_format'");
   auto gbnf = tool_call_gbnf(r.tools, r.tool_choice_name, r.parallel_tool_calls, tool_format);
-  if (!gbnf && gbnf.status().code() == ErrorCode::kUnsupported) return bad("tool_choice", gbnf.status().message());
-  if (!gbnf) return bad("tools", "cannot be followed: " + gbnf.status().message());
+  if (!gbnf && gbnf.status().code() == ErrorCode::kUnsupported) return invalid_param("tool_choice", gbnf.status().message());
+  if (!gbnf) return invalid_param("tools", "cannot be followed: " + gbnf.status().message());
   auto g = parse_grammar(*gbnf);
-  if (!g) return bad("tools", "cannot be followed: " + g.status().message());
+  if (!g) return invalid_param("tools", "cannot be followed: " + g.status().message());
   r.grammar = *g;
   return std::nullopt;
 }
@@ -460,10 +453,10 @@ Error read_speculative(const Json& obj, const SpecParams& defaults, SpecParams& 
   }
   if (!method.empty()) {
     auto m = parse_spec_method(method);
-    if (!m) return bad("speculative", m.status().message());
+    if (!m) return invalid_param("speculative", m.status().message());
     spec.method = *m;
   }
-  if (Status st = spec.validate(); !st) return bad("speculative", st.message());
+  if (Status st = spec.validate(); !st) return invalid_param("speculative", st.message());
   return std::nullopt;
 }
 

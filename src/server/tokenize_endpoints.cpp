@@ -14,10 +14,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-ApiError bad(const std::string& param, const std::string& problem) {
-  return api_error(invalid_argument("'" + param + "' " + problem), param);
-}
-
 /// The body's JSON object handed to `handle`. Errors: malformed JSON, not an object.
 std::variant<Json, ApiError> with_object(std::string_view body, const Tokenizer& tokenizer,
                                          std::variant<Json, ApiError> (*handle)(const Json&, const Tokenizer&)) {
@@ -31,7 +27,7 @@ std::variant<Json, ApiError> with_object(std::string_view body, const Tokenizer&
 std::optional<ApiError> read_flag(const Json& obj, const char* key, bool& out) {
   const auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return std::nullopt;
-  if (!it->is_boolean()) return bad(key, "must be a boolean (got " + json_util::type_name(*it) + ")");
+  if (!it->is_boolean()) return invalid_param(key, "must be a boolean (got " + json_util::type_name(*it) + ")");
   out = it->get<bool>();
   return std::nullopt;
 }
@@ -54,7 +50,7 @@ Json piece_json(const std::string& bytes) {
 
 std::variant<Json, ApiError> tokenize(const Json& obj, const Tokenizer& tokenizer) {
   const auto content = obj.find("content");
-  if (content == obj.end() || !content->is_string()) return bad("content", "must be a string");
+  if (content == obj.end() || !content->is_string()) return invalid_param("content", "must be a string");
   bool add_special = false, parse_special = true, with_pieces = false;
   for (const auto& [key, out] : {std::pair{"add_special", &add_special}, std::pair{"parse_special", &parse_special},
                                  std::pair{"with_pieces", &with_pieces}}) {
@@ -74,13 +70,13 @@ std::variant<Json, ApiError> tokenize(const Json& obj, const Tokenizer& tokenize
 
 std::variant<Json, ApiError> detokenize(const Json& obj, const Tokenizer& tokenizer) {
   const auto tokens = obj.find("tokens");
-  if (tokens == obj.end() || !tokens->is_array()) return bad("tokens", "must be an array of token ids");
+  if (tokens == obj.end() || !tokens->is_array()) return invalid_param("tokens", "must be an array of token ids");
   std::vector<std::int32_t> ids;
   for (const Json& t : *tokens) {
     const std::optional<std::int64_t> id = json_util::as_i64(t);
-    if (!id) return bad("tokens", "must be an array of token ids (got " + json_util::type_name(t) + ")");
+    if (!id) return invalid_param("tokens", "must be an array of token ids (got " + json_util::type_name(t) + ")");
     if (*id < 0 || *id >= tokenizer.vocab_size()) {
-      return bad("tokens", "token id " + std::to_string(*id) + " is outside the vocabulary [0, " +
+      return invalid_param("tokens", "token id " + std::to_string(*id) + " is outside the vocabulary [0, " +
                                std::to_string(tokenizer.vocab_size()) + ")");
     }
     ids.push_back(static_cast<std::int32_t>(*id));

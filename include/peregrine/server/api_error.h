@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +29,9 @@ struct ApiError {
 /// kResourceExhausted → 429 rate_limit_error (code "queue_full"), kUnavailable and kCancelled
 /// → 503 server_error, anything else → 500 server_error. `param` names the request field.
 ApiError api_error(const Status& status, std::string param = {});
+
+/// 400 invalid_request_error about the request field `param`: "'<param>' <problem>".
+ApiError invalid_param(std::string_view param, std::string_view problem);
 
 /// 401 authentication_error (code "invalid_api_key"): a missing or wrong bearer token.
 ApiError unauthorized_error();
