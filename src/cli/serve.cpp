@@ -10,6 +10,7 @@
 #include <regex>
 #include <string_view>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "common.h"
@@ -54,6 +55,9 @@ struct ServeArgs {
   std::vector<std::string> loras;  // --lora NAME=PATH[:SCALE]
   std::int32_t max_loras = 0;       // adapters resident at once (0: all)
   std::string role = "both";        // --role: both, or one instance of a disaggregated pair
+  float temperature = 1.0f;         // --temp: requests' default
+  std::optional<std::uint64_t> seed;        // --seed: requests' default
+  std::optional<std::int32_t> n_predict;    // --n-predict: requests' default max_tokens
 };
 
 /// "123", "64K", "256M", "1G", "2T" (optionally followed by "B" or "iB": "256MiB"); binary
@@ -267,6 +271,9 @@ int run(const ServeArgs& args) {
   so.pooling = *parse_pooling(args.pooling);  // CLI11 checked the name
   so.drain_timeout_s = args.drain_timeout;
   so.spec = *spec;
+  so.temperature = args.temperature;
+  so.seed = args.seed;
+  so.max_tokens = args.n_predict;
   so.lora_names = lora_names;
   HttpServer server(**engine, *loaded->tokenizer, std::move(loaded->chat_template), so);
   auto port = server.bind();
@@ -327,6 +334,13 @@ Verb add_serve(CLI::App& app) {
   cmd->add_option("--chat-template", args->chat_template,
                   "Chat template: a Jinja file or a built-in name (chatml, llama-2, llama-3); default the model's");
   cmd->add_option("--alias", args->alias, "Model id clients use (default: the model file's name)");
+  cmd->add_option("--temp", args->temperature, "Sampling temperature of requests that give none (the API's default: 1)")
+      ->check(CLI::Range(0.0, 2.0))
+      ->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Sampling seed of requests that give none (default: a random one per request)");
+  cmd->add_option("-n,--n-predict", args->n_predict,
+                  "max_tokens of requests that give none (default: the context left for chat, 16 for completions as OpenAI's API)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--reasoning-format", args->reasoning_format,
                   "auto: a chat reply's <think> block becomes reasoning_content; none: it stays in the content")
       ->check(CLI::IsMember({"auto", "none"}))

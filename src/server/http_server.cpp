@@ -15,6 +15,9 @@
 #include <string_view>
 #include <variant>
 
+#include "peregrine/core/json_util.h"
+#include "peregrine/server/anthropic_messages.h"
+#include "peregrine/server/anthropic_stream.h"
 #include "peregrine/server/api_error.h"
 #include "peregrine/server/completion_output.h"
 #include "peregrine/server/embeddings.h"
@@ -43,7 +46,12 @@ struct Exchange {
   std::condition_variable cv;
   CompletionOutput output;
   std::vector<std::uint64_t> ids;  // the engine requests of its choices
+  std::int64_t prompt_tokens = 0;
+  bool streaming = false;
 };
+
+/// The API a response is written in: the same request runs either way.
+enum class Api { kOpenAi, kAnthropic };
 
 /// One embeddings request's inputs, each an engine request, finishing on the loop thread.
 struct EmbeddingExchange {
@@ -60,12 +68,16 @@ void send_json(httplib::Response& res, const Json& body, int status = 200) {
   res.set_content(dump_json(body), "application/json");
 }
 
-void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.to_json(), e.http_status); }
-
-void send_result(httplib::Response& res, const std::variant<Json, ApiError>& result) {
-  if (const ApiError* e = std::get_if<ApiError>(&result)) return send_error(res, *e);
-  send_json(res, std::get<Json>(result));
+void send_error(httplib::Response& res, const ApiError& e, Api api = Api::kOpenAi) {
+  send_json(res, api == Api::kAnthropic ? anthropic_error_json(e) : e.to_json(), e.http_status);
 }
+
+void send_result(httplib::Response& res, const std::variant<Json, ApiError>& result, Api api = Api::kOpenAi) {
+  if (const ApiError* e = std::get_if<ApiError>(&result)) return send_error(res, *e, api);
+  send_json(res, api == Api::kAnthropic ? anthropic_message_json(std::get<Json>(result)) : std::get<Json>(result));
+}
+
+Api api_of(const httplib::Request& req) { return req.path.starts_with("/v1/messages") ? Api::kAnthropic : Api::kOpenAi; }
 
 /// Compares a secret in time independent of where the first difference is (the length is
 /// not secret).
@@ -99,10 +111,15 @@ struct HttpServer::Impl {
   void setup();
   bool authorized(const httplib::Request& req) const;
   void handle_completion(const httplib::Request& req, httplib::Response& res, ApiEndpoint endpoint);
+  void handle_messages(const httplib::Request& req, httplib::Response& res, AnthropicEndpoint endpoint);
+  std::variant<std::shared_ptr<Exchange>, ApiError> start(std::string_view body, ApiEndpoint endpoint);
+  std::variant<OpenAiRequest, ApiError> parse(std::string_view body, ApiEndpoint endpoint);
+  std::optional<std::int32_t> adapter_of(const std::string& model) const;
   void handle_embeddings(const httplib::Request& req, httplib::Response& res);
   std::variant<Json, ApiError> embed(const std::vector<std::vector<std::int32_t>>& inputs, const EmbeddingsRequest& request);
-  void stream(httplib::Response& res, const std::shared_ptr<Exchange>& ex);
-  void await(const std::shared_ptr<Exchange>& ex, httplib::Response& res);
+  void respond(const std::shared_ptr<Exchange>& ex, httplib::Response& res, Api api);
+  void stream(httplib::Response& res, const std::shared_ptr<Exchange>& ex, Api api);
+  void await(const std::shared_ptr<Exchange>& ex, httplib::Response& res, Api api);
   Json models() const;
   std::uint64_t random_u64();
   Status submit_choices(const OpenAiRequest& request, RequestOptions ro, const std::shared_ptr<Exchange>& ex);
@@ -160,11 +177,11 @@ void HttpServer::Impl::setup() {
   http.set_payload_max_length(options.max_body_bytes);
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (req.path == "/health" || authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, unauthorized_error());
+    send_error(res, unauthorized_error(), api_of(req));
     return httplib::Server::HandlerResponse::Handled;
   });
-  http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (res.body.empty()) send_error(res, http_error(res.status));
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (res.body.empty()) send_error(res, http_error(res.status), api_of(req));
   });
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     send_error(res, api_error(Status(ErrorCode::kInternal, "internal server error")));
@@ -173,17 +190,24 @@ void HttpServer::Impl::setup() {
     if (draining) return send_json(res, {{"status", "shutting_down"}}, 503);
     send_json(res, {{"status", "ok"}});
   });
-  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { send_json(res, models()); });
+  // The OpenAI routes answer with and without the /v1 prefix, as llama-server's do.
+  http.Get("/(v1/)?models", [this](const httplib::Request&, httplib::Response& res) { send_json(res, models()); });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(prometheus_text(engine.metrics()), kPrometheusContentType);
   });
-  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+  http.Post("/(v1/)?completions", [this](const httplib::Request& req, httplib::Response& res) {
     handle_completion(req, res, ApiEndpoint::kCompletions);
   });
-  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+  http.Post("/(v1/)?chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handle_completion(req, res, ApiEndpoint::kChatCompletions);
   });
-  http.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) { handle_embeddings(req, res); });
+  http.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_messages(req, res, AnthropicEndpoint::kMessages);
+  });
+  http.Post("/v1/messages/count_tokens", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_messages(req, res, AnthropicEndpoint::kCountTokens);
+  });
+  http.Post("/(v1/)?embeddings", [this](const httplib::Request& req, httplib::Response& res) { handle_embeddings(req, res); });
   http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     send_result(res, tokenize_response(req.body, tokenizer));
   });
@@ -192,11 +216,23 @@ void HttpServer::Impl::setup() {
   });
 }
 
+// OpenAI's 'Authorization: Bearer KEY', or Anthropic's 'x-api-key: KEY'.
 bool HttpServer::Impl::authorized(const httplib::Request& req) const {
   if (options.api_key.empty()) return true;
   const std::string header = req.get_header_value("Authorization");
   constexpr std::string_view kBearer = "Bearer ";
-  return header.starts_with(kBearer) && same_secret(std::string_view(header).substr(kBearer.size()), options.api_key);
+  if (header.starts_with(kBearer) && same_secret(std::string_view(header).substr(kBearer.size()), options.api_key)) return true;
+  return req.has_header("x-api-key") && same_secret(req.get_header_value("x-api-key"), options.api_key);
+}
+
+// The LoRA adapter a request's "model" names: -1 the base model (its id, none, or, when no
+// adapters are loaded, any name: clients send their own defaults, as llama-server accepts);
+// nullopt an unknown name while adapters are loaded (a typo must not fall back silently).
+std::optional<std::int32_t> HttpServer::Impl::adapter_of(const std::string& model) const {
+  if (model.empty() || model == options.model_id || options.lora_names.empty()) return -1;
+  const auto it = std::find(options.lora_names.begin(), options.lora_names.end(), model);
+  if (it == options.lora_names.end()) return std::nullopt;
+  return static_cast<std::int32_t>(it - options.lora_names.begin());
 }
 
 Json HttpServer::Impl::models() const {
@@ -224,38 +260,70 @@ void HttpServer::Impl::close_exchange(std::uint64_t id) {
 }
 
 void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::Response& res, ApiEndpoint endpoint) {
-  if (draining) return send_error(res, api_error(unavailable("the server is shutting down")));
-  auto parsed = parse_openai_request(req.body, endpoint,
-                                     {context_len, random_u64(), options.spec, engine.model().config().vocab_size, tool_format});
-  if (const ApiError* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+  auto started = start(req.body, endpoint);
+  if (const ApiError* e = std::get_if<ApiError>(&started)) return send_error(res, *e);
+  respond(std::get<std::shared_ptr<Exchange>>(started), res, Api::kOpenAi);
+}
+
+// Anthropic's Messages API: the request rewritten as an OpenAI chat request and run as one
+// (server/anthropic_messages.h); count_tokens renders and tokenizes its prompt only.
+void HttpServer::Impl::handle_messages(const httplib::Request& req, httplib::Response& res, AnthropicEndpoint endpoint) {
+  // Checked strictly first (duplicate keys, depth, UTF-8), then read again keeping the key order.
+  if (auto checked = json_util::parse(req.body, "request body"); !checked) {
+    return send_error(res, api_error(invalid_argument(checked.status().message())), Api::kAnthropic);
+  }
+  auto converted = anthropic_to_openai(nlohmann::ordered_json::parse(req.body), endpoint);
+  if (const ApiError* e = std::get_if<ApiError>(&converted)) return send_error(res, *e, Api::kAnthropic);
+  const std::string chat_body = std::get<nlohmann::ordered_json>(converted).dump();
+  if (endpoint == AnthropicEndpoint::kCountTokens) {
+    auto parsed = parse(chat_body, ApiEndpoint::kChatCompletions);
+    if (const ApiError* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e, Api::kAnthropic);
+    auto prompt = prompt_tokens(std::get<OpenAiRequest>(parsed), tokenizer, chat_template, tool_format);
+    if (!prompt) return send_error(res, api_error(prompt.status(), "messages"), Api::kAnthropic);
+    return send_json(res, {{"input_tokens", prompt->size()}});
+  }
+  auto started = start(chat_body, ApiEndpoint::kChatCompletions);
+  if (const ApiError* e = std::get_if<ApiError>(&started)) return send_error(res, *e, Api::kAnthropic);
+  respond(std::get<std::shared_ptr<Exchange>>(started), res, Api::kAnthropic);
+}
+
+std::variant<OpenAiRequest, ApiError> HttpServer::Impl::parse(std::string_view body, ApiEndpoint endpoint) {
+  RequestLimits limits;
+  limits.context_len = context_len;
+  limits.seed = options.seed.value_or(random_u64());
+  limits.temperature = options.temperature;
+  limits.max_tokens = options.max_tokens;
+  limits.spec = options.spec;
+  limits.vocab_size = engine.model().config().vocab_size;
+  limits.tool_format = tool_format;
+  return parse_openai_request(body, endpoint, limits);
+}
+
+// Parses, checks and submits one request; its exchange is open (close_exchange when written).
+std::variant<std::shared_ptr<Exchange>, ApiError> HttpServer::Impl::start(std::string_view body, ApiEndpoint endpoint) {
+  if (draining) return api_error(unavailable("the server is shutting down"));
+  auto parsed = parse(body, endpoint);
+  if (const ApiError* e = std::get_if<ApiError>(&parsed)) return *e;
   const OpenAiRequest& request = std::get<OpenAiRequest>(parsed);
-  if (Status st = engine.check_spec(request.spec); !st) return send_error(res, api_error(st, "speculative"));
-  std::int32_t lora_adapter = -1;
-  if (!request.model.empty() && request.model != options.model_id) {
-    const auto it = std::find(options.lora_names.begin(), options.lora_names.end(), request.model);
-    if (it == options.lora_names.end()) return send_error(res, model_not_found_error(request.model));
-    lora_adapter = static_cast<std::int32_t>(it - options.lora_names.begin());
-  }
-  if (!request.tools.is_null() && request.tool_choice != ToolChoice::kNone && tool_format == ToolCallFormat::kNone) {
-    return send_error(res, api_error(invalid_argument("'tools': this model's chat template has no tool-call format the server "
-                                                      "parses (Hermes <tool_call> blocks: Qwen2.5, Hermes, ...; Llama 3.x; "
-                                                      "Mistral [TOOL_CALLS])"),
-                                     "tools"));
-  }
-  auto prompt = prompt_tokens(request, tokenizer, chat_template);
-  if (!prompt) return send_error(res, api_error(prompt.status(), prompt_param(endpoint)));
+  if (Status st = engine.check_spec(request.spec); !st) return api_error(st, "speculative");
+  const std::optional<std::int32_t> lora_adapter = adapter_of(request.model);
+  if (!lora_adapter) return model_not_found_error(request.model);
+  auto prompt = prompt_tokens(request, tokenizer, chat_template, tool_format);
+  if (!prompt) return api_error(prompt.status(), prompt_param(endpoint));
 
   char id[40];
   std::snprintf(id, sizeof id, "%s-%016llx", endpoint == ApiEndpoint::kCompletions ? "cmpl" : "chatcmpl",
                 static_cast<unsigned long long>(random_u64()));
   ResponseMeta meta{endpoint, id, static_cast<std::int64_t>(std::time(nullptr)),
-                    lora_adapter >= 0 ? request.model : options.model_id};
+                    *lora_adapter >= 0 ? request.model : options.model_id};
   OutputOptions output_options{random_u64(), ReasoningStart::kOff, tool_format};
   if (options.parse_reasoning && endpoint == ApiEndpoint::kChatCompletions) {
     const std::size_t tail = std::min<std::size_t>(prompt->size(), 16);  // "<think>\n": one token, or up to 8
     output_options.reasoning = reasoning_start(tokenizer.decode(std::span(*prompt).last(tail)));
   }
   auto ex = std::make_shared<Exchange>(request, std::move(meta), tokenizer, prompt->back(), output_options);
+  ex->prompt_tokens = static_cast<std::int64_t>(prompt->size());
+  ex->streaming = request.stream;
 
   RequestOptions ro;
   const auto room = static_cast<std::int32_t>(std::max<std::int64_t>(1, context_len - static_cast<std::int64_t>(prompt->size())));
@@ -266,18 +334,22 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
   ro.eos_id = tokenizer.eos_id();
   ro.ignore_eos = request.ignore_eos;
   ro.spec = request.spec;
-  ro.lora_adapter = lora_adapter;
+  ro.lora_adapter = *lora_adapter;
   if (request.grammar) ro.grammar = token_grammar(request.grammar);
   if (Status st = submit_choices(request, std::move(ro), ex); !st) {
     // The parser checked every other field: what the engine still rejects is the prompt
     // (too long for the context or the pool, token ids outside the vocabulary).
     const ErrorCode code = st.code();
     const bool prompt_fault = code == ErrorCode::kOutOfRange || code == ErrorCode::kInvalidArgument;
-    return send_error(res, api_error(st, prompt_fault ? prompt_param(endpoint) : ""));
+    return api_error(st, prompt_fault ? prompt_param(endpoint) : "");
   }
   open_exchange(ex->ids.front());
-  if (request.stream) return stream(res, ex);
-  await(ex, res);
+  return ex;
+}
+
+void HttpServer::Impl::respond(const std::shared_ptr<Exchange>& ex, httplib::Response& res, Api api) {
+  if (ex->streaming) return stream(res, ex, api);
+  await(ex, res, api);
 }
 
 // Submits the request's n choices at once (Engine::submit_choices: one prefill, choice i
@@ -311,7 +383,7 @@ void HttpServer::Impl::handle_embeddings(const httplib::Request& req, httplib::R
   auto parsed = parse_embeddings_request(req.body, config.dim, config.vocab_size);
   if (const ApiError* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
   const EmbeddingsRequest& request = std::get<EmbeddingsRequest>(parsed);
-  if (!request.model.empty() && request.model != options.model_id) return send_error(res, model_not_found_error(request.model));
+  if (adapter_of(request.model) != -1) return send_error(res, model_not_found_error(request.model));
   std::vector<std::vector<std::int32_t>> inputs = request.token_inputs;
   for (const std::string& text : request.texts) inputs.push_back(tokenizer.encode(text, tokenizer.add_bos_default()));
   send_result(res, embed(inputs, request));
@@ -366,7 +438,7 @@ std::variant<Json, ApiError> HttpServer::Impl::embed(const std::vector<std::vect
   return embeddings_response_json(options.model_id, vectors, request.base64, prompt_tokens);
 }
 
-void HttpServer::Impl::await(const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
+void HttpServer::Impl::await(const std::shared_ptr<Exchange>& ex, httplib::Response& res, Api api) {
   std::variant<Json, ApiError> body;
   {
     std::unique_lock lock(ex->mu);
@@ -374,15 +446,20 @@ void HttpServer::Impl::await(const std::shared_ptr<Exchange>& ex, httplib::Respo
     body = ex->output.response();
   }
   cancel(*ex);  // the other choices of one that failed (a no-op for the finished)
-  send_result(res, body);
+  send_result(res, body, api);
   close_exchange(ex->ids.front());
 }
 
-void HttpServer::Impl::stream(httplib::Response& res, const std::shared_ptr<Exchange>& ex) {
+void HttpServer::Impl::stream(httplib::Response& res, const std::shared_ptr<Exchange>& ex, Api api) {
   res.set_header("Cache-Control", "no-cache");
+  std::shared_ptr<AnthropicStream> anthropic;
+  if (api == Api::kAnthropic) {
+    const ResponseMeta& meta = ex->output.meta();
+    anthropic = std::make_shared<AnthropicStream>(anthropic_message_id(meta.id), meta.model, ex->prompt_tokens);
+  }
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, ex](std::size_t, httplib::DataSink& sink) {
+      [this, ex, anthropic](std::size_t, httplib::DataSink& sink) {
         std::string events;
         bool finished = false;
         {
@@ -391,6 +468,7 @@ void HttpServer::Impl::stream(httplib::Response& res, const std::shared_ptr<Exch
           events = ex->output.take_events();
           finished = ex->output.finished();
         }
+        if (anthropic) events = anthropic->push(events);
         if (!sink.is_writable() || (!events.empty() && !sink.write(events.data(), events.size()))) {
           cancel(*ex);  // the client went away
           return false;

@@ -1,16 +1,27 @@
 #include "peregrine/server/openai_prompt.h"
 
+#include "peregrine/server/generic_tools.h"
 #include "peregrine/tokenizer/chat_prompt.h"
 
 namespace peregrine {
 
 Expected<std::vector<std::int32_t>> prompt_tokens(const OpenAiRequest& request, const Tokenizer& tokenizer,
-                                                  const ChatTemplate& chat_template) {
+                                                  const ChatTemplate& chat_template, ToolCallFormat tool_format) {
   std::vector<std::int32_t> ids;
   if (request.endpoint == ApiEndpoint::kChatCompletions) {
-    const bool show_tools = request.tool_choice != ToolChoice::kNone;
-    PEREGRINE_ASSIGN_OR_RETURN(ids, chat_prompt_tokens(chat_template, request.messages, tokenizer,
-                                                       show_tools ? request.tools : nlohmann::ordered_json()));
+    const nlohmann::ordered_json tools = request.tool_choice != ToolChoice::kNone ? request.tools : nlohmann::ordered_json();
+    if (tool_format == ToolCallFormat::kGeneric) {
+      auto in_system = chat_prompt_tokens(chat_template, generic_tool_messages(request.messages, tools), tokenizer);
+      if (in_system || tools.is_null()) {
+        PEREGRINE_ASSIGN_OR_RETURN(ids, std::move(in_system));
+      } else {  // a template that refuses a system role (Gemma 2): the instructions lead the first user turn
+        PEREGRINE_ASSIGN_OR_RETURN(ids, chat_prompt_tokens(chat_template, generic_tool_messages(request.messages, tools,
+                                                                                                ToolInstructions::kFirstUser),
+                                                           tokenizer));
+      }
+    } else {
+      PEREGRINE_ASSIGN_OR_RETURN(ids, chat_prompt_tokens(chat_template, request.messages, tokenizer, tools));
+    }
   } else if (request.prompt_is_tokens) {
     ids = request.prompt_tokens;
   } else {

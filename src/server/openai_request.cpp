@@ -183,6 +183,10 @@ Error read_messages(const Json& obj, std::vector<ChatMessage>& out) {
                                    "' (expected system, user, assistant or tool)");
     }
     if (auto e = read_tool_fields(m, at, msg)) return e;
+    if (const Json* r = field(m, "reasoning_content"); r != nullptr && !r->is_null() && msg.role == "assistant") {
+      if (!r->is_string()) return wrong_type(at + ".reasoning_content", "a string", *r);
+      msg.reasoning_content = r->get<std::string>();
+    }
     const bool calls_only = msg.role == "assistant" && !msg.tool_calls.is_null() && field(m, "content") == nullptr;
     if (!calls_only) {
       if (auto e = read_content(m, at + ".content", msg.content)) return e;
@@ -208,20 +212,20 @@ Error read_logprobs(const Json& obj, ApiEndpoint endpoint, std::int32_t& out) {
   return std::nullopt;
 }
 
-Error read_max_tokens(const Json& obj, ApiEndpoint endpoint, std::int64_t context_len, OpenAiRequest& r) {
+Error read_max_tokens(const Json& obj, ApiEndpoint endpoint, const RequestLimits& limits, OpenAiRequest& r) {
   std::optional<std::int64_t> n;
-  if (auto e = read_int(obj, "max_tokens", 1, context_len, n)) return e;
+  if (auto e = read_int(obj, "max_tokens", 1, limits.context_len, n)) return e;
   if (endpoint == ApiEndpoint::kChatCompletions) {
-    if (auto e = read_int(obj, "max_completion_tokens", 1, context_len, n)) return e;
-  } else {
-    n = n.value_or(kDefaultCompletionMaxTokens);
+    if (auto e = read_int(obj, "max_completion_tokens", 1, limits.context_len, n)) return e;
   }
+  if (!n && limits.max_tokens) n = *limits.max_tokens;
+  if (!n && endpoint == ApiEndpoint::kCompletions) n = kDefaultCompletionMaxTokens;
   if (n) r.max_tokens = static_cast<std::int32_t>(*n);
   return std::nullopt;
 }
 
-Error read_sampling(const Json& obj, std::uint64_t default_seed, SamplingParams& s) {
-  s.temperature = 1.0f;
+Error read_sampling(const Json& obj, const RequestLimits& limits, SamplingParams& s) {
+  s.temperature = limits.temperature;
   s.top_p = 1.0f;
   s.top_k = 0;
   s.min_p = 0.0f;
@@ -243,7 +247,7 @@ Error read_sampling(const Json& obj, std::uint64_t default_seed, SamplingParams&
     if (!i && !u) return wrong_type("seed", "an integer", *v);
     s.seed = u ? *u : static_cast<std::uint64_t>(*i);
   } else {
-    s.seed = default_seed;
+    s.seed = limits.seed;
   }
   return std::nullopt;
 }
@@ -467,8 +471,8 @@ Error read_request(const Json& obj, std::string_view body, ApiEndpoint endpoint,
   } else {
     if (auto e = read_messages(obj, r.messages)) return e;
   }
-  if (auto e = read_max_tokens(obj, endpoint, limits.context_len, r)) return e;
-  if (auto e = read_sampling(obj, limits.seed, r.sampling)) return e;
+  if (auto e = read_max_tokens(obj, endpoint, limits, r)) return e;
+  if (auto e = read_sampling(obj, limits, r.sampling)) return e;
   if (auto e = read_logit_bias(obj, limits.vocab_size, r.sampling)) return e;
   if (auto e = read_logprobs(obj, endpoint, r.top_logprobs)) return e;
   if (auto e = read_stop(obj, r.stop)) return e;

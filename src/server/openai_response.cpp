@@ -68,7 +68,8 @@ Json chat_logprobs(std::span<const TokenLogprob> tokens) {
 Json usage_json(const RequestResult& result) {
   return {{"prompt_tokens", result.prompt_tokens},
           {"completion_tokens", result.completion_tokens},
-          {"total_tokens", result.prompt_tokens + result.completion_tokens}};
+          {"total_tokens", result.prompt_tokens + result.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", result.cached_prompt_tokens}}}};
 }
 
 Json logprobs_json(ApiEndpoint endpoint, std::span<const TokenLogprob> tokens, std::size_t first_offset) {

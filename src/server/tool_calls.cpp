@@ -34,7 +34,7 @@ ToolCallFormat tool_call_format(std::string_view source) {
   if (has(kMistralCalls)) return ToolCallFormat::kMistral;
   if (has(kOpen) && has("tools")) return ToolCallFormat::kHermes;
   if (has(R"({"name": function name, "parameters")")) return ToolCallFormat::kLlama3;
-  return ToolCallFormat::kNone;
+  return ToolCallFormat::kGeneric;
 }
 
 // {"name": string, "arguments" (or Llama 3.x's "parameters"): object or JSON text} → a call.
@@ -161,10 +161,11 @@ std::vector<ToolCall> ToolCallParser::take_calls() { return std::exchange(calls_
 
 Expected<std::string> tool_call_gbnf(const nlohmann::ordered_json& tools, const std::string& only, bool parallel,
                                      ToolCallFormat format) {
-  if (format != ToolCallFormat::kHermes && format != ToolCallFormat::kLlama3) {
+  if (format == ToolCallFormat::kMistral) {
     return unsupported("forcing a tool call is not supported for this chat template's tool-call format");
   }
   const bool llama3 = format == ToolCallFormat::kLlama3;
+  const bool single = llama3 || format == ToolCallFormat::kGeneric;  // one bare call per reply
   nlohmann::ordered_json any = nlohmann::ordered_json::array();
   for (const auto& tool : tools) {
     const auto& fn = tool.at("function");
@@ -181,7 +182,7 @@ Expected<std::string> tool_call_gbnf(const nlohmann::ordered_json& tools, const 
   if (!gbnf) return invalid_argument("a tool's parameters: " + gbnf.status().message());
   // The schema's grammar becomes rule `call`; root frames one or more calls.
   std::string text = "call" + gbnf->substr(gbnf->find(" ::= "));
-  if (llama3) return "root ::= call\n" + text;  // Llama 3.x calls one function per reply
+  if (single) return "root ::= call\n" + text;
   const std::string one = R"("<tool_call>\n" call "\n</tool_call>")";
   return "root ::= " + one + (parallel ? " ( \"\\n\" " + one + " )*" : "") + "\n" + text;
 }

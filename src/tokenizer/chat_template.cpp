@@ -132,7 +132,8 @@ Expected<ChatTemplate> ChatTemplate::builtin(std::string_view name) {
 namespace {
 
 // A message as a template sees it: role and content, and an assistant's tool_calls with each
-// call's arguments parsed (templates write them with tojson), a tool message's tool_call_id.
+// call's arguments parsed (templates write them with tojson) and reasoning_content, a tool
+// message's tool_call_id.
 jinja::Value message_value(const ChatMessage& m) {
   std::vector<std::pair<std::string, jinja::Value>> items = {{"role", m.role}, {"content", m.content}};
   if (!m.tool_calls.is_null()) {
@@ -147,6 +148,7 @@ jinja::Value message_value(const ChatMessage& m) {
     items.emplace_back("tool_calls", jinja::from_json(calls));
   }
   if (!m.tool_call_id.empty()) items.emplace_back("tool_call_id", m.tool_call_id);
+  if (!m.reasoning_content.empty()) items.emplace_back("reasoning_content", m.reasoning_content);
   return jinja::make_dict(std::move(items));
 }
 

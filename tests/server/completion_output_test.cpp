@@ -92,7 +92,8 @@ TEST(CompletionOutput, ChatStreamStartsWithRoleEndsWithFinishUsageAndDone) {
   EXPECT_EQ(run.chunks.back()["choices"], Json::array());
   EXPECT_EQ(run.chunks.back()["usage"], Json::parse(R"({"prompt_tokens": 4, "completion_tokens": )" +
                                                     std::to_string(ids.size()) + R"(, "total_tokens": )" +
-                                                    std::to_string(ids.size() + 4) + "}"));
+                                                    std::to_string(ids.size() + 4) +
+                                                    R"(, "prompt_tokens_details": {"cached_tokens": 0}})"));
   EXPECT_EQ(joined_text(run.chunks, ApiEndpoint::kChatCompletions), kText);
 }
 
@@ -205,7 +206,8 @@ TEST(CompletionOutput, ChoicesInterleaveAndEndTogether) {
       EXPECT_EQ(j["choices"][1]["text"], "Tom ran home to his mom.");
       EXPECT_EQ(j["choices"][1]["finish_reason"], "length");
       EXPECT_EQ(j["usage"], Json({{"prompt_tokens", 3}, {"completion_tokens", a.size() + b.size()},
-                                  {"total_tokens", 3 + a.size() + b.size()}}));
+                                  {"total_tokens", 3 + a.size() + b.size()},
+                                  {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
       continue;
     }
     ASSERT_FALSE(events.empty());

@@ -23,11 +23,11 @@ TEST(OpenAiPrompt, CompletionPrompts) {
   ASSERT_TRUE(chatml);
   OpenAiRequest r;
   r.prompt_text = "Once upon a time";
-  EXPECT_EQ(*prompt_tokens(r, *tok, *chatml), tok->encode("Once upon a time", true));
-  EXPECT_EQ(prompt_tokens(r, *tok, *chatml)->front(), tok->bos_id());
+  EXPECT_EQ(*prompt_tokens(r, *tok, *chatml, ToolCallFormat::kGeneric), tok->encode("Once upon a time", true));
+  EXPECT_EQ(prompt_tokens(r, *tok, *chatml, ToolCallFormat::kGeneric)->front(), tok->bos_id());
   r.prompt_is_tokens = true;
   r.prompt_tokens = {1, 403, 407};
-  EXPECT_EQ(*prompt_tokens(r, *tok, *chatml), r.prompt_tokens);
+  EXPECT_EQ(*prompt_tokens(r, *tok, *chatml, ToolCallFormat::kGeneric), r.prompt_tokens);
 }
 
 TEST(OpenAiPrompt, TemplateBosTextBecomesTheBosIdOncePerOccurrence) {
@@ -36,7 +36,7 @@ TEST(OpenAiPrompt, TemplateBosTextBecomesTheBosIdOncePerOccurrence) {
   auto llama2 = ChatTemplate::builtin("llama-2");
   ASSERT_TRUE(llama2);
   const auto req = chat({{"user", "Hi"}, {"assistant", "Hello."}, {"user", "Tell me a story."}});
-  auto ids = prompt_tokens(req, *tok, *llama2);
+  auto ids = prompt_tokens(req, *tok, *llama2, ToolCallFormat::kGeneric);
   ASSERT_TRUE(ids) << ids.status().message();
   // llama-2 writes bos_token before each user turn and eos_token after each assistant turn.
   EXPECT_EQ(ids->front(), tok->bos_id());
@@ -58,7 +58,7 @@ TEST(OpenAiPrompt, TemplateWithoutBosGetsTheTokenizersDefault) {
   ASSERT_TRUE(tok);
   auto chatml = ChatTemplate::builtin("chatml");
   ASSERT_TRUE(chatml);
-  auto ids = prompt_tokens(chat({{"system", "Be kind."}, {"user", "Hi"}}), *tok, *chatml);
+  auto ids = prompt_tokens(chat({{"system", "Be kind."}, {"user", "Hi"}}), *tok, *chatml, ToolCallFormat::kGeneric);
   ASSERT_TRUE(ids);
   ASSERT_TRUE(tok->add_bos_default());
   EXPECT_EQ(ids->front(), tok->bos_id());
@@ -71,7 +71,7 @@ TEST(OpenAiPrompt, TemplateErrorsAreInvalidArgument) {
   ASSERT_TRUE(tok);
   auto llama2 = ChatTemplate::builtin("llama-2");
   ASSERT_TRUE(llama2);
-  auto ids = prompt_tokens(chat({{"user", "a"}, {"user", "b"}}), *tok, *llama2);
+  auto ids = prompt_tokens(chat({{"user", "a"}, {"user", "b"}}), *tok, *llama2, ToolCallFormat::kGeneric);
   ASSERT_FALSE(ids);
   EXPECT_EQ(ids.status().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(ids.status().message().find("alternate"), std::string::npos);

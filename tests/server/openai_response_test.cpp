@@ -25,7 +25,8 @@ TEST(OpenAiResponse, CompletionObject) {
   EXPECT_EQ(j, Json::parse(R"({"id": "cmpl-1", "object": "text_completion", "created": 1700000000,
       "model": "stories260K",
       "choices": [{"index": 0, "text": " there was", "logprobs": null, "finish_reason": "length"}],
-      "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}})"));
+      "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8,
+                "prompt_tokens_details": {"cached_tokens": 0}}})"));
 }
 
 TEST(OpenAiResponse, ChatCompletionObject) {
@@ -34,7 +35,8 @@ TEST(OpenAiResponse, ChatCompletionObject) {
       "model": "stories260K",
       "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi!"}, "logprobs": null,
                    "finish_reason": "stop"}],
-      "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}})"));
+      "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12,
+                "prompt_tokens_details": {"cached_tokens": 0}}})"));
 }
 
 TEST(OpenAiResponse, Chunks) {
@@ -52,7 +54,8 @@ TEST(OpenAiResponse, Chunks) {
   EXPECT_EQ(usage_chunk_json(kChat, result(4, 6)),
             Json::parse(R"({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000,
                 "model": "stories260K", "choices": [],
-                "usage": {"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10}})"));
+                "usage": {"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10,
+                "prompt_tokens_details": {"cached_tokens": 0}}})"));
 }
 
 TEST(OpenAiResponse, LogprobShapes) {

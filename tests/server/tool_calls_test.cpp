@@ -87,8 +87,8 @@ TEST(ToolCallFormat, EachRealTemplatesFormat) {
   EXPECT_EQ(tool_call_format(chat_template_source("Qwen-Qwen2.5-7B-Instruct")), ToolCallFormat::kHermes);
   EXPECT_EQ(tool_call_format(chat_template_source("meta-llama-Llama-3.1-8B-Instruct")), ToolCallFormat::kLlama3);
   EXPECT_EQ(tool_call_format(chat_template_source("mistralai-Mistral-Nemo-Instruct-2407")), ToolCallFormat::kMistral);
-  EXPECT_EQ(tool_call_format(chat_template_source("google-gemma-2-2b-it")), ToolCallFormat::kNone);
-  EXPECT_EQ(tool_call_format(chat_template_source("microsoft-Phi-3.5-mini-instruct")), ToolCallFormat::kNone);
+  EXPECT_EQ(tool_call_format(chat_template_source("google-gemma-2-2b-it")), ToolCallFormat::kGeneric);
+  EXPECT_EQ(tool_call_format(chat_template_source("microsoft-Phi-3.5-mini-instruct")), ToolCallFormat::kGeneric);
 }
 
 TEST(ToolCallParser, Llama3RepliesWithParameters) {
@@ -192,6 +192,19 @@ TEST(ToolCallGrammar, ForcedCallsFollowTheToolsSchemas) {
   EXPECT_TRUE(test::run(tok, trie, *llama3, R"({"name": "get_weather", "parameters": {"city": "Rome"}})").complete);
   EXPECT_FALSE(test::run(tok, trie, *llama3, weather).accepted);
   EXPECT_EQ(tool_call_gbnf(tools, "", true, ToolCallFormat::kMistral).status().code(), ErrorCode::kUnsupported);
+
+  // Generic (a template without tools): one bare {"name", "arguments"} object, which the
+  // generic parser reads back as the call.
+  auto generic = Grammar::parse(*tool_call_gbnf(tools, "", true, ToolCallFormat::kGeneric));
+  ASSERT_TRUE(generic);
+  const char* bare = R"({"name": "get_weather", "arguments": {"city": "Rome"}})";
+  EXPECT_TRUE(test::run(tok, trie, *generic, bare).complete);
+  EXPECT_FALSE(test::run(tok, trie, *generic, weather).accepted);
+  EXPECT_FALSE(test::run(tok, trie, *generic, R"({"name": "get_weather", "parameters": {"city": "Rome"}})").accepted);
+  const Parsed read = parse(bare, 3, {"get_weather", "ping"}, ToolCallFormat::kGeneric);
+  ASSERT_EQ(read.calls.size(), 1u);
+  EXPECT_EQ(read.calls[0].arguments, R"({"city":"Rome"})");
+  EXPECT_EQ(read.content, "");
 
   const auto bad = nlohmann::ordered_json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "integer", "minimum": 0}}}])");
   auto refused = tool_call_gbnf(bad, "", false);

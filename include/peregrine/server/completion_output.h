@@ -55,6 +55,8 @@ class CompletionOutput {
   /// [DONE] at once; nothing is queued after [DONE] (the caller cancels the other choices).
   void finish(const RequestResult& result, std::size_t choice = 0);
 
+  /// The id, model and creation time every body and chunk carries.
+  const ResponseMeta& meta() const { return choices_.front().meta; }
   /// Every choice ended, or one failed.
   bool finished() const { return n_finished_ == choices_.size() || failure().has_value(); }
   /// Streaming: whether SSE bytes are queued.

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ struct ServerOptions {
   std::int32_t http_threads = 0;             // connection threads; 0: engine running + waiting + 4
   double drain_timeout_s = 30;               // shutdown(): then requests in flight are failed
   SpecParams spec;                           // speculation of requests that do not choose
+  float temperature = 1.0f;                  // --temp: of requests that do not choose
+  std::optional<std::uint64_t> seed;         // --seed: of requests that do not choose (none: a random one each)
+  std::optional<std::int32_t> max_tokens;    // --n-predict: of requests that do not choose
   bool parse_reasoning = true;               // --reasoning-format auto (false: none): <think> → reasoning_content
   Pooling pooling = Pooling::kLast;          // --pooling: how /v1/embeddings pools the final hidden states
   /// LoRA adapter ids: a request whose "model" is lora_names[k] runs with the engine's LoRA

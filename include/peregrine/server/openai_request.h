@@ -75,6 +75,8 @@ struct RequestLimits {
   SpecParams spec;               // used when the request has no "speculative" field
   std::int64_t vocab_size = 0;   // logit_bias token ids must be below it
   ToolCallFormat tool_format = ToolCallFormat::kHermes;  // the chat template's: a forced call's grammar
+  float temperature = 1.0f;      // used when the request has no temperature (serve --temp)
+  std::optional<std::int32_t> max_tokens = std::nullopt;  // used when the request has none (serve --n-predict)
 };
 
 /// Parses and validates a JSON body. Errors: an ApiError 400 invalid_request_error whose param

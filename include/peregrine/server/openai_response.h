@@ -37,7 +37,8 @@ struct TokenLogprob {
   std::vector<std::pair<std::string, float>> top;  // alternatives, most likely first
 };
 
-/// {"prompt_tokens", "completion_tokens", "total_tokens"}.
+/// {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"}}
+/// (cached: the prompt tokens served from the prefix cache, not computed again).
 nlohmann::json usage_json(const RequestResult& result);
 
 /// Completions: {"tokens", "token_logprobs", "top_logprobs": [{text: logprob}], "text_offset"}

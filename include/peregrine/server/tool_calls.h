@@ -22,7 +22,8 @@ struct ToolCall {
 
 /// How a chat template tells the model to call the tools it renders.
 enum class ToolCallFormat {
-  kNone,     // no tool-call format the server parses
+  kGeneric,  // the template renders no tools: the server describes them (server/generic_tools.h)
+             // and reads a reply that is one {"name", "arguments"} object (or Hermes blocks)
   kHermes,   // <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call> blocks, one or more
   kLlama3,   // the whole reply one {"name": ..., "parameters": {...}} (after <|python_tag|> or not)
   kMistral,  // [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] (the marker may be a control
@@ -31,10 +32,10 @@ enum class ToolCallFormat {
 
 /// The format of a chat template's tool instructions (Mistral's [TOOL_CALLS], Hermes'
 /// <tool_call> with a tools variable, Llama 3.x's 'Respond in the format {"name": function name,
-/// "parameters": ...}'), kNone for a template without one.
+/// "parameters": ...}'), kGeneric for a template without one.
 ToolCallFormat tool_call_format(std::string_view template_source);
 
-/// Splits streamed output text into content and tool calls of `format` (kNone reads as Hermes).
+/// Splits streamed output text into content and tool calls of `format` (kGeneric reads as Hermes).
 /// A call that parses ({"name": string, "arguments" (Llama 3.x: "parameters"): object or JSON
 /// text}) becomes a ToolCall; one that does not stays content. Hermes: text that may be the
 /// start of "<tool_call>" is held back until it is known not to be; the generic JSON fallback: a
@@ -76,12 +77,13 @@ class ToolCallParser {
   std::size_t n_calls_ = 0;
 };
 
-/// GBNF that makes the model answer with tool calls only, in `format` (Hermes or Llama 3.x; a
-/// Llama 3.x reply holds one call): one call (or, with `parallel`, one or more) of `tools`
+/// GBNF that makes the model answer with tool calls only, in `format` (Hermes, Llama 3.x or
+/// generic; a Llama 3.x or generic reply holds one call, the generic one {"name", "arguments"}
+/// bare): one call (or, with `parallel`, one or more) of `tools`
 /// (OpenAI's list), or of the one named `only` when not empty, each call's arguments following
 /// that function's `parameters` schema (sampling/json_schema_grammar.h). Errors: those of
 /// json_schema_to_gbnf, naming the tool; kUnsupported for Mistral (its marker is a control token
-/// the grammar cannot emit) and kNone.
+/// the grammar cannot emit).
 Expected<std::string> tool_call_gbnf(const nlohmann::ordered_json& tools, const std::string& only, bool parallel,
                                      ToolCallFormat format = ToolCallFormat::kHermes);
 

@@ -27,6 +27,7 @@ struct ChatMessage {
   /// "arguments": JSON text}}] (null: none); a template sees each arguments text parsed.
   nlohmann::ordered_json tool_calls;
   std::string tool_call_id;  // a "tool" message: the call it answers
+  std::string reasoning_content;  // an assistant's reasoning (templates that replay it: Qwen3's <think>)
 };
 
 /// Variables a template sees besides `messages`.
