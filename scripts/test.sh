@@ -32,11 +32,11 @@ cmake --build build-asan
 # real models' perplexity and greedy comparisons with llama.cpp (Manifest/RealModel*: 16k-token
 # evaluations of 135M-0.5B models), the chat runs of a 0.5B model (ChatCli.*RealInstruct*,
 # GenerateChat*) and its structured outputs and tool calls through the server (server_structured_outputs,
-# server_tool_calling), the chi-square tests of sampled Medusa and EAGLE chains (8000 requests
+# server_tool_calling, server_anthropic_client: the conversions run here in tests/server's unit tests), the chi-square tests of sampled Medusa and EAGLE chains (8000 requests
 # each; the drafters' code runs here in tests/spec's drafter tests and the sampled quantized
 # chain's chi-square test) and gemma3-270m's sliding-window serving run (four 712-token prompts;
 # the window's block release runs here in tests/kv/sliding_window_kv_test.cpp): together 97 of
 # the 583 CPU seconds this pass took on a Zen 5 (2026-11-30).
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs" \
-  -E '^RealModels/(Quantize|Prune)ModelTest\.|^Manifest/RealModel|^ChatCli\.(ThreeTurnsWithARealInstructModel|GenerateChat)|^server_(structured_outputs|tool_calling)$|^SpeculativeSamplingEngine\.(Medusa|Eagle)Chains|^SlidingWindowEngine\.'
+  -E '^RealModels/(Quantize|Prune)ModelTest\.|^Manifest/RealModel|^ChatCli\.(ThreeTurnsWithARealInstructModel|GenerateChat)|^server_(structured_outputs|tool_calling|anthropic_client)$|^SpeculativeSamplingEngine\.(Medusa|Eagle)Chains|^SlidingWindowEngine\.'

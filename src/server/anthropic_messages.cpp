@@ -199,6 +199,21 @@ Error tool_choice(const Json& body, Json& out) {
   return std::nullopt;
 }
 
+// output_config.format {"type": "json_schema", "schema"} → response_format (effort: no effect).
+Error output_format(const Json& body, Json& out) {
+  const Json* config = field(body, "output_config");
+  if (config == nullptr || config->is_null()) return std::nullopt;
+  const Json* format = config->is_object() ? field(*config, "format") : nullptr;
+  if (format == nullptr || format->is_null()) return std::nullopt;
+  const Json* type = format->is_object() ? field(*format, "type") : nullptr;
+  const Json* schema = format->is_object() ? field(*format, "schema") : nullptr;
+  if (type == nullptr || *type != "json_schema" || schema == nullptr) {
+    return invalid_param("output_config.format", "must be {\"type\": \"json_schema\", \"schema\": {...}}");
+  }
+  out["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "output"}, {"schema", *schema}}}};
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::variant<nlohmann::ordered_json, ApiError> anthropic_to_openai(const nlohmann::ordered_json& body,
@@ -210,6 +225,7 @@ std::variant<nlohmann::ordered_json, ApiError> anthropic_to_openai(const nlohman
   if (auto e = tools(body, out)) return *e;
   if (auto e = tool_choice(body, out)) return *e;
   if (endpoint == AnthropicEndpoint::kCountTokens) return out;
+  if (auto e = output_format(body, out)) return *e;
   const Json* max_tokens = field(body, "max_tokens");
   if (max_tokens == nullptr) return invalid_param("max_tokens", "is required");
   out["max_tokens"] = *max_tokens;

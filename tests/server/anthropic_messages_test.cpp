@@ -82,6 +82,15 @@ TEST(AnthropicMessages, ToolChoicesAndErrorResults) {
   EXPECT_EQ(chat["messages"], Ordered::parse(R"([{"role": "tool", "tool_call_id": "t", "content": "Error: City not found"}])"));
 }
 
+TEST(AnthropicMessages, OutputFormatIsAJsonSchemaResponseFormat) {
+  const Ordered chat = convert(R"({"max_tokens": 8, "messages": [], "output_config": {"effort": "low",
+      "format": {"type": "json_schema", "schema": {"type": "object", "properties": {"b": {}, "a": {}}}}}})");
+  EXPECT_EQ(chat["response_format"].dump(),
+            R"({"type":"json_schema","json_schema":{"name":"output","schema":{"type":"object","properties":{"b":{},"a":{}}}}})");
+  EXPECT_EQ(error_of(R"({"max_tokens": 8, "messages": [], "output_config": {"format": {"type": "xml"}}})").param,
+            "output_config.format");
+}
+
 TEST(AnthropicMessages, CountTokensNeedsNoMaxTokensButMessagesDo) {
   EXPECT_FALSE(convert(R"({"messages": [{"role": "user", "content": "Hi"}]})", AnthropicEndpoint::kCountTokens).contains("max_tokens"));
   EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": "Hi"}]})").param, "max_tokens");

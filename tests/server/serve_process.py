@@ -49,14 +49,20 @@ def expect_error(cls, call):
     raise AssertionError(f"expected {cls.__name__}")
 
 
-def serve_real_model(binary, model, name):
-    """A Server of the real model file `model` (manifest name `name`, ctx 2048). When the file is
-    missing: exits 1 if $PEREGRINE_REQUIRE_REAL_MODELS lists it (or is "all"), else 77 (ctest's
-    skip code for these tests)."""
+def require_real_model(model, name):
+    """Returns when the real model file `model` (manifest name `name`) exists. When it is missing:
+    exits 1 if $PEREGRINE_REQUIRE_REAL_MODELS lists it (or is "all"), else 77 (ctest's skip code
+    for these tests)."""
     if not os.path.exists(model):
         required = os.environ.get("PEREGRINE_REQUIRE_REAL_MODELS", "")
         if required == "all" or name in required.split(","):
             sys.exit(f"{model} is missing but required: run scripts/fetch_models.sh {name}")
         print(f"{model} not fetched: skipped")
         sys.exit(77)
-    return Server([binary, "serve", "-m", model, "--ctx", "2048"])
+
+
+def serve_real_model(binary, model, name, extra=()):
+    """A Server of the real model file `model` (manifest name `name`, ctx 2048, `extra` serve
+    flags), after require_real_model."""
+    require_real_model(model, name)
+    return Server([binary, "serve", "-m", model, "--ctx", "2048", *extra])

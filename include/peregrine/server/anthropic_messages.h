@@ -8,9 +8,11 @@
 // blocks), messages (role user / assistant; content a string or blocks: text, tool_use on an
 // assistant turn, tool_result on a user turn, thinking / redacted_thinking on an assistant
 // turn), tools (custom tools: name, description, input_schema), tool_choice (auto, any, tool,
-// none; disable_parallel_tool_use), stop_sequences, temperature, top_p, top_k, stream; thinking,
-// metadata, service_tier and cache_control are accepted and have no effect. An image or
-// document block, a server tool, or an unknown block type is a 400 naming it.
+// none; disable_parallel_tool_use), stop_sequences, output_config.format (a JSON schema the reply
+// follows: structured outputs), stream, and temperature, top_p, top_k (sent by older clients);
+// thinking, metadata, service_tier, output_config.effort and cache_control are accepted and have
+// no effect. An image or document block, a server tool, or an unknown block type is a 400
+// naming it.
 #pragma once
 
 #include <string>
