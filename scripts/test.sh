@@ -27,16 +27,17 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPEREGRINE_
   -DPEREGRINE_BENCH=OFF -DPEREGRINE_CUDA=OFF -DPEREGRINE_TRAIN=OFF
 cmake --build build-asan
 # The quality comparisons ran in the Release pass above; their code paths run here through the
-# unit tests: RealModels/QuantizeModelTest and RealModels/PruneModelTest (full
-# quantizations and prunings with 15.5k-token KLD evaluations, minutes under the sanitizers), the
-# real models' perplexity and greedy comparisons with llama.cpp (Manifest/RealModel*: 16k-token
-# evaluations of 135M-0.5B models), the chat runs of a 0.5B model (ChatCli.*RealInstruct*,
-# GenerateChat*) and its structured outputs and tool calls through the server (server_structured_outputs,
-# server_tool_calling, server_anthropic_client: the conversions run here in tests/server's unit tests), the chi-square tests of sampled Medusa and EAGLE chains (8000 requests
-# each; the drafters' code runs here in tests/spec's drafter tests and the sampled quantized
-# chain's chi-square test) and gemma3-270m's sliding-window serving run (four 712-token prompts;
-# the window's block release runs here in tests/kv/sliding_window_kv_test.cpp): together 97 of
-# the 583 CPU seconds this pass took on a Zen 5 (2026-11-30).
+# unit tests: RealModels/QuantizeModelTest and RealModels/PruneModelTest (full quantizations and
+# prunings with 15.5k-token KLD evaluations, minutes under the sanitizers), the real models'
+# perplexity and greedy comparisons with llama.cpp (Manifest/RealModel*: 16k-token evaluations of
+# 135M-0.5B models), the chat runs of a 0.5B model (ChatCli.*RealInstruct*, GenerateChat*) and
+# its structured outputs and tool calls through the server (server_structured_outputs,
+# server_tool_calling, server_anthropic_client: the request and response conversions run here in
+# tests/server's unit tests), the chi-square tests of sampled Medusa and EAGLE chains (8000
+# requests each; the drafters' code runs here in tests/spec's drafter tests and the sampled
+# quantized chain's chi-square test) and gemma3-270m's sliding-window serving run (four
+# 712-token prompts; the window's block release runs here in tests/kv/sliding_window_kv_test.cpp):
+# together 97 of the 583 CPU seconds this pass took on a Zen 5 (2026-11-30).
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs" \
   -E '^RealModels/(Quantize|Prune)ModelTest\.|^Manifest/RealModel|^ChatCli\.(ThreeTurnsWithARealInstructModel|GenerateChat)|^server_(structured_outputs|tool_calling|anthropic_client)$|^SpeculativeSamplingEngine\.(Medusa|Eagle)Chains|^SlidingWindowEngine\.'

@@ -1,11 +1,11 @@
 #include "peregrine/server/anthropic_messages.h"
 
-#include <initializer_list>
 #include <optional>
 #include <string_view>
 #include <utility>
 
 #include "peregrine/core/json_util.h"
+#include "request_fields.h"
 
 namespace peregrine {
 namespace {
@@ -13,40 +13,12 @@ namespace {
 using Json = nlohmann::ordered_json;
 using Error = std::optional<ApiError>;
 
-// Concatenation (GCC 12's -Wstringop-overflow misfires on chains of std::string operator+).
-std::string cat(std::initializer_list<std::string_view> parts) {
-  std::string out;
-  for (std::string_view p : parts) out.append(p);
-  return out;
-}
-
-const Json* field(const Json& obj, const char* key) {
-  const auto it = obj.find(key);
-  return it == obj.end() ? nullptr : &*it;
-}
+using request_fields::cat;
+using request_fields::field;
 
 // The text of a string or of an array of text blocks (joined by `sep`); `at` names the field.
 Error text_of(const Json& content, const std::string& at, std::string_view sep, std::string& out) {
-  if (content.is_string()) {
-    out = content.get<std::string>();
-    return std::nullopt;
-  }
-  if (!content.is_array()) return invalid_param(at, "must be a string or an array of text blocks");
-  for (std::size_t j = 0; j < content.size(); ++j) {
-    const Json& block = content[j];
-    const Json* type = block.is_object() ? field(block, "type") : nullptr;
-    const Json* text = block.is_object() ? field(block, "text") : nullptr;
-    if (type == nullptr || *type != "text" || text == nullptr || !text->is_string()) {
-      const std::string where = cat({at, "[", std::to_string(j), "]"});
-      if (type != nullptr && (*type == "image" || *type == "document")) {
-        return invalid_param(where + ".type", cat({"'", type->get<std::string>(), "': image input is not supported (the model reads text only)"}));
-      }
-      return invalid_param(where, "must be a text block {\"type\": \"text\", \"text\": string}");
-    }
-    if (!out.empty()) out += sep;
-    out += text->get<std::string>();
-  }
-  return std::nullopt;
+  return request_fields::joined_text(content, at, sep, {"text"}, {"image", "document"}, out);
 }
 
 // One block of a message's content array, added to the OpenAI message(s) being built.
@@ -151,30 +123,21 @@ Error messages(const Json& body, Json& out) {
   return std::nullopt;
 }
 
-Error tools(const Json& body, Json& out) {
-  const Json* list = field(body, "tools");
-  if (list == nullptr) return std::nullopt;
-  if (!list->is_array()) return invalid_param("tools", "must be an array");
-  Json functions = Json::array();
-  for (std::size_t i = 0; i < list->size(); ++i) {
-    const Json& t = (*list)[i];
-    const std::string at = cat({"tools[", std::to_string(i), "]"});
-    const Json* type = t.is_object() ? field(t, "type") : nullptr;
-    if (type != nullptr && *type != "custom") {
-      return invalid_param(at + ".type", cat({json_util::printable(type->dump()), ": only custom tools (name, description, input_schema) are supported"}));
-    }
-    const Json* name = t.is_object() ? field(t, "name") : nullptr;
-    const Json* schema = t.is_object() ? field(t, "input_schema") : nullptr;
-    if (name == nullptr || !name->is_string() || schema == nullptr || !schema->is_object()) {
-      return invalid_param(at, "must be {\"name\": string, \"description\": string, \"input_schema\": object}");
-    }
-    Json fn = {{"name", *name}};
-    if (const Json* d = field(t, "description"); d != nullptr) fn["description"] = *d;
-    fn["parameters"] = *schema;
-    functions.push_back({{"type", "function"}, {"function", std::move(fn)}});
+// One Anthropic custom tool {name, description, input_schema} as a chat function.
+std::variant<Json, ApiError> custom_tool(const Json& t, const std::string& at) {
+  const Json* type = t.is_object() ? field(t, "type") : nullptr;
+  if (type != nullptr && *type != "custom") {
+    return invalid_param(at + ".type", cat({json_util::printable(type->dump()), ": only custom tools (name, description, input_schema) are supported"}));
   }
-  if (!functions.empty()) out["tools"] = std::move(functions);
-  return std::nullopt;
+  const Json* name = t.is_object() ? field(t, "name") : nullptr;
+  const Json* schema = t.is_object() ? field(t, "input_schema") : nullptr;
+  if (name == nullptr || !name->is_string() || schema == nullptr || !schema->is_object()) {
+    return invalid_param(at, "must be {\"name\": string, \"description\": string, \"input_schema\": object}");
+  }
+  Json fn = {{"name", *name}};
+  if (const Json* d = field(t, "description"); d != nullptr) fn["description"] = *d;
+  fn["parameters"] = *schema;
+  return fn;
 }
 
 Error tool_choice(const Json& body, Json& out) {
@@ -222,7 +185,7 @@ std::variant<nlohmann::ordered_json, ApiError> anthropic_to_openai(const nlohman
   Json out = {{"messages", Json::array()}};
   if (auto e = messages(body, out["messages"])) return *e;
   if (const Json* model = field(body, "model"); model != nullptr) out["model"] = *model;
-  if (auto e = tools(body, out)) return *e;
+  if (auto e = request_fields::chat_tools(body, out, custom_tool)) return *e;
   if (auto e = tool_choice(body, out)) return *e;
   if (endpoint == AnthropicEndpoint::kCountTokens) return out;
   if (auto e = output_format(body, out)) return *e;

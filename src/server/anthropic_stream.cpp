@@ -80,20 +80,14 @@ std::string AnthropicStream::push(std::string_view openai_sse) {
              {"stop_sequence", nullptr},
              {"usage", {{"input_tokens", input_tokens_}, {"output_tokens", 0}}}}}});
   }
-  constexpr std::string_view kData = "data: ";
-  std::size_t pos = 0;
-  while ((pos = openai_sse.find(kData, pos)) != std::string_view::npos) {
-    pos += kData.size();
-    const std::size_t end = openai_sse.find("\n\n", pos);
-    const std::string_view payload = openai_sse.substr(pos, end == std::string_view::npos ? end : end - pos);
-    pos = end == std::string_view::npos ? openai_sse.size() : end + 2;
+  for (const std::string& data : reader_.feed(openai_sse)) {
     if (failed_) break;
-    if (payload == "[DONE]") {
+    if (data == "[DONE]") {
       close();
       event({{"type", "message_stop"}});
       continue;
     }
-    const Json c = Json::parse(payload, nullptr, false);
+    const Json c = Json::parse(data, nullptr, false);
     if (!c.is_discarded()) chunk(c);
   }
   return std::exchange(out_, {});

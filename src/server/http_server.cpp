@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <ctime>
 #include <list>
 #include <mutex>
@@ -18,6 +19,8 @@
 #include "peregrine/core/json_util.h"
 #include "peregrine/server/anthropic_messages.h"
 #include "peregrine/server/anthropic_stream.h"
+#include "peregrine/server/responses_api.h"
+#include "peregrine/server/responses_stream.h"
 #include "peregrine/server/api_error.h"
 #include "peregrine/server/completion_output.h"
 #include "peregrine/server/embeddings.h"
@@ -48,10 +51,11 @@ struct Exchange {
   std::vector<std::uint64_t> ids;  // the engine requests of its choices
   std::int64_t prompt_tokens = 0;
   bool streaming = false;
+  nlohmann::ordered_json responses_request;  // a Responses API request (echoed in its response)
 };
 
-/// The API a response is written in: the same request runs either way.
-enum class Api { kOpenAi, kAnthropic };
+/// The API a response is written in: the same request runs as a chat request whichever it is.
+enum class Api { kOpenAi, kAnthropic, kResponses };
 
 /// One embeddings request's inputs, each an engine request, finishing on the loop thread.
 struct EmbeddingExchange {
@@ -72,9 +76,30 @@ void send_error(httplib::Response& res, const ApiError& e, Api api = Api::kOpenA
   send_json(res, api == Api::kAnthropic ? anthropic_error_json(e) : e.to_json(), e.http_status);
 }
 
-void send_result(httplib::Response& res, const std::variant<Json, ApiError>& result, Api api = Api::kOpenAi) {
-  if (const ApiError* e = std::get_if<ApiError>(&result)) return send_error(res, *e, api);
-  send_json(res, api == Api::kAnthropic ? anthropic_message_json(std::get<Json>(result)) : std::get<Json>(result));
+void send_result(httplib::Response& res, const std::variant<Json, ApiError>& result) {
+  if (const ApiError* e = std::get_if<ApiError>(&result)) return send_error(res, *e);
+  send_json(res, std::get<Json>(result));
+}
+
+// A finished chat.completion body in the API of its exchange.
+Json in_api(const Json& chat, Api api, const Exchange& ex) {
+  if (api == Api::kAnthropic) return anthropic_message_json(chat);
+  if (api == Api::kResponses) return responses_object(chat, ex.responses_request);
+  return chat;
+}
+
+// A stream's converter of OpenAI chat SSE bytes into the API's events (none for OpenAI's own).
+std::function<std::string(std::string_view)> stream_converter(Api api, const Exchange& ex) {
+  const ResponseMeta& meta = ex.output.meta();
+  if (api == Api::kAnthropic) {
+    auto s = std::make_shared<AnthropicStream>(anthropic_message_id(meta.id), meta.model, ex.prompt_tokens);
+    return [s](std::string_view bytes) { return s->push(bytes); };
+  }
+  if (api == Api::kResponses) {
+    auto s = std::make_shared<ResponsesStream>(meta.id, meta.model, meta.created, ex.responses_request);
+    return [s](std::string_view bytes) { return s->push(bytes); };
+  }
+  return nullptr;
 }
 
 Api api_of(const httplib::Request& req) { return req.path.starts_with("/v1/messages") ? Api::kAnthropic : Api::kOpenAi; }
@@ -112,6 +137,7 @@ struct HttpServer::Impl {
   bool authorized(const httplib::Request& req) const;
   void handle_completion(const httplib::Request& req, httplib::Response& res, ApiEndpoint endpoint);
   void handle_messages(const httplib::Request& req, httplib::Response& res, AnthropicEndpoint endpoint);
+  void handle_responses(const httplib::Request& req, httplib::Response& res);
   std::variant<std::shared_ptr<Exchange>, ApiError> start(std::string_view body, ApiEndpoint endpoint);
   std::variant<OpenAiRequest, ApiError> parse(std::string_view body, ApiEndpoint endpoint);
   std::optional<std::int32_t> adapter_of(const std::string& model) const;
@@ -207,6 +233,7 @@ void HttpServer::Impl::setup() {
   http.Post("/v1/messages/count_tokens", [this](const httplib::Request& req, httplib::Response& res) {
     handle_messages(req, res, AnthropicEndpoint::kCountTokens);
   });
+  http.Post("/(v1/)?responses", [this](const httplib::Request& req, httplib::Response& res) { handle_responses(req, res); });
   http.Post("/(v1/)?embeddings", [this](const httplib::Request& req, httplib::Response& res) { handle_embeddings(req, res); });
   http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     send_result(res, tokenize_response(req.body, tokenizer));
@@ -285,6 +312,22 @@ void HttpServer::Impl::handle_messages(const httplib::Request& req, httplib::Res
   auto started = start(chat_body, ApiEndpoint::kChatCompletions);
   if (const ApiError* e = std::get_if<ApiError>(&started)) return send_error(res, *e, Api::kAnthropic);
   respond(std::get<std::shared_ptr<Exchange>>(started), res, Api::kAnthropic);
+}
+
+// OpenAI's Responses API: the request rewritten as a chat request and run as one
+// (server/responses_api.h).
+void HttpServer::Impl::handle_responses(const httplib::Request& req, httplib::Response& res) {
+  if (auto checked = json_util::parse(req.body, "request body"); !checked) {
+    return send_error(res, api_error(invalid_argument(checked.status().message())));
+  }
+  auto request = nlohmann::ordered_json::parse(req.body);
+  auto converted = responses_to_chat(request);
+  if (const ApiError* e = std::get_if<ApiError>(&converted)) return send_error(res, *e);
+  auto started = start(std::get<nlohmann::ordered_json>(converted).dump(), ApiEndpoint::kChatCompletions);
+  if (const ApiError* e = std::get_if<ApiError>(&started)) return send_error(res, *e);
+  const auto& ex = std::get<std::shared_ptr<Exchange>>(started);
+  ex->responses_request = std::move(request);
+  respond(ex, res, Api::kResponses);
 }
 
 std::variant<OpenAiRequest, ApiError> HttpServer::Impl::parse(std::string_view body, ApiEndpoint endpoint) {
@@ -446,20 +489,20 @@ void HttpServer::Impl::await(const std::shared_ptr<Exchange>& ex, httplib::Respo
     body = ex->output.response();
   }
   cancel(*ex);  // the other choices of one that failed (a no-op for the finished)
-  send_result(res, body, api);
+  if (const ApiError* e = std::get_if<ApiError>(&body)) {
+    send_error(res, *e, api);
+  } else {
+    send_json(res, in_api(std::get<Json>(body), api, *ex));
+  }
   close_exchange(ex->ids.front());
 }
 
 void HttpServer::Impl::stream(httplib::Response& res, const std::shared_ptr<Exchange>& ex, Api api) {
   res.set_header("Cache-Control", "no-cache");
-  std::shared_ptr<AnthropicStream> anthropic;
-  if (api == Api::kAnthropic) {
-    const ResponseMeta& meta = ex->output.meta();
-    anthropic = std::make_shared<AnthropicStream>(anthropic_message_id(meta.id), meta.model, ex->prompt_tokens);
-  }
+  const auto convert = stream_converter(api, *ex);
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, ex, anthropic](std::size_t, httplib::DataSink& sink) {
+      [this, ex, convert](std::size_t, httplib::DataSink& sink) {
         std::string events;
         bool finished = false;
         {
@@ -468,7 +511,7 @@ void HttpServer::Impl::stream(httplib::Response& res, const std::shared_ptr<Exch
           events = ex->output.take_events();
           finished = ex->output.finished();
         }
-        if (anthropic) events = anthropic->push(events);
+        if (convert) events = convert(events);
         if (!sink.is_writable() || (!events.empty() && !sink.write(events.data(), events.size()))) {
           cancel(*ex);  // the client went away
           return false;

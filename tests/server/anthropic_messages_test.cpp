@@ -167,7 +167,11 @@ std::vector<Json> events_of(const std::string& sse) {
   return out;
 }
 
-std::string sse(const char* json) { return std::string("data: ") + json + "\n\n"; }
+// One SSE event of `json` (written over several lines here; the server writes each on one line).
+std::string sse(std::string json) {
+  std::erase(json, '\n');
+  return "data: " + json + "\n\n";
+}
 
 TEST(AnthropicStream, ThinkingTextAndToolUseBlocksInOrder) {
   AnthropicStream s("msg_1", "qwen", 21);

@@ -2,7 +2,8 @@
 instruct model (Qwen2.5-Coder-0.5B-Instruct, whose chat template renders `tools` with Hermes
 <tool_call> instructions): a two-turn conversation (the model calls a function, gets its result
 back as a "tool" message, answers) not streamed and streamed; tool_choice "required" and a named
-function force a call whose arguments follow the function's schema; bad tool requests are a 400
+function force a call whose arguments follow the function's schema; the same conversation through
+the Responses API (function_call / function_call_output items); bad tool requests are a 400
 naming the field and the server goes on serving.
 
 Usage: .venv/bin/python tool_calling_test.py PEREGRINE_BINARY MODEL.gguf
@@ -95,6 +96,31 @@ def check_forced_calls(client):
         print(f"  tool_choice {json.dumps(choice)}: {call.function.name}({call.function.arguments})")
 
 
+def check_responses_api(client):
+    """The same conversation through the Responses API: a function_call output item, its
+    function_call_output sent back as input, the answer; streamed, the same call."""
+    tool = {"type": "function", **WEATHER["function"]}
+    first = client.responses.create(model=MODEL_NAME, input=QUESTION, tools=[tool], temperature=0, max_output_tokens=100)
+    assert first.status == "completed" and first.id.startswith("resp_"), first
+    calls = [item for item in first.output if item.type == "function_call"]
+    assert len(calls) == 1 and calls[0].name == "get_weather", first.output
+    assert json.loads(calls[0].arguments)["city"] == "Paris"
+    history = QUESTION + [{"type": "function_call", "call_id": calls[0].call_id, "name": calls[0].name, "arguments": calls[0].arguments},
+                          {"type": "function_call_output", "call_id": calls[0].call_id, "output": RESULT}]
+    answer = client.responses.create(model=MODEL_NAME, input=history, tools=[tool], tool_choice="none", temperature=0,
+                                     max_output_tokens=60)
+    assert answer.output_text and ("18" in answer.output_text or "sunny" in answer.output_text.lower()), answer.output_text
+    events, final = [], None
+    for e in client.responses.create(model=MODEL_NAME, input=QUESTION, tools=[tool], temperature=0, max_output_tokens=100,
+                                     stream=True):
+        events.append(e.type)
+        final = e.response if e.type == "response.completed" else final
+    assert events[:2] == ["response.created", "response.in_progress"] and "response.function_call_arguments.done" in events, events
+    streamed = [item for item in final.output if item.type == "function_call"]
+    assert [(c.name, c.arguments) for c in streamed] == [(c.name, c.arguments) for c in calls], final.output
+    print(f"  responses API: {calls[0].name}({calls[0].arguments}) -> {answer.output_text!r}; streamed the same call")
+
+
 def check_bad_requests(client):
     cases = [
         (dict(messages=QUESTION, tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "nope"}}), "tool_choice"),
@@ -118,6 +144,7 @@ def main():
         client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="none", max_retries=0, timeout=300)
         check_two_turns(client)
         check_forced_calls(client)
+        check_responses_api(client)
         check_bad_requests(client)
     finally:
         server.stop()

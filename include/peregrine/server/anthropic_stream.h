@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "peregrine/server/sse_reader.h"
+
 namespace peregrine {
 
 class AnthropicStream {
@@ -22,8 +24,8 @@ class AnthropicStream {
   /// `id` and `model` of the message; `input_tokens`: the prompt's length.
   AnthropicStream(std::string id, std::string model, std::int64_t input_tokens);
 
-  /// Converts whole OpenAI SSE events (`data: ...\n\n`, as many as `openai_sse` holds; the first
-  /// call also emits message_start). Returns the Anthropic SSE bytes.
+  /// Converts OpenAI SSE bytes (events may be split anywhere; the first call also emits
+  /// message_start). Returns the Anthropic SSE bytes.
   std::string push(std::string_view openai_sse);
 
  private:
@@ -40,6 +42,7 @@ class AnthropicStream {
   Block block_ = Block::kNone;
   int index_ = -1;                 // of the open (or last) block
   std::string stop_reason_ = "end_turn";
+  SseReader reader_;
   std::string out_;
 };
 
