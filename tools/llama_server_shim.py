@@ -69,8 +69,6 @@ def model_file(repo, file):
 def trained_context(binary, model):
     """The model's context length (`peregrine inspect`): llama-server runs a longer context than
     the model was trained for, Peregrine refuses one, so the shim asks for at most this."""
-    if not model:
-        model = os.path.join(ROOT, "models", "stories260K", "stories260K.gguf")  # serve's default
     shown = subprocess.run([binary, "inspect", "-m", model], capture_output=True, text=True).stdout
     found = re.search(r"context (\d+)", shown)
     return int(found.group(1)) if found else 1 << 30
@@ -95,6 +93,8 @@ def translate(argv, binary):
     model, repo, hf_file = take("--model"), take("--hf-repo"), take("--hf-file")
     if repo:
         model = model_file(repo, hf_file)
+    if not model:
+        refuse("no model: llama-server's router mode (models loaded on demand) is its own feature")
     if model:
         out += ["-m", model]
     slots = int(take("--parallel") or 1)
@@ -103,9 +103,12 @@ def translate(argv, binary):
     if ctx:  # llama-server splits its context among the slots
         per_slot = min(int(ctx) // slots, trained_context(binary, model))
         out += ["--ctx", str(per_slot), "--ctx-total", str(per_slot * slots)]
+    n_predict = take("--n-predict")
+    if n_predict and int(n_predict) > 0:  # -1: llama-server's "no limit", Peregrine's default
+        out += ["--n-predict", n_predict]
     for flag, ours in (("--host", "--host"), ("--port", "--port"), ("--alias", "--alias"), ("--threads", "-t"),
                        ("--api-key", "--api-key"), ("--temp", "--temp"), ("--seed", "--seed"),
-                       ("--n-predict", "--n-predict"), ("--chat-template-file", "--chat-template")):
+                       ("--chat-template-file", "--chat-template")):
         value = take(flag)
         if value is not None:
             out += [ours, value]

@@ -53,7 +53,8 @@ ApiError api_error(const Status& status, std::string param) {
 }
 
 ApiError unauthorized_error() {
-  return {401, "authentication_error", "Incorrect or missing API key: send 'Authorization: Bearer <key>'", "",
+  return {401, "authentication_error",
+          "Incorrect or missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'", "",
           "invalid_api_key"};
 }
 

@@ -102,6 +102,15 @@ std::function<std::string(std::string_view)> stream_converter(Api api, const Exc
   return nullptr;
 }
 
+// Browsers may call the API from any page (as vLLM's and llama-server's default CORS policy
+// allows; an --api-key still guards every route but /health): a request with an Origin gets it
+// back as the allowed origin.
+void allow_cross_origin(const httplib::Request& req, httplib::Response& res) {
+  if (!req.has_header("Origin")) return;
+  res.set_header("Access-Control-Allow-Origin", req.get_header_value("Origin"));
+  res.set_header("Access-Control-Allow-Credentials", "true");
+}
+
 Api api_of(const httplib::Request& req) { return req.path.starts_with("/v1/messages") ? Api::kAnthropic : Api::kOpenAi; }
 
 /// Compares a secret in time independent of where the first difference is (the length is
@@ -202,6 +211,13 @@ void HttpServer::Impl::setup() {
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_payload_max_length(options.max_body_bytes);
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    allow_cross_origin(req, res);
+    if (req.method == "OPTIONS") {  // a browser's CORS preflight: answered without the key it asks to send
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "*");
+      res.status = 200;
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (req.path == "/health" || authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
     send_error(res, unauthorized_error(), api_of(req));
     return httplib::Server::HandlerResponse::Handled;
@@ -216,12 +232,13 @@ void HttpServer::Impl::setup() {
     if (draining) return send_json(res, {{"status", "shutting_down"}}, 503);
     send_json(res, {{"status", "ok"}});
   });
-  // The OpenAI routes answer with and without the /v1 prefix, as llama-server's do.
+  // /models, /chat/completions and /responses answer without the /v1 prefix too, as llama-server's
+  // do (its /completions and /embeddings without /v1 are its own native API).
   http.Get("/(v1/)?models", [this](const httplib::Request&, httplib::Response& res) { send_json(res, models()); });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(prometheus_text(engine.metrics()), kPrometheusContentType);
   });
-  http.Post("/(v1/)?completions", [this](const httplib::Request& req, httplib::Response& res) {
+  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handle_completion(req, res, ApiEndpoint::kCompletions);
   });
   http.Post("/(v1/)?chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
@@ -234,7 +251,7 @@ void HttpServer::Impl::setup() {
     handle_messages(req, res, AnthropicEndpoint::kCountTokens);
   });
   http.Post("/(v1/)?responses", [this](const httplib::Request& req, httplib::Response& res) { handle_responses(req, res); });
-  http.Post("/(v1/)?embeddings", [this](const httplib::Request& req, httplib::Response& res) { handle_embeddings(req, res); });
+  http.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) { handle_embeddings(req, res); });
   http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
     send_result(res, tokenize_response(req.body, tokenizer));
   });

@@ -11,16 +11,17 @@ Expected<std::vector<std::int32_t>> prompt_tokens(const OpenAiRequest& request, 
   if (request.endpoint == ApiEndpoint::kChatCompletions) {
     const nlohmann::ordered_json tools = request.tool_choice != ToolChoice::kNone ? request.tools : nlohmann::ordered_json();
     if (tool_format == ToolCallFormat::kGeneric) {
-      auto in_system = chat_prompt_tokens(chat_template, generic_tool_messages(request.messages, tools), tokenizer);
+      auto in_system = chat_prompt_tokens(chat_template, generic_tool_messages(request.messages, tools), tokenizer, nullptr,
+                                          request.prompt_end);
       if (in_system || tools.is_null()) {
         PEREGRINE_ASSIGN_OR_RETURN(ids, std::move(in_system));
       } else {  // a template that refuses a system role (Gemma 2): the instructions lead the first user turn
         PEREGRINE_ASSIGN_OR_RETURN(ids, chat_prompt_tokens(chat_template, generic_tool_messages(request.messages, tools,
                                                                                                 ToolInstructions::kFirstUser),
-                                                           tokenizer));
+                                                           tokenizer, nullptr, request.prompt_end));
       }
     } else {
-      PEREGRINE_ASSIGN_OR_RETURN(ids, chat_prompt_tokens(chat_template, request.messages, tokenizer, tools));
+      PEREGRINE_ASSIGN_OR_RETURN(ids, chat_prompt_tokens(chat_template, request.messages, tokenizer, tools, request.prompt_end));
     }
   } else if (request.prompt_is_tokens) {
     ids = request.prompt_tokens;

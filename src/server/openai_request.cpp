@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <limits>
 #include <list>
 #include <mutex>
@@ -333,18 +334,25 @@ Expected<std::shared_ptr<const Grammar>> parse_grammar(const std::string& text) 
 // response_format {"type": "json_schema", "json_schema": {"name": ..., "schema": {...}}}: the
 // schema's grammar. `body` is the request text, read again keeping the schema's key order (the
 // order properties are generated in).
+// The grammar of the JSON schema at response_format.<key>... (`param`), read from `body` again to
+// keep its key order.
+Error schema_grammar(std::string_view body, std::initializer_list<const char*> keys, const std::string& param, OpenAiRequest& r) {
+  auto schema = nlohmann::ordered_json::parse(body, nullptr, false).at("response_format");
+  for (const char* key : keys) schema = schema.at(key);
+  if (!schema.is_object() && !schema.is_boolean()) return invalid_param(param, "must be a JSON schema (an object)");
+  const auto gbnf = json_schema_to_gbnf(schema);
+  if (!gbnf) return invalid_param(param, "cannot be followed: " + gbnf.status().message());
+  auto g = parse_grammar(*gbnf);
+  if (!g) return invalid_param(param, "cannot be followed: " + g.status().message());
+  r.grammar = *g;
+  return std::nullopt;
+}
+
 Error read_json_schema(const Json& format, std::string_view body, OpenAiRequest& r) {
   const Json* spec = field(format, "json_schema");
   if (spec == nullptr || !spec->is_object()) return invalid_param("response_format.json_schema", "must be an object with a 'schema'");
-  const Json* schema = field(*spec, "schema");
-  if (schema == nullptr) return invalid_param("response_format.json_schema.schema", "is missing");
-  const auto ordered = nlohmann::ordered_json::parse(body, nullptr, false);
-  const auto gbnf = json_schema_to_gbnf(ordered.at("response_format").at("json_schema").at("schema"));
-  if (!gbnf) return invalid_param("response_format.json_schema.schema", "cannot be followed: " + gbnf.status().message());
-  auto g = parse_grammar(*gbnf);
-  if (!g) return invalid_param("response_format.json_schema.schema", "cannot be followed: " + g.status().message());
-  r.grammar = *g;
-  return std::nullopt;
+  if (field(*spec, "schema") == nullptr) return invalid_param("response_format.json_schema.schema", "is missing");
+  return schema_grammar(body, {"json_schema", "schema"}, "response_format.json_schema.schema", r);
 }
 
 // llama.cpp's "grammar" (GBNF text) or OpenAI's "response_format" ("text", "json_object",
@@ -369,6 +377,8 @@ Error read_grammar(const Json& obj, std::string_view body, OpenAiRequest& r) {
   }
   if (r.grammar) return invalid_param("response_format", "cannot be combined with 'grammar'");
   if (t == "json_schema") return read_json_schema(*format, body, r);
+  // llama.cpp's extension: a json_object with a "schema" follows it.
+  if (field(*format, "schema") != nullptr) return schema_grammar(body, {"schema"}, "response_format.schema", r);
   r.grammar = *parse_grammar(std::string(json_object_gbnf()));
   return std::nullopt;
 }
@@ -464,12 +474,34 @@ Error read_speculative(const Json& obj, const SpecParams& defaults, SpecParams& 
   return std::nullopt;
 }
 
+// How the chat prompt ends: vLLM's add_generation_prompt / continue_final_message, else
+// llama.cpp's prefill rule (a last assistant message with content and no calls is continued).
+Error read_prompt_end(const Json& obj, OpenAiRequest& r) {
+  bool generation = true, cont = false;
+  if (auto e = read_bool(obj, "add_generation_prompt", generation)) return e;
+  if (auto e = read_bool(obj, "continue_final_message", cont)) return e;
+  const bool asked = field(obj, "add_generation_prompt") != nullptr;
+  const ChatMessage& last = r.messages.back();
+  const bool prefill = last.role == "assistant" && !last.content.empty() && last.tool_calls.is_null();
+  if (cont && asked && generation) {
+    return invalid_param("continue_final_message", "cannot be true together with 'add_generation_prompt': true");
+  }
+  if (cont && !prefill) return invalid_param("continue_final_message", "needs a last assistant message with content");
+  if (cont || (prefill && !asked)) {
+    r.prompt_end = PromptEnd::kContinueLastMessage;
+  } else if (!generation) {
+    r.prompt_end = PromptEnd::kAfterLastMessage;
+  }
+  return std::nullopt;
+}
+
 Error read_request(const Json& obj, std::string_view body, ApiEndpoint endpoint, const RequestLimits& limits, OpenAiRequest& r) {
   if (auto e = read_string(obj, "model", r.model)) return e;
   if (endpoint == ApiEndpoint::kCompletions) {
     if (auto e = read_prompt(obj, r)) return e;
   } else {
     if (auto e = read_messages(obj, r.messages)) return e;
+    if (auto e = read_prompt_end(obj, r)) return e;
   }
   if (auto e = read_max_tokens(obj, endpoint, limits, r)) return e;
   if (auto e = read_sampling(obj, limits, r.sampling)) return e;

@@ -101,7 +101,11 @@ Json chunk_json(const ResponseMeta& meta, const std::string& text, bool first, s
   } else {
     Json delta = Json::object();
     if (first) delta["role"] = "assistant";
-    if (first || !text.empty()) delta["content"] = text;
+    if (!text.empty()) {
+      delta["content"] = text;
+    } else if (first) {
+      delta["content"] = nullptr;  // the role chunk, as llama-server sends it (OpenAI's has "")
+    }
     choice["delta"] = std::move(delta);
   }
   Json j = header(meta, true);

@@ -7,13 +7,21 @@ namespace peregrine {
 
 Expected<std::vector<std::int32_t>> chat_prompt_tokens(const ChatTemplate& chat_template,
                                                        std::span<const ChatMessage> messages, const Tokenizer& tokenizer,
-                                                       const nlohmann::ordered_json& tools) {
+                                                       const nlohmann::ordered_json& tools, PromptEnd end) {
   ChatTemplateInputs inputs;
-  inputs.add_generation_prompt = true;
+  inputs.add_generation_prompt = end == PromptEnd::kGenerationPrompt;
   inputs.tools = tools;
   inputs.bos_token = tokenizer.bos_id() >= 0 ? tokenizer.piece(tokenizer.bos_id()) : "";
   inputs.eos_token = tokenizer.eos_id() >= 0 ? tokenizer.piece(tokenizer.eos_id()) : "";
-  PEREGRINE_ASSIGN_OR_RETURN(const std::string text, chat_template.render(messages, inputs));
+  PEREGRINE_ASSIGN_OR_RETURN(std::string text, chat_template.render(messages, inputs));
+  if (end == PromptEnd::kContinueLastMessage) {
+    const std::string& last = messages.empty() ? std::string() : messages.back().content;
+    const std::size_t at = last.empty() ? std::string::npos : text.rfind(last);
+    if (at == std::string::npos) {
+      return invalid_argument("the last message cannot be continued: it is empty, or the chat template does not write its content as it is");
+    }
+    text.resize(at + last.size());
+  }
   const bool leading_bos = !inputs.bos_token.empty() && std::string_view(text).starts_with(inputs.bos_token);
   const bool add_bos = !leading_bos && tokenizer.add_bos_default() && tokenizer.bos_id() >= 0;
   std::vector<std::int32_t> ids = tokenizer.encode(text, add_bos, ParseSpecial::kYes);

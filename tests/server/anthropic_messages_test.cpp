@@ -175,7 +175,7 @@ std::string sse(std::string json) {
 
 TEST(AnthropicStream, ThinkingTextAndToolUseBlocksInOrder) {
   AnthropicStream s("msg_1", "qwen", 21);
-  std::string out = s.push(sse(R"({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]})"));
+  std::string out = s.push(sse(R"({"choices": [{"index": 0, "delta": {"role": "assistant", "content": null}, "finish_reason": null}]})"));
   out += s.push(sse(R"({"choices": [{"index": 0, "delta": {"reasoning_content": "Hmm"}, "finish_reason": null}]})") +
                 sse(R"({"choices": [{"index": 0, "delta": {"content": "Let me"}, "finish_reason": null}]})"));
   out += s.push(sse(R"({"choices": [{"index": 0, "delta": {"content": " check."}, "finish_reason": null}]})"));

@@ -62,7 +62,7 @@ std::string joined_text(const std::vector<Json>& chunks, ApiEndpoint endpoint) {
     const Json& choice = c["choices"][0];
     if (endpoint == ApiEndpoint::kCompletions) {
       text += choice["text"].get<std::string>();
-    } else if (choice["delta"].contains("content")) {
+    } else if (choice["delta"].contains("content") && !choice["delta"]["content"].is_null()) {
       text += choice["delta"]["content"].get<std::string>();
     }
   }
@@ -81,7 +81,7 @@ TEST(CompletionOutput, ChatStreamStartsWithRoleEndsWithFinishUsageAndDone) {
   const Fed run = feed(out, ids, FinishReason::kLength);
   ASSERT_TRUE(run.done);
   ASSERT_GE(run.chunks.size(), 3u);
-  EXPECT_EQ(run.chunks.front()["choices"][0]["delta"], Json::parse(R"({"role": "assistant", "content": ""})"));
+  EXPECT_EQ(run.chunks.front()["choices"][0]["delta"], Json::parse(R"({"role": "assistant", "content": null})"));
   for (const auto& c : run.chunks) {
     EXPECT_EQ(c["object"], "chat.completion.chunk");
     EXPECT_EQ(c["id"], "chatcmpl-x");

@@ -66,6 +66,21 @@ TEST(OpenAiPrompt, TemplateWithoutBosGetsTheTokenizersDefault) {
   EXPECT_EQ(tok->decode(*ids), "<|im_start|>system\nBe kind.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 
+TEST(OpenAiPrompt, AContinuedLastMessageEndsThePrompt) {
+  auto tok = test::stories_tokenizer();
+  ASSERT_TRUE(tok);
+  auto chatml = ChatTemplate::builtin("chatml");
+  ASSERT_TRUE(chatml);
+  OpenAiRequest r = chat({{"user", "Hi"}, {"assistant", "Whill"}});
+  r.prompt_end = PromptEnd::kContinueLastMessage;
+  auto ids = prompt_tokens(r, *tok, *chatml, ToolCallFormat::kGeneric);
+  ASSERT_TRUE(ids) << ids.status().message();
+  EXPECT_EQ(tok->decode(*ids), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nWhill");
+  r.prompt_end = PromptEnd::kAfterLastMessage;
+  EXPECT_EQ(tok->decode(*prompt_tokens(r, *tok, *chatml, ToolCallFormat::kGeneric)),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nWhill<|im_end|>\n");
+}
+
 TEST(OpenAiPrompt, TemplateErrorsAreInvalidArgument) {
   auto tok = test::stories_tokenizer();
   ASSERT_TRUE(tok);

@@ -100,6 +100,24 @@ TEST(OpenAiRequest, GrammarAndJsonObjectFormatParse) {
                ApiEndpoint::kChatCompletions);
   ASSERT_NE(j.grammar, nullptr);
   EXPECT_EQ(parse_ok(R"({"prompt": "x", "response_format": {"type": "json_object"}})").grammar, j.grammar);  // parsed once
+  // llama.cpp's extension: json_object with a schema follows the schema (the same grammar as json_schema's).
+  const OpenAiRequest with = parse_ok(R"({"prompt": "x", "response_format": {"type": "json_object", "schema": {"const": "42"}}})");
+  const OpenAiRequest as = parse_ok(R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"schema": {"const": "42"}}}})");
+  ASSERT_NE(with.grammar, nullptr);
+  EXPECT_NE(with.grammar, j.grammar);
+  EXPECT_EQ(with.grammar, as.grammar);  // one Grammar per distinct text
+}
+
+TEST(OpenAiRequest, HowTheChatPromptEnds) {
+  const auto end = [](std::string_view body) { return parse_ok(body, ApiEndpoint::kChatCompletions).prompt_end; };
+  const char* user = R"({"role": "user", "content": "Hi"})";
+  const std::string prefill = std::string(R"({"messages": [)") + user + R"(, {"role": "assistant", "content": "Whill"}])";
+  EXPECT_EQ(end(std::string(R"({"messages": [)") + user + "]}"), PromptEnd::kGenerationPrompt);
+  EXPECT_EQ(end(prefill + "}"), PromptEnd::kContinueLastMessage);  // llama.cpp's assistant prefill
+  EXPECT_EQ(end(prefill + R"(, "add_generation_prompt": true})"), PromptEnd::kGenerationPrompt);
+  EXPECT_EQ(end(prefill + R"(, "add_generation_prompt": false})"), PromptEnd::kAfterLastMessage);
+  EXPECT_EQ(end(prefill + R"(, "add_generation_prompt": false, "continue_final_message": true})"), PromptEnd::kContinueLastMessage);
+  EXPECT_EQ(end(std::string(R"({"messages": [)") + user + R"(, {"role": "assistant", "content": ""}]})"), PromptEnd::kGenerationPrompt);
 }
 
 TEST(OpenAiRequest, ToolsToolChoiceAndToolMessages) {
@@ -189,6 +207,10 @@ TEST(OpenAiRequest, EveryInvalidFieldIs400NamingTheParam) {
       {R"({"prompt": "x", "logit_bias": {"1000": 1}})", kC, "logit_bias"},
       {R"({"prompt": "x", "logit_bias": {"-1": 1}})", kC, "logit_bias"},
       {R"({"prompt": "x", "logit_bias": {"5": 101}})", kC, "logit_bias"},
+      {R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}], "add_generation_prompt": true,
+           "continue_final_message": true})", kChat, "continue_final_message"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "continue_final_message": true})", kChat, "continue_final_message"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": "no"})", kChat, "add_generation_prompt"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": 3})", kChat, "tools"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", kChat, "tools[0]"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "maybe"})", kChat, "tool_choice"},
@@ -202,6 +224,8 @@ TEST(OpenAiRequest, EveryInvalidFieldIs400NamingTheParam) {
       {R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {}}})", kC, "response_format.json_schema.schema"},
       {R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"schema": {"allOf": []}}}})", kC, "response_format.json_schema.schema"},
       {R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": 3}})", kC, "response_format.json_schema"},
+      {R"({"prompt": "x", "response_format": {"type": "json_object", "schema": 123}})", kC, "response_format.schema"},
+      {R"({"prompt": "x", "response_format": {"type": "json_object", "schema": {"type": "hiccup"}}})", kC, "response_format.schema"},
       {R"({"prompt": "x", "grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}})", kC, "response_format"},
       {R"({"prompt": "x", "logit_bias": {"5": "up"}})", kC, "logit_bias"},
       {R"({"prompt": "x", "logit_bias": [[5]]})", kC, "logit_bias"},

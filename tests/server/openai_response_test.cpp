@@ -46,7 +46,7 @@ TEST(OpenAiResponse, Chunks) {
   EXPECT_EQ(chunk_json(kChat, "", true, "", nullptr, true),
             Json::parse(R"({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1700000000,
                 "model": "stories260K", "usage": null,
-                "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": null,
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": null}, "logprobs": null,
                              "finish_reason": null}]})"));
   EXPECT_EQ(chunk_json(kChat, " x", false, "", nullptr, false)["choices"][0]["delta"], Json::parse(R"({"content": " x"})"));
   EXPECT_EQ(chunk_json(kChat, "", false, "length", nullptr, false)["choices"][0],

@@ -130,7 +130,7 @@ std::string sse(std::string json) {
 
 TEST(ResponsesStream, EventsBuildTheSameResponseAsTheBody) {
   ResponsesStream s("chatcmpl-00ab", "qwen", 1700000000, Ordered::parse(R"({"input": "x"})"));
-  const std::string in = sse(R"({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]})") +
+  const std::string in = sse(R"({"choices": [{"index": 0, "delta": {"role": "assistant", "content": null}, "finish_reason": null}]})") +
                          sse(R"({"choices": [{"index": 0, "delta": {"reasoning_content": "Need it."}, "finish_reason": null}]})") +
                          sse(R"({"choices": [{"index": 0, "delta": {"content": "Su"}, "finish_reason": null}]})") +
                          sse(R"({"choices": [{"index": 0, "delta": {"content": "re."}, "finish_reason": null}]})") +

@@ -474,6 +474,32 @@ TEST(ServeAuth, ApiKeyIsRequiredExceptForHealth) {
   EXPECT_EQ(get(server, "/health").status, 200);
 }
 
+// Anthropic clients send the key as x-api-key and get Anthropic's error shape; a browser's CORS
+// preflight needs no key, and a response to a page names its origin as allowed.
+TEST(ServeAuth, AnthropicKeyHeaderAndCrossOriginRequests) {
+  ServerProcess server({"--api-key", "sekret"});
+  ASSERT_TRUE(server.ready()) << server.log();
+  httplib::Client c("127.0.0.1", server.port());
+  const std::string body = R"({"model": "m", "max_tokens": 2, "messages": [{"role": "user", "content": "Hi"}]})";
+  auto denied = c.Post("/v1/messages", body, "application/json");
+  ASSERT_TRUE(denied);
+  EXPECT_EQ(denied->status, 401);
+  EXPECT_EQ(Json::parse(denied->body), Json::parse(R"({"type": "error", "error": {"type": "authentication_error",
+      "message": "Incorrect or missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'"}})"));
+  auto ok = c.Post("/v1/messages", {{"x-api-key", "sekret"}, {"Origin", "http://localhost:3000"}}, body, "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_EQ(Json::parse(ok->body)["type"], "message");
+  EXPECT_EQ(ok->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
+  auto preflight = c.Options("/v1/chat/completions", {{"Origin", "https://app.example"}, {"Access-Control-Request-Method", "POST"},
+                                                      {"Access-Control-Request-Headers", "Authorization"}});
+  ASSERT_TRUE(preflight);
+  EXPECT_EQ(preflight->status, 200);
+  EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Origin"), "https://app.example");
+  EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Methods"), "GET, POST, DELETE, OPTIONS");
+  EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Headers"), "*");
+}
+
 TEST(ServeOverload, QueueFullIs429AndAcceptedRequestsComplete) {
   ServerProcess server({"--parallel", "1", "--max-queue", "1"});
   ASSERT_TRUE(server.ready()) << server.log();

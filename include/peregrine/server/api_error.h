@@ -33,7 +33,7 @@ ApiError api_error(const Status& status, std::string param = {});
 /// 400 invalid_request_error about the request field `param`: "'<param>' <problem>".
 ApiError invalid_param(std::string_view param, std::string_view problem);
 
-/// 401 authentication_error (code "invalid_api_key"): a missing or wrong bearer token.
+/// 401 authentication_error (code "invalid_api_key"): a missing or wrong key (bearer token or x-api-key).
 ApiError unauthorized_error();
 /// 404 invalid_request_error (code "model_not_found") for a `model` other than the served one.
 ApiError model_not_found_error(const std::string& model);

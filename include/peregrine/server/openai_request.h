@@ -13,7 +13,10 @@
 // repeat_penalty (> 0, default 1 = off) and repeat_last_n (>= -1, default 64: the window of
 // all three penalties, -1 the whole context), ignore_eos and
 // speculative (a method name "none" | "pld" | "draft" | "layerskip" | "quant", or an object
-// {"method", "draft_max" 1..64, "branching" >= 1, "adaptive"}; absent: the server's default).
+// {"method", "draft_max" 1..64, "branching" >= 1, "adaptive"}; absent: the server's default);
+// chat: vLLM's add_generation_prompt and continue_final_message, and llama.cpp's assistant
+// prefill (a last assistant message with content and no tool calls is continued unless
+// add_generation_prompt is given).
 // Other fields (user, ...) are ignored, as OpenAI-compatible servers commonly do.
 #pragma once
 
@@ -29,6 +32,7 @@
 #include "peregrine/spec/spec_params.h"
 #include "peregrine/server/api_error.h"
 #include "peregrine/server/tool_calls.h"
+#include "peregrine/tokenizer/chat_prompt.h"
 #include "peregrine/tokenizer/chat_template.h"
 
 namespace peregrine {
@@ -50,6 +54,7 @@ struct OpenAiRequest {
   std::vector<std::int32_t> prompt_tokens;  // completions with a token-id prompt
   bool prompt_is_tokens = false;
   std::vector<ChatMessage> messages;        // chat
+  PromptEnd prompt_end = PromptEnd::kGenerationPrompt;  // chat: a new turn, none, or the last (assistant) message continued
   std::optional<std::int32_t> max_tokens;   // absent: completions 16, chat the rest of the context
   SamplingParams sampling;                  // OpenAI defaults, repetition penalty off
   std::int32_t top_logprobs = -1;           // -1: no logprobs, else alternatives per token

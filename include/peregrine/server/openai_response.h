@@ -63,7 +63,7 @@ nlohmann::json tool_call_chunk_json(const ResponseMeta& meta, std::span<const To
                                     bool with_usage_field);
 
 /// One streaming chunk with one choice: completions {"text"}, chat {"delta": {"content"}} (plus
-/// "role": "assistant" when `first`); finish_reason null when empty; "usage": null when
+/// "role": "assistant" when `first`, content null when it has no text); finish_reason null when empty; "usage": null when
 /// `with_usage_field` (stream_options.include_usage asks every chunk to carry the key).
 nlohmann::json chunk_json(const ResponseMeta& meta, const std::string& text, bool first, std::string_view finish_reason,
                           const nlohmann::json& logprobs, bool with_usage_field);
