@@ -6,7 +6,8 @@ or a list of them. Writes JSON on stdout: per case {"text": rendering} or {"erro
 (a list for a list). The environment is transformers' (chat_template_utils._compile_jinja_template):
 ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, loopcontrols), the tojson
 filter json.dumps(x, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys),
-and the raise_exception / strftime_now globals; render gets tools=None and documents=None.
+the raise_exception / strftime_now globals and the {% generation %} block (transformers'
+AssistantTracker: its body rendered as it is); render gets tools=None and documents=None.
 Exit status 3 when jinja2 is not installed.
 """
 import json
@@ -15,10 +16,22 @@ from datetime import datetime
 
 try:
     import jinja2
+    import jinja2.ext
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 except ImportError:
     print("jinja2 is not installed", file=sys.stderr)
     sys.exit(3)
+
+
+class Generation(jinja2.ext.Extension):
+    """{% generation %}...{% endgeneration %}: transformers marks the assistant's tokens with it
+    (for return_assistant_tokens_mask); the text is the body's."""
+
+    tags = {"generation"}
+
+    def parse(self, parser):
+        next(parser.stream)
+        return parser.parse_statements(("name:endgeneration",), drop_needle=True)
 
 
 def raise_exception(message):
@@ -34,7 +47,7 @@ def strftime_now(format):
 
 
 def environment():
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols", Generation])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now

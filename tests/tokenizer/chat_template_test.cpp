@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -151,6 +152,18 @@ const InterpreterCase kInterpreterCases[] = {
      "1abab[0, 0]TrueTrueTrueTrue"},
     {"{{ 'hé' ~ '世界🦜' | upper }}",
      "hé世界🦜"},
+    {"{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}{{ greet('a') }} {{ greet('b', '?') }} {{ greet(punct='.', name='c') }}|{{ greet() }}|",
+     "Hi a! Hi b? Hi c.|Hi !|"},
+    {"{%- macro depth(n) -%}{{ n }}{% if n > 0 %}({{ depth(n - 1) }}){% endif %}{%- endmacro -%}{{ depth(3) }}",
+     "3(2(1(0)))"},
+    {"{% set x = 'top' %}{% macro show() %}{{ x }}/{{ y is defined }}{% set x = 'inner' %}{{ x }}{% endmacro %}{% for y in [1] %}{{ show() }}{% endfor %}/{{ x }}",
+     "top/Falseinner/top"},
+    {"{% macro f(a) %}{{ a }}{{ varargs | length }}{{ varargs[1] }}{{ kwargs }}{% endmacro %}{{ f(1, 2, 3, k=4) }}",
+     "123{'k': 4}"},
+    {"{{ '<{}|{}|{x}>{{}}'.format('a', 'b', x=3) }}{{ '{1}{0}'.format('a', 'b') }}|{{ none | selectattr('type', 'equalto', 'f') | list }}{{ none | map(attribute='a') | list | length }}{{ strftime_now is defined }}",
+     "<a|b|3>{}ba|[]0True"},
+    {"{% macro t(m) %}{{ m.role | upper }}{% endmacro %}{% for m in messages %}{{ t(m) }};{% endfor %}{{ t(messages[0]) | length }}",
+     "SYSTEM;USER;6"},
 };
 
 TEST(ChatTemplateInterpreter, RendersLikeJinja2) {
@@ -187,7 +200,9 @@ TEST(ChatTemplateInterpreter, SyntaxErrorsNameTheLine) {
   expect_error("a\n\n{% endif %}", "3", "unexpected 'endif'");
   expect_error("{{ 'unterminated }}", "1", "unterminated string");
   expect_error("{{ a b }}", "1", "expected '}}'");
-  expect_error("{% macro f() %}{% endmacro %}", "1", "unsupported tag 'macro'");
+  expect_error("{% call f() %}{% endcall %}", "1", "unsupported tag 'call'");
+  expect_error("{% macro f(a %}{% endmacro %}", "1", "unexpected '}'");
+  expect_error("{% macro f() %}\n{{ x }}", "2", "expected 'endmacro'");
   expect_error("{% break %}", "1", "outside of a loop");
   expect_error("{{ (1 }}", "1", "unexpected '}'");
   expect_error("{{ 1 < 2 < 3 }}", "1", "chained comparisons");
@@ -209,6 +224,8 @@ TEST(ChatTemplateInterpreter, RuntimeErrorsNameTheLine) {
   expect_error("{% set x = 1 %}{% set x.a = 2 %}", "1", "only on namespace()");
   expect_error("{% for a, b in [[1, 2, 3]] %}{% endfor %}", "1", "too many values to unpack");
   expect_error("x\n{{ raise_exception('Custom failure') }}", "2", "Custom failure");
+  expect_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}\n{{ f(0) }}", "1", "macro calls nested deeper than 64");
+  expect_error("{% macro f() %}\n{{ nope.x }}{% endmacro %}{{ f() }}", "2", "'nope' is undefined");
 }
 
 TEST(ChatTemplateInterpreter, LimitsStopHostileTemplates) {
@@ -277,6 +294,7 @@ class RealChatTemplateTest : public testing::TestWithParam<std::string> {
   TemplateUnderTest load() const {
     const std::string& p = GetParam();
     if (p.starts_with("builtin:")) return {p, std::string(*ChatTemplate::builtin_source(p.substr(8)))};
+    if (p.starts_with("extra:")) return {p, test::read_file(p.substr(6))};
     return {p, test::read_file(test::shared_dir() + "/chat-templates/" + p + ".jinja")};
   }
 };
@@ -316,6 +334,28 @@ TEST_P(RealChatTemplateTest, RendersExactlyAsJinja2) {
   }
   EXPECT_GE(rendered, 6) << "too few conversations render for the comparison to mean much";
 }
+
+// More templates, by hand: every .jinja in $PEREGRINE_EXTRA_CHAT_TEMPLATES (e.g. a llama.cpp
+// checkout's models/templates), against jinja2 the same way; none when it is not set.
+std::vector<std::string> extra_templates() {
+  std::vector<std::string> names;
+  const char* dir = std::getenv("PEREGRINE_EXTRA_CHAT_TEMPLATES");
+  if (dir == nullptr) return names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".jinja") names.push_back("extra:" + entry.path().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(ExtraTemplates, RealChatTemplateTest, testing::ValuesIn(extra_templates()),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           std::string name = std::filesystem::path(info.param.substr(6)).stem().string();
+                           for (char& c : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return name;
+                         });
 
 INSTANTIATE_TEST_SUITE_P(SharedTemplates, RealChatTemplateTest,
                          testing::Values("Qwen-Qwen2.5-7B-Instruct", "google-gemma-2-2b-it",

@@ -74,9 +74,17 @@ struct FilterBlockStmt {
   Body body;
 };
 
+/// `{% macro name(a, b=default) %}body{% endmacro %}`: defines `name`, a function whose call
+/// renders the body with the parameters bound (defaults may be null: required in name only).
+struct MacroStmt {
+  std::string name;
+  std::vector<std::pair<std::string, ExprPtr>> params;
+  Body body;
+};
+
 struct Stmt {
   int line = 1;
-  std::variant<TextStmt, OutputStmt, IfStmt, ForStmt, SetStmt, LoopControlStmt, FilterBlockStmt> node;
+  std::variant<TextStmt, OutputStmt, IfStmt, ForStmt, SetStmt, LoopControlStmt, FilterBlockStmt, MacroStmt> node;
 };
 
 }  // namespace peregrine::jinja

@@ -1,6 +1,7 @@
 #include "tokenizer/jinja/evaluator.h"
 
 #include <algorithm>
+#include <iterator>
 #include <unordered_map>
 
 #include "tokenizer/jinja/call_args.h"
@@ -163,6 +164,65 @@ class Evaluator {
 
   Expected<Flow> exec_node(const LoopControlStmt& s, int) { return s.is_break ? Flow::kBreak : Flow::kContinue; }
 
+  Expected<Flow> exec_node(const MacroStmt& s, int) {
+    macros_[s.name] = &s;
+    return Flow::kNormal;
+  }
+
+  // A macro call: its body rendered in a scope of its own above the globals and the template's
+  // top-level names (not the caller's locals), the parameters bound from `args` (missing ones
+  // take their default, else stay undefined, as in Jinja2; extra ones go to varargs / kwargs).
+  Expected<Value> call_macro(const MacroStmt& m, const CallArgs& args, int line) {
+    if (macro_depth_ >= kMaxMacroDepth) {
+      return at_line(line, invalid_argument("macro calls nested deeper than " + std::to_string(kMaxMacroDepth)));
+    }
+    Scope bound;
+    std::vector<Value> varargs;
+    for (std::size_t i = 0; i < args.positional.size(); ++i) {
+      if (i < m.params.size()) {
+        bound[m.params[i].first] = args.positional[i];
+      } else {
+        varargs.push_back(args.positional[i]);
+      }
+    }
+    std::vector<std::pair<std::string, Value>> kwargs;
+    for (const auto& [key, v] : args.keyword) {
+      const bool param = std::any_of(m.params.begin(), m.params.end(), [&](const auto& p) { return p.first == key; });
+      if (param) {
+        bound[key] = v;
+      } else {
+        kwargs.emplace_back(key, v);
+      }
+    }
+    bound["varargs"] = make_list(std::move(varargs));
+    bound["kwargs"] = make_dict(std::move(kwargs));
+    std::vector<Scope> callers(std::make_move_iterator(scopes_.begin() + 2), std::make_move_iterator(scopes_.end()));
+    scopes_.resize(2);
+    scopes_.push_back(std::move(bound));
+    ++macro_depth_;
+    const Status defaults = bind_defaults(m);
+    Expected<std::string> text = defaults ? capture(m.body) : Expected<std::string>(defaults);
+    --macro_depth_;
+    scopes_.resize(2);
+    for (Scope& s : callers) scopes_.push_back(std::move(s));
+    if (!text) return text.status();
+    return Value(std::move(*text));
+  }
+
+  // The defaults of the parameters the call left out, evaluated in the macro's scope.
+  Status bind_defaults(const MacroStmt& m) {
+    for (const auto& [name, default_value] : m.params) {
+      if (scopes_.back().contains(name)) continue;
+      if (!default_value) {
+        scopes_.back()[name] = undefined_name(name);
+        continue;
+      }
+      PEREGRINE_ASSIGN_OR_RETURN(Value v, eval(*default_value));
+      scopes_.back()[name] = std::move(v);
+    }
+    return Status::ok();
+  }
+
   Expected<Flow> exec_node(const FilterBlockStmt& s, int line) {
     PEREGRINE_ASSIGN_OR_RETURN(std::string text, capture(s.body));
     if (s.name.empty()) return write(line, text);
@@ -210,7 +270,15 @@ class Evaluator {
   }
 
   Expected<Value> eval_node(const Literal& n, int) { return n.value; }
-  Expected<Value> eval_node(const Name& n, int) { return lookup(n.name); }
+  // A name; a global function's or a macro's name used as a value (`strftime_now is defined`, as
+  // Llama 3.x templates ask) is defined, printed as Python prints a function.
+  Expected<Value> eval_node(const Name& n, int) {
+    Value v = lookup(n.name);
+    if (!v.is_undefined()) return v;
+    if (macros_.contains(n.name)) return Value("<macro " + n.name + ">");
+    if (is_global_function(n.name)) return Value("<built-in function " + n.name + ">");
+    return v;
+  }
 
   Expected<Value> eval_node(const ListLiteral& n, int line) {
     std::vector<Value> items;
@@ -275,6 +343,9 @@ class Evaluator {
       return located(line, call_method(object, method->attr, args));
     }
     const auto* name = std::get_if<Name>(&n.callee->node);
+    if (name) {
+      if (const auto macro = macros_.find(name->name); macro != macros_.end()) return call_macro(*macro->second, args, line);
+    }
     if (name && is_global_function(name->name)) return located(line, call_global(name->name, args));
     PEREGRINE_ASSIGN_OR_RETURN(const Value callee, eval(*n.callee));
     if (callee.is_undefined()) return at_line(line, invalid_argument(callee.undefined().what));
@@ -328,8 +399,12 @@ class Evaluator {
     std::vector<Scope>& scopes_;
   };
 
+  static constexpr int kMaxMacroDepth = 64;  // recursive macros (a schema printer) stop here
+
   RenderLimits limits_;
   std::vector<Scope> scopes_;
+  std::unordered_map<std::string, const MacroStmt*> macros_;  // defined so far (the tree outlives the render)
+  int macro_depth_ = 0;
   std::string out_;
   std::int64_t iterations_ = 0;
 };

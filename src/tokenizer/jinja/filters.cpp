@@ -176,8 +176,15 @@ Expected<Value> filter_list(const Value& v, const CallArgs& args) {
   return make_list(std::move(items));
 }
 
+// The items of a map / select filter's input: jinja2 iterates only a true one (`if seq:`), so
+// none and undefined give nothing.
+Expected<std::vector<Value>> filtered_items(const Value& v) {
+  if (!v.truthy()) return std::vector<Value>{};
+  return iterate(v);
+}
+
 Expected<Value> filter_map(const Value& v, const CallArgs& args) {
-  PEREGRINE_ASSIGN_OR_RETURN(const auto items, iterate(v));
+  PEREGRINE_ASSIGN_OR_RETURN(const auto items, filtered_items(v));
   const auto attribute = std::find_if(args.keyword.begin(), args.keyword.end(), [](const auto& kw) { return kw.first == "attribute"; });
   std::vector<Value> out;
   if (attribute != args.keyword.end()) {
@@ -199,7 +206,7 @@ Expected<Value> filter_map(const Value& v, const CallArgs& args) {
 
 // select / reject / selectattr / rejectattr: keep items whose (attribute's) test result is `keep`.
 Expected<Value> select_items(const Value& v, const CallArgs& args, bool by_attribute, bool keep) {
-  PEREGRINE_ASSIGN_OR_RETURN(const auto items, iterate(v));
+  PEREGRINE_ASSIGN_OR_RETURN(const auto items, filtered_items(v));
   std::size_t next = 0;
   std::string attribute;
   if (by_attribute) {

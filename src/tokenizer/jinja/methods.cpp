@@ -1,5 +1,7 @@
 #include "tokenizer/jinja/methods.h"
 
+#include <algorithm>
+
 #include "tokenizer/jinja/operations.h"
 #include "tokenizer/jinja/py_string.h"
 
@@ -60,7 +62,47 @@ Expected<Value> search_method(const std::string& s, std::string_view name, const
   return Value(n);
 }
 
+// str.format: {} (the next positional argument), {N} and {name} fields, each printed with str();
+// {{ and }} are braces. Format specs and conversions (!r, :>10) are not supported.
+Expected<Value> format_method(const std::string& s, const CallArgs& args) {
+  std::string out;
+  std::size_t next = 0;
+  bool automatic = false, manual = false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if ((s[i] == '{' || s[i] == '}') && i + 1 < s.size() && s[i + 1] == s[i]) {
+      out += s[i++];
+      continue;
+    }
+    if (s[i] == '}') return invalid_argument("str.format: single '}' encountered in format string");
+    if (s[i] != '{') {
+      out += s[i];
+      continue;
+    }
+    const std::size_t close = s.find('}', i);
+    if (close == std::string::npos) return invalid_argument("str.format: single '{' encountered in format string");
+    const std::string field = s.substr(i + 1, close - i - 1);
+    i = close;
+    const Value* v = nullptr;
+    if (field.empty() || std::all_of(field.begin(), field.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      (field.empty() ? automatic : manual) = true;
+      if (automatic && manual) return invalid_argument("str.format: cannot switch between automatic and manual field numbering");
+      if (field.size() > 6) return invalid_argument("str.format: field index too large");
+      const std::size_t k = field.empty() ? next++ : std::stoul(field);
+      if (k < args.positional.size()) v = &args.positional[k];
+    } else {
+      for (const auto& [key, value] : args.keyword) {
+        if (key == field) v = &value;
+      }
+    }
+    if (v == nullptr) return invalid_argument("str.format: no argument for '{" + field + "}' (format specs are not supported)");
+    out += to_str(*v);
+    if (out.size() > kMaxBuiltSize) return invalid_argument("format result too large");
+  }
+  return Value(std::move(out));
+}
+
 Expected<Value> string_method(const std::string& s, std::string_view name, const CallArgs& args) {
+  if (name == "format") return format_method(s, args);
   if (name == "strip" || name == "lstrip" || name == "rstrip") return strip_method(s, name, args);
   if (name == "split") return split_method(s, args);
   if (name == "startswith" || name == "endswith") return affix_method(s, name, args);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <initializer_list>
+#include <utility>
 
 #include "tokenizer/jinja/lexer.h"
 
@@ -121,6 +122,7 @@ class Parser {
     if (tag == "for") return for_statement(t.line);
     if (tag == "set") return set_statement(t.line);
     if (tag == "filter" || tag == "generation") return filter_block(t.line, tag);
+    if (tag == "macro") return macro_statement(t.line);
     if (tag == "break" || tag == "continue") {
       if (loop_depth_ == 0) return error_at(s.line, "'" + tag + "' outside of a loop");
       s.node = LoopControlStmt{tag == "break"};
@@ -207,6 +209,33 @@ class Parser {
       PEREGRINE_ASSIGN_OR_RETURN(node.body, body({"endset"}, &end));
       PEREGRINE_RETURN_IF_ERROR(expect_block_end());
     }
+    return Stmt{line, std::move(node)};
+  }
+
+  Expected<Stmt> macro_statement(int line) {
+    MacroStmt node;
+    PEREGRINE_ASSIGN_OR_RETURN(node.name, expect_name());
+    PEREGRINE_RETURN_IF_ERROR(expect_op("("));
+    while (!is_op(")")) {
+      PEREGRINE_ASSIGN_OR_RETURN(std::string param, expect_name());
+      ExprPtr default_value;
+      if (is_op("=")) {
+        ++i_;
+        PEREGRINE_ASSIGN_OR_RETURN(default_value, expression(true));
+      }
+      node.params.emplace_back(std::move(param), std::move(default_value));
+      if (!is_op(",")) break;
+      ++i_;
+    }
+    PEREGRINE_RETURN_IF_ERROR(expect_op(")"));
+    PEREGRINE_RETURN_IF_ERROR(expect_block_end());
+    std::string end;
+    const int loops = std::exchange(loop_depth_, 0);  // a break in the body cannot leave a loop around the macro
+    auto macro_body = body({"endmacro"}, &end);
+    loop_depth_ = loops;
+    if (!macro_body) return macro_body.status();
+    node.body = std::move(*macro_body);
+    PEREGRINE_RETURN_IF_ERROR(expect_block_end());
     return Stmt{line, std::move(node)};
   }
 
