@@ -41,6 +41,7 @@ def pytest_sessionstart(session):
     import utils  # the suite's own helpers (its tests folder is on sys.path)
 
     utils.ServerPreset.load_all = staticmethod(lambda: None)
+    os.makedirs("tmp", exist_ok=True)  # the suite's download cache (LLAMA_CACHE), which load_all made
     send, send_stream = utils.ServerProcess.make_request, utils.ServerProcess.make_stream_request
 
     def check(method, path):

@@ -334,10 +334,10 @@ Expected<std::shared_ptr<const Grammar>> parse_grammar(const std::string& text) 
 // response_format {"type": "json_schema", "json_schema": {"name": ..., "schema": {...}}}: the
 // schema's grammar. `body` is the request text, read again keeping the schema's key order (the
 // order properties are generated in).
-// The grammar of the JSON schema at response_format.<key>... (`param`), read from `body` again to
-// keep its key order.
+// The grammar of the JSON schema at body.<key>... (`param`), read from `body` again to keep its
+// key order.
 Error schema_grammar(std::string_view body, std::initializer_list<const char*> keys, const std::string& param, OpenAiRequest& r) {
-  auto schema = nlohmann::ordered_json::parse(body, nullptr, false).at("response_format");
+  auto schema = nlohmann::ordered_json::parse(body, nullptr, false);
   for (const char* key : keys) schema = schema.at(key);
   if (!schema.is_object() && !schema.is_boolean()) return invalid_param(param, "must be a JSON schema (an object)");
   const auto gbnf = json_schema_to_gbnf(schema);
@@ -352,11 +352,11 @@ Error read_json_schema(const Json& format, std::string_view body, OpenAiRequest&
   const Json* spec = field(format, "json_schema");
   if (spec == nullptr || !spec->is_object()) return invalid_param("response_format.json_schema", "must be an object with a 'schema'");
   if (field(*spec, "schema") == nullptr) return invalid_param("response_format.json_schema.schema", "is missing");
-  return schema_grammar(body, {"json_schema", "schema"}, "response_format.json_schema.schema", r);
+  return schema_grammar(body, {"response_format", "json_schema", "schema"}, "response_format.json_schema.schema", r);
 }
 
-// llama.cpp's "grammar" (GBNF text) or OpenAI's "response_format" ("text", "json_object",
-// "json_schema"), at most one of them.
+// llama.cpp's "grammar" (GBNF text) or "json_schema" (a schema), or OpenAI's "response_format"
+// ("text", "json_object", "json_schema"), at most one of them.
 Error read_grammar(const Json& obj, std::string_view body, OpenAiRequest& r) {
   std::string gbnf;
   if (auto e = read_string(obj, "grammar", gbnf)) return e;
@@ -364,6 +364,10 @@ Error read_grammar(const Json& obj, std::string_view body, OpenAiRequest& r) {
     auto g = parse_grammar(gbnf);
     if (!g) return api_error(g.status(), "grammar");
     r.grammar = *g;
+  }
+  if (field(obj, "json_schema") != nullptr) {
+    if (r.grammar) return invalid_param("json_schema", "cannot be combined with 'grammar'");
+    if (auto e = schema_grammar(body, {"json_schema"}, "json_schema", r)) return e;
   }
   const Json* format = field(obj, "response_format");
   if (format == nullptr) return std::nullopt;
@@ -375,10 +379,10 @@ Error read_grammar(const Json& obj, std::string_view body, OpenAiRequest& r) {
   if (t != "json_object" && t != "json_schema") {
     return invalid_param("response_format.type", "must be \"text\", \"json_object\" or \"json_schema\" (got \"" + t + "\")");
   }
-  if (r.grammar) return invalid_param("response_format", "cannot be combined with 'grammar'");
+  if (r.grammar) return invalid_param("response_format", "cannot be combined with 'grammar' or 'json_schema'");
   if (t == "json_schema") return read_json_schema(*format, body, r);
   // llama.cpp's extension: a json_object with a "schema" follows it.
-  if (field(*format, "schema") != nullptr) return schema_grammar(body, {"schema"}, "response_format.schema", r);
+  if (field(*format, "schema") != nullptr) return schema_grammar(body, {"response_format", "schema"}, "response_format.schema", r);
   r.grammar = *parse_grammar(std::string(json_object_gbnf()));
   return std::nullopt;
 }

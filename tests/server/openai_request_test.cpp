@@ -106,6 +106,7 @@ TEST(OpenAiRequest, GrammarAndJsonObjectFormatParse) {
   ASSERT_NE(with.grammar, nullptr);
   EXPECT_NE(with.grammar, j.grammar);
   EXPECT_EQ(with.grammar, as.grammar);  // one Grammar per distinct text
+  EXPECT_EQ(parse_ok(R"({"prompt": "x", "json_schema": {"const": "42"}})").grammar, as.grammar);  // llama.cpp's field
 }
 
 TEST(OpenAiRequest, HowTheChatPromptEnds) {
@@ -225,6 +226,8 @@ TEST(OpenAiRequest, EveryInvalidFieldIs400NamingTheParam) {
       {R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"schema": {"allOf": []}}}})", kC, "response_format.json_schema.schema"},
       {R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema": 3}})", kC, "response_format.json_schema"},
       {R"({"prompt": "x", "response_format": {"type": "json_object", "schema": 123}})", kC, "response_format.schema"},
+      {R"({"prompt": "x", "json_schema": {"type": "hiccup"}})", kC, "json_schema"},
+      {R"({"prompt": "x", "json_schema": {}, "response_format": {"type": "json_object"}})", kC, "response_format"},
       {R"({"prompt": "x", "response_format": {"type": "json_object", "schema": {"type": "hiccup"}}})", kC, "response_format.schema"},
       {R"({"prompt": "x", "grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}})", kC, "response_format"},
       {R"({"prompt": "x", "logit_bias": {"5": "up"}})", kC, "logit_bias"},

@@ -68,8 +68,9 @@ struct OpenAiRequest {
   ToolChoice tool_choice = ToolChoice::kAuto;
   std::string tool_choice_name;             // kNamed: the function
   bool parallel_tool_calls = true;
-  /// "grammar" or response_format json_object / json_schema (null: none); the same object for
-  /// the same grammar text among the last 32 requests' (so the server shares its masks).
+  /// "grammar", "json_schema" or response_format json_object / json_schema (null: none); the
+  /// same object for the same grammar text among the last 32 requests' (so the server shares its
+  /// masks).
   std::shared_ptr<const Grammar> grammar;
 };
 
