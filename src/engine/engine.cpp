@@ -107,7 +107,8 @@ struct Engine::Impl {
   void build_batch(const std::vector<ScheduledChunk>& chunks);
   bool emit(Sequence& seq, std::int32_t token, std::span<const float> raw, double gap_s, std::int64_t& generated);
   void sample(Sequence& seq, std::span<float> row, std::int64_t& generated);
-  void verify(Sequence& seq, std::span<const float> rows, std::span<const float> row_features, std::int64_t& generated);
+  void verify(Sequence& seq, std::span<float> rows, std::span<const float> row_features, std::int64_t& generated);
+  Status mask_draft_rows(Sequence& seq, std::span<float> rows);
   Status run_forward(const std::vector<ScheduledChunk>& chunks);
   void record_step(std::int64_t prompt_tokens, std::int64_t generated);
   void finish_embedding(Sequence& seq);
@@ -280,12 +281,43 @@ void Engine::Impl::sample(Sequence& seq, std::span<float> row, std::int64_t& gen
   }
 }
 
+// A grammar request's draft rows masked as its grammar stands at each: the root's row at the
+// matcher's state, node i's row at that state advanced along the path to node i (a copy per
+// node; parents come first). Verification then draws every token from the constrained
+// distribution, so speculation stays lossless with respect to it; a draft token the grammar
+// refuses has probability 0 and is rejected. A node after which nothing is allowed keeps its raw
+// row: the request ends (or fails) there when its token is accepted. Errors: the root allows
+// nothing (the grammar is stuck, as in sample()).
+Status Engine::Impl::mask_draft_rows(Sequence& seq, std::span<float> rows) {
+  const auto vocab = static_cast<std::size_t>(model.config().vocab_size);
+  if (seq.grammar->mask(rows.first(vocab)) == 0) return invalid_argument("grammar: no token of the vocabulary can continue the text");
+  const DraftTree& tree = seq.spec.tree;
+  std::vector<std::optional<GrammarMatcher>> at(static_cast<std::size_t>(tree.size()));
+  std::vector<float> raw;
+  for (std::size_t i = 0; i < at.size(); ++i) {
+    const DraftNode& node = tree.nodes[i];
+    const std::optional<GrammarMatcher>& parent = node.parent < 0 ? seq.grammar : at[static_cast<std::size_t>(node.parent)];
+    if (!parent) continue;  // below a refused token: never reached
+    GrammarMatcher m(*parent);
+    if (!m.accept(node.token)) continue;
+    const auto row = rows.subspan((1 + i) * vocab, vocab);
+    raw.assign(row.begin(), row.end());
+    if (m.mask(row) == 0) std::copy(raw.begin(), raw.end(), row.begin());
+    at[i] = std::move(m);
+  }
+  return Status::ok();
+}
+
 // Verifies `seq`'s draft tree against its rows [1 + tree size, vocab] (and their features,
 // when captured) and emits the accepted tokens and the correction / bonus token; the step's
-// latency is spread evenly over them.
-void Engine::Impl::verify(Sequence& seq, std::span<const float> rows, std::span<const float> row_features,
+// latency is spread evenly over them. A grammar request's rows are masked first and its matcher
+// advanced by each token emitted.
+void Engine::Impl::verify(Sequence& seq, std::span<float> rows, std::span<const float> row_features,
                           std::int64_t& generated) {
   const std::int64_t vocab = model.config().vocab_size;
+  if (seq.grammar) {
+    if (Status st = mask_draft_rows(seq, rows); !st) return finish(&seq, FinishReason::kError, st);
+  }
   auto verified = speculation.verify(seq, rows, vocab, scheduler, row_features);
   if (!verified) return finish(&seq, FinishReason::kError, verified.status());
   const std::vector<SpecToken>& tokens = *verified;
@@ -294,7 +326,11 @@ void Engine::Impl::verify(Sequence& seq, std::span<const float> rows, std::span<
   seq.last_token = now;
   for (const SpecToken& t : tokens) {
     const auto row = rows.subspan(static_cast<std::size_t>(t.row * vocab), static_cast<std::size_t>(vocab));
+    if (seq.grammar) {
+      if (Status st = seq.grammar->accept(t.token); !st) return finish(&seq, FinishReason::kError, st);
+    }
     if (!emit(seq, t.token, row, gap, generated)) return;
+    if (seq.grammar && seq.grammar->must_end() && seq.request.eos_id < 0) return finish(&seq, FinishReason::kStop);
   }
 }
 
@@ -455,7 +491,6 @@ Expected<std::vector<std::uint64_t>> Engine::submit_choices(RequestOptions reque
   Impl& m = *impl_;
   if (callbacks.empty()) return invalid_argument("no choices to submit");
   PEREGRINE_RETURN_IF_ERROR(m.check_request(request));
-  if (request.grammar) request.spec = SpecParams{};  // drafts are not checked against grammars yet
   if (request.pooling != Pooling::kNone) request.spec = SpecParams{};  // nothing is generated
   std::lock_guard lock(m.mu);
   if (!m.accepting) return unavailable("the server is shutting down");

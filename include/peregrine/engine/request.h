@@ -27,7 +27,8 @@ struct RequestOptions {
   /// Prefix-cache blocks are shared only among requests of the same adapter (its K/V differ).
   std::int32_t lora_adapter = -1;
   /// A grammar the output must follow (sampling/grammar_matcher.h; empty: none): every step's
-  /// logits are masked to the tokens it allows. Such a request decodes without speculation.
+  /// logits are masked to the tokens it allows; with speculation, each draft row at the grammar's
+  /// state along its draft path (lossless with respect to the constrained distribution).
   TokenGrammar grammar;
   /// Parallel sampling (OpenAI's n > 1, vLLM's parallel sampling): the id of an earlier request
   /// with the same prompt and adapter whose prompt K/V this one shares instead of computing them

@@ -83,6 +83,15 @@ class GrammarMatcher {
   /// At the grammar's start. `eos_id` (-1: none) is the token that ends the text, allowed only
   /// when the text is a whole sentence.
   GrammarMatcher(TokenGrammar grammar, std::int32_t eos_id);
+  /// A copy stands where `other` stands, with an empty mask LRU of its own (the TokenGrammar's
+  /// shared mask cache still serves it): speculative decoding follows each draft path on one.
+  GrammarMatcher(const GrammarMatcher& other) : g_(other.g_), eos_id_(other.eos_id_), state_(other.state_) {}
+  GrammarMatcher& operator=(const GrammarMatcher& other) {
+    if (this != &other) *this = GrammarMatcher(other);
+    return *this;
+  }
+  GrammarMatcher(GrammarMatcher&&) = default;
+  GrammarMatcher& operator=(GrammarMatcher&&) = default;
 
   /// Sets logits [vocab] of every token the grammar does not allow next to -inf: tokens whose
   /// bytes cannot continue the text, control tokens, and eos_id unless the text is complete.
