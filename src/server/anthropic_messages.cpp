@@ -228,13 +228,14 @@ nlohmann::json anthropic_message_json(const nlohmann::json& body) {
     }
   }
   const nlohmann::json& usage = body["usage"];
+  const bool stop_string = choice.contains("stop_reason") && choice["stop_reason"].is_string();
   return {{"id", anthropic_message_id(body["id"].get<std::string>())},
           {"type", "message"},
           {"role", "assistant"},
           {"model", body["model"]},
           {"content", std::move(content)},
-          {"stop_reason", anthropic_stop_reason(choice["finish_reason"].get<std::string>())},
-          {"stop_sequence", nullptr},
+          {"stop_reason", stop_string ? "stop_sequence" : anthropic_stop_reason(choice["finish_reason"].get<std::string>())},
+          {"stop_sequence", stop_string ? choice["stop_reason"] : nlohmann::json(nullptr)},
           {"usage",
            {{"input_tokens", usage["prompt_tokens"]},
             {"output_tokens", usage["completion_tokens"]},

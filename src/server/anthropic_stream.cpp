@@ -40,7 +40,7 @@ void AnthropicStream::chunk(const Json& c) {
   if (c.contains("usage") && c["usage"].is_object()) {  // the last chunk: choices []
     close();
     event({{"type", "message_delta"},
-           {"delta", {{"stop_reason", stop_reason_}, {"stop_sequence", nullptr}}},
+           {"delta", {{"stop_reason", stop_reason_}, {"stop_sequence", stop_sequence_}}},
            {"usage", {{"output_tokens", c["usage"]["completion_tokens"]}}}});
     return;
   }
@@ -64,6 +64,10 @@ void AnthropicStream::chunk(const Json& c) {
     }
   }
   if (choice["finish_reason"].is_string()) stop_reason_ = anthropic_stop_reason(choice["finish_reason"].get<std::string>());
+  if (const auto stop = choice.find("stop_reason"); stop != choice.end() && stop->is_string()) {
+    stop_reason_ = "stop_sequence";
+    stop_sequence_ = *stop;
+  }
 }
 
 std::string AnthropicStream::push(std::string_view openai_sse) {

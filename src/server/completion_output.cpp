@@ -109,7 +109,10 @@ void CompletionOutput::finish(const RequestResult& result, std::size_t choice) {
   if (auto error = c.failure()) {
     events_ += sse_event(error->to_json());
   } else {
-    queue_chunk(c, "", c.finish_reason(), nullptr);
+    nlohmann::json last = chunk_json(c.meta, "", c.first_chunk, c.finish_reason(), nullptr, include_usage_);
+    if (!c.stream.matched_stop().empty()) last["choices"][0]["stop_reason"] = c.stream.matched_stop();
+    events_ += sse_event(last);
+    c.first_chunk = false;
     if (!finished()) return;
     if (include_usage_) events_ += sse_event(usage_chunk_json(choices_.front().meta, usage()));
   }
@@ -133,6 +136,7 @@ std::variant<nlohmann::json, ApiError> CompletionOutput::response() const {
   for (const Choice& c : choices_) {
     const nlohmann::json logprobs = want_logprobs_ ? logprobs_json(c.meta.endpoint, c.logprobs, 0) : nlohmann::json(nullptr);
     nlohmann::json one = response_json(c.meta, c.text, c.finish_reason(), logprobs, *c.result, c.calls, c.reasoning);
+    if (!c.stream.matched_stop().empty()) one["choices"][0]["stop_reason"] = c.stream.matched_stop();
     if (body.is_null()) {
       body = std::move(one);
     } else {

@@ -49,7 +49,13 @@ std::string TextStream::push(std::int32_t id) {
   pending_ += tokenizer_.decode_token(prev_, id);
   prev_ = id;
   std::size_t first_stop = std::string::npos;
-  for (const auto& s : stop_) first_stop = std::min(first_stop, pending_.find(s));
+  for (const auto& s : stop_) {
+    const std::size_t at = pending_.find(s);
+    if (at < first_stop) {
+      first_stop = at;
+      matched_stop_ = s;
+    }
+  }
   if (first_stop != std::string::npos) {
     stopped_ = true;
     std::string out = release(first_stop);

@@ -149,6 +149,11 @@ TEST(AnthropicMessages, ChatCompletionBecomesAMessage) {
   const Json m = anthropic_message_json(empty);
   EXPECT_EQ(m["content"], Json::parse(R"([{"type": "text", "text": ""}])"));
   EXPECT_EQ(m["stop_reason"], "max_tokens");
+  Json stopped = body;
+  stopped["choices"][0] = Json::parse(R"({"index": 0, "finish_reason": "stop", "stop_reason": "END", "message": {"role": "assistant", "content": "a"}})");
+  const Json s = anthropic_message_json(stopped);
+  EXPECT_EQ(s["stop_reason"], "stop_sequence");
+  EXPECT_EQ(s["stop_sequence"], "END");
 }
 
 // Splits Anthropic SSE bytes into (event name, data) pairs, checking each names its data's type.
@@ -212,6 +217,16 @@ TEST(AnthropicStream, AFailureIsOneErrorEventAndNothingAfter) {
                                                "data: [DONE]\n\n"));
   ASSERT_EQ(e.size(), 4u);
   EXPECT_EQ(e[3], Json::parse(R"({"type": "error", "error": {"type": "api_error", "message": "the server is shutting down"}})"));
+}
+
+TEST(AnthropicStream, AStopStringEndsWithStopSequence) {
+  AnthropicStream s("msg_1", "m", 3);
+  std::string out = s.push(sse(R"({"choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": null}]})"));
+  out += s.push(sse(R"({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop", "stop_reason": "END"}]})") +
+                sse(R"({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}})"));
+  std::size_t at = out.find("event: message_delta");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_NE(out.find(R"("stop_reason":"stop_sequence","stop_sequence":"END")", at), std::string::npos) << out;
 }
 
 }  // namespace

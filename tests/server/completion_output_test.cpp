@@ -132,6 +132,15 @@ TEST(CompletionOutput, StopStringEndsTheRequestAndIsNotInTheText) {
   const Json j = std::get<Json>(out.response());
   EXPECT_EQ(j["choices"][0]["message"]["content"], "Lily saw a big \xE2\x80\x9C" "caf\xC3\xA9\xE2\x80\x9D. ");
   EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(j["choices"][0]["stop_reason"], "She was");  // vLLM's extension: which stop string
+  req.stream = true;
+  CompletionOutput streamed(req, {ApiEndpoint::kChatCompletions, "c", 1, "m"}, *tok, -1);
+  const Fed chunks = feed(streamed, ids, FinishReason::kStop);
+  ASSERT_GE(chunks.chunks.size(), 2u);
+  EXPECT_EQ(chunks.chunks.back()["choices"][0]["stop_reason"], "She was");
+  CompletionOutput eos(request(ApiEndpoint::kChatCompletions, false), {ApiEndpoint::kChatCompletions, "c", 1, "m"}, *tok, -1);
+  feed(eos, ids, FinishReason::kStop);
+  EXPECT_FALSE(std::get<Json>(eos.response())["choices"][0].contains("stop_reason"));  // EOS: none
 }
 
 TEST(CompletionOutput, LogprobsCoverEveryTokenInBothShapes) {

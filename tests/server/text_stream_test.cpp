@@ -104,6 +104,10 @@ TEST(TextStream, EarliestOfSeveralStopStringsWins) {
   const Streamed s = stream_all(*tok, ids, {"kite", "", "ball"});
   EXPECT_TRUE(s.stopped);
   EXPECT_EQ(s.text, "She had a red ");
+  TextStream one(*tok, -1, {"kite", "ball"});
+  EXPECT_EQ(one.matched_stop(), "");
+  for (std::int32_t id : ids) one.push(id);
+  EXPECT_EQ(one.matched_stop(), "ball");  // the earliest in the text, not the first listed
 }
 
 TEST(TextStream, FirstPieceDecodesAfterThePromptsLastToken) {

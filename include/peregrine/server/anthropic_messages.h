@@ -42,7 +42,8 @@ std::variant<nlohmann::ordered_json, ApiError> anthropic_to_openai(const nlohman
 /// The Anthropic message for a non-streaming OpenAI chat.completion `body`: {"id": "msg_...",
 /// "type": "message", "role": "assistant", "model", "content": [thinking?, text?, tool_use*]
 /// (one empty text block when the reply is empty), "stop_reason" (end_turn, max_tokens,
-/// tool_use), "stop_sequence": null, "usage": {"input_tokens", "output_tokens",
+/// tool_use, or stop_sequence with "stop_sequence" the string when the choice's stop_reason names
+/// one), "usage": {"input_tokens", "output_tokens",
 /// "cache_read_input_tokens", "cache_creation_input_tokens": 0}}.
 nlohmann::json anthropic_message_json(const nlohmann::json& body);
 

@@ -6,7 +6,7 @@
 //   message_start (usage.input_tokens) · per content block content_block_start, its deltas
 //   (thinking_delta, text_delta, or one input_json_delta with a tool call's whole arguments),
 //   content_block_stop, blocks indexed 0, 1, ... in order · message_delta (stop_reason,
-//   usage.output_tokens) · message_stop; a failure: an `error` event instead.
+//   stop_sequence, usage.output_tokens) · message_stop; a failure: an `error` event instead.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +42,7 @@ class AnthropicStream {
   Block block_ = Block::kNone;
   int index_ = -1;                 // of the open (or last) block
   std::string stop_reason_ = "end_turn";
+  nlohmann::json stop_sequence_;  // the stop string that ended the reply (null: none)
   SseReader reader_;
   std::string out_;
 };

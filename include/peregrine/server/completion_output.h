@@ -50,7 +50,8 @@ class CompletionOutput {
   /// engine then stops that choice's request: RequestCallbacks::on_token's contract).
   bool add_token(const TokenEvent& event, std::size_t choice = 0);
   /// Ends `choice` with the engine's result. Streaming: queues its held-back text and its chunk
-  /// with finish_reason ("stop" | "length"); after the last choice, the usage chunk when asked
+  /// with finish_reason ("stop" | "length", and vLLM's "stop_reason": the stop string that ended
+  /// it, when one did; the response body's choice carries it too); after the last choice, the usage chunk when asked
   /// for, and [DONE]. A failed choice (kError, kCancelled) queues an {"error": ...} event and
   /// [DONE] at once; nothing is queued after [DONE] (the caller cancels the other choices).
   void finish(const RequestResult& result, std::size_t choice = 0);

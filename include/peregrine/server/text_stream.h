@@ -30,6 +30,8 @@ class TextStream {
 
   /// Whether a stop string ended the text.
   bool stopped() const { return stopped_; }
+  /// The stop string that ended it ("" when none did; the earliest in the text when several).
+  const std::string& matched_stop() const { return matched_stop_; }
   /// Bytes released so far (the output text).
   std::size_t released_bytes() const { return released_bytes_; }
 
@@ -45,6 +47,7 @@ class TextStream {
   std::string pending_;  // decoded, not yet released
   std::size_t released_bytes_ = 0;
   bool stopped_ = false;
+  std::string matched_stop_;
 };
 
 /// Bytes at the end of `text` that form an incomplete UTF-8 character (a lead byte followed
