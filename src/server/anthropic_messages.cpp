@@ -10,15 +10,11 @@
 namespace peregrine {
 namespace {
 
-using Json = nlohmann::ordered_json;
-using Error = std::optional<ApiError>;
-
-using request_fields::cat;
-using request_fields::field;
+using namespace request_fields;  // Json, Error, field, cat, joined_text, chat_tools
 
 // The text of a string or of an array of text blocks (joined by `sep`); `at` names the field.
 Error text_of(const Json& content, const std::string& at, std::string_view sep, std::string& out) {
-  return request_fields::joined_text(content, at, sep, {"text"}, {"image", "document"}, out);
+  return joined_text(content, at, sep, {"text"}, {"image", "document"}, out);
 }
 
 // One block of a message's content array, added to the OpenAI message(s) being built.
@@ -185,7 +181,7 @@ std::variant<nlohmann::ordered_json, ApiError> anthropic_to_openai(const nlohman
   Json out = {{"messages", Json::array()}};
   if (auto e = messages(body, out["messages"])) return *e;
   if (const Json* model = field(body, "model"); model != nullptr) out["model"] = *model;
-  if (auto e = request_fields::chat_tools(body, out, custom_tool)) return *e;
+  if (auto e = chat_tools(body, out, custom_tool)) return *e;
   if (auto e = tool_choice(body, out)) return *e;
   if (endpoint == AnthropicEndpoint::kCountTokens) return out;
   if (auto e = output_format(body, out)) return *e;

@@ -111,6 +111,13 @@ void allow_cross_origin(const httplib::Request& req, httplib::Response& res) {
   res.set_header("Access-Control-Allow-Credentials", "true");
 }
 
+// A body the converters read: checked strictly first (duplicate keys, depth, UTF-8; a 400 naming
+// the problem), then parsed again keeping its key order.
+std::variant<nlohmann::ordered_json, ApiError> ordered_body(const std::string& body) {
+  if (auto checked = json_util::parse(body, "request body"); !checked) return api_error(invalid_argument(checked.status().message()));
+  return nlohmann::ordered_json::parse(body);
+}
+
 Api api_of(const httplib::Request& req) { return req.path.starts_with("/v1/messages") ? Api::kAnthropic : Api::kOpenAi; }
 
 /// Compares a secret in time independent of where the first difference is (the length is
@@ -312,11 +319,9 @@ void HttpServer::Impl::handle_completion(const httplib::Request& req, httplib::R
 // Anthropic's Messages API: the request rewritten as an OpenAI chat request and run as one
 // (server/anthropic_messages.h); count_tokens renders and tokenizes its prompt only.
 void HttpServer::Impl::handle_messages(const httplib::Request& req, httplib::Response& res, AnthropicEndpoint endpoint) {
-  // Checked strictly first (duplicate keys, depth, UTF-8), then read again keeping the key order.
-  if (auto checked = json_util::parse(req.body, "request body"); !checked) {
-    return send_error(res, api_error(invalid_argument(checked.status().message())), Api::kAnthropic);
-  }
-  auto converted = anthropic_to_openai(nlohmann::ordered_json::parse(req.body), endpoint);
+  auto body = ordered_body(req.body);
+  if (const ApiError* e = std::get_if<ApiError>(&body)) return send_error(res, *e, Api::kAnthropic);
+  auto converted = anthropic_to_openai(std::get<nlohmann::ordered_json>(body), endpoint);
   if (const ApiError* e = std::get_if<ApiError>(&converted)) return send_error(res, *e, Api::kAnthropic);
   const std::string chat_body = std::get<nlohmann::ordered_json>(converted).dump();
   if (endpoint == AnthropicEndpoint::kCountTokens) {
@@ -334,10 +339,9 @@ void HttpServer::Impl::handle_messages(const httplib::Request& req, httplib::Res
 // OpenAI's Responses API: the request rewritten as a chat request and run as one
 // (server/responses_api.h).
 void HttpServer::Impl::handle_responses(const httplib::Request& req, httplib::Response& res) {
-  if (auto checked = json_util::parse(req.body, "request body"); !checked) {
-    return send_error(res, api_error(invalid_argument(checked.status().message())));
-  }
-  auto request = nlohmann::ordered_json::parse(req.body);
+  auto body = ordered_body(req.body);
+  if (const ApiError* e = std::get_if<ApiError>(&body)) return send_error(res, *e);
+  auto request = std::move(std::get<nlohmann::ordered_json>(body));
   auto converted = responses_to_chat(request);
   if (const ApiError* e = std::get_if<ApiError>(&converted)) return send_error(res, *e);
   auto started = start(std::get<nlohmann::ordered_json>(converted).dump(), ApiEndpoint::kChatCompletions);

@@ -8,9 +8,16 @@
 #include <utility>
 #include <variant>
 
+#include <nlohmann/json.hpp>
+
 #include "peregrine/server/api_error.h"
 
 namespace peregrine::request_fields {
+
+/// The converters read and write ordered JSON: schemas keep their key order.
+using Json = nlohmann::ordered_json;
+/// A conversion step's failure (nullopt: none).
+using Error = std::optional<ApiError>;
 
 /// obj[key], or nullptr when absent or null.
 template <class J>

@@ -9,16 +9,13 @@
 namespace peregrine {
 namespace {
 
-using Json = nlohmann::ordered_json;
-using Error = std::optional<ApiError>;
-using request_fields::cat;
-using request_fields::field;
+using namespace request_fields;  // Json, Error, field, cat, joined_text, chat_tools
 
 std::string index_of(std::string_view at, std::size_t i) { return cat({at, "[", std::to_string(i), "]"}); }
 
 // A message's content: a string, or text parts (input_text, output_text, text) joined.
 Error content_text(const Json& content, const std::string& at, std::string& out) {
-  return request_fields::joined_text(content, at, "", {"input_text", "output_text", "text"},
+  return joined_text(content, at, "", {"input_text", "output_text", "text"},
                                      {"input_image", "input_file", "input_audio"}, out);
 }
 
@@ -158,7 +155,7 @@ std::variant<nlohmann::ordered_json, ApiError> responses_to_chat(const nlohmann:
   for (const char* key : {"temperature", "top_p", "top_k", "min_p", "seed", "parallel_tool_calls", "stream"}) {
     if (const Json* v = field(body, key); v != nullptr) out[key] = *v;
   }
-  if (auto e = request_fields::chat_tools(body, out, function_tool)) return *e;
+  if (auto e = chat_tools(body, out, function_tool)) return *e;
   if (auto e = tool_choice(body, out)) return *e;
   if (auto e = text_format(body, out)) return *e;
   if (out.value("stream", false)) out["stream_options"] = {{"include_usage", true}};

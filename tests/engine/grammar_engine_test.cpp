@@ -44,6 +44,19 @@ std::vector<Output> run_all(const LlamaModel& model, std::vector<RequestOptions>
   return out;
 }
 
+// A request of `prompt` under `grammar` (empty: none), ending on the model's EOS.
+RequestOptions constrained(const Tokenizer& tok, std::vector<std::int32_t> prompt, TokenGrammar grammar, float temperature,
+                           std::uint64_t seed, std::int32_t max_tokens) {
+  RequestOptions r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = temperature;
+  r.sampling.seed = seed;
+  r.eos_id = tok.eos_id();
+  r.grammar = std::move(grammar);
+  return r;
+}
+
 TEST(GrammarEngine, SampledOutputsFollowTheirGrammarsInOneBatch) {
   const test::RealModelEntry entry = test::real_model("smollm2-135m-instruct");
   PEREGRINE_REQUIRE_REAL_MODEL(entry);
@@ -60,15 +73,8 @@ TEST(GrammarEngine, SampledOutputsFollowTheirGrammarsInOneBatch) {
   constexpr int kSeeds = 2;
   std::vector<RequestOptions> requests;
   for (int i = 0; i < 3 * kSeeds; ++i) {
-    RequestOptions r;
-    r.prompt = prompt;
-    r.max_tokens = 64;
-    r.sampling.temperature = 1.0f;
-    r.sampling.seed = static_cast<std::uint64_t>(i);
-    r.eos_id = tok.eos_id();
-    if (i % 3 == 0) r.grammar = city_grammar;
-    if (i % 3 == 1) r.grammar = word_grammar;
-    requests.push_back(std::move(r));
+    const TokenGrammar g = i % 3 == 0 ? city_grammar : i % 3 == 1 ? word_grammar : TokenGrammar{};
+    requests.push_back(constrained(tok, prompt, g, 1.0f, static_cast<std::uint64_t>(i), 64));
   }
   const std::vector<Output> out = run_all(*loaded.model, std::move(requests));  // one batch
 
@@ -109,13 +115,7 @@ city ::= "{\"city\": \"" [A-Z] [a-z]{1,15} "\", \"population\": " [1-9] [0-9]{0,
                  tok.add_bos_default());
   std::vector<RequestOptions> requests;
   for (const bool speculate : {false, true, true}) {
-    RequestOptions r;
-    r.prompt = prompt;
-    r.max_tokens = 96;
-    r.eos_id = tok.eos_id();
-    r.grammar = grammar;
-    r.sampling.temperature = requests.size() == 2 ? 1.0f : 0.0f;  // the third samples
-    r.sampling.seed = 7;
+    RequestOptions r = constrained(tok, prompt, grammar, requests.size() == 2 ? 1.0f : 0.0f, 7, 96);  // the third samples
     if (speculate) r.spec = SpecParams{SpecMethod::kPld, 4, 1, false};
     requests.push_back(std::move(r));
   }
