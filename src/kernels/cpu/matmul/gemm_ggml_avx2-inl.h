@@ -13,7 +13,10 @@
 // that a tile's activations stay in L1 / L2 across the block's rows and DRAM sees each row
 // once; the integer-scaled formats decode the block's super-groups once into a per-thread
 // buffer for all its token tiles (tinyllama Q4_K_M pp128 at AVX2, 2 threads, Zen 4, alternated:
-// 92 -> 130 tok/s, about 20 of the 32 int8 MACs per cycle vpmaddubsw + vpmaddwd allow).
+// 92 -> 130 tok/s, about 20 of the 32 int8 MACs per cycle vpmaddubsw + vpmaddwd allow). A whole
+// tile of 8 tokens finishes each super-group with the tokens as the lanes of one vector (one
+// conversion and FMA for all 8) and its offsets in independent FMA chains (Zen 5, alternated:
+// Q4_K_M 169 -> 193 tok/s, Q6_K 163 -> 175).
 
 #if PEREGRINE_AVX_VNNI
 namespace avx2_vnni {  // the same kernels with AVX-VNNI's vpdpwssd / vpdpbusd (IsaLevel::kAvx2Vnni)
@@ -46,7 +49,8 @@ HWY_INLINE void to_float(__m128i v, __m256 (&out)[2]) {
 // One K-quant / IQ4_XS super-block in integer-scaled form: w_i = d·sc_s·v_i + b_s for the 16
 // values s. v = u (0..63), or for kSigned formats (IQ4_XS) the signed grid value in `v` with
 // u = |v| <= 127, whose signs go onto the activations (vpsignb) so that vpmaddubsw's unsigned
-// operand stays u: 2·127·127 < 2^15.
+// operand stays u: 2·127·127 < 2^15. Q4_K / Q5_K (kOffsets32) have one offset per 32 values:
+// b[0] lane c is the offset of values 32c .. 32c+31 and b[1] is unused.
 struct IntScaled {
   __m256i u[8];  // codes of values 32c .. 32c+31
   __m256i v[8];  // kSigned only: the signed values
@@ -87,10 +91,9 @@ HWY_INLINE void int_qk_k(const std::uint8_t* block, IntScaled& out) {
   }
   out.sc = pairs_of(scales);
   out.d = half(b.d);
-  to_float(pairs_of(mins), out.b);
-  const __m256 dmin = _mm256_set1_ps(-half(b.dmin));
-  out.b[0] = _mm256_mul_ps(dmin, out.b[0]);
-  out.b[1] = _mm256_mul_ps(dmin, out.b[1]);
+  const __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mins))));
+  out.b[0] = _mm256_mul_ps(_mm256_set1_ps(-half(b.dmin)), m);
+  out.b[1] = _mm256_setzero_ps();
 }
 
 HWY_INLINE void int_q6_k(const std::uint8_t* block, IntScaled& out) {
@@ -204,14 +207,17 @@ struct DecodedGroup {
   HWY_INLINE __m256i code(int c) const { return D::kSigned ? k.v[c] : k.u[c]; }
   HWY_INLINE __m256i scale(int c) const { return chunk_scales(sc16, c); }
   HWY_INLINE float d() const { return k.d; }
-  HWY_INLINE const __m256 (&b() const)[2] { return k.b; }
+  // Offsets 8h .. 8h+7.
+  HWY_INLINE __m256 b(int h) const { return k.b[h]; }
+  // Offset s (lane s % 8 of b[s / 8]) in every lane.
+  HWY_INLINE __m256 offset(int s) const { return _mm256_permutevar8x32_ps(k.b[s / 8], _mm256_set1_epi32(s % 8)); }
 };
 
 // The same, stored (prefill: a row block's super-groups decoded once for every token tile).
 struct StoredGroup {
   __m256i q[8];
   __m256i s[8];
-  __m256 offsets[2];
+  alignas(32) float offsets[16];
   float scale_d;
 
   template <class D>
@@ -220,21 +226,27 @@ struct StoredGroup {
       q[c] = g.code(c);
       s[c] = g.scale(c);
     }
-    offsets[0] = g.b()[0];
-    offsets[1] = g.b()[1];
+    _mm256_store_ps(offsets, g.b(0));
+    _mm256_store_ps(offsets + 8, g.b(1));
   }
   HWY_INLINE __m256i code(int c) const { return q[c]; }
   HWY_INLINE __m256i scale(int c) const { return s[c]; }
   HWY_INLINE float d() const { return scale_d; }
-  HWY_INLINE const __m256 (&b() const)[2] { return offsets; }
+  HWY_INLINE __m256 b(int h) const { return _mm256_load_ps(offsets + 8 * h); }
+  HWY_INLINE __m256 offset(int s) const { return _mm256_broadcast_ss(offsets + s); }
 };
 
 // A token tile's Q8_K activation scales in the order the tiles read them: per super-group, the
-// scale dx and the 16 scaled sums sum16 of each of the tile's tokens (GgmlActivations' own
-// layout puts every token's on its own row: 8 pointers, more than the registers hold).
+// scale dx, the 16 scaled sums sum16 and their pairs sum32 (the sums of 32 values, which the
+// per-32 offsets of Q4_K / Q5_K weigh) of each of the tile's tokens (GgmlActivations' own
+// layout puts every token's on its own row: 8 pointers, more than the registers hold); for
+// whole tiles also token-minor (sum16t[s][n], sum32t[c][n]: one vector per offset).
 struct TileScales {
   float dx[kTileTokens];
   float sum16[kTileTokens][16];
+  float sum32[kTileTokens][8];
+  float sum16t[16][kTileTokens];
+  float sum32t[8][kTileTokens];
 };
 
 // out[g] for g < op.groups: tokens [token, token + n) of the activations.
@@ -244,21 +256,59 @@ HWY_INLINE void gather_tile_scales(const Operands& op, std::int64_t token, std::
     for (std::int64_t i = 0; i < n; ++i) {
       out[g].dx[i] = x.dx[static_cast<std::size_t>((token + i) * x.ld / 4 + 64 * g)];
       std::memcpy(out[g].sum16[i], x.sum16.data() + (token + i) * x.ld / 16 + 16 * g, sizeof out[g].sum16[i]);
+      for (int c = 0; c < 8; ++c) out[g].sum32t[c][i] = out[g].sum32[i][c] = out[g].sum16[i][2 * c] + out[g].sum16[i][2 * c + 1];
+      for (int s = 0; s < 16; ++s) out[g].sum16t[s][i] = out[g].sum16[i][s];
     }
+  }
+}
+
+// The int32 lane sums of 8 vectors as the 8 lanes of one: lane n = Σ of v[n]'s lanes.
+HWY_INLINE __m256i lane_sums(const __m256i (&v)[8]) {
+  // Per 128-bit half: (a0+a2, b0+b2, a1+a3, b1+b3), then (A, B, C, D) partial sums.
+  const auto pairs = [](__m256i a, __m256i b) {
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+  };
+  const auto quads = [](__m256i a, __m256i b) {
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+  };
+  const __m256i low = quads(pairs(v[0], v[1]), pairs(v[2], v[3])), high = quads(pairs(v[4], v[5]), pairs(v[6], v[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(low, high, 0x20), _mm256_permute2x128_si256(low, high, 0x31));
+}
+
+// Independent f32 sums of a whole tile (lane n: token n) that together make its outputs:
+// acc[0] takes the dot products, acc[1 + s % 4] offset s (one FMA chain would wait 4 cycles
+// on each of its 9-17 FMAs per super-group).
+constexpr int kTileSums = 5;
+
+// One super-group's terms added to a whole tile's sums: the tokens' int32 sums isum converted
+// and scaled by d·dx, and the offsets b·sum (one vector per offset).
+template <class D, class Group>
+HWY_INLINE void tile_epilogue(const Group& k, const __m256i (&isum)[kTileTokens], const TileScales& ts,
+                              __m256 (&acc)[kTileSums]) {
+  const __m256 dx = _mm256_mul_ps(_mm256_set1_ps(k.d()), _mm256_loadu_ps(ts.dx));
+  acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_sums(isum)), dx, acc[0]);
+  if constexpr (D::kOffsets32) {
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) acc[1 + c % 4] = _mm256_fmadd_ps(k.offset(c), _mm256_loadu_ps(ts.sum32t[c]), acc[1 + c % 4]);
+  } else if constexpr (!D::kSigned) {
+#pragma GCC unroll 16
+    for (int s = 0; s < 16; ++s) acc[1 + s % 4] = _mm256_fmadd_ps(k.offset(s), _mm256_loadu_ps(ts.sum16t[s]), acc[1 + s % 4]);
   }
 }
 
 // y[token .. token+RN, row] for an integer-scaled format D with Q8_K activations (one scale
 // per super-group and token): per super-group the exact int32 Σ_s sc_s·(u·q)_s per token, then
-// one conversion and FMA by d·dx, and the offsets b·sum16 in f32. group_at(g): the row's
+// one conversion and FMA by d·dx, and the offsets b·sum16 (b·sum32) in f32: per token, or for
+// a whole tile by tile_epilogue with the tokens as lanes. group_at(g): the row's
 // super-group g (a DecodedGroup<D> or a const StoredGroup&); scales: the tile's TileScales,
 // one per super-group.
 template <class D, int RN, class GroupAt>
 HWY_INLINE void int_row_tile(const Operands& op, std::int64_t row, std::int64_t token, const TileScales* scales,
                              GroupAt group_at) {
   const GgmlActivations& x = *op.x;
-  __m256 acc[RN];
+  __m256 acc[RN], sums[kTileSums];  // per token (RN < kTileTokens), per whole tile
   for (int n = 0; n < RN; ++n) acc[n] = _mm256_setzero_ps();
+  for (int i = 0; i < kTileSums; ++i) sums[i] = _mm256_setzero_ps();
   for (std::int64_t g = 0; g < op.groups; ++g) {
     const auto& k = group_at(g);
     const std::int8_t* q = x.q.data() + token * x.ld + g * kSuperGroup;
@@ -278,14 +328,27 @@ HWY_INLINE void int_row_tile(const Operands& op, std::int64_t row, std::int64_t 
       }
     }
     const TileScales& ts = scales[g];
+    if constexpr (RN == kTileTokens) {
+      tile_epilogue<D>(k, isum, ts, sums);
+      continue;
+    }
 #pragma GCC unroll 8
     for (int n = 0; n < RN; ++n) {
       acc[n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[n]), _mm256_set1_ps(k.d() * ts.dx[n]), acc[n]);
-      if constexpr (!D::kSigned) {
-        acc[n] = _mm256_fmadd_ps(k.b()[0], _mm256_loadu_ps(ts.sum16[n]), acc[n]);
-        acc[n] = _mm256_fmadd_ps(k.b()[1], _mm256_loadu_ps(ts.sum16[n] + 8), acc[n]);
+      if constexpr (D::kOffsets32) {
+        acc[n] = _mm256_fmadd_ps(k.b(0), _mm256_loadu_ps(ts.sum32[n]), acc[n]);
+      } else if constexpr (!D::kSigned) {
+        acc[n] = _mm256_fmadd_ps(k.b(0), _mm256_loadu_ps(ts.sum16[n]), acc[n]);
+        acc[n] = _mm256_fmadd_ps(k.b(1), _mm256_loadu_ps(ts.sum16[n] + 8), acc[n]);
       }
     }
+  }
+  if constexpr (RN == kTileTokens) {
+    alignas(32) float y[kTileTokens];
+    _mm256_store_ps(y, _mm256_add_ps(_mm256_add_ps(sums[0], sums[1]),
+                                     _mm256_add_ps(_mm256_add_ps(sums[2], sums[3]), sums[4])));
+    for (int n = 0; n < RN; ++n) op.y[(token + n) * op.out + row] = y[n];
+    return;
   }
   for (int n = 0; n < RN; ++n) op.y[(token + n) * op.out + row] = horizontal_sum(acc[n]);
 }
@@ -439,9 +502,10 @@ struct LegacyTile {
 };
 
 // The integer-scaled decoders (as the AVX-512 code's IntDecoder).
-template <void (*kInt)(const std::uint8_t*, IntScaled&), bool kSign = false>
+template <void (*kInt)(const std::uint8_t*, IntScaled&), bool kSign = false, bool kPer32 = false>
 struct IntDecoder {
   static constexpr bool kSigned = kSign;
+  static constexpr bool kOffsets32 = kPer32;
   static HWY_INLINE void decode_int(const std::uint8_t* p, IntScaled& out) { kInt(p, out); }
 };
 
@@ -461,8 +525,8 @@ bool legacy_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_en
 
 bool rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
   switch (op.dtype) {
-    case DType::kQ4_K: return int_rows<IntDecoder<int_qk_k<4>>>(op, row_begin, row_end);
-    case DType::kQ5_K: return int_rows<IntDecoder<int_qk_k<5>>>(op, row_begin, row_end);
+    case DType::kQ4_K: return int_rows<IntDecoder<int_qk_k<4>, false, true>>(op, row_begin, row_end);
+    case DType::kQ5_K: return int_rows<IntDecoder<int_qk_k<5>, false, true>>(op, row_begin, row_end);
     case DType::kQ6_K: return int_rows<IntDecoder<int_q6_k>>(op, row_begin, row_end);
     case DType::kQ3_K: return int_rows<IntDecoder<int_q3_k>>(op, row_begin, row_end);
     case DType::kQ2_K: return int_rows<IntDecoder<int_q2_k>>(op, row_begin, row_end);
