@@ -12,8 +12,14 @@ constexpr std::string_view kInstructions =
     "{\"name\": <the function's name>, \"arguments\": <an object of its parameters>}; "
     "to answer without a call, reply in plain text.\n\nFunctions:";
 
-std::string instructions(const Json& tools) {
-  std::string text(kInstructions);
+constexpr std::string_view kR1Instructions =
+    "You can call the functions below. To call them, reply with <｜tool▁calls▁begin｜>, then for "
+    "each call <｜tool▁call▁begin｜>function<｜tool▁sep｜>, the function's name, a new line, an "
+    "object of its parameters as JSON between ```json and ``` lines, and <｜tool▁call▁end｜>; "
+    "end with <｜tool▁calls▁end｜>. To answer without a call, reply in plain text.\n\nFunctions:";
+
+std::string instructions(const Json& tools, ToolSyntax syntax) {
+  std::string text(syntax == ToolSyntax::kJson ? kInstructions : kR1Instructions);
   for (const Json& tool : tools) {
     const Json& fn = tool.at("function");
     Json line = {{"name", fn.at("name")}};
@@ -51,20 +57,21 @@ std::string called_name(std::span<const ChatMessage> before, const std::string& 
 }  // namespace
 
 std::vector<ChatMessage> generic_tool_messages(std::span<const ChatMessage> messages, const nlohmann::ordered_json& tools,
-                                               ToolInstructions where) {
+                                               ToolInstructions where, ToolSyntax syntax) {
+  const bool rewrite = syntax == ToolSyntax::kJson;
   std::vector<ChatMessage> out;
   bool told = tools.is_null() || tools.empty();
   const std::string_view host = where == ToolInstructions::kSystem ? "system" : "user";
   for (std::size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     if (m.role == host && !told) {
-      std::string text = instructions(tools);
+      std::string text = instructions(tools, syntax);
       if (!m.content.empty()) text = where == ToolInstructions::kSystem ? m.content + "\n\n" + text : text + "\n\n" + m.content;
       out.emplace_back(m.role, std::move(text));
       told = true;
-    } else if (m.role == "assistant" && !m.tool_calls.is_null()) {
+    } else if (rewrite && m.role == "assistant" && !m.tool_calls.is_null()) {
       out.emplace_back("assistant", calls_text(m));
-    } else if (m.role == "tool") {
+    } else if (rewrite && m.role == "tool") {
       std::string result = "Result of " + called_name(messages.first(i), m.tool_call_id) + ": " + m.content;
       if (!out.empty() && out.back().role == "user" && i > 0 && messages[i - 1].role == "tool") {
         out.back().content.append("\n").append(result);
@@ -75,7 +82,7 @@ std::vector<ChatMessage> generic_tool_messages(std::span<const ChatMessage> mess
       out.push_back(m);
     }
   }
-  if (!told) out.insert(out.begin(), ChatMessage(std::string(host), instructions(tools)));
+  if (!told) out.insert(out.begin(), ChatMessage(std::string(host), instructions(tools, syntax)));
   return out;
 }
 

@@ -10,14 +10,15 @@ Expected<std::vector<std::int32_t>> prompt_tokens(const OpenAiRequest& request, 
   std::vector<std::int32_t> ids;
   if (request.endpoint == ApiEndpoint::kChatCompletions) {
     const nlohmann::ordered_json tools = request.tool_choice != ToolChoice::kNone ? request.tools : nlohmann::ordered_json();
-    if (tool_format == ToolCallFormat::kGeneric) {
-      auto in_system = chat_prompt_tokens(chat_template, generic_tool_messages(request.messages, tools), tokenizer, nullptr,
-                                          request.prompt_end);
+    if (!template_shows_tools(chat_template.source(), tool_format)) {
+      const ToolSyntax syntax = tool_format == ToolCallFormat::kDeepSeekR1 ? ToolSyntax::kDeepSeekR1 : ToolSyntax::kJson;
+      auto in_system = chat_prompt_tokens(chat_template, generic_tool_messages(request.messages, tools, ToolInstructions::kSystem, syntax),
+                                          tokenizer, nullptr, request.prompt_end);
       if (in_system || tools.is_null()) {
         PEREGRINE_ASSIGN_OR_RETURN(ids, std::move(in_system));
       } else {  // a template that refuses a system role (Gemma 2): the instructions lead the first user turn
         PEREGRINE_ASSIGN_OR_RETURN(ids, chat_prompt_tokens(chat_template, generic_tool_messages(request.messages, tools,
-                                                                                                ToolInstructions::kFirstUser),
+                                                                                                ToolInstructions::kFirstUser, syntax),
                                                            tokenizer, nullptr, request.prompt_end));
       }
     } else {

@@ -65,6 +65,20 @@ TEST(GenericTools, NoSystemMessageGetsOneAndNoToolsChangesNothingElse) {
   EXPECT_EQ(without[0].content, "Hi");
 }
 
+// DeepSeek R1's template shows calls and results itself: only the instructions (its call
+// blocks) are added.
+TEST(GenericTools, DeepSeekR1InstructionsLeaveCallsAndResultsToTheTemplate) {
+  const std::vector<ChatMessage> in = {{"user", "Weather?"}, call_turn(), result("c1", "25 C")};
+  const std::vector<ChatMessage> out = generic_tool_messages(in, kTools, ToolInstructions::kSystem, ToolSyntax::kDeepSeekR1);
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0].role, "system");
+  EXPECT_NE(out[0].content.find("<｜tool▁call▁begin｜>function<｜tool▁sep｜>"), std::string::npos) << out[0].content;
+  EXPECT_NE(out[0].content.find(R"({"name":"get_weather")"), std::string::npos) << out[0].content;
+  EXPECT_EQ(out[2].tool_calls, in[1].tool_calls);
+  EXPECT_EQ(out[3].role, "tool");
+  EXPECT_EQ(out[3].tool_call_id, "c1");
+}
+
 TEST(GenericTools, RealTemplatesWithoutToolsRenderThem) {
   const std::vector<ChatMessage> in = {{"user", "Weather?"}, call_turn(), result("c1", "25 C")};
   for (const char* name : {"microsoft-Phi-3.5-mini-instruct", "google-gemma-2-2b-it"}) {

@@ -1,8 +1,8 @@
 // Tool calls out of streamed text (server/tool_calls.h): Hermes <tool_call> blocks however the
 // text is split, blocks that do not parse kept as content, the generic JSON fallback for a
-// declared tool only, Llama 3.x and Mistral replies, each real chat template's format (and
-// Mistral's call ids through its own template), and the grammar of a forced call taking exactly
-// the calls it should.
+// declared tool only, Llama 3.x, Mistral and DeepSeek R1 replies, each real chat template's
+// format (and Mistral's call ids through its own template), and the grammar of a forced call
+// taking exactly the calls it should.
 #include "peregrine/server/tool_calls.h"
 
 #include <gtest/gtest.h>
@@ -133,6 +133,69 @@ TEST(ToolCallParser, MistralCallsAfterTheMarkerOrAsTheWholeReply) {
   }
 }
 
+// "Weather in Rome?", an assistant turn making `call`, and its result {"temp": 21}, through
+// the template `source`.
+Expected<std::string> render_call_and_result(const std::string& source, const ToolCall& call, const ChatTemplateInputs& in) {
+  PEREGRINE_ASSIGN_OR_RETURN(auto tmpl, ChatTemplate::parse(source));
+  std::vector<ChatMessage> messages = {{"user", "Weather in Rome?"}, {"assistant", ""}, {"tool", "{\"temp\": 21}"}};
+  messages[1].tool_calls = nlohmann::ordered_json::array(
+      {{{"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}}});
+  messages[2].tool_call_id = call.id;
+  return tmpl.render(messages, in);
+}
+
+// DeepSeek R1's call blocks (its template's text: tool type, separator, name, a ```json fence).
+const std::string kR1Reply = "Let me look.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
+                             "```json\n{\"city\": \"Rome\"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function"
+                             "<｜tool▁sep｜>ping\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+
+TEST(ToolCallParser, DeepSeekR1CallBlocksAfterTheMarker) {
+  for (std::size_t step : {1, 2, 5, 1000}) {
+    const Parsed p = parse(kR1Reply, step, {"get_weather", "ping"}, ToolCallFormat::kDeepSeekR1);
+    EXPECT_EQ(p.content, "Let me look.") << step;
+    ASSERT_EQ(p.calls.size(), 2u) << step;
+    EXPECT_EQ(p.calls[0].name, "get_weather");
+    EXPECT_EQ(p.calls[0].arguments, R"({"city":"Rome"})");
+    EXPECT_EQ(p.calls[1].name, "ping");
+    EXPECT_EQ(p.calls[1].arguments, "{}");
+  }
+  // Bare arguments and no closing marker (output cut at EOS) still read; a block that does not
+  // parse leaves the whole reply as content; text without the marker is content.
+  const Parsed bare = parse("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>ping\n{}<｜tool▁call▁end｜>", 3,
+                            {"ping"}, ToolCallFormat::kDeepSeekR1);
+  ASSERT_EQ(bare.calls.size(), 1u);
+  EXPECT_EQ(bare.content, "");
+  const std::string broken = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>ping\n```json\n{\n```<｜tool▁call▁end｜>";
+  const Parsed kept = parse(broken, 4, {"ping"}, ToolCallFormat::kDeepSeekR1);
+  EXPECT_TRUE(kept.calls.empty());
+  EXPECT_EQ(kept.content, broken);
+  const Parsed plain = parse("The answer is <｜tool no.", 2, {"ping"}, ToolCallFormat::kDeepSeekR1);
+  EXPECT_TRUE(plain.calls.empty());
+  EXPECT_EQ(plain.content, "The answer is <｜tool no.");
+}
+
+// DeepSeek R1's templates, where $PEREGRINE_EXTRA_CHAT_TEMPLATES holds them (llama.cpp's
+// models/templates: DeepSeek's own, which shows calls but not tools, and llama.cpp's rewrite,
+// which shows both): the format, who describes the tools, and parsed calls rendered back.
+TEST(ToolCallFormat, DeepSeekR1Templates) {
+  const char* dir = std::getenv("PEREGRINE_EXTRA_CHAT_TEMPLATES");
+  if (dir == nullptr) GTEST_SKIP() << "PEREGRINE_EXTRA_CHAT_TEMPLATES not set (a llama.cpp checkout's models/templates)";
+  for (const auto& [name, shows] : {std::pair<const char*, bool>{"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", false},
+                                    {"llama-cpp-deepseek-r1", true}}) {
+    const std::string source = test::read_file(std::string(dir) + "/" + name + ".jinja");
+    EXPECT_EQ(tool_call_format(source), ToolCallFormat::kDeepSeekR1) << name;
+    EXPECT_EQ(template_shows_tools(source, ToolCallFormat::kDeepSeekR1), shows) << name;
+    const Parsed p = parse(kR1Reply, 3, {"get_weather", "ping"}, ToolCallFormat::kDeepSeekR1);
+    ChatTemplateInputs in;
+    in.bos_token = "<｜begin▁of▁sentence｜>";
+    in.add_generation_prompt = true;
+    auto text = render_call_and_result(source, p.calls[0], in);
+    ASSERT_TRUE(text) << name << ": " << text.status().message();
+    EXPECT_NE(text->find("<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather"), std::string::npos) << *text;
+    EXPECT_NE(text->find("<｜tool▁output▁begin｜>{\"temp\": 21}"), std::string::npos) << *text;
+  }
+}
+
 // A two-turn conversation with a parsed call renders through each real template (Mistral's
 // raises on call ids that are not 9 letters and digits).
 TEST(ToolCallParser, ParsedCallsRenderBackThroughTheirTemplates) {
@@ -146,17 +209,11 @@ TEST(ToolCallParser, ParsedCallsRenderBackThroughTheirTemplates) {
     const std::string source = chat_template_source(name);
     const Parsed p = parse(reply, 3, {"get_weather"}, tool_call_format(source));
     ASSERT_EQ(p.calls.size(), 1u) << name;
-    auto tmpl = ChatTemplate::parse(source);
-    ASSERT_TRUE(tmpl) << tmpl.status().message();
-    std::vector<ChatMessage> messages = {{"user", "Weather in Rome?"}, {"assistant", ""}, {"tool", "{\"temp\": 21}"}};
-    messages[1].tool_calls = nlohmann::ordered_json::array({{{"id", p.calls[0].id}, {"type", "function"},
-                                                             {"function", {{"name", p.calls[0].name}, {"arguments", p.calls[0].arguments}}}}});
-    messages[2].tool_call_id = p.calls[0].id;
     ChatTemplateInputs in;
     in.bos_token = "<s>";
     in.eos_token = "</s>";
     in.tools = tools;
-    auto text = tmpl->render(messages, in);
+    auto text = render_call_and_result(source, p.calls[0], in);
     ASSERT_TRUE(text) << name << ": " << text.status().message();
     EXPECT_NE(text->find("get_weather"), std::string::npos) << name;
     EXPECT_NE(text->find("21"), std::string::npos) << name;
@@ -192,6 +249,23 @@ TEST(ToolCallGrammar, ForcedCallsFollowTheToolsSchemas) {
   EXPECT_TRUE(test::run(tok, trie, *llama3, R"({"name": "get_weather", "parameters": {"city": "Rome"}})").complete);
   EXPECT_FALSE(test::run(tok, trie, *llama3, weather).accepted);
   EXPECT_EQ(tool_call_gbnf(tools, "", true, ToolCallFormat::kMistral).status().code(), ErrorCode::kUnsupported);
+
+  // DeepSeek R1: call blocks between its markers, each tool's arguments by its own schema (the
+  // rules of the two schemas kept apart), read back by the parser.
+  auto r1_text = tool_call_gbnf(tools, "", true, ToolCallFormat::kDeepSeekR1);
+  ASSERT_TRUE(r1_text) << r1_text.status().message();
+  auto r1 = Grammar::parse(*r1_text);
+  ASSERT_TRUE(r1) << r1.status().message() << "\n" << *r1_text;
+  const std::string r1_calls = kR1Reply.substr(kR1Reply.find("<｜tool▁calls▁begin｜>"));
+  EXPECT_TRUE(test::run(tok, trie, *r1, r1_calls).complete) << *r1_text;
+  EXPECT_FALSE(test::run(tok, trie, *r1, kR1Reply).accepted);
+  const test::TextRun r1_wrong = test::run(tok, trie, *r1, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>"
+                                                          "get_weather\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
+  EXPECT_FALSE(r1_wrong.accepted && r1_wrong.complete);
+  auto r1_ping = Grammar::parse(*tool_call_gbnf(tools, "ping", false, ToolCallFormat::kDeepSeekR1));
+  ASSERT_TRUE(r1_ping);
+  EXPECT_FALSE(test::run(tok, trie, *r1_ping, r1_calls).accepted);
+  EXPECT_EQ(parse(r1_calls, 7, {"get_weather", "ping"}, ToolCallFormat::kDeepSeekR1).calls.size(), 2u);
 
   // Generic (a template without tools): one bare {"name", "arguments"} object, which the
   // generic parser reads back as the call.

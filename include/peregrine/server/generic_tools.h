@@ -19,13 +19,19 @@ namespace peregrine {
 /// such as Gemma 2's) the start of the first user message.
 enum class ToolInstructions { kSystem, kFirstUser };
 
+/// The calls the instructions ask for: kJson one {"name", "arguments"} object, the
+/// conversation's calls and results rewritten as plain turns; kDeepSeekR1 its call blocks
+/// (ToolCallFormat::kDeepSeekR1), calls and results left to its template, which shows them.
+enum class ToolSyntax { kJson, kDeepSeekR1 };
+
 /// `messages` as a template without tools renders them: with `tools` (OpenAI's list; null: no
 /// tools shown), the instructions and one JSON line per function {name, description,
 /// parameters} end the first system message (or a new one first), or with kFirstUser lead the
-/// first user message; an assistant's tool_calls become JSON text {"name", "arguments"} after
-/// its content, one line each; consecutive "tool" messages become one user message ("Result of
-/// NAME: ..." per result, NAME the function its tool_call_id called).
+/// first user message; with kJson an assistant's tool_calls become JSON text {"name",
+/// "arguments"} after its content, one line each, and consecutive "tool" messages one user
+/// message ("Result of NAME: ..." per result, NAME the function its tool_call_id called).
 std::vector<ChatMessage> generic_tool_messages(std::span<const ChatMessage> messages, const nlohmann::ordered_json& tools,
-                                               ToolInstructions where = ToolInstructions::kSystem);
+                                               ToolInstructions where = ToolInstructions::kSystem,
+                                               ToolSyntax syntax = ToolSyntax::kJson);
 
 }  // namespace peregrine

@@ -28,12 +28,20 @@ enum class ToolCallFormat {
   kLlama3,   // the whole reply one {"name": ..., "parameters": {...}} (after <|python_tag|> or not)
   kMistral,  // [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] (the marker may be a control
              // token the detokenizer leaves out: a reply that is such an array is calls too)
+  kDeepSeekR1,  // <｜tool▁calls▁begin｜> then per call <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME
+                // \n```json\n{...}\n```<｜tool▁call▁end｜>, then <｜tool▁calls▁end｜> (DeepSeek R1 and
+                // its distills; their template shows calls and results but not the tools)
 };
 
-/// The format of a chat template's tool instructions (Mistral's [TOOL_CALLS], Hermes'
-/// <tool_call> with a tools variable, Llama 3.x's 'Respond in the format {"name": function name,
-/// "parameters": ...}'), kGeneric for a template without one.
+/// The format of a chat template's tool instructions (Mistral's [TOOL_CALLS], DeepSeek R1's
+/// <｜tool▁calls▁begin｜>, Hermes' <tool_call> with a tools variable, Llama 3.x's 'Respond in the
+/// format {"name": function name, "parameters": ...}'), kGeneric for a template without one.
 ToolCallFormat tool_call_format(std::string_view template_source);
+
+/// Whether a template of `format` describes the tools itself (its `tools` variable); where it
+/// does not, the server does (server/generic_tools.h): kGeneric always, DeepSeek R1's own
+/// template too (llama.cpp's rewrite of it shows them).
+bool template_shows_tools(std::string_view template_source, ToolCallFormat format);
 
 /// Splits streamed output text into content and tool calls of `format` (kGeneric reads as Hermes).
 /// A call that parses ({"name": string, "arguments" (Llama 3.x: "parameters"): object or JSON
@@ -43,7 +51,9 @@ ToolCallFormat tool_call_format(std::string_view template_source);
 /// too — a reply starting with '{' or '`' is held back whole until the end to tell. Llama 3.x:
 /// that fallback only ('<' held too, for <|python_tag|>). Mistral: the text before [TOOL_CALLS]
 /// is content, the array after it calls (all of them, or it stays content); a reply starting
-/// with '[' is held whole as a possible array.
+/// with '[' is held whole as a possible array. DeepSeek R1: as Mistral, after
+/// <｜tool▁calls▁begin｜> every <｜tool▁call▁begin｜> … <｜tool▁call▁end｜> block is a call (its
+/// arguments in a ```json fence or bare).
 class ToolCallParser {
  public:
   /// `seed`: where call ids come from (one server-wide random draw per request); `names`: the
@@ -63,6 +73,7 @@ class ToolCallParser {
  private:
   bool parse_call(const nlohmann::ordered_json& j);
   bool parse_calls(std::string_view body, bool declared_only);
+  bool parse_r1_calls(std::string_view body);
   std::string release_blocks();
   bool held_whole(char first) const;
 
@@ -70,16 +81,16 @@ class ToolCallParser {
   ToolCallFormat format_;
   bool decided_ = false;    // the reply's first character was seen
   bool json_reply_ = false;  // held whole for the fallback
-  bool in_calls_ = false;    // Mistral: past [TOOL_CALLS], held to the end
+  bool in_calls_ = false;    // Mistral, DeepSeek R1: past the calls marker, held to the end
   std::string pending_;  // held back: a possible marker prefix, an open block, or a JSON reply
   std::vector<ToolCall> calls_;
   std::uint64_t next_id_;
   std::size_t n_calls_ = 0;
 };
 
-/// GBNF that makes the model answer with tool calls only, in `format` (Hermes, Llama 3.x or
-/// generic; a Llama 3.x or generic reply holds one call, the generic one {"name", "arguments"}
-/// bare): one call (or, with `parallel`, one or more) of `tools`
+/// GBNF that makes the model answer with tool calls only, in `format` (Hermes, Llama 3.x,
+/// DeepSeek R1 or generic; a Llama 3.x or generic reply holds one call, the generic one {"name",
+/// "arguments"} bare): one call (or, with `parallel`, one or more) of `tools`
 /// (OpenAI's list), or of the one named `only` when not empty, each call's arguments following
 /// that function's `parameters` schema (sampling/json_schema_grammar.h). Errors: those of
 /// json_schema_to_gbnf, naming the tool; kUnsupported for Mistral (its marker is a control token
