@@ -311,10 +311,14 @@ Status Engine::Impl::mask_draft_rows(Sequence& seq, std::span<float> rows) {
 // Verifies `seq`'s draft tree against its rows [1 + tree size, vocab] (and their features,
 // when captured) and emits the accepted tokens and the correction / bonus token; the step's
 // latency is spread evenly over them. A grammar request's rows are masked first and its matcher
-// advanced by each token emitted.
+// advanced by each token emitted. Logprobs come from the rows as the forward left them, as
+// sample() reports them: the model's distribution, not the grammar's or the sampler's.
 void Engine::Impl::verify(Sequence& seq, std::span<float> rows, std::span<const float> row_features,
                           std::int64_t& generated) {
   const std::int64_t vocab = model.config().vocab_size;
+  std::vector<float> raw;
+  if (seq.request.top_logprobs >= 0) raw.assign(rows.begin(), rows.end());
+  const std::span<const float> logprob_rows = raw.empty() ? std::span<const float>(rows) : std::span<const float>(raw);
   if (seq.grammar) {
     if (Status st = mask_draft_rows(seq, rows); !st) return finish(&seq, FinishReason::kError, st);
   }
@@ -325,7 +329,7 @@ void Engine::Impl::verify(Sequence& seq, std::span<float> rows, std::span<const 
   const double gap = seconds_between(seq.last_token, now) / static_cast<double>(tokens.size());
   seq.last_token = now;
   for (const SpecToken& t : tokens) {
-    const auto row = rows.subspan(static_cast<std::size_t>(t.row * vocab), static_cast<std::size_t>(vocab));
+    const auto row = logprob_rows.subspan(static_cast<std::size_t>(t.row * vocab), static_cast<std::size_t>(vocab));
     if (seq.grammar) {
       if (Status st = seq.grammar->accept(t.token); !st) return finish(&seq, FinishReason::kError, st);
     }

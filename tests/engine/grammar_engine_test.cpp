@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -21,6 +22,7 @@ namespace {
 
 struct Output {
   std::vector<std::int32_t> tokens;
+  std::vector<float> logprobs;  // per token, where the request asked for them
   RequestResult result;
 };
 
@@ -37,6 +39,7 @@ std::vector<Output> run_all(const LlamaModel& model, std::vector<RequestOptions>
     Output& o = out[i];
     RequestCallbacks cb{[&o](const TokenEvent& e) {
                           o.tokens.push_back(e.token);
+                          o.logprobs.push_back(e.logprob);
                           return true;
                         },
                         [&o](const RequestResult& res) { o.result = res; }};
@@ -154,6 +157,7 @@ city ::= "{\"city\": \"" [A-Z] [a-z]{1,15} "\", \"population\": " [1-9] [0-9]{0,
   for (const bool speculate : {false, true, true}) {
     RequestOptions r = constrained(tok, prompt, grammar, requests.size() == 2 ? 1.0f : 0.0f, 7, 96);  // the third samples
     if (speculate) r.spec = SpecParams{SpecMethod::kPld, 4, 1, false};
+    r.top_logprobs = 0;
     requests.push_back(std::move(r));
   }
   // Each alone (as generate runs): sharing a batch changes the rows' GEMM shapes, and with them
@@ -161,6 +165,15 @@ city ::= "{\"city\": \"" [A-Z] [a-z]{1,15} "\", \"population\": " [1-9] [0-9]{0,
   std::vector<Output> out;
   for (RequestOptions& r : requests) out.push_back(run_all(*loaded.model, {std::move(r)}).front());
   expect_equal_up_to_a_near_tie(*loaded.model, grammar, tok.eos_id(), prompt, out[0].tokens, out[1].tokens);
+  // Logprobs are the model's (before the grammar's mask) either way: the same up to the
+  // shapes' rounding where the texts agree, and below 0 where the grammar left other tokens.
+  double most = 0.0, elsewhere = 0.0;
+  for (std::size_t i = 0; i < std::min(out[0].tokens.size(), out[1].tokens.size()) && out[0].tokens[i] == out[1].tokens[i]; ++i) {
+    most = std::max(most, static_cast<double>(std::fabs(out[0].logprobs[i] - out[1].logprobs[i])));
+    elsewhere = std::max(elsewhere, 1.0 - std::exp(static_cast<double>(out[1].logprobs[i])));
+  }
+  EXPECT_LT(most, kNearTie) << "logprobs of plain and speculative decoding differ";
+  EXPECT_GT(elsewhere, 0.5) << "no position where the model put most of its mass on other tokens: nothing told masked from raw rows";
   EXPECT_GT(out[1].result.spec_drafted, 0);
   EXPECT_GT(out[1].result.spec_accepted, 0);
   const std::regex lines(R"((\{"city": "[A-Z][a-z]{1,15}", "population": [1-9][0-9]{0,8}\}\n?){3})");
