@@ -332,7 +332,9 @@ class Parser {
         if (ok()) seq.push_back({GrammarElement::Kind::kRule, b_.generated_rule(rule, std::move(inner))});
       } else if (c == '*' || c == '+' || c == '?' || c == '{') {
         if (last == seq.size()) {
-          error(std::string("'") + c + "' repeats nothing");
+          std::string what = "'";
+          what.append(1, c).append("' repeats nothing");
+          error(what);
           break;
         }
         repeat(rule, seq, last);

@@ -113,8 +113,11 @@ std::string json_chars(const Ranges& set) {
   std::vector<std::string> alts;
   if (!plain.empty()) {
     std::string cls = "[";
-    for (const auto& [a, b] : plain) cls += a == b ? hex_escape(a) : hex_escape(a) + "-" + hex_escape(b);
-    alts.push_back(cls + "]");
+    for (const auto& [a, b] : plain) {
+      cls.append(hex_escape(a));
+      if (a != b) cls.append("-").append(hex_escape(b));
+    }
+    alts.push_back(cls.append("]"));
   }
   if (covers(kept, '"')) alts.push_back(R"("\\\"")");
   if (covers(kept, '\\')) alts.push_back(R"("\\\\")");

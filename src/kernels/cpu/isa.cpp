@@ -73,7 +73,7 @@ IsaLevel target_level(IsaLevel level) {
 }
 
 // `level`, as AVX-VNNI raises it when `vnni` (kAvx2 → kAvx2Vnni).
-IsaLevel with_vnni(IsaLevel level, bool vnni) {
+IsaLevel with_vnni(IsaLevel level, [[maybe_unused]] bool vnni) {
 #if defined(__x86_64__)
   if (level == IsaLevel::kAvx2 && vnni) return IsaLevel::kAvx2Vnni;
 #endif
