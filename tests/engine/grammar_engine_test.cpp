@@ -14,8 +14,8 @@
 
 #include "peregrine/engine/engine.h"
 #include "peregrine/sampling/grammar_matcher.h"
+#include "near_tie.h"
 #include "real_models.h"
-#include "test_models.h"
 
 namespace peregrine {
 namespace {
@@ -103,41 +103,6 @@ TEST(GrammarEngine, SampledOutputsFollowTheirGrammarsInOneBatch) {
   }
 }
 
-// Greedy decoding takes at every position the grammar-allowed argmax of the target's logits:
-// plain decoding from a one-row forward, speculative decoding from a row of its verify forward.
-// Forwards of other shapes run other kernels (decode attention against the tiled prefill one),
-// whose f32 sums differ in their last bits, and the int8 activation quantization of the next
-// layers carries that to about 1e-2 in the logits (smollm2 at AVX2: '2' 36.298 against '3'
-// 36.280, where plain and speculative decoding parted). So the two texts are equal up to a near tie:
-// where they first differ, both tokens stand within kNearTie of the allowed maximum of one
-// forward over the prompt and the common prefix.
-constexpr float kNearTie = 0.1f;
-
-void expect_equal_up_to_a_near_tie(const LlamaModel& model, const TokenGrammar& grammar, std::int32_t eos,
-                                   const std::vector<std::int32_t>& prompt, const std::vector<std::int32_t>& a,
-                                   const std::vector<std::int32_t>& b) {
-  if (a == b) return;
-  std::size_t d = 0;
-  while (d < a.size() && d < b.size() && a[d] == b[d]) ++d;
-  const auto at = [&](const std::vector<std::int32_t>& v) { return d < v.size() ? v[d] : eos; };  // EOS ends a text
-  std::vector<std::int32_t> tokens = prompt;
-  tokens.insert(tokens.end(), a.begin(), a.begin() + static_cast<std::ptrdiff_t>(d));
-  ThreadPool pool(2);
-  KvCache cache = test::make_kv_cache(model.config(), static_cast<std::int64_t>(tokens.size()));
-  Batch batch;
-  for (std::size_t i = 0; i < tokens.size(); ++i) batch.add(tokens[i], static_cast<std::int32_t>(i), 0, i + 1 == tokens.size());
-  std::vector<float> logits;
-  ASSERT_TRUE(model.forward(batch, cache, logits, pool).is_ok());
-  GrammarMatcher matcher(grammar, eos);
-  for (std::size_t i = 0; i < d; ++i) ASSERT_TRUE(matcher.accept(a[i]).is_ok());
-  ASSERT_GT(matcher.mask(logits), 0);
-  const float top = *std::max_element(logits.begin(), logits.end());
-  EXPECT_GT(logits[static_cast<std::size_t>(at(a))], top - kNearTie) << "token " << d;
-  EXPECT_GT(logits[static_cast<std::size_t>(at(b))], top - kNearTie) << "token " << d;
-  std::cout << "  first difference at token " << d << ": logits " << logits[static_cast<std::size_t>(at(a))] << " and "
-            << logits[static_cast<std::size_t>(at(b))] << ", the allowed maximum " << top << "\n";
-}
-
 TEST(GrammarEngine, SpeculativeDecodingFollowsTheGrammarLosslessly) {
   const test::RealModelEntry entry = test::real_model("smollm2-135m-instruct");
   PEREGRINE_REQUIRE_REAL_MODEL(entry);
@@ -164,7 +129,7 @@ city ::= "{\"city\": \"" [A-Z] [a-z]{1,15} "\", \"population\": " [1-9] [0-9]{0,
   // the last bits of near-tied logits.
   std::vector<Output> out;
   for (RequestOptions& r : requests) out.push_back(run_all(*loaded.model, {std::move(r)}).front());
-  expect_equal_up_to_a_near_tie(*loaded.model, grammar, tok.eos_id(), prompt, out[0].tokens, out[1].tokens);
+  test::expect_equal_up_to_a_near_tie(*loaded.model, prompt, out[0].tokens, out[1].tokens, tok.eos_id(), &grammar);
   // Logprobs are the model's (before the grammar's mask) either way: the same up to the
   // shapes' rounding where the texts agree, and below 0 where the grammar left other tokens.
   double most = 0.0, elsewhere = 0.0;
@@ -172,7 +137,7 @@ city ::= "{\"city\": \"" [A-Z] [a-z]{1,15} "\", \"population\": " [1-9] [0-9]{0,
     most = std::max(most, static_cast<double>(std::fabs(out[0].logprobs[i] - out[1].logprobs[i])));
     elsewhere = std::max(elsewhere, 1.0 - std::exp(static_cast<double>(out[1].logprobs[i])));
   }
-  EXPECT_LT(most, kNearTie) << "logprobs of plain and speculative decoding differ";
+  EXPECT_LT(most, test::kNearTie) << "logprobs of plain and speculative decoding differ";
   EXPECT_GT(elsewhere, 0.5) << "no position where the model put most of its mass on other tokens: nothing told masked from raw rows";
   EXPECT_GT(out[1].result.spec_drafted, 0);
   EXPECT_GT(out[1].result.spec_accepted, 0);

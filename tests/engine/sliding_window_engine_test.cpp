@@ -5,7 +5,7 @@
 // blocks of every position); with --swa-full (EngineOptions::swa_full) it keeps them all. The
 // greedy tokens are the same either way, and a second request for the same prompt is served
 // from the prefix cache — whose window blocks the first request offered before freeing them —
-// with the same tokens again.
+// with the same tokens again (up to a near tie: its prefill is a few tokens, other kernels).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 
 #include "peregrine/engine/engine.h"
 #include "peregrine/kv/kv_layer_groups.h"
+#include "near_tie.h"
 #include "real_models.h"
 #include "test_paths.h"
 
@@ -101,7 +102,8 @@ TEST(SlidingWindowEngine, Gemma3FreesBlocksThatLeftTheWindowWithTheSameTokens) {
               static_cast<long long>(window), prompt.size(), static_cast<long long>(freed.most_blocks_over_bound),
               static_cast<long long>(full.most_blocks_over_bound), static_cast<long long>(cached.cached_prompt_tokens));
   EXPECT_GT(cached.cached_prompt_tokens, window) << "the second request reuses the first one's prompt blocks";
-  EXPECT_EQ(cached.tokens, full.tokens);
+  // Its prefill is the prompt's last few tokens, in a forward of another shape.
+  test::expect_equal_up_to_a_near_tie(model, prompt, full.tokens, cached.tokens, loaded.tokenizer->eos_id());
 }
 
 }  // namespace

@@ -403,7 +403,7 @@ HWY_INLINE void store(const Operands& op, __m512 (&acc)[RM][RN], std::int64_t ro
 }
 
 // Decode: one row at a time through all its super-groups (one sequential stream per thread),
-// every token (n_tokens <= 3) reusing each decoded group. Each chunk of a group has its own
+// every token (n_tokens <= 4: 4 accumulators each) reusing each decoded group. Each chunk of a group has its own
 // accumulator: one chain of five FMAs per group would bound the loop by their latency. The row
 // stream is prefetched ahead (decode_prefetch.h).
 
@@ -455,6 +455,11 @@ constexpr ScaleLanes kScaleLanes = [] {
 // token, vpmaddubsw (u·q pairs, int16, cannot saturate: u <= 127, |q| <= 127) and vpdpwssd by
 // the integer sub-block scales into one int32 sum per super-group; then one conversion and one
 // FMA by d·dx (the super-group's one activation scale, every dx lane of it), and the offsets b·sum16 in f32 (ggml_vec_dot_q4_K_q8_K's arithmetic).
+// Up to kGemvIntTokens tokens (batched decode, verification rows, short prompt suffixes): the
+// row panels' decoding only pays over more (qwen2.5-coder-1.5b Q4_K_M, 2 threads, Zen 5, tg32
+// tokens/s at --batch 4 / 6 / 8: panels 47.7 / 64.5 / 78.2, this loop 110.4 / 97.0 / 96.7).
+constexpr int kGemvIntTokens = 8;
+
 template <class D, int RN>
 void gemv_int_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
   const GgmlActivations& x = *op.x;
@@ -748,18 +753,16 @@ void gemm_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end)
 template <class D>
 void rows_with(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
   if constexpr (D::kInteger) {
-    if (op.x->block == kSuperGroup && op.x->n_tokens <= 3) {
-      switch (op.x->n_tokens) {
-        case 1: return gemv_int_rows<D, 1>(op, row_begin, row_end);
-        case 2: return gemv_int_rows<D, 2>(op, row_begin, row_end);
-        default: return gemv_int_rows<D, 3>(op, row_begin, row_end);
-      }
+    if (op.x->block == kSuperGroup &&
+        dispatch_count<1, kGemvIntTokens>(op.x->n_tokens, [&]<int RN>() { gemv_int_rows<D, RN>(op, row_begin, row_end); })) {
+      return;
     }
   }
   switch (op.x->n_tokens) {
     case 1: return gemv_rows<D, 1>(op, row_begin, row_end);
     case 2: return gemv_rows<D, 2>(op, row_begin, row_end);
     case 3: return gemv_rows<D, 3>(op, row_begin, row_end);
+    case 4: return gemv_rows<D, 4>(op, row_begin, row_end);
     default: return gemm_rows<D>(op, row_begin, row_end);
   }
 }
