@@ -130,14 +130,17 @@ city ::= "{\"city\": \"" [A-Z] [a-z]{1,15} "\", \"population\": " [1-9] [0-9]{0,
   std::vector<Output> out;
   for (RequestOptions& r : requests) out.push_back(run_all(*loaded.model, {std::move(r)}).front());
   test::expect_equal_up_to_a_near_tie(*loaded.model, prompt, out[0].tokens, out[1].tokens, tok.eos_id(), &grammar);
-  // Logprobs are the model's (before the grammar's mask) either way: the same up to the
-  // shapes' rounding where the texts agree, and below 0 where the grammar left other tokens.
+  // Logprobs are the model's (before the grammar's mask) either way: where the texts agree, the
+  // same up to what the forwards' shapes move (measured: up to 0.12 at AVX2, under 0.1 at AVX-512
+  // VNNI); rows after the grammar's mask would raise them where it removed mass (by up to 0.77
+  // here, with the mask applied before the logprobs).
+  constexpr double kShapeNoise = 0.3;
   double most = 0.0, elsewhere = 0.0;
   for (std::size_t i = 0; i < std::min(out[0].tokens.size(), out[1].tokens.size()) && out[0].tokens[i] == out[1].tokens[i]; ++i) {
     most = std::max(most, static_cast<double>(std::fabs(out[0].logprobs[i] - out[1].logprobs[i])));
     elsewhere = std::max(elsewhere, 1.0 - std::exp(static_cast<double>(out[1].logprobs[i])));
   }
-  EXPECT_LT(most, test::kNearTie) << "logprobs of plain and speculative decoding differ";
+  EXPECT_LT(most, kShapeNoise) << "logprobs of plain and speculative decoding differ";
   EXPECT_GT(elsewhere, 0.5) << "no position where the model put most of its mass on other tokens: nothing told masked from raw rows";
   EXPECT_GT(out[1].result.spec_drafted, 0);
   EXPECT_GT(out[1].result.spec_accepted, 0);
