@@ -11,6 +11,24 @@
 #include "peregrine/tokenizer/utf8.h"
 
 namespace peregrine {
+
+std::string gbnf_literal(std::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7F) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02X", c);
+      out += hex;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -45,23 +63,6 @@ const std::set<std::string>& known_keywords() {
   return k;
 }
 
-// A GBNF string literal spelling `text` exactly.
-std::string literal(std::string_view text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7F) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02X", c);
-      out += hex;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
 
 std::string hex_escape(std::uint32_t cp) {
   char buf[16];
@@ -355,7 +356,7 @@ class SchemaConverter {
       if (!known_keywords().contains(key)) return bad(where, "'" + key + "' is not supported");
     }
     if (s.contains("$ref")) return ref(s.at("$ref"), where);
-    if (s.contains("const")) return literal(s.at("const").dump()) + " ws";
+    if (s.contains("const")) return gbnf_literal(s.at("const").dump()) + " ws";
     if (s.contains("enum")) return enumeration(s.at("enum"), where);
     for (const char* key : {"anyOf", "oneOf"}) {
       if (s.contains(key)) return alternatives(s.at(key), where + "/" + key);
@@ -389,7 +390,7 @@ class SchemaConverter {
   Expected<std::string> enumeration(const Json& values, const std::string& where) {
     if (!values.is_array() || values.empty()) return bad(where, "an enum that is not a non-empty array");
     std::string out = "(";
-    for (std::size_t i = 0; i < values.size(); ++i) out += (i ? " | " : " ") + literal(values[i].dump());
+    for (std::size_t i = 0; i < values.size(); ++i) out += (i ? " | " : " ") + gbnf_literal(values[i].dump());
     return out + " ) ws";
   }
 
@@ -428,7 +429,7 @@ class SchemaConverter {
   }
 
   static std::string key_value(const std::string& key, const std::string& value) {
-    return literal(Json(key).dump()) + " ws \":\" ws " + value;
+    return gbnf_literal(Json(key).dump()) + " ws \":\" ws " + value;
   }
 
   Expected<std::string> object(const Json& s, const std::string& where) {

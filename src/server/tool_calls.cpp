@@ -80,16 +80,6 @@ std::string prefixed_rules(std::string_view gbnf, std::string_view prefix) {
   return out;
 }
 
-// `text` as a GBNF string literal.
-std::string gbnf_literal(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c == '\n' ? std::string("\\n") : std::string(1, c);
-  }
-  return out + "\"";
-}
-
 // DeepSeek R1's forced calls: each tool's call block with its own arguments grammar (rules
 // prefixed t0-, t1-, ...), one block or (`parallel`) more between the calls markers.
 Expected<std::string> r1_call_gbnf(const nlohmann::ordered_json& tools, const std::string& only, bool parallel) {

@@ -13,10 +13,15 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "peregrine/core/status.h"
 
 namespace peregrine {
+
+/// A GBNF string literal spelling `text` exactly (quotes and backslashes escaped, control
+/// bytes as \xHH).
+std::string gbnf_literal(std::string_view text);
 
 /// The GBNF of `schema` (ordered: properties are generated in the schema's order). Errors: kInvalidArgument naming the keyword and where it is (a JSON
 /// pointer) for a keyword outside the subset above (minimum, multipleOf, allOf, not, ...), a
