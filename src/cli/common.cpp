@@ -58,16 +58,17 @@ WeightPlacement weight_placement(const ModelOptions& o) {
   return o.mmap ? WeightPlacement::kInPlace : WeightPlacement::kHugePages;
 }
 
-std::string default_model_path() {
-  const std::string rel = "models/stories260K/stories260K.bin";
+std::string repository_file(const std::string& rel) {
   std::error_code ec;
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     const auto candidate = exe.parent_path().parent_path().parent_path() / rel;
     if (std::filesystem::exists(candidate, ec)) return candidate.string();
   }
-  return std::string(PEREGRINE_DEFAULT_MODEL_DIR) + "/stories260K.bin";
+  return (std::filesystem::path(PEREGRINE_DEFAULT_MODEL_DIR) / ".." / ".." / rel).lexically_normal().string();
 }
+
+std::string default_model_path() { return repository_file("models/stories260K/stories260K.bin"); }
 
 std::string shared_data_dir() {
   if (const char* env = std::getenv("PEREGRINE_SHARED_DIR"); env != nullptr && *env != '\0') return env;

@@ -42,6 +42,10 @@ void add_device_option(CLI::App& cmd, ModelOptions& o);
 /// The WeightPlacement of LlamaModel::create that `o` asks for (kCuda for -d cuda).
 WeightPlacement weight_placement(const ModelOptions& o);
 
+/// `rel` (e.g. "tools/pareto_plot.py") in the repository the executable was built in
+/// (build/bin/../../rel) when it exists there, else in the source tree it was built from.
+std::string repository_file(const std::string& rel);
+
 /// The bundled default model: models/stories260K/stories260K.bin next to the executable's
 /// repository (build/bin/../../models), else the source tree it was built from.
 std::string default_model_path();

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
       peregrine::cli::add_synth(app),
       peregrine::cli::add_quantize(app),
       peregrine::cli::add_prune(app),
+      peregrine::cli::add_pareto(app),
       peregrine::cli::add_distill(app),
       peregrine::cli::add_train_draft(app),
       peregrine::cli::add_lora(app),

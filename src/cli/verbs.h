@@ -22,6 +22,7 @@ Verb add_serve(CLI::App& app);     // serve.cpp
 Verb add_loadgen(CLI::App& app);   // loadgen.cpp
 Verb add_quantize(CLI::App& app);  // quantize.cpp
 Verb add_prune(CLI::App& app);     // prune.cpp
+Verb add_pareto(CLI::App& app);    // pareto.cpp
 Verb add_distill(CLI::App& app);   // distill.cpp
 Verb add_train_draft(CLI::App& app);  // train_draft.cpp
 Verb add_lora(CLI::App& app);      // lora.cpp

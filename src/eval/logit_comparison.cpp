@@ -37,11 +37,27 @@ struct ComparisonSums {
     ++n;
   }
 
+  /// Adds the scored positions of window `w`: rows [w.n_targets(), vocab] of both models.
+  void add_window(const EvalWindow& w, std::span<const float> ref, std::span<const float> cand,
+                  std::span<const std::int32_t> tokens, std::int64_t vocab) {
+    const auto row = static_cast<std::size_t>(vocab);
+    for (std::int64_t j = 0; j < w.n_targets(); ++j) {
+      const auto at = static_cast<std::size_t>(j) * row;
+      add(ref.subspan(at, row), cand.subspan(at, row), tokens[static_cast<std::size_t>(w.first_target + j)]);
+    }
+  }
+
   LogitComparison result(std::int64_t n_windows) const {
     const auto count = static_cast<double>(n);
     return {n, n_windows, kl / count, max_kl, agree / count, std::exp(ref_nll / count), std::exp(cand_nll / count)};
   }
 };
+
+Status check_vocabularies(std::int64_t vocab, const LlamaModel& candidate) {
+  if (candidate.config().vocab_size == vocab) return Status::ok();
+  return invalid_argument("the vocabularies differ: the reference has " + std::to_string(vocab) +
+                          " tokens, the compared model " + std::to_string(candidate.config().vocab_size));
+}
 
 }  // namespace
 
@@ -83,28 +99,49 @@ Expected<LogitComparison> compare_logits(const LlamaModel& reference, const Llam
 Expected<LogitComparison> compare_logits(const LlamaModel& reference, const LlamaModel& candidate,
                                          std::span<const std::int32_t> tokens, const EvalWindowOptions& o,
                                          ThreadPool& pool, const EvalProgress& progress) {
-  const std::int64_t vocab = reference.config().vocab_size;
-  if (candidate.config().vocab_size != vocab) {
-    return invalid_argument("the vocabularies differ: the reference has " + std::to_string(vocab) +
-                            " tokens, the compared model " + std::to_string(candidate.config().vocab_size));
-  }
+  PEREGRINE_RETURN_IF_ERROR(check_vocabularies(reference.config().vocab_size, candidate));
   PEREGRINE_ASSIGN_OR_RETURN(auto windows, plan_eval_windows(static_cast<std::int64_t>(tokens.size()), o));
   PEREGRINE_ASSIGN_OR_RETURN(KvCache ref_cache, make_window_cache(reference.config(), o.ctx, DType::kF32));
   PEREGRINE_ASSIGN_OR_RETURN(KvCache cand_cache, make_window_cache(candidate.config(), o.ctx, o.kv_type));
   ComparisonSums sums;
   std::vector<float> ref_logits, cand_logits;
-  const auto row = static_cast<std::size_t>(vocab);
   for (std::size_t k = 0; k < windows.size(); ++k) {
-    const EvalWindow& w = windows[k];
-    PEREGRINE_RETURN_IF_ERROR(window_logits(reference, tokens, w, ref_cache, pool, ref_logits));
-    PEREGRINE_RETURN_IF_ERROR(window_logits(candidate, tokens, w, cand_cache, pool, cand_logits));
-    for (std::int64_t j = 0; j < w.n_targets(); ++j) {
-      const auto at = static_cast<std::size_t>(j) * row;
-      sums.add({ref_logits.data() + at, row}, {cand_logits.data() + at, row}, tokens[static_cast<std::size_t>(w.first_target + j)]);
-    }
+    PEREGRINE_RETURN_IF_ERROR(window_logits(reference, tokens, windows[k], ref_cache, pool, ref_logits));
+    PEREGRINE_RETURN_IF_ERROR(window_logits(candidate, tokens, windows[k], cand_cache, pool, cand_logits));
+    sums.add_window(windows[k], ref_logits, cand_logits, tokens, reference.config().vocab_size);
     if (progress) progress(static_cast<std::int64_t>(k) + 1, static_cast<std::int64_t>(windows.size()));
   }
   return sums.result(static_cast<std::int64_t>(windows.size()));
+}
+
+Expected<ReferenceLogits> reference_logits(const LlamaModel& reference, std::span<const std::int32_t> tokens,
+                                           EvalWindowOptions o, ThreadPool& pool, const EvalProgress& progress) {
+  o.kv_type = DType::kF32;
+  ReferenceLogits r{o, {}, {}, reference.config().vocab_size};
+  PEREGRINE_ASSIGN_OR_RETURN(r.windows, plan_eval_windows(static_cast<std::int64_t>(tokens.size()), o));
+  PEREGRINE_ASSIGN_OR_RETURN(KvCache cache, make_window_cache(reference.config(), o.ctx, DType::kF32));
+  r.rows.resize(r.windows.size());
+  for (std::size_t k = 0; k < r.windows.size(); ++k) {
+    PEREGRINE_RETURN_IF_ERROR(window_logits(reference, tokens, r.windows[k], cache, pool, r.rows[k]));
+    if (progress) progress(static_cast<std::int64_t>(k) + 1, static_cast<std::int64_t>(r.windows.size()));
+  }
+  return r;
+}
+
+Expected<LogitComparison> compare_logits(const ReferenceLogits& reference, const LlamaModel& candidate,
+                                         std::span<const std::int32_t> tokens, DType kv_type, ThreadPool& pool,
+                                         const EvalProgress& progress) {
+  PEREGRINE_RETURN_IF_ERROR(check_vocabularies(reference.vocab, candidate));
+  PEREGRINE_ASSIGN_OR_RETURN(KvCache cache, make_window_cache(candidate.config(), reference.options.ctx, kv_type));
+  ComparisonSums sums;
+  std::vector<float> cand_logits;
+  const auto n_windows = static_cast<std::int64_t>(reference.windows.size());
+  for (std::size_t k = 0; k < reference.windows.size(); ++k) {
+    PEREGRINE_RETURN_IF_ERROR(window_logits(candidate, tokens, reference.windows[k], cache, pool, cand_logits));
+    sums.add_window(reference.windows[k], reference.rows[k], cand_logits, tokens, reference.vocab);
+    if (progress) progress(static_cast<std::int64_t>(k) + 1, n_windows);
+  }
+  return sums.result(n_windows);
 }
 
 }  // namespace peregrine

@@ -756,6 +756,41 @@ void LlamaModel::forward_cpu(const Batch& batch, const BatchLayout& rows, KvCach
   }
 }
 
+Status LlamaModel::forward_layers(const Batch& batch, KvCache& cache, std::span<float> x, std::int64_t first,
+                                  std::int64_t last, ThreadPool& pool, ActivationObserver* observer) const {
+  if (cuda_ != nullptr || (pp_ != nullptr && pp_->n_stages() > 1)) {
+    return unsupported("forward_layers: runs the layers of a whole model on the CPU only");
+  }
+  if (first < 0 || last <= first || last > static_cast<std::int64_t>(layers_.size())) {
+    return invalid_argument("forward_layers: layers [" + std::to_string(first) + ", " + std::to_string(last) + ") are outside [0, " +
+                            std::to_string(layers_.size()) + ")");
+  }
+  if (static_cast<std::int64_t>(x.size()) != batch.size() * config().dim) {
+    return invalid_argument("forward_layers: x holds " + std::to_string(x.size()) + " values, not " +
+                            std::to_string(batch.size()) + " rows of " + std::to_string(config().dim));
+  }
+  PEREGRINE_RETURN_IF_ERROR(validate(batch, cache));
+  BatchLayout rows = layout(batch);
+  add_rope_factors(batch, rows);
+  if (!batch.kv_planned) PEREGRINE_RETURN_IF_ERROR(reserve_batch_kv(batch, cache));
+  const ThreadPool::WarmScope warm(pool);
+  Scratch s;
+  s.reset(config(), batch.size());
+  s.observer = observer;
+  if (first == 0) {
+    embed(batch, s.x);
+  } else {
+    std::copy(x.begin(), x.end(), s.x.begin());
+  }
+  for (std::int64_t l = first; l < last; ++l) {
+    if (observer != nullptr) observer->observe_hidden(l, s.x, batch.size());
+    attention_block(layers_[static_cast<std::size_t>(l)], l, batch, rows, cache, s, pool);
+    ffn_block(layers_[static_cast<std::size_t>(l)], l, s, pool);
+  }
+  std::copy(s.x.begin(), s.x.end(), x.begin());
+  return Status::ok();
+}
+
 void LlamaModel::forward_pipelined(const Batch& batch, KvCache& cache, std::vector<float>& logits, ThreadPool& pool,
                                    std::int64_t n_layers, ActivationObserver* observer, const LoraSet* lora) const {
   logits.clear();

@@ -70,6 +70,23 @@ struct Pipeline {
     return calibrate(model, first, last, chunks, {hessian, 0}, pool);
   }
 
+  std::optional<SequentialCalibration> sequential = std::nullopt;  // wanda, sparsegpt: the streams entering the current layer
+
+  // The statistics of the layer `sequential` is at, on the current working copy.
+  Expected<LayerStats> layer_stats(bool hessian) {
+    if (!sequential) {
+      PEREGRINE_ASSIGN_OR_RETURN(sequential, SequentialCalibration::start(chunks));
+    }
+    PEREGRINE_ASSIGN_OR_RETURN(auto model, current_model());
+    return sequential->stats(model, {hessian, 0}, pool);
+  }
+
+  // Moves `sequential` past its layer, run with the layer's pruned weights.
+  Status next_layer() {
+    PEREGRINE_ASSIGN_OR_RETURN(auto model, current_model());
+    return sequential->advance(model, pool);
+  }
+
   // Magnitude and Wanda: the mask of `scores`, then RTN codes of the kept weights if asked.
   void prune_by_scores(const Linear& m, std::span<const float> scores, MaskScope scope) {
     apply_mask(m.w, select_mask(scores, m.rows, m.cols, o.target, scope));
@@ -101,9 +118,9 @@ struct Pipeline {
   }
 
   Status prune_layer(std::int64_t l) {
-    std::vector<LayerStats> layer_stats;
+    LayerStats stats;
     if (o.method != PruneMethod::kMagnitude) {
-      PEREGRINE_ASSIGN_OR_RETURN(layer_stats, stats(l, l, o.method == PruneMethod::kSparseGpt));
+      PEREGRINE_ASSIGN_OR_RETURN(stats, layer_stats(o.method == PruneMethod::kSparseGpt));
     }
     for (LinearInput in : kInputs) {
       for (const char* name : linear_names(in)) {
@@ -113,16 +130,16 @@ struct Pipeline {
         if (o.method == PruneMethod::kMagnitude) {
           prune_by_scores(m, magnitude_scores(m.w), MaskScope::kPerTensor);
         } else if (o.method == PruneMethod::kWanda) {
-          prune_by_scores(m, wanda_scores(m.w, layer_stats[0][static_cast<std::size_t>(in)].l2_norm()), MaskScope::kPerRow);
+          prune_by_scores(m, wanda_scores(m.w, stats[static_cast<std::size_t>(in)].l2_norm()), MaskScope::kPerRow);
         } else {
-          PEREGRINE_RETURN_IF_ERROR(sparsegpt(m, layer_stats[0][static_cast<std::size_t>(in)].hessian()));
+          PEREGRINE_RETURN_IF_ERROR(sparsegpt(m, stats[static_cast<std::size_t>(in)].hessian()));
         }
         report.weights_zero += std::count(m.w.begin(), m.w.end(), 0.0f);
         ++report.tensors_pruned;
         report.pruned_linears.push_back(m.name);
       }
     }
-    return Status::ok();
+    return o.method == PruneMethod::kMagnitude ? Status::ok() : next_layer();
   }
 
   Status layer_drop() {

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+// GCC 12 flags Eigen's AVX-512 GEMM kernels (an _mm512_undefined operand) as maybe-uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <Eigen/Core>
+
 #include "peregrine/core/text_file.h"
 #include "peregrine/kv/kv_cache.h"
 
@@ -21,6 +25,7 @@ class StatsObserver final : public ActivationObserver {
     const std::int64_t width = static_cast<std::int64_t>(x.size()) / n_rows;
     if (s.width == 0) init(s, width);
     for (std::int64_t t = 0; t < n_rows; ++t) add_row(s, x.subspan(static_cast<std::size_t>(t * width), static_cast<std::size_t>(width)));
+    if (o_.hessian) add_gram(s, x, n_rows);
   }
 
   std::vector<LayerStats> take() { return std::move(stats_); }
@@ -41,15 +46,18 @@ class StatsObserver final : public ActivationObserver {
       s.abs_sum[j] += std::fabs(x[j]);
       s.sq_sum[j] += static_cast<double>(x[j]) * x[j];
     }
-    if (o_.hessian) {
-      for (std::size_t i = 0; i < w; ++i) {
-        const double xi = x[i];
-        double* row = s.xtx.data() + i * w;
-        for (std::size_t j = 0; j < w; ++j) row[j] += xi * x[j];
-      }
-    }
     if (s.sample_rows() < o_.max_sample_rows) s.sample.insert(s.sample.end(), x.begin(), x.end());
     ++s.n_rows;
+  }
+
+  /// xtx's lower triangle += Xᵀ X for the rows x [n_rows, width] (Eigen's blocked rank-k
+  /// update, in f64; hessian() mirrors the triangle).
+  static void add_gram(InputStats& s, std::span<const float> x, std::int64_t n_rows) {
+    using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    const std::vector<double> x64(x.begin(), x.end());
+    const Eigen::Map<const RowMajor> rows(x64.data(), n_rows, s.width);
+    Eigen::Map<RowMajor> xtx(s.xtx.data(), s.width, s.width);
+    xtx.selfadjointView<Eigen::Lower>().rankUpdate(rows.transpose());
   }
 
   std::int64_t first_;
@@ -74,7 +82,10 @@ std::vector<float> InputStats::l2_norm() const {
 std::vector<double> InputStats::hessian() const {
   std::vector<double> h(xtx.size());
   const double f = 2.0 / static_cast<double>(std::max<std::int64_t>(n_rows, 1));
-  for (std::size_t i = 0; i < h.size(); ++i) h[i] = xtx[i] * f;
+  const auto w = static_cast<std::size_t>(width);
+  for (std::size_t i = 0; i < w; ++i) {
+    for (std::size_t j = 0; j <= i; ++j) h[i * w + j] = h[j * w + i] = xtx[i * w + j] * f;  // the lower triangle, mirrored
+  }
   return h;
 }
 
@@ -106,6 +117,44 @@ Expected<std::vector<LayerStats>> calibrate(const LlamaModel& model, std::int64_
   StatsObserver observer(first_layer, last_layer, o);
   PEREGRINE_RETURN_IF_ERROR(observe_chunks(model, chunks, observer, last_layer + 1, pool));
   return observer.take();
+}
+
+Expected<SequentialCalibration> SequentialCalibration::start(std::vector<std::vector<std::int32_t>> chunks) {
+  if (chunks.empty()) return invalid_argument("calibrate: no calibration chunks");
+  for (const auto& chunk : chunks) {
+    if (chunk.empty()) return invalid_argument("calibrate: an empty calibration chunk");
+  }
+  return SequentialCalibration(std::move(chunks));
+}
+
+Status SequentialCalibration::run_layer(const LlamaModel& model, ActivationObserver* observer, bool keep, ThreadPool& pool) {
+  const std::int64_t dim = model.config().dim;
+  hidden_.resize(chunks_.size());
+  std::vector<float> x;
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    const auto n = static_cast<std::int64_t>(chunks_[c].size());
+    PEREGRINE_ASSIGN_OR_RETURN(auto cache, KvCache::create(model.config().kv_shape(),
+                                                           {static_cast<std::int32_t>(blocks_for_tokens(n, kDefaultKvBlockSize)),
+                                                            kDefaultKvBlockSize, DType::kF32}));
+    Batch batch;
+    for (std::int64_t i = 0; i < n; ++i) batch.add(chunks_[c][static_cast<std::size_t>(i)], static_cast<std::int32_t>(i), 0, false);
+    x = layer_ == 0 ? std::vector<float>(static_cast<std::size_t>(n * dim)) : hidden_[c];
+    PEREGRINE_RETURN_IF_ERROR(model.forward_layers(batch, cache, x, layer_, layer_ + 1, pool, observer));
+    if (keep) hidden_[c] = std::move(x);
+  }
+  return Status::ok();
+}
+
+Expected<LayerStats> SequentialCalibration::stats(const LlamaModel& model, const CalibrationOptions& o, ThreadPool& pool) {
+  StatsObserver observer(layer_, layer_, o);
+  PEREGRINE_RETURN_IF_ERROR(run_layer(model, &observer, false, pool));
+  return std::move(observer.take().front());
+}
+
+Status SequentialCalibration::advance(const LlamaModel& model, ThreadPool& pool) {
+  PEREGRINE_RETURN_IF_ERROR(run_layer(model, nullptr, true, pool));
+  ++layer_;
+  return Status::ok();
 }
 
 Expected<std::vector<std::vector<std::int32_t>>> calibration_chunks(const Tokenizer& tok, const std::string& path,

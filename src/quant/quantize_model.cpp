@@ -133,10 +133,27 @@ struct Pipeline {
     if (progress) progress(done, n_layers(), what);
   }
 
+  std::optional<SequentialCalibration> sequential = std::nullopt;  // gptq, awq: the streams entering the current layer
+
   // Layers' statistics on the current working copy.
   Expected<std::vector<LayerStats>> stats(std::int64_t first, std::int64_t last, bool hessian) {
     PEREGRINE_ASSIGN_OR_RETURN(auto model, LlamaModel::create(fm.view(), WeightPlacement::kInPlace));
     return calibrate(model, first, last, chunks, {hessian, 512}, pool);
+  }
+
+  // The statistics of the layer `sequential` is at, on the current working copy.
+  Expected<LayerStats> layer_stats(bool hessian) {
+    if (!sequential) {
+      PEREGRINE_ASSIGN_OR_RETURN(sequential, SequentialCalibration::start(chunks));
+    }
+    PEREGRINE_ASSIGN_OR_RETURN(auto model, LlamaModel::create(fm.view(), WeightPlacement::kInPlace));
+    return sequential->stats(model, {hessian, 512}, pool);
+  }
+
+  // Moves `sequential` past its layer, run with the layer's final weights.
+  Status next_layer() {
+    PEREGRINE_ASSIGN_OR_RETURN(auto model, LlamaModel::create(fm.view(), WeightPlacement::kInPlace));
+    return sequential->advance(model, pool);
   }
 
   void encode_layer_rtn(std::int64_t l, std::optional<DType> gguf) {
@@ -149,9 +166,9 @@ struct Pipeline {
   }
 
   Status gptq_layer(std::int64_t l) {
-    PEREGRINE_ASSIGN_OR_RETURN(auto layer_stats, stats(l, l, true));
+    PEREGRINE_ASSIGN_OR_RETURN(const LayerStats stats, layer_stats(true));
     for (LinearInput in : kInputs) {
-      const std::vector<double> h = layer_stats[0][static_cast<std::size_t>(in)].hessian();
+      const std::vector<double> h = stats[static_cast<std::size_t>(in)].hessian();
       for (const char* name : linear_names(in)) {
         const std::string full = layer_tensor_name(l, name);
         const Matrix m = matrix(fm, full);
@@ -162,14 +179,14 @@ struct Pipeline {
         linears[full] = Encoded{DType::kInt, g.params, std::move(r.packed)};
       }
     }
-    return Status::ok();
+    return next_layer();
   }
 
   Status awq_layer(std::int64_t l) {
-    PEREGRINE_ASSIGN_OR_RETURN(auto layer_stats, stats(l, l, false));
+    PEREGRINE_ASSIGN_OR_RETURN(const LayerStats stats, layer_stats(false));
     for (LinearInput in : kInputs) {
       if (!can_fold_input_scales(fm, in)) continue;
-      const InputStats& s = layer_stats[0][static_cast<std::size_t>(in)];
+      const InputStats& s = stats[static_cast<std::size_t>(in)];
       AwqWeights ws;
       for (const char* name : linear_names(in)) {
         const Matrix m = matrix(fm, layer_tensor_name(l, name));
@@ -190,7 +207,7 @@ struct Pipeline {
         write_back(linears[full], matrix(fm, full));
       }
     }
-    return Status::ok();
+    return next_layer();
   }
 
   Status smooth_all() {

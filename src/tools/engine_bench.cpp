@@ -146,7 +146,7 @@ Expected<BenchResult> run_bench(const LlamaModel& model, const BenchParams& p, T
   PEREGRINE_RETURN_IF_ERROR(check_params(model, p));
   const auto n_blocks = static_cast<std::int32_t>(std::max(blocks_for_tokens(p.n_prompt, kDefaultKvBlockSize),
                                                            p.batch * blocks_for_tokens(p.n_gen, kDefaultKvBlockSize)));
-  auto cache = KvCache::create(model.config().kv_shape(), {n_blocks, kDefaultKvBlockSize, DType::kF32});
+  auto cache = KvCache::create(model.config().kv_shape(), {n_blocks, kDefaultKvBlockSize, p.kv_type});
   if (!cache) return cache.status();
   std::mt19937 rng(static_cast<std::mt19937::result_type>(p.seed));
   BenchResult r;

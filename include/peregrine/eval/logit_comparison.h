@@ -59,4 +59,27 @@ Expected<LogitComparison> compare_logits(const LlamaModel& reference, const Llam
                                          std::span<const std::int32_t> tokens, const EvalWindowOptions& o,
                                          ThreadPool& pool, const EvalProgress& progress = {});
 
+/// A reference model's logits over every window of one evaluation, kept so that many
+/// candidates are compared against it without running the reference again (pareto sweeps).
+/// Memory: 4 · vocab bytes per scored token (SmolLM2-135M, 2048 tokens: 400 MB).
+struct ReferenceLogits {
+  EvalWindowOptions options;             // the windows' plan (kv_type: the reference's, f32)
+  std::vector<EvalWindow> windows;       // plan_eval_windows(tokens.size(), options)
+  std::vector<std::vector<float>> rows;  // per window: [n_targets, vocab] f32 (window_logits)
+  std::int64_t vocab = 0;
+};
+
+/// Runs `reference` (f32 K/V) over the windows of plan_eval_windows(tokens.size(), o) and keeps
+/// their logits; `progress` is called after every window.
+/// Errors: those of plan_eval_windows, make_window_cache (o.ctx longer than the context) and forward.
+Expected<ReferenceLogits> reference_logits(const LlamaModel& reference, std::span<const std::int32_t> tokens,
+                                           EvalWindowOptions o, ThreadPool& pool, const EvalProgress& progress = {});
+
+/// compare_logits's statistics of `candidate` (K/V in `kv_type`) against kept reference logits
+/// over the same `tokens`. Errors: kInvalidArgument (vocabularies differ; o.ctx longer than the
+/// candidate's context), forward's.
+Expected<LogitComparison> compare_logits(const ReferenceLogits& reference, const LlamaModel& candidate,
+                                         std::span<const std::int32_t> tokens, DType kv_type, ThreadPool& pool,
+                                         const EvalProgress& progress = {});
+
 }  // namespace peregrine

@@ -155,6 +155,16 @@ class LlamaModel {
   /// README, "Across processes"). Errors: kInvalidArgument for n < 0.
   Status set_pipeline_micro_batches(std::int64_t n);
 
+  /// Layers [first, last) of the CPU forward of `batch` on the residual stream `x` [batch.size(),
+  /// dim] f32, in place: `x` enters layer `first` (first == 0: `x` is ignored and the batch is
+  /// embedded) and leaves layer last - 1. K/V are reserved and written as forward does, for those
+  /// layers only; `observer` sees their linear inputs and hidden states. Layer-by-layer
+  /// calibration (quant/calibration.h SequentialCalibration) runs one layer at a time with it.
+  /// Errors: kInvalidArgument (0 <= first < last <= n_layers violated, x of another size), those
+  /// of forward's checks; kUnsupported on a kCuda model or a pipeline stage.
+  Status forward_layers(const Batch& batch, KvCache& cache, std::span<float> x, std::int64_t first, std::int64_t last,
+                        ThreadPool& pool, ActivationObserver* observer = nullptr) const;
+
   /// The final RMSNorm the LM head reads through: out[i] = RMSNorm(h[i]) · output_norm weight
   /// (with the family's norm_weight_offset) for each of the h.size() / dim rows, h and out
   /// [rows, dim] f32 (may alias). The residual stream a FinalHiddenCapture saw becomes the

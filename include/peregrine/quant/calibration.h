@@ -21,7 +21,7 @@ namespace peregrine {
 struct InputStats {
   std::int64_t width = 0;
   std::int64_t n_rows = 0;
-  std::vector<double> xtx;       // [width, width] Σ_t x_t x_tᵀ (empty unless requested)
+  std::vector<double> xtx;       // [width, width] Σ_t x_t x_tᵀ, its lower triangle (j <= i) only (empty unless requested)
   std::vector<float> abs_max;    // [width] max_t |x_tj|
   std::vector<double> abs_sum;   // [width] Σ_t |x_tj|
   std::vector<double> sq_sum;    // [width] Σ_t x_tj²
@@ -59,6 +59,38 @@ Expected<std::vector<LayerStats>> calibrate(const LlamaModel& model, std::int64_
                                             std::int64_t last_layer,
                                             std::span<const std::vector<std::int32_t>> chunks,
                                             const CalibrationOptions& o, ThreadPool& pool);
+
+/// Layer-by-layer calibration of the sequential methods (GPTQ, AWQ, SparseGPT, Wanda): each
+/// chunk's residual stream is kept at the input of the current layer, so that a layer's
+/// statistics cost one layer's forward over the chunks (and moving on, one more) instead of a
+/// forward through every layer before it. As before, layer l's statistics see layers < l as
+/// they were when advance() ran them (already compressed) and layer l as it is now.
+class SequentialCalibration {
+ public:
+  /// Starts at layer 0 over `chunks` (each non-empty, at most the context).
+  /// Errors: kInvalidArgument (no chunks, an empty chunk).
+  static Expected<SequentialCalibration> start(std::vector<std::vector<std::int32_t>> chunks);
+
+  /// The layer whose inputs stats() observes next.
+  std::int64_t layer() const { return layer_; }
+
+  /// The statistics of layer layer() of `model` (same shape as the model calibration started
+  /// with; its weights as they are now). Errors: forward_layers's.
+  Expected<LayerStats> stats(const LlamaModel& model, const CalibrationOptions& o, ThreadPool& pool);
+
+  /// Runs layer layer() of `model` (its final weights) on the kept streams and moves to the next
+  /// layer. Errors: forward_layers's.
+  Status advance(const LlamaModel& model, ThreadPool& pool);
+
+ private:
+  explicit SequentialCalibration(std::vector<std::vector<std::int32_t>> chunks) : chunks_(std::move(chunks)) {}
+  /// Layer layer() of `model` over every chunk, the streams updated when `keep` (observer may be null).
+  Status run_layer(const LlamaModel& model, ActivationObserver* observer, bool keep, ThreadPool& pool);
+
+  std::vector<std::vector<std::int32_t>> chunks_;
+  std::vector<std::vector<float>> hidden_;  // per chunk [tokens, dim]: the stream entering layer_
+  std::int64_t layer_ = 0;
+};
 
 /// Calibration token chunks from a text file: the file is tokenized (with BOS) as one text, the
 /// first `n_tokens` tokens are kept and cut into chunks of at most `chunk_len` tokens, each

@@ -18,6 +18,7 @@ struct BenchParams {
   int reps = 5;                 // timed repetitions of each test (after one untimed warm-up)
   std::uint64_t seed = 1234;    // random token ids (speed does not depend on them)
   bool profile = false;         // time the forwards' op kinds over the timed repetitions
+  DType kv_type = DType::kF32;  // the KV cache's element type (kv/kv_cache.h's types)
 };
 
 /// Per-forward costs of a model, from its config and tensor sizes.
