@@ -34,6 +34,30 @@ ORDERINGS = [
 ]
 
 
+# What a reader needs to read a model's table right (qualitative: the figures are in the table).
+NOTES = {
+    "smollm2-135m-instruct": [
+        "The reference is the PyPI file's Q4_1 weights dequantized: its values already lie on a 4-bit",
+        "grid, which a re-quantization does not share, so formats are not ordered by bits alone",
+        "(Q5_K_M above Q4_K_M). Its 576-wide rows are not whole 256-value super-blocks: the K-quant",
+        "mixes fall back to 32-value types for them, as llama-quantize does.",
+        "Pruning and 3-bit formats cost this 135M model far more than the seeds' 7B figures: small",
+        "models have little redundancy. SparseGPT is below Wanda at 2:4 but not at 50% unstructured; with",
+        "1024 calibration tokens, fewer than ffn_down's 1536 inputs, its Hessian there is rank-deficient",
+        "(a likely cause, not tested here).",
+    ],
+    "qwen2.5-coder-1.5b-instruct": [
+        "The reference is the PyPI file's Q4_K_M weights dequantized (a 4-bit grid, as for SmolLM2).",
+        "Only the configurations without calibration ran (`quick`): GPTQ / AWQ / SparseGPT on a 1.5B model",
+        "take tens of minutes each on 2 cores. The F32 reference is read in place (its copy would not fit",
+        "beside the sweep in 24 GB), so its decode (and the KV points', which run on it) is slower than",
+        "`generate`'s; single-sequence decode figures of one run also move with the VM's bandwidth.",
+        "The FP8 E4M3 KV cache costs this model far more than the Q8_0 one; Qwen2's keys carry large",
+        "outlier channels (its K bias), which E4M3's 3-bit mantissa under one scale per row likely loses.",
+    ],
+}
+
+
 def run_sweep(args, name, configs):
     model = os.path.join(ROOT, "models", "cache", name + ".gguf")
     folder = os.path.join(args.runs, name)
@@ -42,6 +66,18 @@ def run_sweep(args, name, configs):
     subprocess.run(cmd, check=True)
     with open(os.path.join(folder, "pareto.json"), encoding="utf-8") as f:
         return folder, json.load(f)
+
+
+def cpu_name():
+    """The CPU's model name from /proc/cpuinfo (Linux), else the machine type."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
 
 
 def fmt_bytes(b):
@@ -107,10 +143,11 @@ def main():
         out += [f"## {name}", "",
                 f"{s['eval_tokens']} tokens of {s['eval_text']} in windows of {s['ctx']} (calibration: {s['calib_text']}); "
                 f"timing: pp{s['n_prompt']} / tg{s['n_gen']}, {s['threads']} threads, {s['kernels']} kernels, "
-                f"{platform.processor() or platform.machine()}.", "",
+                f"{cpu_name()} ({os.cpu_count()} cores).", "",
                 f"![{name}: KLD vs decode tokens/s](img/pareto_{name}_speed.png)", "",
                 f"![{name}: KLD vs weight bytes](img/pareto_{name}_size.png)", ""]
         out += table(run) + [""]
+        out += NOTES.get(name, []) + [""] if name in NOTES else []
         checks = orderings(run)
         if checks:
             out += ["The seeds' orderings on these weights:", ""] + checks + [""]

@@ -9,12 +9,14 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common.h"
+#include "peregrine/core/available_memory.h"
 #include "peregrine/core/text_file.h"
 #include "peregrine/eval/pareto_store.h"
 #include "peregrine/eval/pareto_sweep.h"
@@ -147,15 +149,19 @@ void print_recommendation(const ParetoArgs& a, const std::vector<ParetoPoint>& p
     return;
   }
   const auto best = recommend(points, {a.max_kld, a.max_ppl_increase});
-  std::string budget = a.max_kld ? "KLD <= " + std::to_string(*a.max_kld) : "";
-  if (a.max_ppl_increase) budget += (budget.empty() ? "" : ", ") + std::string("ppl +") + std::to_string(*a.max_ppl_increase) + "%";
+  char budget[96] = "";
+  if (a.max_kld) std::snprintf(budget, sizeof budget, "KLD <= %g nats", *a.max_kld);
+  if (a.max_ppl_increase) {
+    const std::size_t used = std::strlen(budget);
+    std::snprintf(budget + used, sizeof budget - used, "%sppl <= +%g%%", used > 0 ? ", " : "", *a.max_ppl_increase);
+  }
   if (!best) {
-    std::printf("no configuration is within the budget (%s)\n", budget.c_str());
+    std::printf("no configuration is within the budget (%s)\n", budget);
     return;
   }
   const ParetoPoint& p = points[*best];
   std::printf("recommended within the budget (%s): %s — %s: KLD %.5f, ppl %+.2f%%, decode %.2f tok/s, prefill %.1f tok/s, %.1f MB\n",
-              budget.c_str(), p.name.c_str(), p.describe.c_str(), p.kld, p.ppl_increase_pct(), p.decode_tps, p.prefill_tps,
+              budget, p.name.c_str(), p.describe.c_str(), p.kld, p.ppl_increase_pct(), p.decode_tps, p.prefill_tps,
               p.weight_bytes / 1e6);
 }
 
@@ -180,34 +186,50 @@ Status plot(const ParetoArgs& a) {
   return Status::ok();
 }
 
-/// The reference: -m's model with every matrix F32, its tokenizer, the texts and their logits.
+/// The reference: -m's model with every matrix F32, its tokenizer and the texts; its engine
+/// model and logits once there is something to compare with them (add_reference_logits).
 struct Reference {
   ModelFile file;
   std::unique_ptr<Tokenizer> tok;
   Texts texts;
-  LlamaModel model;
+  std::optional<LlamaModel> model;
   ReferenceLogits logits;
-  double seconds = 0.0;  // its evaluation's wall time
+  double seconds = 0.0;   // its evaluation's wall time
+  bool in_place = false;  // its weights read in place rather than copied into huge pages
 };
 
 Expected<Reference> load_reference(const ParetoArgs& a, ThreadPool& pool) {
   ModelOptions o = a.model;
   o.dtype = "f32";
   PEREGRINE_ASSIGN_OR_RETURN(ModelFile file, open_model(o, &pool));
+  if (a.ctx > file.config.max_seq_len) {
+    return invalid_argument("--ctx " + std::to_string(a.ctx) + " is longer than the model's context " +
+                            std::to_string(file.config.max_seq_len));
+  }
   PEREGRINE_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, load_tokenizer(file, a.model.tokenizer));
   PEREGRINE_ASSIGN_OR_RETURN(Texts texts, read_texts(a, *tok));
-  PEREGRINE_ASSIGN_OR_RETURN(LlamaModel model, LlamaModel::create(file));
-  if (a.ctx > model.config().max_seq_len) {
-    return invalid_argument("--ctx " + std::to_string(a.ctx) + " is longer than the model's context " +
-                            std::to_string(model.config().max_seq_len));
+  return Reference{std::move(file), std::move(tok), std::move(texts), std::nullopt, {}, 0.0, false};
+}
+
+/// Builds the reference's engine model and its logits over the evaluation tokens. The sweep
+/// holds the F32 file, these logits and one configuration (its file and its copy): where the
+/// reference's own copy into huge pages would not leave room for them, its weights are read in
+/// place (as --mmap), which its points say.
+Status add_reference_logits(const ParetoArgs& a, Reference& ref, ThreadPool& pool) {
+  const auto f32_bytes = static_cast<double>(ref.file.weight_bytes());
+  const auto available = available_memory_bytes();
+  ref.in_place = available && 3.0 * f32_bytes > static_cast<double>(*available);
+  if (ref.in_place) {
+    std::printf("pareto: the F32 reference (%.1f GB) is read in place: a copy would not leave room for the sweep (%.1f GB available)\n",
+                f32_bytes / 1e9, static_cast<double>(*available) / 1e9);
   }
+  PEREGRINE_ASSIGN_OR_RETURN(ref.model, LlamaModel::create(ref.file, ref.in_place ? WeightPlacement::kInPlace : WeightPlacement::kHugePages));
   const auto start = Clock::now();
   auto line = progress_line("pareto: reference logits");
-  PEREGRINE_ASSIGN_OR_RETURN(ReferenceLogits logits,
-                             reference_logits(model, texts.tokens, {a.ctx, a.ctx / 2, DType::kF32}, pool,
-                                              [&](std::int64_t d, std::int64_t n) { line(d, n, "windows"); }));
-  const double s = seconds_since(start);
-  return Reference{std::move(file), std::move(tok), std::move(texts), std::move(model), std::move(logits), s};
+  PEREGRINE_ASSIGN_OR_RETURN(ref.logits, reference_logits(*ref.model, ref.texts.tokens, {a.ctx, a.ctx / 2, DType::kF32}, pool,
+                                                          [&](std::int64_t d, std::int64_t n) { line(d, n, "windows"); }));
+  ref.seconds = seconds_since(start);
+  return Status::ok();
 }
 
 /// Measures `todo` into `run`, saving after each point; prints a line per configuration with
@@ -215,7 +237,7 @@ Expected<Reference> load_reference(const ParetoArgs& a, ThreadPool& pool) {
 /// far). Returns the number of configurations that failed.
 std::size_t sweep(const ParetoArgs& a, const Reference& ref, const std::vector<ParetoConfig>& todo, ParetoRun& run,
                   ThreadPool& pool) {
-  const ParetoSweep s{ref.file, ref.model, ref.logits, ref.texts.tokens, *ref.tok, ref.texts.calib_path, a.bench};
+  const ParetoSweep s{ref.file, *ref.model, ref.logits, ref.texts.tokens, *ref.tok, ref.texts.calib_path, a.bench, ref.in_place};
   // Prior cost of a configuration, in reference evaluations: its own evaluation, the timing
   // (about as long), and its build.
   auto cost = [](const ParetoConfig& c) { return 2.0 + c.build_cost(); };
@@ -284,7 +306,10 @@ int run(const ParetoArgs& a) {
                 configs->size() - todo.size(), configs->size(), a.out.c_str());
   }
   std::fflush(stdout);
-  const std::size_t failed = sweep(a, *ref, todo, *run, pool);
+  if (!todo.empty()) {
+    if (Status st = add_reference_logits(a, *ref, pool); !st) return report(st);
+  }
+  const std::size_t failed = todo.empty() ? 0 : sweep(a, *ref, todo, *run, pool);
   if (Status st = save_pareto_run(a.out, *run); !st) return report(st);
   print_points(run->points);
   print_recommendation(a, run->points);

@@ -67,7 +67,9 @@ Expected<ParetoPoint> measure_pareto_point(const ParetoSweep& s, const ParetoCon
   const auto start = std::chrono::steady_clock::now();
   Expected<ParetoPoint> p = [&]() -> Expected<ParetoPoint> {
     if (c.recipe == ParetoRecipe::kReference) {
-      return measure(s, c, s.reference, static_cast<double>(s.reference_file.weight_bytes()), pool);
+      auto p = measure(s, c, s.reference, static_cast<double>(s.reference_file.weight_bytes()), pool);
+      if (p && s.reference_in_place) p->describe += " (weights read in place, as --mmap)";
+      return p;
     }
     PEREGRINE_ASSIGN_OR_RETURN(ModelFile file, build_pareto_model(s, c, pool));
     const auto bytes = static_cast<double>(file.weight_bytes());

@@ -28,6 +28,7 @@ struct ParetoSweep {
   const Tokenizer& tokenizer;              // reads the calibration text
   std::string calib_path;                  // calibration text, apart from the evaluation text
   BenchParams bench;                       // pp / tg sizes and repetitions (kv_type: the config's)
+  bool reference_in_place = false;         // `reference` reads its weights in place (its points say so)
 };
 
 /// The model file of `c`: the reference's own (kReference), quantize_model's, prune_model's
