@@ -5,8 +5,9 @@
 #include <limits>
 #include <string>
 
-// GCC 12 flags Eigen's AVX-512 GEMM kernels (an _mm512_undefined operand) as maybe-uninitialized.
+// GCC 12 flags Eigen's AVX-512 GEMM kernels (an _mm512_undefined operand) as (maybe-)uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <Eigen/Core>
 
 #include "peregrine/quant/int_group.h"

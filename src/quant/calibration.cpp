@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-// GCC 12 flags Eigen's AVX-512 GEMM kernels (an _mm512_undefined operand) as maybe-uninitialized.
+// GCC 12 flags Eigen's AVX-512 GEMM kernels (an _mm512_undefined operand) as (maybe-)uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <Eigen/Core>
 
 #include "peregrine/core/text_file.h"
