@@ -17,6 +17,7 @@
 
 #include "common.h"
 #include "peregrine/core/available_memory.h"
+#include "peregrine/core/output_file.h"
 #include "peregrine/core/text_file.h"
 #include "peregrine/eval/pareto_store.h"
 #include "peregrine/eval/pareto_sweep.h"
@@ -83,10 +84,9 @@ Expected<Texts> read_texts(const ParetoArgs& a, const Tokenizer& tok) {
   if (a.calib_text.empty()) {
     const std::size_t half = text.size() / 2;
     t.calib_path = (std::filesystem::path(a.out) / "calibration.txt").string();
-    std::FILE* f = std::fopen(t.calib_path.c_str(), "wb");
-    if (f == nullptr || std::fwrite(text.data() + half, 1, text.size() - half, f) != text.size() - half || std::fclose(f) != 0) {
-      return io_error("cannot write " + t.calib_path);
-    }
+    PEREGRINE_ASSIGN_OR_RETURN(OutputFile f, OutputFile::create(t.calib_path));
+    PEREGRINE_RETURN_IF_ERROR(f.write({reinterpret_cast<const std::uint8_t*>(text.data()) + half, text.size() - half}));
+    PEREGRINE_RETURN_IF_ERROR(f.close());
     text.resize(half);
   }
   const std::size_t enough_chars = static_cast<std::size_t>(a.eval_tokens) * 16;  // > 10 characters per token

@@ -2,9 +2,9 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "peregrine/core/json_util.h"
+#include "peregrine/core/output_file.h"
 #include "peregrine/core/text_file.h"
 
 namespace peregrine {
@@ -64,11 +64,9 @@ std::string csv(const std::vector<ParetoPoint>& points) {
 /// Writes `text` to `path` through path + ".tmp" and a rename. Errors: kIoError.
 Status replace_file(const std::filesystem::path& path, const std::string& text) {
   const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    if (!f.flush()) return io_error("cannot write " + tmp.string());
-  }
+  PEREGRINE_ASSIGN_OR_RETURN(OutputFile f, OutputFile::create(tmp.string()));
+  PEREGRINE_RETURN_IF_ERROR(f.write({reinterpret_cast<const std::uint8_t*>(text.data()), text.size()}));
+  PEREGRINE_RETURN_IF_ERROR(f.close());
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) return io_error("cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());

@@ -22,12 +22,6 @@ Expected<ModelFile> pruned_model(const ParetoSweep& s, const ParetoConfig& c, Th
   return gguf_storage(pruned, o.target, rep.pruned_linears, rep.notes);
 }
 
-double mean(const std::vector<double>& v) {
-  double sum = 0.0;
-  for (double x : v) sum += x;
-  return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
-}
-
 /// Quality and speed of `model` (built from `file`) into a point of `c`.
 Expected<ParetoPoint> measure(const ParetoSweep& s, const ParetoConfig& c, const LlamaModel& model, double weight_bytes,
                               ThreadPool& pool) {
@@ -42,8 +36,8 @@ Expected<ParetoPoint> measure(const ParetoSweep& s, const ParetoConfig& c, const
   p.ref_ppl = q.reference_ppl;
   p.weight_bytes = weight_bytes;
   p.decode_bytes = speed.tg_weight_bytes;
-  p.decode_tps = mean(speed.tg_tps);
-  p.prefill_tps = mean(speed.pp_tps);
+  p.decode_tps = mean_sd(speed.tg_tps).mean;
+  p.prefill_tps = mean_sd(speed.pp_tps).mean;
   return p;
 }
 
