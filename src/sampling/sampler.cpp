@@ -1,6 +1,8 @@
 #include "peregrine/sampling/sampler.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <string>
 #include <unordered_map>
@@ -60,18 +62,53 @@ void Sampler::apply_penalties(std::span<float> logits, std::span<const std::int3
   }
 }
 
+namespace {
+
+// (id, logit) pairs in decreasing logit, ties by increasing id, for every token: an LSD radix
+// sort of 64-bit keys (the logit's bits mapped so that unsigned order is decreasing float order,
+// above the id), 11 bits per pass. The order equals std::sort's with that comparison (−0 and +0
+// tie, as there), ~10x faster over a 152K vocabulary (sampler_test times both).
+std::vector<std::pair<std::int32_t, float>> sorted_by_logit(std::span<const float> logits) {
+  const std::size_t n = logits.size();
+  const int id_bits = std::bit_width(n);
+  std::vector<std::uint64_t> keys(n), buffer(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float l = logits[i] == 0.0f ? 0.0f : logits[i];
+    const auto bits = std::bit_cast<std::uint32_t>(l);
+    const std::uint32_t ascending = bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+    keys[i] = static_cast<std::uint64_t>(~ascending) << id_bits | i;
+  }
+  constexpr int kDigitBits = 11;
+  constexpr std::size_t kBuckets = std::size_t{1} << kDigitBits;
+  for (int shift = 0; shift < 32 + id_bits; shift += kDigitBits) {
+    std::vector<std::size_t> start(kBuckets + 1, 0);
+    for (std::uint64_t k : keys) ++start[((k >> shift) & (kBuckets - 1)) + 1];
+    for (std::size_t b = 1; b <= kBuckets; ++b) start[b] += start[b - 1];
+    for (std::uint64_t k : keys) buffer[start[(k >> shift) & (kBuckets - 1)]++] = k;
+    keys.swap(buffer);
+  }
+  std::vector<std::pair<std::int32_t, float>> cand(n);
+  const std::uint64_t id_mask = (std::uint64_t{1} << id_bits) - 1;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto id = static_cast<std::size_t>(keys[i] & id_mask);
+    cand[i] = {static_cast<std::int32_t>(id), logits[id]};
+  }
+  return cand;
+}
+
+}  // namespace
+
 std::vector<std::pair<std::int32_t, float>> Sampler::distribution(std::span<const float> logits) const {
-  std::vector<std::pair<std::int32_t, float>> cand(logits.size());
-  for (std::size_t i = 0; i < logits.size(); ++i) cand[i] = {static_cast<std::int32_t>(i), logits[i]};
-  auto by_logit = [](const auto& a, const auto& b) { return a.second > b.second || (a.second == b.second && a.first < b.first); };
-  std::size_t k = cand.size();
+  std::size_t k = logits.size();
   if (params_.temperature == 0.0f) k = 1;
   else if (params_.top_k > 0) k = std::min<std::size_t>(k, static_cast<std::size_t>(params_.top_k));
-  // by_logit is a strict total order (no NaN), so both sorts give the same unique order;
-  // partial_sort's heap sort is several times slower than sort over the whole vocabulary.
-  if (k == cand.size()) {
-    std::sort(cand.begin(), cand.end(), by_logit);
+  std::vector<std::pair<std::int32_t, float>> cand;
+  if (k == logits.size()) {
+    cand = sorted_by_logit(logits);
   } else {
+    cand.resize(logits.size());
+    for (std::size_t i = 0; i < logits.size(); ++i) cand[i] = {static_cast<std::int32_t>(i), logits[i]};
+    auto by_logit = [](const auto& a, const auto& b) { return a.second > b.second || (a.second == b.second && a.first < b.first); };
     std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(k), cand.end(), by_logit);
   }
   cand.resize(k);
