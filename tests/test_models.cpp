@@ -130,4 +130,24 @@ LoraAdapter random_lora_adapter(const ModelFile& base, std::int64_t rank, float 
   return a ? std::move(*a) : LoraAdapter{};
 }
 
+std::unique_ptr<ModelDrafter> make_model_drafter(const LlamaModel& draft, const ModelConfig& target, SpecMethod method,
+                                                 std::int64_t n_layers, std::int32_t kv_blocks) {
+  ModelDrafterOptions o;
+  o.method = method;
+  o.n_layers = n_layers;
+  o.kv_blocks = kv_blocks;
+  auto d = ModelDrafter::create(draft, target, o);
+  EXPECT_TRUE(d) << d.status().message();
+  return d ? std::move(*d) : nullptr;
+}
+
+Generated generate_tokens(const LlamaModel& model, std::span<const std::int32_t> prompt, const GenerateOptions& o,
+                          ThreadPool& pool) {
+  Generated out;
+  auto stats = generate(model, prompt, o, pool, [&](std::int32_t id) { out.tokens.push_back(id); });
+  EXPECT_TRUE(stats) << stats.status().message();
+  if (stats) out.stats = *stats;
+  return out;
+}
+
 }  // namespace peregrine::test

@@ -2,9 +2,13 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
+#include "peregrine/engine/generator.h"
 #include "peregrine/spec/eagle_head.h"
+#include "peregrine/spec/model_drafter.h"
 #include "peregrine/model/lora_adapter.h"
 #include "peregrine/spec/medusa_heads.h"
 #include "peregrine/kv/kv_cache.h"
@@ -62,5 +66,20 @@ EagleHead identity_eagle_head(const LlamaModel& target);
 /// trained adapter exists for the test models).
 LoraAdapter random_lora_adapter(const ModelFile& base, std::int64_t rank, float alpha, std::uint32_t seed,
                                 const std::vector<std::string>& targets, float stddev = 0.05f);
+
+/// A ModelDrafter running `draft` for a target of config `target` (method kDraft, kLayerSkip or
+/// kQuant; its first n_layers layers, 0 = all; a KV pool of kv_blocks blocks), or null after a
+/// failed expectation.
+std::unique_ptr<ModelDrafter> make_model_drafter(const LlamaModel& draft, const ModelConfig& target, SpecMethod method,
+                                                 std::int64_t n_layers = 0, std::int32_t kv_blocks = 512);
+
+/// What generate() emitted for one prompt: its tokens and statistics (a failed expectation on
+/// an error).
+struct Generated {
+  std::vector<std::int32_t> tokens;
+  GenerationStats stats;
+};
+Generated generate_tokens(const LlamaModel& model, std::span<const std::int32_t> prompt, const GenerateOptions& o,
+                          ThreadPool& pool);
 
 }  // namespace peregrine::test

@@ -32,7 +32,7 @@ void add_spec_options(CLI::App& cmd, SpecOptions& o) {
                                      "layerskip (--draft-layers), quant (--draft-dtype), medusa or eagle (--draft-model "
                                      "HEAD_DIR)")
       ->capture_default_str();
-  cmd.add_option("--draft-max", o.draft_max, "Draft tokens (tree nodes) per step at most")->capture_default_str();
+  cmd.add_option("--draft-max", o.draft_max, "Draft tokens (tree nodes) per step at most (chains of up to 6: greedy output bit-identical to plain decoding; longer chains and trees: up to a near tie)")->capture_default_str();
   cmd.add_option("--draft-branching", o.branching, "Children per expanded draft node (1 = chain, > 1 = token tree)")
       ->capture_default_str();
   cmd.add_flag("--draft-adaptive", o.adaptive, "Adapt the draft length to the running acceptance rate");

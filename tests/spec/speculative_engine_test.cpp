@@ -32,17 +32,6 @@ std::unique_ptr<LlamaModel> load(const std::string& path, std::optional<DType> d
   return model ? std::make_unique<LlamaModel>(std::move(*model)) : nullptr;
 }
 
-std::unique_ptr<ModelDrafter> drafter_for(const LlamaModel& draft, const LlamaModel& target, SpecMethod method,
-                                          std::int64_t n_layers = 0) {
-  ModelDrafterOptions o;
-  o.method = method;
-  o.n_layers = n_layers;
-  o.kv_blocks = 512;
-  auto d = ModelDrafter::create(draft, target.config(), o);
-  EXPECT_TRUE(d) << d.status().message();
-  return d ? std::move(*d) : nullptr;
-}
-
 /// Sentences of the TinyStories excerpt, tokenized with the stories260K tokenizer; one is
 /// followed by its own first words so prompt lookup finds long matches.
 std::vector<std::vector<std::int32_t>> story_prompts(const LlamaModel& model, std::size_t n) {
@@ -134,9 +123,9 @@ TEST(SpeculativeEngine, GreedyIsTokenIdenticalForEveryDrafterOnStories260K) {
   auto quant = load(test::stories260k_path(), DType::kQ4_0);
   auto draft = load(test::shared_dir() + "/models/aidreams260K/aidreams260K.bin");  // vocab 512, other tokenizer
   ASSERT_TRUE(target && quant && draft);
-  auto layerskip = drafter_for(*target, *target, SpecMethod::kLayerSkip, 2);
-  auto quantized = drafter_for(*quant, *target, SpecMethod::kQuant);
-  auto separate = drafter_for(*draft, *target, SpecMethod::kDraft);
+  auto layerskip = test::make_model_drafter(*target, target->config(), SpecMethod::kLayerSkip, 2);
+  auto quantized = test::make_model_drafter(*quant, target->config(), SpecMethod::kQuant);
+  auto separate = test::make_model_drafter(*draft, target->config(), SpecMethod::kDraft);
   auto medusa = MedusaDrafter::create(test::untrained_medusa_heads(*target, 4), target->config());
   ASSERT_TRUE(medusa) << medusa.status().message();
   auto eagle_layer = EagleLayer::create(test::identity_eagle_head(*target), *target);
@@ -167,8 +156,8 @@ TEST(SpeculativeEngine, GreedyIsTokenIdenticalOnARandomWeightGqaModel) {
   auto target = load(test::testdata_dir() + "/llama2c-gqa-untied.bin");
   auto draft = load(test::testdata_dir() + "/llama2c-mha-tied.bin");
   ASSERT_TRUE(target && draft);
-  auto separate = drafter_for(*draft, *target, SpecMethod::kDraft);
-  auto layerskip = drafter_for(*target, *target, SpecMethod::kLayerSkip, 1);
+  auto separate = test::make_model_drafter(*draft, target->config(), SpecMethod::kDraft);
+  auto layerskip = test::make_model_drafter(*target, target->config(), SpecMethod::kLayerSkip, 1);
   // Random weights loop quickly: the repeated tokens give prompt lookup matches.
   const std::vector<std::vector<std::int32_t>> prompts = {{1, 403, 407, 261, 378}, {1, 17, 17, 499, 300, 128}, {1, 5}};
   expect_lossless(*target, prompts,

@@ -88,34 +88,24 @@ TEST(EagleRuntime, ForwardMatchesTheTrainingModuleChunkByChunk) {
             ErrorCode::kOutOfRange);
 }
 
-struct Drafted {
-  std::vector<std::int32_t> tokens;
-  GenerationStats stats;
-};
-
 /// Greedy generation of 48 tokens after each of 3 held-out prompts, summed.
-std::vector<Drafted> greedy_runs(const LlamaModel& target, const std::vector<std::int32_t>& held_out, const SpecParams& spec,
-                                 Drafter* drafter, ThreadPool& pool) {
-  std::vector<Drafted> out;
+std::vector<test::Generated> greedy_runs(const LlamaModel& target, const std::vector<std::int32_t>& held_out,
+                                         const SpecParams& spec, Drafter* drafter, ThreadPool& pool) {
+  std::vector<test::Generated> out;
   for (std::size_t start : {0u, 300u, 600u}) {
-    const std::span<const std::int32_t> prompt = std::span(held_out).subspan(start, 24);
     GenerateOptions o;
     o.max_new_tokens = 48;
     o.sampling.temperature = 0.0f;
     o.spec = spec;
     o.drafter = drafter;
-    Drafted d;
-    auto stats = generate(target, prompt, o, pool, [&](std::int32_t t) { d.tokens.push_back(t); });
-    EXPECT_TRUE(stats) << stats.status().message();
-    if (stats) d.stats = *stats;
-    out.push_back(std::move(d));
+    out.push_back(test::generate_tokens(target, std::span(held_out).subspan(start, 24), o, pool));
   }
   return out;
 }
 
-double accepted_per_step(const std::vector<Drafted>& runs) {
+double accepted_per_step(const std::vector<test::Generated>& runs) {
   std::int64_t accepted = 0, steps = 0;
-  for (const Drafted& d : runs) accepted += d.stats.accepted, steps += d.stats.spec_steps;
+  for (const test::Generated& d : runs) accepted += d.stats.accepted, steps += d.stats.spec_steps;
   return steps > 0 ? static_cast<double>(accepted) / static_cast<double>(steps) : 0.0;
 }
 
@@ -149,7 +139,7 @@ TEST(EagleRuntime, TrainedHeadsDraftLosslesslyInTheEngine) {
   auto identity = ModelDrafter::create_eagle(**identity_layer, target.config(), o);
   ASSERT_TRUE(eagle && identity);
 
-  const std::vector<Drafted> plain = greedy_runs(target, t.held_out, SpecParams{}, nullptr, pool);
+  const std::vector<test::Generated> plain = greedy_runs(target, t.held_out, SpecParams{}, nullptr, pool);
   struct Case {
     const char* name;
     SpecParams spec;
@@ -160,7 +150,7 @@ TEST(EagleRuntime, TrainedHeadsDraftLosslesslyInTheEngine) {
                         Case{"eagle-2 tree b=4 n=16", {SpecMethod::kEagle, 16, 4, false}, eagle->get()},
                         Case{"identity eagle chain k=4", {SpecMethod::kEagle, 4, 1, false}, identity->get()},
                         Case{"medusa tree b=4 n=16", {SpecMethod::kMedusa, 16, 4, false}, medusa->get()}}) {
-    const std::vector<Drafted> runs = greedy_runs(target, t.held_out, c.spec, c.drafter, pool);
+    const std::vector<test::Generated> runs = greedy_runs(target, t.held_out, c.spec, c.drafter, pool);
     for (std::size_t i = 0; i < runs.size(); ++i) EXPECT_EQ(runs[i].tokens, plain[i].tokens) << c.name << ", prompt " << i;
     rate[c.name] = accepted_per_step(runs);
     std::printf("  %-26s %.2f draft tokens accepted per step\n", c.name, rate[c.name]);
