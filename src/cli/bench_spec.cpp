@@ -5,8 +5,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "peregrine/core/text_file.h"
 #include "peregrine/engine/spec_bench.h"
 #include "peregrine/engine/spec_cost.h"
+#include "peregrine/eval/code_corpus.h"
 #include "peregrine/spec/pld_drafter.h"
 
 namespace peregrine::cli {
@@ -32,33 +34,62 @@ std::string first_sentences(const std::string& line, int n) {
   return line.substr(0, end);
 }
 
-/// story: continue a TinyStories story from its first sentence. repeat: a three-sentence
-/// passage, a blank line, then the passage's first words again, so that continuing means
-/// repeating it (prompt lookup's best case).
-Expected<std::vector<SpecBenchTask>> make_tasks(const SpecBenchArgs& a, const Tokenizer& tok) {
-  const std::string path = a.text.empty() ? shared_data_dir() + "/data/tinystories/tinystories_valid_excerpt.txt" : a.text;
+/// Up to `n` story lines (over 80 characters) of the TinyStories text `path`.
+Expected<std::vector<std::string>> story_lines(const std::string& path, std::int32_t n) {
   std::ifstream in(path);
   if (!in) return not_found("cannot read the benchmark text " + path + " (--spec-text)");
   std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line) && static_cast<std::int32_t>(lines.size()) < a.prompts;) {
+  for (std::string line; std::getline(in, line) && static_cast<std::int32_t>(lines.size()) < n;) {
     if (line.size() > 80) lines.push_back(line);
   }
   if (lines.empty()) return invalid_argument("the benchmark text " + path + " has no story lines");
+  return lines;
+}
+
+/// Up to `n` code-completion prompts (eval/code_corpus.h) from the held-out files of `dir`.
+Expected<std::vector<std::string>> code_prompts(const std::string& dir, std::int32_t n) {
+  if (dir.empty()) return not_found("no Python standard library found under /usr/lib (--spec-code DIR)");
+  PEREGRINE_ASSIGN_OR_RETURN(const CodeCorpus corpus, split_code_corpus(dir));
+  std::vector<std::string> prompts;
+  for (const std::string& path : corpus.eval) {
+    if (static_cast<std::int32_t>(prompts.size()) == n) break;
+    PEREGRINE_ASSIGN_OR_RETURN(const std::string text, read_text_file(path));
+    std::string prompt = code_completion_prompt(text, 1500, 6000);
+    if (!prompt.empty()) prompts.push_back(std::move(prompt));
+  }
+  if (prompts.empty()) return invalid_argument("no held-out file of " + dir + " opens a function within 6000 characters");
+  return prompts;
+}
+
+/// The prompts of one task. story: continue a TinyStories story from its first sentence.
+/// repeat: a three-sentence passage, a blank line, then the passage's first words again, so that
+/// continuing means repeating it (prompt lookup's best case). code: complete a held-out Python
+/// standard library file from its start through a function's first line.
+Expected<std::vector<std::string>> task_prompts(const SpecBenchArgs& a, const std::string& name) {
+  if (name == "code") return code_prompts(a.code_dir.empty() ? default_python_source_dir() : a.code_dir, a.prompts);
+  if (name != "story" && name != "repeat") {
+    return invalid_argument("unknown --spec-tasks entry '" + name + "' (expected story, repeat or code)");
+  }
+  const std::string path = a.text.empty() ? shared_data_dir() + "/data/tinystories/tinystories_valid_excerpt.txt" : a.text;
+  PEREGRINE_ASSIGN_OR_RETURN(const std::vector<std::string> lines, story_lines(path, a.prompts));
+  std::vector<std::string> prompts;
+  for (const std::string& line : lines) {
+    if (name == "story") {
+      prompts.push_back(first_sentences(line, 1));
+    } else {
+      const std::string passage = first_sentences(line, 3);
+      prompts.push_back(passage + "\n\n" + passage.substr(0, passage.find(' ', 12)));
+    }
+  }
+  return prompts;
+}
+
+Expected<std::vector<SpecBenchTask>> make_tasks(const SpecBenchArgs& a, const Tokenizer& tok) {
   std::vector<SpecBenchTask> tasks;
   for (const std::string& name : split(a.tasks)) {
+    PEREGRINE_ASSIGN_OR_RETURN(const std::vector<std::string> prompts, task_prompts(a, name));
     SpecBenchTask task{name, {}};
-    for (const std::string& line : lines) {
-      std::string prompt;
-      if (name == "story") {
-        prompt = first_sentences(line, 1);
-      } else if (name == "repeat") {
-        const std::string passage = first_sentences(line, 3);
-        prompt = passage + "\n\n" + passage.substr(0, passage.find(' ', 12));
-      } else {
-        return invalid_argument("unknown --spec-tasks entry '" + name + "' (expected story or repeat)");
-      }
-      task.prompts.push_back(tok.encode(prompt, tok.add_bos_default()));
-    }
+    for (const std::string& prompt : prompts) task.prompts.push_back(tok.encode(prompt, tok.add_bos_default()));
     tasks.push_back(std::move(task));
   }
   return tasks;
@@ -98,15 +129,16 @@ struct Column {
 
 void print_results(const std::vector<SpecBenchRow>& rows, const std::vector<Column>& columns, double decode_s,
                    const std::vector<double>& verify_s, std::int32_t verify_k_max, bool greedy) {
-  std::printf("| task | method | mean accepted τ | acceptance | tokens/s | speedup | identical |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+  std::printf("| task | method | mean accepted τ | acceptance | tokens/s | speedup | decode speedup | identical |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const SpecBenchRow& r : rows) {
-    std::printf("| %s | %s | %.2f | %.3f | %.1f | %.2fx | %s |\n", r.task.c_str(), r.method.c_str(), r.mean_accepted(),
-                r.acceptance_rate(), r.tokens_per_second(), r.speedup(), !greedy ? "n/a" : r.identical ? "yes" : "NO");
+    std::printf("| %s | %s | %.2f | %.3f | %.1f | %.2fx | %.2fx | %s |\n", r.task.c_str(), r.method.c_str(), r.mean_accepted(),
+                r.acceptance_rate(), r.tokens_per_second(), r.speedup(), r.decode_speedup(),
+                !greedy ? "n/a" : r.identical ? "yes" : "NO");
   }
   std::printf("\ntarget decode step %.3f ms; verify cost v(k) = forward of 1 + k rows / 1 row:", 1e3 * decode_s);
   for (std::size_t k = 0; k < verify_s.size(); ++k) std::printf(" v(%zu)=%.2f", k, verify_s[k] / decode_s);
-  std::printf("\n\n| task | method | γ (drafted/step) | α (from τ) | c (draft/target per token) | predicted (Leviathan, verify free) | predicted (measured v) | measured |\n");
+  std::printf("\n\n| task | method | γ (drafted/step) | α (from τ) | c (draft/target per token) | predicted (Leviathan, verify free) | predicted (measured v) | measured (decode) |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const SpecBenchRow& r : rows) {
     if (r.steps == 0) continue;
@@ -118,7 +150,7 @@ void print_results(const std::vector<SpecBenchRow>& rows, const std::vector<Colu
     const auto k = static_cast<std::size_t>(std::clamp<long>(std::lround(gamma), 0, verify_k_max));
     const double v = verify_s[k] / decode_s;
     std::printf("| %s | %s | %.2f | %.3f | %.3f | %.2fx | %.2fx | %.2fx |\n", r.task.c_str(), r.method.c_str(), gamma, alpha,
-                col->cost_c, tau / (gamma * col->cost_c + 1), tau / (gamma * col->cost_c + v), r.speedup());
+                col->cost_c, tau / (gamma * col->cost_c + 1), tau / (gamma * col->cost_c + v), r.decode_speedup());
   }
 }
 
@@ -127,9 +159,12 @@ void print_results(const std::vector<SpecBenchRow>& rows, const std::vector<Colu
 void add_spec_bench_options(CLI::App& cmd, SpecBenchArgs& a) {
   add_spec_options(cmd, a.spec);
   cmd.add_option("--spec-variants", a.variants, "With --spec: chain, adaptive and/or tree (comma list)")->capture_default_str();
-  cmd.add_option("--spec-tasks", a.tasks, "With --spec: story and/or repeat (comma list)")->capture_default_str();
+  cmd.add_option("--spec-tasks", a.tasks, "With --spec: story, repeat and/or code (comma list)")->capture_default_str();
   cmd.add_option("--spec-prompts", a.prompts, "With --spec: prompts per task")->capture_default_str();
   cmd.add_option("--spec-text", a.text, "With --spec: the TinyStories text the prompts come from (one story per line)");
+  cmd.add_option("--spec-code", a.code_dir,
+                 "With --spec-tasks code: the directory of .py files whose held-out quarter (every fourth by name) "
+                 "gives the prompts (default: the newest /usr/lib/python3.N)");
   cmd.add_option("--spec-temp", a.temperature,
                  "With --spec: 0 greedy (outputs checked identical to plain decoding), > 0 sampling at this temperature "
                  "(whole vocabulary, seeded per prompt)")

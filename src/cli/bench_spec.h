@@ -14,15 +14,16 @@ namespace peregrine::cli {
 struct SpecBenchArgs {
   SpecOptions spec;                     // spec.method: a comma list (pld,draft,layerskip,quant)
   std::string variants = "chain";       // comma list of chain, adaptive, tree
-  std::string tasks = "story,repeat";   // comma list of story, repeat
+  std::string tasks = "story,repeat";   // comma list of story, repeat, code
   std::int32_t prompts = 4;             // prompts per task
   std::int32_t n_gen = 128;             // tokens per generation
   std::int32_t reps = 1;                // passes over the prompts
   std::string text;                     // TinyStories text (default: shared data)
+  std::string code_dir;                 // .py files of the code task (default: the Python standard library)
   float temperature = 0.0f;             // 0: greedy; > 0: sampling at this temperature
 };
 
-/// Adds --spec (the method list), --spec-variants, --spec-tasks, --spec-prompts, --spec-text,
+/// Adds --spec (the method list), --spec-variants, --spec-tasks, --spec-prompts, --spec-text, --spec-code,
 /// --spec-temp and the --draft-* options to `cmd`.
 void add_spec_bench_options(CLI::App& cmd, SpecBenchArgs& a);
 

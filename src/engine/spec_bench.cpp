@@ -33,6 +33,11 @@ Expected<Run> run_once(const LlamaModel& model, const std::vector<std::int32_t>&
   return run;
 }
 
+// Seconds from a run's first token to its last (generate()'s decode phase).
+double decode_seconds(const GenerationStats& s) {
+  return s.decode_tps > 0 ? static_cast<double>(s.generated_tokens - 1) / s.decode_tps : 0.0;
+}
+
 void add(SpecBenchRow& row, const Run& run, const Run& baseline) {
   const GenerationStats& s = run.stats;
   row.generated += s.generated_tokens;
@@ -42,6 +47,8 @@ void add(SpecBenchRow& row, const Run& run, const Run& baseline) {
   row.steps += s.spec_steps;
   row.seconds += run.seconds;
   row.baseline_seconds += baseline.seconds;
+  row.decode_seconds += decode_seconds(s);
+  row.baseline_decode_seconds += decode_seconds(baseline.stats);
   row.identical = row.identical && run.tokens == baseline.tokens;
 }
 
@@ -54,6 +61,10 @@ double SpecBenchRow::mean_accepted() const {
 double SpecBenchRow::tokens_per_second() const { return seconds > 0 ? static_cast<double>(generated) / seconds : 0.0; }
 
 double SpecBenchRow::speedup() const { return seconds > 0 ? baseline_seconds / seconds : 0.0; }
+
+double SpecBenchRow::decode_speedup() const {
+  return decode_seconds > 0 ? baseline_decode_seconds / decode_seconds : 0.0;
+}
 
 double SpecBenchRow::acceptance_rate() const {
   return drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;

@@ -40,6 +40,8 @@ struct SpecBenchRow {
   std::int64_t steps = 0;      // verification steps (forwards that carried a draft)
   double seconds = 0;           // wall time of the generate() calls (prefill included)
   double baseline_seconds = 0;  // plain decoding's time on the same prompts, same run
+  double decode_seconds = 0;    // of `seconds`, after each run's first token (drafter prefill included)
+  double baseline_decode_seconds = 0;
   bool identical = true;        // greedy: every output equals plain decoding's (sampled runs
                                 //   differ by their draws; their losslessness is tested apart)
   /// Mean accepted tokens τ: tokens emitted per target forward after the prefill (each run's
@@ -47,6 +49,7 @@ struct SpecBenchRow {
   double mean_accepted() const;
   double tokens_per_second() const;
   double speedup() const;  // baseline_seconds / seconds
+  double decode_speedup() const;  // baseline_decode_seconds / decode_seconds
   double acceptance_rate() const;  // accepted / drafted
 };
 
