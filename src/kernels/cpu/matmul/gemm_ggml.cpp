@@ -302,26 +302,36 @@ HWY_INLINE void decode_iq4_xs(const std::uint8_t* block, Decoded& out) {
 
 // Legacy blocks of 32 (ggml-common.h block_q4_1 / block_q5_0 / block_q5_1 / block_iq4_nl),
 // two per 64-value chunk: u = the nibble (+ 16 for Q5's qh bit; IQ4_NL: grid value + 128),
-// a = d, b = m (Q4_1, Q5_1), −16·d (Q5_0), −128·d (IQ4_NL).
-template <class Block>
-HWY_INLINE void decode_legacy(const std::uint8_t* group, Decoded& out) {
+// a = d, b = m (Q4_1, Q5_1), −16·d (Q5_0), −128·d (IQ4_NL). kPartial: only the first n_blocks
+// (1..7, a row's last super-group) are read, the rest decode as u = a = b = 0.
+template <class Block, bool kPartial = false>
+HWY_INLINE void decode_legacy_blocks(const std::uint8_t* group, int n_blocks, Decoded& out) {
   constexpr bool kHigh = requires(const Block& x) { x.qh; };
   constexpr bool kMin = requires(const Block& x) { x.m; };
   constexpr bool kIq4 = std::is_same_v<Block, ggml::BlockIq4Nl>;
   alignas(64) float a[16], b[16];
+  if constexpr (kPartial) {
+    std::fill_n(a, 16, 0.0f);
+    std::fill_n(b, 16, 0.0f);
+  }
   for (int c = 0; c < 4; ++c) {
     const auto* blk = reinterpret_cast<const Block*>(group) + 2 * c;
-    __m512i u = nibbles_blockwise(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[0].qs)),
-                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[1].qs)));
+    const int here = kPartial ? std::clamp(n_blocks - 2 * c, 0, 2) : 2;
+    if (here == 0) {
+      out.u[c] = _mm512_setzero_si512();
+      continue;
+    }
+    const __m128i q1 = here == 2 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[1].qs)) : _mm_setzero_si128();
+    __m512i u = nibbles_blockwise(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[0].qs)), q1);
     if constexpr (kHigh) {  // qh bit j: value j of the block
-      std::uint32_t h0, h1;
+      std::uint32_t h0, h1 = 0;
       std::memcpy(&h0, blk[0].qh, 4);
-      std::memcpy(&h1, blk[1].qh, 4);
+      if (here == 2) std::memcpy(&h1, blk[1].qh, 4);
       u = _mm512_mask_add_epi8(u, h0 | static_cast<__mmask64>(h1) << 32, u, _mm512_set1_epi8(16));
     }
     if constexpr (kIq4) u = iq4_codes(u);
-    out.u[c] = u;
-    for (int k = 0; k < 2; ++k) {
+    out.u[c] = here == 2 ? u : _mm512_maskz_mov_epi8(0xffffffffull, u);
+    for (int k = 0; k < here; ++k) {
       const float d = half(blk[k].d);
       float offset;
       if constexpr (kMin) {
@@ -335,6 +345,22 @@ HWY_INLINE void decode_legacy(const std::uint8_t* group, Decoded& out) {
   }
   spread_scales(_mm512_load_ps(a), _mm512_load_ps(b), out);
 }
+
+template <class Block>
+HWY_INLINE void decode_legacy(const std::uint8_t* group, Decoded& out) {
+  decode_legacy_blocks<Block>(group, 8, out);
+}
+
+// A legacy format's decoder: whole super-groups, and a row's partial last one, in SIMD.
+template <class Block>
+struct LegacyDecoder {
+  static constexpr bool kInteger = false;
+  static constexpr bool kAlwaysWhole = false;
+  static HWY_INLINE void decode(const std::uint8_t* p, Decoded& out) { decode_legacy<Block>(p, out); }
+  static HWY_INLINE void decode_part(const std::uint8_t* p, int n_blocks, Decoded& out) {
+    decode_legacy_blocks<Block, true>(p, n_blocks, out);
+  }
+};
 
 // The scalar unpacking as a Decoded group (formats without SIMD decoding, partial groups).
 HWY_INLINE void decode_scalar(const Operands& op, std::int64_t row, std::int64_t g, Decoded& out) {
@@ -367,6 +393,7 @@ struct IntDecoder : SimdDecoder<kDecode> {
 template <class D>
 HWY_INLINE void decode(const Operands& op, std::int64_t row, std::int64_t g, Decoded& out) {
   if (D::kAlwaysWhole || op.whole(g)) return D::decode(op.group(row, g), out);
+  if constexpr (requires { D::decode_part; }) return D::decode_part(op.group(row, g), op.blocks_in(g), out);
   decode_scalar(op, row, g, out);
 }
 
@@ -781,10 +808,10 @@ void GemmGgmlRows(const Operands& op, std::int64_t row_begin, std::int64_t row_e
     case DType::kQ3_K: return rows_with<IntDecoder<int_q3_k>>(op, row_begin, row_end);
     case DType::kQ2_K: return rows_with<IntDecoder<int_q2_k>>(op, row_begin, row_end);
     case DType::kIQ4_XS: return rows_with<IntDecoder<int_iq4_xs, true, decode_iq4_xs>>(op, row_begin, row_end);
-    case DType::kIQ4_NL: return rows_with<SimdDecoder<decode_legacy<ggml::BlockIq4Nl>, false>>(op, row_begin, row_end);
-    case DType::kQ4_1: return rows_with<SimdDecoder<decode_legacy<ggml::BlockQ4_1>, false>>(op, row_begin, row_end);
-    case DType::kQ5_0: return rows_with<SimdDecoder<decode_legacy<ggml::BlockQ5_0>, false>>(op, row_begin, row_end);
-    case DType::kQ5_1: return rows_with<SimdDecoder<decode_legacy<ggml::BlockQ5_1>, false>>(op, row_begin, row_end);
+    case DType::kIQ4_NL: return rows_with<LegacyDecoder<ggml::BlockIq4Nl>>(op, row_begin, row_end);
+    case DType::kQ4_1: return rows_with<LegacyDecoder<ggml::BlockQ4_1>>(op, row_begin, row_end);
+    case DType::kQ5_0: return rows_with<LegacyDecoder<ggml::BlockQ5_0>>(op, row_begin, row_end);
+    case DType::kQ5_1: return rows_with<LegacyDecoder<ggml::BlockQ5_1>>(op, row_begin, row_end);
     default: {
       const std::string_view name = dtype_name(op.dtype);
       HWY_ABORT("gemm_ggml: %.*s is not a ggml block format", static_cast<int>(name.size()), name.data());
