@@ -37,6 +37,20 @@ std::vector<float> forward_rows(const LlamaModel& model, KvCache& cache, const s
   return logits;
 }
 
+/// Logits of the one-row decode steps of `tokens` after `prompt` (every step scored).
+std::vector<float> decode_steps(const LlamaModel& model, const std::vector<std::int32_t>& prompt,
+                                const std::vector<std::int32_t>& tokens, ThreadPool& pool) {
+  const auto p0 = static_cast<std::int32_t>(prompt.size());
+  KvCache cache = test::make_kv_cache(model.config(), p0 + static_cast<std::int64_t>(tokens.size()));
+  forward_rows(model, cache, prompt, 0, pool);
+  std::vector<float> logits;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const std::vector<float> one = forward_rows(model, cache, {tokens[i]}, p0 + static_cast<std::int32_t>(i), pool);
+    logits.insert(logits.end(), one.begin(), one.end());
+  }
+  return logits;
+}
+
 TEST_P(VerificationRowsTest, ChainsOfUpTo7RowsEqualDecodeStepsBitForBit) {
   const test::RealModelEntry entry = test::real_model(GetParam());
   PEREGRINE_REQUIRE_REAL_MODEL(entry);
@@ -50,34 +64,15 @@ TEST_P(VerificationRowsTest, ChainsOfUpTo7RowsEqualDecodeStepsBitForBit) {
   for (const std::int32_t rows : {2, 5, 7}) {
     SCOPED_TRACE(rows);
     const std::vector<std::int32_t> chain(ids.begin() + p0, ids.begin() + p0 + rows);
-    KvCache steps = test::make_kv_cache(model.config(), p0 + rows), verify = test::make_kv_cache(model.config(), p0 + rows);
-    forward_rows(model, steps, prompt, 0, pool);
+    const std::vector<float> decoded = decode_steps(model, prompt, chain, pool);
+    KvCache verify = test::make_kv_cache(model.config(), p0 + rows);
     forward_rows(model, verify, prompt, 0, pool);
-    std::vector<float> decoded;
-    for (std::int32_t i = 0; i < rows; ++i) {
-      const std::vector<float> one = forward_rows(model, steps, {chain[static_cast<std::size_t>(i)]}, p0 + i, pool);
-      decoded.insert(decoded.end(), one.begin(), one.end());
-    }
     const std::vector<float> verified = forward_rows(model, verify, chain, p0, pool);
     ASSERT_EQ(verified.size(), decoded.size());
     std::size_t differing = 0;
     for (std::size_t i = 0; i < decoded.size(); ++i) differing += verified[i] != decoded[i];
     EXPECT_EQ(differing, 0u) << "of " << decoded.size() << " logits";
   }
-}
-
-/// Logits of the one-row decode steps of `tokens` after `prompt` (every step scored).
-std::vector<float> decode_steps(const LlamaModel& model, const std::vector<std::int32_t>& prompt,
-                                const std::vector<std::int32_t>& tokens, ThreadPool& pool) {
-  const auto p0 = static_cast<std::int32_t>(prompt.size());
-  KvCache cache = test::make_kv_cache(model.config(), p0 + static_cast<std::int64_t>(tokens.size()));
-  forward_rows(model, cache, prompt, 0, pool);
-  std::vector<float> logits;
-  for (std::size_t i = 0; i < tokens.size(); ++i) {
-    const std::vector<float> one = forward_rows(model, cache, {tokens[i]}, p0 + static_cast<std::int32_t>(i), pool);
-    logits.insert(logits.end(), one.begin(), one.end());
-  }
-  return logits;
 }
 
 TEST_P(VerificationRowsTest, TreesOfUpTo7RowsEqualTheirPathsDecodeStepsBitForBit) {
