@@ -140,7 +140,7 @@ TEST(GemmGgml, MatchesScalarTwinUpToSummationOrder) {
         for (std::int64_t out : {1, 5, 9, 50}) {  // 50 rows: a 32-row panel pair, a 16-row panel, 2 more rows
           const Weights w = random_weights(t, out, in, /*offset=*/1 + out % 3, rng);
           const double u = std::ldexp(1.0, -24), k = 2.0 * (static_cast<double>(in) / 16 + 8);
-          for (std::int64_t n_tokens : {1, 2, 3, 4, 6, 9, 13, 17}) {  // AVX2: tiles of 8 tokens and their tails
+          for (std::int64_t n_tokens : {1, 2, 3, 4, 6, 7, 8, 9, 13, 17}) {  // AVX-512: GEMVs to 7 / 8; AVX2: tiles of 8 and tails
             const auto x = random_activations(n_tokens, in, rng);
             QuantizedActivations xq;
             quantize_activations_reference(x, n_tokens, in, xq, block);

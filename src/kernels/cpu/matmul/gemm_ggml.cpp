@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "peregrine/kernels/cpu/isa.h"
 #include "peregrine/kernels/cpu/matmul/ggml_unpack.h"
@@ -143,12 +144,11 @@ HWY_INLINE __m512i iq4_codes(__m512i nibbles) {
   return _mm512_xor_si512(lookup16(ggml::kIq4nlValues, nibbles), _mm512_set1_epi8(static_cast<char>(0x80)));
 }
 
-// One K-quant / IQ4_XS super-block in integer-scaled form: w_i = d·sc_s·v_i + b_s for the 16
-// values s, v_i = u_i, or −u_i where neg has bit i (kSigned formats: IQ4_XS's grid). u <= 127
-// (so vpmaddubsw against |q| <= 127 activations cannot saturate: 2·127·127 < 2^15).
+// One K-quant / IQ4_XS super-block in integer-scaled form: w_i = d·sc_s·u_i + b_s for the 16
+// values s (IQ4_XS: u = grid value + 128, b_s = −128·d·sc_s). u <= 241, so a vpdpbusd lane (4
+// products against |q| <= 127) times sc_s summed over a sub-block stays below 2^24 (exact in f32).
 struct alignas(64) IntScaled {
-  __m512i u[4];        // codes (magnitudes) of values 64c .. 64c+63
-  __mmask64 neg[4];    // kSigned: the values whose code is negative
+  __m512i u[4];        // codes of values 64c .. 64c+63
   __m128i sc;          // byte s: the signed integer scale sc_s of values 16s .. 16s+15
   float d;             // super-block scale
   __m512 b;            // lane s = b_s
@@ -255,29 +255,16 @@ HWY_INLINE __m128i iq4_xs_scales(const ggml::BlockIq4Xs& b) {
   return pairs_of(_mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32)));
 }
 
-// |IQ4 grid value| per nibble code; the grid is negative exactly for codes 0..7.
-struct alignas(16) Iq4Magnitudes {
-  std::int8_t v[16];
-};
-constexpr Iq4Magnitudes kIq4Magnitudes = [] {
-  Iq4Magnitudes m{};
-  for (int i = 0; i < 16; ++i) m.v[i] = static_cast<std::int8_t>(ggml::kIq4nlValues[i] < 0 ? -ggml::kIq4nlValues[i] : ggml::kIq4nlValues[i]);
-  return m;
-}();
-static_assert(ggml::kIq4nlValues[7] < 0 && ggml::kIq4nlValues[8] > 0, "IQ4 grid sign changes at code 8");
-
-// IQ4_XS as |grid value| and sign, b = 0.
+// IQ4_XS as grid value + 128, b = −128·d·sc.
 HWY_INLINE void int_iq4_xs(const std::uint8_t* block, IntScaled& out) {
   const auto& b = *reinterpret_cast<const ggml::BlockIq4Xs*>(block);
   for (int c = 0; c < 4; ++c) {
     const auto* q = reinterpret_cast<const __m128i*>(b.qs + 32 * c);
-    const __m512i nibbles = nibbles_blockwise(_mm_loadu_si128(q), _mm_loadu_si128(q + 1));
-    out.u[c] = lookup16(kIq4Magnitudes.v, nibbles);
-    out.neg[c] = _mm512_testn_epi8_mask(nibbles, _mm512_set1_epi8(8));
+    out.u[c] = iq4_codes(nibbles_blockwise(_mm_loadu_si128(q), _mm_loadu_si128(q + 1)));
   }
   out.sc = iq4_xs_scales(b);
   out.d = half(b.d);
-  out.b = _mm512_setzero_ps();
+  out.b = _mm512_mul_ps(_mm512_set1_ps(-128.0f * out.d), to_float(out.sc));
 }
 
 // The f32 form of an integer-scaled super-block: a_s = d·sc_s.
@@ -300,6 +287,21 @@ HWY_INLINE void decode_iq4_xs(const std::uint8_t* block, Decoded& out) {
   spread_scales(a, _mm512_mul_ps(_mm512_set1_ps(-128.0f), a), out);
 }
 
+// The f16 field `field(block k)` of blocks 0 .. count−1 as f32 lanes 0 .. 7 (absent blocks 0).
+template <class Block, class Field>
+HWY_INLINE __m512 block_halves(const Block* blk, int count, Field field) {
+  __m128i v = _mm_setzero_si128();
+  [&]<int... K>(std::integer_sequence<int, K...>) {
+    const auto bits = [&](int k) {
+      std::uint16_t h;
+      std::memcpy(&h, field(blk[k]), 2);
+      return static_cast<int>(h);
+    };
+    ((K < count ? void(v = _mm_insert_epi16(v, bits(K), K)) : void()), ...);
+  }(std::make_integer_sequence<int, 8>{});
+  return _mm512_castps256_ps512(_mm256_cvtph_ps(v));
+}
+
 // Legacy blocks of 32 (ggml-common.h block_q4_1 / block_q5_0 / block_q5_1 / block_iq4_nl),
 // two per 64-value chunk: u = the nibble (+ 16 for Q5's qh bit; IQ4_NL: grid value + 128),
 // a = d, b = m (Q4_1, Q5_1), −16·d (Q5_0), −128·d (IQ4_NL). kPartial: only the first n_blocks
@@ -309,41 +311,35 @@ HWY_INLINE void decode_legacy_blocks(const std::uint8_t* group, int n_blocks, De
   constexpr bool kHigh = requires(const Block& x) { x.qh; };
   constexpr bool kMin = requires(const Block& x) { x.m; };
   constexpr bool kIq4 = std::is_same_v<Block, ggml::BlockIq4Nl>;
-  alignas(64) float a[16], b[16];
-  if constexpr (kPartial) {
-    std::fill_n(a, 16, 0.0f);
-    std::fill_n(b, 16, 0.0f);
-  }
+  const auto* blk = reinterpret_cast<const Block*>(group);
   for (int c = 0; c < 4; ++c) {
-    const auto* blk = reinterpret_cast<const Block*>(group) + 2 * c;
     const int here = kPartial ? std::clamp(n_blocks - 2 * c, 0, 2) : 2;
     if (here == 0) {
       out.u[c] = _mm512_setzero_si512();
       continue;
     }
-    const __m128i q1 = here == 2 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[1].qs)) : _mm_setzero_si128();
-    __m512i u = nibbles_blockwise(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[0].qs)), q1);
+    const __m128i q1 = here == 2 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[2 * c + 1].qs)) : _mm_setzero_si128();
+    __m512i u = nibbles_blockwise(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[2 * c].qs)), q1);
     if constexpr (kHigh) {  // qh bit j: value j of the block
       std::uint32_t h0, h1 = 0;
-      std::memcpy(&h0, blk[0].qh, 4);
-      if (here == 2) std::memcpy(&h1, blk[1].qh, 4);
+      std::memcpy(&h0, blk[2 * c].qh, 4);
+      if (here == 2) std::memcpy(&h1, blk[2 * c + 1].qh, 4);
       u = _mm512_mask_add_epi8(u, h0 | static_cast<__mmask64>(h1) << 32, u, _mm512_set1_epi8(16));
     }
     if constexpr (kIq4) u = iq4_codes(u);
     out.u[c] = here == 2 ? u : _mm512_maskz_mov_epi8(0xffffffffull, u);
-    for (int k = 0; k < here; ++k) {
-      const float d = half(blk[k].d);
-      float offset;
-      if constexpr (kMin) {
-        offset = half(blk[k].m);
-      } else {
-        offset = (kIq4 ? -128.0f : -16.0f) * d;
-      }
-      a[4 * c + 2 * k] = a[4 * c + 2 * k + 1] = d;
-      b[4 * c + 2 * k] = b[4 * c + 2 * k + 1] = offset;
-    }
   }
-  spread_scales(_mm512_load_ps(a), _mm512_load_ps(b), out);
+  // Every block's f16 scale (and min) on its two 16-value lanes; absent blocks' lanes 0.
+  const __m512i pairs = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  const int count = kPartial ? n_blocks : 8;
+  const __m512 a = _mm512_permutexvar_ps(pairs, block_halves(blk, count, [](const Block& x) { return x.d; }));
+  __m512 b;
+  if constexpr (kMin) {
+    b = _mm512_permutexvar_ps(pairs, block_halves(blk, count, [](const Block& x) { return x.m; }));
+  } else {
+    b = _mm512_mul_ps(_mm512_set1_ps(kIq4 ? -128.0f : -16.0f), a);
+  }
+  spread_scales(a, b, out);
 }
 
 template <class Block>
@@ -362,14 +358,6 @@ struct LegacyDecoder {
   }
 };
 
-// The scalar unpacking as a Decoded group (formats without SIMD decoding, partial groups).
-HWY_INLINE void decode_scalar(const Operands& op, std::int64_t row, std::int64_t g, Decoded& out) {
-  UnpackedSuperGroup s;
-  unpack_super_group(op.dtype, op.group(row, g), op.blocks_in(g), s);
-  for (int c = 0; c < 4; ++c) out.u[c] = _mm512_load_si512(s.u + 64 * c);
-  spread_scales(_mm512_load_ps(s.a), _mm512_load_ps(s.b), out);
-}
-
 // A format's SIMD decoding of whole super-groups.
 // kWhole: every super-group is whole (the K-quants and IQ4_XS: one block each).
 template <void (*kDecode)(const std::uint8_t*, Decoded&), bool kWhole = true>
@@ -379,22 +367,23 @@ struct SimdDecoder {
   static HWY_INLINE void decode(const std::uint8_t* p, Decoded& out) { kDecode(p, out); }
 };
 // An integer-scaled format (the K-quants, IQ4_XS): decode_int for the integer GEMV, decode
-// (by default from_int) for the f32 paths. kSigned: codes carry signs (IQ4_XS, whose b = 0).
-template <void (*kInt)(const std::uint8_t*, IntScaled&), bool kSign = false,
-          void (*kDecode)(const std::uint8_t*, Decoded&) = from_int<kInt>>
+// (by default from_int) for the f32 paths.
+template <void (*kInt)(const std::uint8_t*, IntScaled&), void (*kDecode)(const std::uint8_t*, Decoded&) = from_int<kInt>>
 struct IntDecoder : SimdDecoder<kDecode> {
   static constexpr bool kInteger = true;
-  static constexpr bool kSigned = kSign;
   static HWY_INLINE void decode_int(const std::uint8_t* p, IntScaled& out) { kInt(p, out); }
 };
 
-// Super-group g of `row` decoded by D, or by the scalar unpacking when it is partial (a legacy
-// row's last 1..7 blocks).
+// Super-group g of `row` decoded by D (a legacy row's partial last one: its 1..7 blocks).
 template <class D>
 HWY_INLINE void decode(const Operands& op, std::int64_t row, std::int64_t g, Decoded& out) {
-  if (D::kAlwaysWhole || op.whole(g)) return D::decode(op.group(row, g), out);
-  if constexpr (requires { D::decode_part; }) return D::decode_part(op.group(row, g), op.blocks_in(g), out);
-  decode_scalar(op, row, g, out);
+  if constexpr (D::kAlwaysWhole) {
+    D::decode(op.group(row, g), out);
+  } else if (op.whole(g)) {
+    D::decode(op.group(row, g), out);
+  } else {
+    D::decode_part(op.group(row, g), op.blocks_in(g), out);
+  }
 }
 
 // acc[r][n] += the super-group's contribution for RM decoded rows × RN tokens at `token`.
@@ -429,68 +418,69 @@ HWY_INLINE void store(const Operands& op, __m512 (&acc)[RM][RN], std::int64_t ro
   }
 }
 
+// The codes of a super-group with its sub-blocks in lanes: a 4 × 4 transpose of the 32-bit
+// lanes within each 128-bit block, so that lane 4k + m of every chunk r holds values
+// 64m + 16k + 4r .. +3, all of sub-block 4m + k (GgmlActivations::qt is laid out alike).
+HWY_INLINE void subblocks_in_lanes(__m512i (&u)[4]) {
+  const __m512i t0 = _mm512_unpacklo_epi32(u[0], u[1]), t1 = _mm512_unpackhi_epi32(u[0], u[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(u[2], u[3]), t3 = _mm512_unpackhi_epi32(u[2], u[3]);
+  u[0] = _mm512_unpacklo_epi64(t0, t2);
+  u[1] = _mm512_unpackhi_epi64(t0, t2);
+  u[2] = _mm512_unpacklo_epi64(t1, t3);
+  u[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// Lane 4k + m of subblocks_in_lanes' int32 lanes sums sub-block 4m + k: the 16 sub-blocks'
+// bytes (scales) in that order.
+HWY_INLINE __m128i lane_order() { return _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15); }
+
 // Decode: one row at a time through all its super-groups (one sequential stream per thread),
-// every token (n_tokens <= kGemvTokens: 4 accumulators each) reusing each decoded group. Each chunk of a group has its own
-// accumulator: one chain of five FMAs per group would bound the loop by their latency. The row
-// stream is prefetched ahead (decode_prefetch.h). Each token's sums run in the same order
-// whatever the number of tokens, so a verification chain of up to 7 rows reproduces one-row
-// decode steps bit for bit (model/llama_model.cpp kRowsAsDecode). Past 4 tokens the
-// accumulators spill: against the panels below, tg32 tokens/s at batch 5 (2 threads, Zen 5,
-// alternated twice): smollm2-135m Q4_1 394 -> 443, qwen2.5-coder-0.5b Q5_0 167 -> 191; at batch
-// 8 the panels stay (551 against 521, 225 against 214).
+// the decoded codes turned sub-blocks in lanes once, then per token 4 vpdpbusd sum each
+// sub-block's 16 products in one int32 lane (exact), one conversion, one multiply by a_s times
+// the activation scale (GgmlActivations::dx16t) and one FMA per super-group; the offsets b·sum16
+// in a second accumulator. The row stream is prefetched ahead (decode_prefetch.h). Each token's
+// sums run in the same order whatever the number of tokens, so a verification chain of up to 7
+// rows reproduces one-row decode steps bit for bit (model/llama_model.cpp kRowsAsDecode). At
+// batch 8 the panels below take over.
 constexpr int kGemvTokens = 7;
 
 template <class D, int RN>
 void gemv_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
   const GgmlActivations& x = *op.x;
+  const __m512i scale_lanes = _mm512_cvtepu8_epi32(lane_order());
   for (std::int64_t row = row_begin; row < row_end; ++row) {
-    __m512 acc[RN][4];
-    for (int n = 0; n < RN; ++n) {
-      for (int c = 0; c < 4; ++c) acc[n][c] = _mm512_setzero_ps();
-    }
+    __m512 acc[RN], offsets[RN];
+    for (int n = 0; n < RN; ++n) acc[n] = offsets[n] = _mm512_setzero_ps();
     for (std::int64_t g = 0; g < op.groups; ++g) {
       prefetch_decode_stream<192>(op.group(row, g));
       Decoded d;
       decode<D>(op, row, g, d);
-#pragma GCC unroll 4
+      subblocks_in_lanes(d.u);
+      const __m512 a = _mm512_permutexvar_ps(scale_lanes, d.a16);
+#pragma GCC unroll 8
       for (int n = 0; n < RN; ++n) {
-        const std::int8_t* q = x.q.data() + n * x.ld + g * kSuperGroup;
-        const float* dx = x.dx.data() + n * x.ld / 4 + 64 * g;
+        const std::int8_t* q = x.qt.data() + n * x.ld + g * kSuperGroup;
+        __m512i sum = _mm512_setzero_si512();
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) {
-          const __m512 dot = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), d.u[c], _mm512_loadu_si512(q + 64 * c)));
-          acc[n][c] = _mm512_fmadd_ps(dot, _mm512_mul_ps(d.a[c], _mm512_loadu_ps(dx + 16 * c)), acc[n][c]);
-        }
-        acc[n][0] = _mm512_fmadd_ps(d.b, _mm512_loadu_ps(x.sum16.data() + n * x.ld / 16 + 16 * g), acc[n][0]);
+        for (int c = 0; c < 4; ++c) sum = _mm512_dpbusd_epi32(sum, d.u[c], _mm512_loadu_si512(q + 64 * c));
+        const __m512 scale = _mm512_mul_ps(a, _mm512_loadu_ps(x.dx16t.data() + n * x.ld / 16 + 16 * g));
+        acc[n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, acc[n]);
+        offsets[n] = _mm512_fmadd_ps(d.b, _mm512_loadu_ps(x.sum16.data() + n * x.ld / 16 + 16 * g), offsets[n]);
       }
     }
-    for (int n = 0; n < RN; ++n) {
-      const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[n][0], acc[n][1]), _mm512_add_ps(acc[n][2], acc[n][3]));
-      op.y[n * op.out + row] = _mm512_reduce_add_ps(sum);
-    }
+    for (int n = 0; n < RN; ++n) op.y[n * op.out + row] = _mm512_reduce_add_ps(_mm512_add_ps(acc[n], offsets[n]));
   }
 }
 
-// Int16 lane i of chunk c's vpmaddubsw products (values 64c + 2i, 2i + 1) takes the scale of
-// the 16 values 4c + i / 8.
-struct alignas(64) ScaleLanes {
-  std::int16_t v[4][32];
-};
-constexpr ScaleLanes kScaleLanes = [] {
-  ScaleLanes s{};
-  for (int c = 0; c < 4; ++c) {
-    for (int i = 0; i < 32; ++i) s.v[c][i] = static_cast<std::int16_t>(4 * c + i / 8);
-  }
-  return s;
-}();
-
-// Decode with Q8_K-style activations (one scale per super-group): per chunk of 64 values and
-// token, vpmaddubsw (u·q pairs, int16, cannot saturate: u <= 127, |q| <= 127) and vpdpwssd by
-// the integer sub-block scales into one int32 sum per super-group; then one conversion and one
-// FMA by d·dx (the super-group's one activation scale, every dx lane of it), and the offsets b·sum16 in f32 (ggml_vec_dot_q4_K_q8_K's arithmetic).
-// Up to kGemvIntTokens tokens (batched decode, verification rows, short prompt suffixes): the
-// row panels' decoding only pays over more (qwen2.5-coder-1.5b Q4_K_M, 2 threads, Zen 5, tg32
-// tokens/s at --batch 4 / 6 / 8: panels 47.7 / 64.5 / 78.2, this loop 110.4 / 97.0 / 96.7).
+// Decode with Q8_K-style activations (one scale per super-group): the codes turned sub-blocks
+// in lanes once per row, then per token 4 vpdpbusd (64 values each) sum every sub-block in its
+// own int32 lane, one vpmulld by the sub-block scales, one conversion and one FMA by d·dx per
+// super-group (exact integers until then: ggml_vec_dot_q4_K_q8_K's arithmetic), the offsets
+// b·sum16 in f32. Each token's sums run in the same order whatever the number of tokens, so
+// verification rows reproduce one-row decode steps bit for bit. Up to kGemvIntTokens tokens
+// (batched decode, verification rows, short prompt suffixes): the row panels' decoding only
+// pays over more (qwen2.5-coder-1.5b Q4_K_M, 2 threads, Zen 5, tg32 tokens/s at --batch 4 / 6
+// / 8: panels 47.7 / 64.5 / 78.2, a GEMV of this shape 110.4 / 97.0 / 96.7).
 constexpr int kGemvIntTokens = 8;
 
 template <class D, int RN>
@@ -503,23 +493,17 @@ void gemv_int_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_
       prefetch_decode_stream<192>(op.group(row, g));
       IntScaled k;
       D::decode_int(op.group(row, g), k);
-      const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(k.sc));
-      __m512i sc[4];
-      for (int c = 0; c < 4; ++c) sc[c] = _mm512_permutexvar_epi16(_mm512_load_si512(kScaleLanes.v[c]), sc16);
-#pragma GCC unroll 4
+      subblocks_in_lanes(k.u);
+      const __m512i sc = _mm512_cvtepi8_epi32(_mm_shuffle_epi8(k.sc, lane_order()));
+#pragma GCC unroll 8
       for (int n = 0; n < RN; ++n) {
-        const std::int8_t* q = x.q.data() + n * x.ld + g * kSuperGroup;
+        const std::int8_t* q = x.qt.data() + n * x.ld + g * kSuperGroup;
         __m512i sum = _mm512_setzero_si512();
 #pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) {
-          __m512i xq = _mm512_loadu_si512(q + 64 * c);
-          if constexpr (D::kSigned) xq = _mm512_mask_sub_epi8(xq, k.neg[c], _mm512_setzero_si512(), xq);
-          sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(k.u[c], xq), sc[c]);
-        }
-        acc[n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(k.d * x.dx[static_cast<std::size_t>(n * x.ld / 4 + 64 * g)]), acc[n]);
-        if constexpr (!D::kSigned) {
-          offsets[n] = _mm512_fmadd_ps(k.b, _mm512_loadu_ps(x.sum16.data() + n * x.ld / 16 + 16 * g), offsets[n]);
-        }
+        for (int c = 0; c < 4; ++c) sum = _mm512_dpbusd_epi32(sum, k.u[c], _mm512_loadu_si512(q + 64 * c));
+        const float ddx = k.d * x.dx[static_cast<std::size_t>(n * x.ld / 4 + 64 * g)];
+        acc[n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_mullo_epi32(sum, sc)), _mm512_set1_ps(ddx), acc[n]);
+        offsets[n] = _mm512_fmadd_ps(k.b, _mm512_loadu_ps(x.sum16.data() + n * x.ld / 16 + 16 * g), offsets[n]);
       }
     }
     for (int n = 0; n < RN; ++n) op.y[n * op.out + row] = _mm512_reduce_add_ps(_mm512_add_ps(acc[n], offsets[n]));
@@ -542,8 +526,7 @@ struct alignas(64) PanelGroup {
 // dx per super-group and token): sc[s] lane e = the integer sub-block scale sc_s of row
 // panel_row(e), d lane e = its super-block scale. Per 16 values and token the 4 vpdpbusd share
 // one vpmulld by sc_s into an int32 sum over the super-group (exact), converted and scaled by
-// d·dx once per super-group; the offsets b·sum16 stay f32. kSigned formats (IQ4_XS) store
-// u = v + 128 and b_s = −128·d·sc_s.
+// d·dx once per super-group; the offsets b·sum16 stay f32.
 struct alignas(64) IntPanelGroup {
   __m512i w[64];
   __m512i sc[16];
@@ -598,15 +581,7 @@ void build_panel_group(const Operands& op, std::int64_t row, std::int64_t g, Int
   for (int r = 0; r < kPanelRows; ++r) {
     _mm512_store_si512(sc[r], _mm512_cvtepi8_epi32(k[r].sc));
     d[r] = k[r].d;
-    if constexpr (D::kSigned) {
-      for (int c = 0; c < 4; ++c) {  // ±u + 128 as an unsigned byte
-        k[r].u[c] = _mm512_xor_si512(_mm512_mask_sub_epi8(k[r].u[c], k[r].neg[c], _mm512_setzero_si512(), k[r].u[c]),
-                                     _mm512_set1_epi8(static_cast<char>(0x80)));
-      }
-      _mm512_store_ps(b[r], _mm512_mul_ps(_mm512_set1_ps(-128.0f * k[r].d), _mm512_cvtepi32_ps(_mm512_load_si512(sc[r]))));
-    } else {
-      _mm512_store_ps(b[r], k[r].b);
-    }
+    _mm512_store_ps(b[r], k[r].b);
   }
   static_assert(offsetof(IntScaled, u) == 0);
   panel_codes(reinterpret_cast<const std::uint8_t*>(k), sizeof(IntScaled), out.w);
@@ -807,7 +782,7 @@ void GemmGgmlRows(const Operands& op, std::int64_t row_begin, std::int64_t row_e
     case DType::kQ6_K: return rows_with<IntDecoder<int_q6_k>>(op, row_begin, row_end);
     case DType::kQ3_K: return rows_with<IntDecoder<int_q3_k>>(op, row_begin, row_end);
     case DType::kQ2_K: return rows_with<IntDecoder<int_q2_k>>(op, row_begin, row_end);
-    case DType::kIQ4_XS: return rows_with<IntDecoder<int_iq4_xs, true, decode_iq4_xs>>(op, row_begin, row_end);
+    case DType::kIQ4_XS: return rows_with<IntDecoder<int_iq4_xs, decode_iq4_xs>>(op, row_begin, row_end);
     case DType::kIQ4_NL: return rows_with<LegacyDecoder<ggml::BlockIq4Nl>>(op, row_begin, row_end);
     case DType::kQ4_1: return rows_with<LegacyDecoder<ggml::BlockQ4_1>>(op, row_begin, row_end);
     case DType::kQ5_0: return rows_with<LegacyDecoder<ggml::BlockQ5_0>>(op, row_begin, row_end);
@@ -924,6 +899,22 @@ std::int64_t ggml_activation_block(DType t) {
   }
 }
 
+namespace {
+
+// GgmlActivations::qt of one token from its `in` values q (a multiple of 256): per super-group,
+// byte 64r + 16k + 4m + j = value 64m + 16k + 4r + j (swapping r and m is its own inverse).
+void copy_subblocks_in_lanes(const std::int8_t* q, std::int64_t in, std::int8_t* qt) {
+  for (std::int64_t g = 0; g < in; g += kSuperGroup) {
+    for (int r = 0; r < 4; ++r) {
+      for (int k = 0; k < 4; ++k) {
+        for (int m = 0; m < 4; ++m) std::memcpy(qt + g + 64 * r + 16 * k + 4 * m, q + g + 64 * m + 16 * k + 4 * r, 4);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void prepare_ggml_activations(const QuantizedActivations& xq, DType weights, GgmlActivations& out) {
   out.n_tokens = xq.n_tokens;
   out.in = xq.in;
@@ -931,6 +922,8 @@ void prepare_ggml_activations(const QuantizedActivations& xq, DType weights, Ggm
   out.block = xq.block;
   const auto n = static_cast<std::size_t>(out.n_tokens * out.ld);
   out.q.assign(n, 0);
+  out.qt.assign(n, 0);
+  out.dx16t.assign(n / 16, 0.0f);
   out.dx.assign(n / 4, 0.0f);
   out.sum16.assign(n / 16, 0.0f);
   const std::int64_t blocks = xq.in / xq.block, per16 = xq.block / 16;
@@ -955,6 +948,11 @@ void prepare_ggml_activations(const QuantizedActivations& xq, DType weights, Ggm
         for (int j = 0; j < 16; ++j) s += q[xq.block * k + 16 * h + j];
         sum16[h] = d * static_cast<float>(s);
       }
+    }
+    copy_subblocks_in_lanes(out.q.data() + t * out.ld, out.ld, out.qt.data() + t * out.ld);
+    for (std::int64_t lane = 0; lane < out.ld / 16; ++lane) {  // lane 16g + 4k + m: sub-block 4m + k of g
+      const std::int64_t g = lane / 16, k = lane % 16 / 4, m = lane % 4;
+      out.dx16t[static_cast<std::size_t>(t * out.ld / 16 + lane)] = out.dx[static_cast<std::size_t>(t * out.ld / 4 + 64 * g + 4 * (4 * m + k))];
     }
   }
 }

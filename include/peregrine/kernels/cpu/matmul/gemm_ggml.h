@@ -32,6 +32,11 @@ struct GgmlActivations {
   std::int64_t ld = 0;          // padded row length, a multiple of 256
   std::int64_t block = 32;      // values per activation scale: 32 or 256
   std::vector<std::int8_t> q;   // [n_tokens, ld] int8 values (0 in the padding)
+  std::vector<std::int8_t> qt;  // [n_tokens, ld]: q with each super-group's 16-value
+                                // sub-blocks in 32-bit lanes (byte 64r + 16k + 4m + j = value
+                                // 64m + 16k + 4r + j), the AVX-512 decode GEMVs' order
+  std::vector<float> dx16t;     // [n_tokens, ld / 16]: per super-group, lane 4k + m = the
+                                // scale of the block holding sub-block 4m + k (qt's lanes)
   std::vector<float> dx;        // [n_tokens, ld / 64, 16]: per 64 values, lane l holds the
                                 // scale of the block holding values 4l .. 4l+3 of that chunk
                                 // (the int32 lanes of a 64-byte dot product over it)
@@ -55,19 +60,20 @@ bool is_ggml_gemm_dtype(DType t);
 /// [n_tokens, in]. y: [n_tokens, out] f32, overwritten with the formula in the file comment.
 /// x86 with AVX-512 VNNI (Highway target AVX3_DL): each 256-value super-group of a row is
 /// decoded by SIMD shuffles and shifts into 4 × 64 unsigned bytes plus per-lane scales. Decode
-/// (n_tokens <= 3) with 256-value activation blocks and an integer-scaled format (the
-/// K-quants, IQ4_XS): per 64 values and token one vpmaddubsw and one vpdpwssd by the integer
-/// sub-block scales, per super-group one conversion and FMA; otherwise one vpdpbusd per 64
-/// values and token and f32 scaling (tiles of 4 rows × 1..4 tokens share the decoded weights,
-/// prefill on 16-row panels; with 256-value activation blocks the integer-scaled formats' panels
-/// keep sc_s as int32 lanes: per 16 values and token the 4 vpdpbusd share one vpmulld into an
-/// exact int32 sum over the super-group, converted and scaled by d·dx once). AVX2 (and AVX-512
-/// without VNNI): per 32 values and token one vpmaddubsw and one vpmaddwd, one row × up to 8
-/// tokens per tile; prefill decodes a block of 16 rows once for all its token tiles
-/// (gemm_ggml_avx2-inl.h). Other targets (and, on AVX3_DL, a legacy row's partial last
-/// super-group; on AVX2, K-quant rows against 32-value activation blocks) decode with the
-/// scalar unpack_super_group and multiply with Highway int16 multiply-adds. Threaded over output rows (split_rows_guided: ranges of 4-row tiles, 32 for
-/// prefill, taken from a shared counter); products under
+/// (up to 8 tokens for the K-quants and IQ4_XS against 256-value activation blocks, 7 for the
+/// rest): the codes transposed once per row so that each int32 lane sums one 16-value
+/// sub-block (xa.qt holds the activations in that order), per 64 values and token one
+/// vpdpbusd, per super-group and token one scaling by the sub-block scales (integer-scaled
+/// formats: one vpmulld, then one conversion and FMA by d·dx; the rest: one conversion, one
+/// multiply by a_s·dx, one FMA); prefill on 16-row panels of one vpdpbusd per 16 rows × 4
+/// values (the integer-scaled formats' panels keep sc_s as int32 lanes: per 16 values and token
+/// the 4 vpdpbusd share one vpmulld into an exact int32 sum over the super-group, converted and
+/// scaled by d·dx once). AVX2 (and AVX-512 without VNNI): per 32 values and token one vpmaddubsw
+/// and one vpmaddwd, one row × up to 8 tokens per tile; prefill decodes a block of 16 rows once
+/// for all its token tiles (gemm_ggml_avx2-inl.h). Other targets (and, on AVX2, K-quant rows
+/// against 32-value activation blocks) decode with the scalar unpack_super_group and multiply
+/// with Highway int16 multiply-adds. Threaded over output rows (split_rows_guided: ranges of
+/// 4-row tiles, 32 for prefill, taken from a shared counter); products under
 /// `min_parallel_macs` run on the calling thread. Preconditions: is_ggml_gemm_dtype(w.dtype),
 /// in == xa.in, w.nbytes == out · row bytes, y.size() == n_tokens · out; not called from
 /// inside a pool.parallel_for.
