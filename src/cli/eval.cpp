@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
+#include "eval_outliers.h"
 #include "peregrine/eval/logit_comparison.h"
 #include "peregrine/eval/perplexity.h"
 #include "peregrine/kv/kv_cache.h"
@@ -179,7 +180,8 @@ void add_common_options(CLI::App& cmd, EvalArgs& a) {
 
 Verb add_eval(CLI::App& app) {
   auto ppl = std::make_shared<EvalArgs>(), kld = std::make_shared<EvalArgs>();
-  CLI::App* cmd = app.add_subcommand("eval", "Evaluate a model on a text: perplexity (ppl) or KL divergence against a reference (kld)");
+  CLI::App* cmd = app.add_subcommand(
+      "eval", "Evaluate a model on a text: perplexity (ppl), KL divergence against a reference (kld), activation outliers (outliers)");
   cmd->require_subcommand(1);
   CLI::App* ppl_cmd = cmd->add_subcommand("ppl", "Perplexity of -m's model on -f's text over sliding windows");
   add_common_options(*ppl_cmd, *ppl);
@@ -188,7 +190,10 @@ Verb add_eval(CLI::App& app) {
   add_common_options(*kld_cmd, *kld);
   kld_cmd->add_option("--ref", kld->ref, "Reference model (same vocabulary; its K/V stay f32, its tokenizer reads the text)")
       ->required();
+  CLI::App* outliers_cmd = nullptr;
+  std::function<int()> outliers = add_eval_outliers(*cmd, outliers_cmd);
   return {cmd, [=] {
+            if (outliers_cmd->parsed()) return outliers();
             return ppl_cmd->parsed() ? with_inputs(*ppl, [&](Loaded& in, ThreadPool& pool) { return run_ppl(*ppl, in, pool); })
                                      : with_inputs(*kld, [&](Loaded& in, ThreadPool& pool) { return run_kld(*kld, in, pool); });
           }};

@@ -1,4 +1,4 @@
-// `peregrine eval ppl | kld` end to end on stories260K and real TinyStories text: the JSON
+// `peregrine eval ppl | kld | outliers` end to end on stories260K and real TinyStories text: the JSON
 // report, the KL of a model against itself / a Q8_0 copy / its own i8 KV cache, the progress
 // line, and one clean error line for each bad input.
 #include <gtest/gtest.h>
@@ -134,6 +134,26 @@ TEST(EvalBadInput, OneCleanErrorEach) {
   expect_clean_error(run_cli({"eval", "ppl"}), "--file is required");
   expect_clean_error(run_cli({"eval", "kld", "-f", excerpt()}), "--ref is required");
   expect_clean_error(run_cli({"eval"}), "subcommand");
+}
+
+TEST(EvalOutliers, ReportsEveryLinearInputOfEveryLayer) {
+  // stories260K (5 layers) on the TinyStories excerpt: 4 inputs per layer, each with its figures.
+  const auto j = eval_json({"outliers", "-f", excerpt(), "--tokens", "600", "--chunk", "200"});
+  ASSERT_EQ(j["inputs"].size(), 20u);
+  EXPECT_EQ(j["tokens"].get<std::int64_t>(), 603);  // 600 text tokens, the 2nd and 3rd chunks led by BOS
+  for (const auto& row : j["inputs"]) {
+    EXPECT_GE(row["abs_max"].get<double>(), row["median_channel_max"].get<double>());
+    EXPECT_GT(row["int8_error"].get<double>(), 0.0);
+    EXPECT_LE(row["int8_error_decomposed"].get<double>(), row["int8_error"].get<double>());
+  }
+  EXPECT_EQ(j["inputs"][3]["input"], "ffn_down");
+}
+
+TEST(EvalBadInput, OutliersFlags) {
+  expect_clean_error(run_cli({"eval", "outliers", "-f", excerpt(), "--threshold", "0"}), "--threshold must be > 0");
+  expect_clean_error(run_cli({"eval", "outliers", "-f", excerpt(), "--tokens", "1"}), "--tokens must be >= 2 (got 1)");
+  expect_clean_error(run_cli({"eval", "outliers", "-f", excerpt(), "--sample-rows", "0"}), "--sample-rows must be >= 1");
+  expect_clean_error(run_cli({"eval", "outliers", "-f", "/nonexistent/text.txt"}), "/nonexistent/text.txt");
 }
 
 TEST(EvalBadInput, KldNeedsTheSameVocabulary) {
