@@ -131,11 +131,12 @@ LoraAdapter random_lora_adapter(const ModelFile& base, std::int64_t rank, float 
 }
 
 std::unique_ptr<ModelDrafter> make_model_drafter(const LlamaModel& draft, const ModelConfig& target, SpecMethod method,
-                                                 std::int64_t n_layers, std::int32_t kv_blocks) {
+                                                 std::int64_t n_layers, std::int32_t kv_blocks, std::int64_t context_window) {
   ModelDrafterOptions o;
   o.method = method;
   o.n_layers = n_layers;
   o.kv_blocks = kv_blocks;
+  o.context_window = context_window;
   auto d = ModelDrafter::create(draft, target, o);
   EXPECT_TRUE(d) << d.status().message();
   return d ? std::move(*d) : nullptr;

@@ -71,7 +71,8 @@ LoraAdapter random_lora_adapter(const ModelFile& base, std::int64_t rank, float 
 /// kQuant; its first n_layers layers, 0 = all; a KV pool of kv_blocks blocks), or null after a
 /// failed expectation.
 std::unique_ptr<ModelDrafter> make_model_drafter(const LlamaModel& draft, const ModelConfig& target, SpecMethod method,
-                                                 std::int64_t n_layers = 0, std::int32_t kv_blocks = 512);
+                                                 std::int64_t n_layers = 0, std::int32_t kv_blocks = 512,
+                                                 std::int64_t context_window = 0);
 
 /// What generate() emitted for one prompt: its tokens and statistics (a failed expectation on
 /// an error).

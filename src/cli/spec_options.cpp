@@ -44,6 +44,10 @@ void add_spec_options(CLI::App& cmd, SpecOptions& o) {
   cmd.add_option("--draft-min-confidence", o.min_confidence,
                  "Model drafters stop expanding a draft below this path probability (0 = never)")
       ->capture_default_str();
+  cmd.add_option("--draft-context", o.draft_context,
+                 "--spec draft / layerskip / quant: the draft model sees a long prompt as its first 4 tokens and its last N "
+                 "(a short draft prefill; output unchanged, the target verifies; 0 = the whole context)")
+      ->capture_default_str();
 }
 
 Expected<SpecParams> spec_params(const SpecOptions& o) {
@@ -54,6 +58,10 @@ Expected<SpecParams> spec_params(const SpecOptions& o) {
   if (o.draft_layers != 0 && method != SpecMethod::kLayerSkip) {
     return invalid_argument("--draft-layers is only used with --spec layerskip");
   }
+  if (o.draft_context != 0 && method != SpecMethod::kDraft && method != SpecMethod::kLayerSkip && method != SpecMethod::kQuant) {
+    return invalid_argument("--draft-context is only used with --spec draft, layerskip or quant");
+  }
+  if (o.draft_context < 0) return invalid_argument("--draft-context must be >= 0 (got " + std::to_string(o.draft_context) + ")");
   SpecParams p{method, o.draft_max, o.branching, o.adaptive};
   PEREGRINE_RETURN_IF_ERROR(p.validate());
   return p;
@@ -66,6 +74,7 @@ Expected<DrafterSetup> make_drafter(const SpecOptions& o, const LlamaModel& targ
   ModelDrafterOptions d;
   d.method = params.method;
   d.min_confidence = o.min_confidence;
+  d.context_window = o.draft_context;
   PEREGRINE_ASSIGN_OR_RETURN(d.kv_blocks, draft_kv_blocks(ctx, n_seqs));
   const LlamaModel* draft = &target;
   switch (params.method) {

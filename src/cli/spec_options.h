@@ -23,10 +23,11 @@ struct SpecOptions {
   std::int64_t draft_layers = 0;      // --draft-layers K (layerskip)
   std::string draft_dtype = "q4_0";   // --draft-dtype (quant)
   float min_confidence = 0.0f;        // --draft-min-confidence (model drafters)
+  std::int64_t draft_context = 0;     // --draft-context N (draft, layerskip, quant)
 };
 
 /// Adds --spec, --draft-max, --draft-branching, --draft-adaptive, --draft-model,
-/// --draft-layers, --draft-dtype and --draft-min-confidence to `cmd`.
+/// --draft-layers, --draft-dtype, --draft-min-confidence and --draft-context to `cmd`.
 void add_spec_options(CLI::App& cmd, SpecOptions& o);
 
 /// The SpecParams the options ask for. Errors: kInvalidArgument (unknown method, ranges of

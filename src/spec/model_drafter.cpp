@@ -25,6 +25,7 @@ struct ModelDrafter::Job {
   std::size_t index;  // into requests / trees
   const DraftRequest* request;
   Sequence* seq;
+  std::vector<std::int32_t> tokens;  // the request's tokens as the draft model sees them
   DraftTreeBuilder builder;
   std::vector<Row> rows;  // fed in the current forward, in batch order
 };
@@ -47,6 +48,9 @@ Expected<std::unique_ptr<ModelDrafter>> ModelDrafter::create(const LlamaModel& d
   if (!(options.min_confidence >= 0.0f && options.min_confidence < 1.0f)) {
     return invalid_argument("draft min_confidence must be in [0, 1) (got " + std::to_string(options.min_confidence) + ")");
   }
+  if (options.context_window < 0) {
+    return invalid_argument("the draft context window must be >= 0 (got " + std::to_string(options.context_window) + ")");
+  }
   ModelConfig cache_config = dc;
   if (options.n_layers > 0) cache_config.n_layers = options.n_layers;
   PEREGRINE_ASSIGN_OR_RETURN(KvCache cache,
@@ -63,6 +67,9 @@ Expected<std::unique_ptr<ModelDrafter>> ModelDrafter::create_eagle(const EagleLa
   if (options.method != SpecMethod::kEagle || options.n_layers != 0) {
     return invalid_argument("an EAGLE drafter's method must be eagle, with all (0) draft layers");
   }
+  if (options.context_window != 0) {
+    return invalid_argument("an EAGLE drafter reads the target's features by position: it takes no draft context window");
+  }
   if (!(options.min_confidence >= 0.0f && options.min_confidence < 1.0f)) {
     return invalid_argument("draft min_confidence must be in [0, 1) (got " + std::to_string(options.min_confidence) + ")");
   }
@@ -77,14 +84,33 @@ std::int32_t ModelDrafter::new_cache_id() {
   return id;
 }
 
+ModelDrafter::Sequence& ModelDrafter::sequence(std::int32_t seq) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) {
+    Sequence s;
+    s.cache_id = new_cache_id();
+    it = seqs_.emplace(seq, std::move(s)).first;
+  }
+  return it->second;
+}
+
 void ModelDrafter::free_cache_id(std::int32_t id) {
   cache_.free_sequence(id);
   free_cache_ids_.push_back(id);
 }
 
-// Resync: each sequence keeps the common prefix of its cached tokens and tokens[0, L - 1), then
-// feeds the rest and the root (logits on the root's row). Requests whose positions pass the
-// draft model's context, or whose rows find no free blocks, sit this call out.
+std::vector<std::int32_t> ModelDrafter::draft_view(Sequence& seq, std::span<const std::int32_t> tokens) const {
+  const auto length = static_cast<std::int64_t>(tokens.size()), window = options_.context_window;
+  if (seq.window_start < 0) seq.window_start = window > 0 && length - 1 > kDraftSinkTokens + window ? length - 1 - window : 0;
+  if (seq.window_start == 0 || seq.window_start >= length) return {tokens.begin(), tokens.end()};
+  std::vector<std::int32_t> view(tokens.begin(), tokens.begin() + kDraftSinkTokens);
+  view.insert(view.end(), tokens.begin() + seq.window_start, tokens.end());
+  return view;
+}
+
+// Resync: each sequence keeps the common prefix of its cached tokens and tokens[0, L - 1) (of
+// its draft view), then feeds the rest and the root (logits on the root's row). Requests whose
+// positions pass the draft model's context, or whose rows find no free blocks, sit this call out.
 std::vector<ModelDrafter::Job> ModelDrafter::start_jobs(std::span<const DraftRequest> requests, Batch& batch) {
   std::vector<Job> jobs;
   row_features_.clear();
@@ -92,11 +118,10 @@ std::vector<ModelDrafter::Job> ModelDrafter::start_jobs(std::span<const DraftReq
   const std::int64_t max_seq_len = draft_config().max_seq_len;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const DraftRequest& r = requests[i];
-    auto it = seqs_.find(r.seq);
-    if (it == seqs_.end()) it = seqs_.emplace(r.seq, Sequence{new_cache_id(), {}, {}}).first;
-    Sequence& s = it->second;
-    const auto length = static_cast<std::int64_t>(r.tokens.size());
-    const auto common = std::mismatch(s.cached.begin(), s.cached.end(), r.tokens.begin(), r.tokens.end()).first - s.cached.begin();
+    Sequence& s = sequence(r.seq);
+    std::vector<std::int32_t> tokens = draft_view(s, r.tokens);
+    const auto length = static_cast<std::int64_t>(tokens.size());
+    const auto common = std::mismatch(s.cached.begin(), s.cached.end(), tokens.begin(), tokens.end()).first - s.cached.begin();
     const std::int64_t keep = std::min<std::int64_t>(common, length - 1);
     cache_.truncate(s.cache_id, keep);
     s.cached.resize(static_cast<std::size_t>(keep));
@@ -106,11 +131,11 @@ std::vector<ModelDrafter::Job> ModelDrafter::start_jobs(std::span<const DraftReq
     free -= needed;
     const auto depth_limit = static_cast<std::int32_t>(std::min<std::int64_t>(r.max_nodes, max_seq_len - length + 1));
     for (std::int64_t p = keep; p < length; ++p) {
-      batch.add(r.tokens[static_cast<std::size_t>(p)], static_cast<std::int32_t>(p), s.cache_id, p == length - 1);
+      batch.add(tokens[static_cast<std::size_t>(p)], static_cast<std::int32_t>(p), s.cache_id, p == length - 1);
       if (eagle_ != nullptr) add_context_feature(s, p);
     }
     const Row root{-1, s.cache_id, s.cache_id, batch.size() - 1, 0};
-    jobs.push_back(Job{i, &r, &s, DraftTreeBuilder(r, depth_limit, options_.min_confidence), {root}});
+    jobs.push_back(Job{i, &r, &s, std::move(tokens), DraftTreeBuilder(r, depth_limit, options_.min_confidence), {root}});
   }
   return jobs;
 }
@@ -131,7 +156,7 @@ void ModelDrafter::grow(std::vector<Job>& jobs, std::span<const float> logits) {
   for (Job& job : jobs) {
     for (const Row& r : job.rows) {
       if (r.node < 0) {
-        job.seq->cached.assign(job.request->tokens.begin(), job.request->tokens.end());
+        job.seq->cached = job.tokens;
         job.seq->features.drop_before(static_cast<std::int64_t>(job.seq->cached.size()), draft_config().dim);
       }
       job.builder.expand(r.node, logits.subspan(row++ * vocab, vocab));
@@ -176,7 +201,7 @@ Batch ModelDrafter::next_batch(std::vector<Job>& jobs) {
       if (!kept && old.id != job.seq->cache_id) free_cache_id(old.id);
     }
     job.rows = std::move(rows);
-    const auto root_pos = static_cast<std::int32_t>(job.request->tokens.size()) - 1;
+    const auto root_pos = static_cast<std::int32_t>(job.tokens.size()) - 1;
     for (Row& r : job.rows) {
       r.row = batch.size();
       batch.add(job.builder.token(r.node), root_pos + job.builder.depth(r.node), r.id, true);
@@ -215,9 +240,7 @@ Status ModelDrafter::draft(std::span<const DraftRequest> requests, std::vector<D
     if (r.features.size() % static_cast<std::size_t>(draft_config().dim) != 0) {
       return invalid_argument("draft request for sequence " + std::to_string(r.seq) + ": features are not rows of the hidden size");
     }
-    auto it = seqs_.find(r.seq);
-    if (it == seqs_.end()) it = seqs_.emplace(r.seq, Sequence{new_cache_id(), {}, {}}).first;
-    it->second.features.put(r.features_begin, r.features, draft_config().dim);
+    sequence(r.seq).features.put(r.features_begin, r.features, draft_config().dim);
     if (r.tokens.size() < 2) continue;
     shifted.push_back(r);
     shifted.back().tokens = r.tokens.subspan(1);

@@ -40,6 +40,7 @@ TEST(Generate, SpeculativeGreedyKeepsTheText) {
   expect_greedy_matches_llama2c({"--spec", "pld", "--draft-max", "6", "--draft-adaptive"});
   expect_greedy_matches_llama2c({"--spec", "pld", "--draft-max", "8", "--draft-branching", "2"});
   expect_greedy_matches_llama2c({"--spec", "layerskip", "--draft-layers", "3"});
+  expect_greedy_matches_llama2c({"--spec", "layerskip", "--draft-layers", "3", "--draft-context", "8"});
   expect_greedy_matches_llama2c({"--spec", "quant", "--draft-dtype", "q8_0", "--draft-max", "5"});
   expect_greedy_matches_llama2c({"--spec", "draft", "--draft-model", stories("stories260K.gguf"), "--draft-max", "4"});
 }
@@ -155,6 +156,8 @@ TEST(Generate, BadSpeculativeOptionsAreClearErrors) {
       {"--spec", "eagle"},                                   // no --draft-model
       {"--spec", "eagle", "--draft-model", medusa_heads_folder()},  // a Medusa folder: no model.safetensors
       {"--spec", "eagle", "--draft-model", eagle_head_folder(8)},   // hidden size 72, not 64
+      {"--spec", "pld", "--draft-context", "64"},            // a model drafters' option
+      {"--spec", "layerskip", "--draft-layers", "2", "--draft-context", "-1"},
   };
   for (const auto& extra : bad) {
     std::vector<std::string> args = {"generate", "-n", "4"};

@@ -5,7 +5,8 @@
 // Target: qwen2.5-coder-0.5b-instruct completing a held-out Python standard library file
 // (eval/code_corpus.h). Drafters: prompt lookup (chains of 4 and adaptive), the target's first 12
 // of 24 layers, and the target drafting for itself (nearly every draft accepted: nearly every
-// step verifies a full chain of 5 rows).
+// step verifies a full chain of 5 rows), also seeing only the prompt's first 4 and last 64 tokens
+// (ModelDrafterOptions::context_window): the same output.
 #include <gtest/gtest.h>
 
 #include "peregrine/core/text_file.h"
@@ -60,7 +61,8 @@ TEST(SpecIdentity, DraftChainsEmitPlainDecodingsTokensExactly) {
   const LlamaModel& model = *loaded.model;
   const std::unique_ptr<ModelDrafter> self = test::make_model_drafter(model, model.config(), SpecMethod::kDraft, 0, 256);
   const std::unique_ptr<ModelDrafter> early = test::make_model_drafter(model, model.config(), SpecMethod::kLayerSkip, 12, 256);
-  ASSERT_TRUE(self && early);
+  const std::unique_ptr<ModelDrafter> windowed = test::make_model_drafter(model, model.config(), SpecMethod::kDraft, 0, 256, 64);
+  ASSERT_TRUE(self && early && windowed);
   struct Case {
     const char* name;
     SpecParams spec;
@@ -69,7 +71,8 @@ TEST(SpecIdentity, DraftChainsEmitPlainDecodingsTokensExactly) {
   const Case cases[] = {{"pld chain k=4", {SpecMethod::kPld, 4, 1, false}, nullptr},
                         {"pld adaptive k<=6", {SpecMethod::kPld, 6, 1, true}, nullptr},
                         {"layer skip 12/24 chain k=4", {SpecMethod::kLayerSkip, 4, 1, false}, early.get()},
-                        {"self-draft chain k=4", {SpecMethod::kDraft, 4, 1, false}, self.get()}};
+                        {"self-draft chain k=4", {SpecMethod::kDraft, 4, 1, false}, self.get()},
+                        {"self-draft chain k=4, draft context 64", {SpecMethod::kDraft, 4, 1, false}, windowed.get()}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     const test::Generated spec = run(*loaded.model, prompt, c.spec, c.drafter, pool);

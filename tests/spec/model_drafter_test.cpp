@@ -337,6 +337,34 @@ TEST_F(ModelDrafterTest, ContextAndPoolLimitsDraftFewerNodes) {
   EXPECT_TRUE(draft_one(*small, longer, 8, 1, 2).empty());
 }
 
+TEST_F(ModelDrafterTest, ContextWindowDraftsFromTheSinksAndTheTail) {
+  // Two sentences (over 4 + 8 + 1 tokens): the draft model sees the first kDraftSinkTokens and
+  // the last 8 of the context before the root, renumbered from position 0, and keeps that
+  // window start as the sequence grows.
+  ModelDrafterOptions o;
+  o.context_window = 8;
+  auto d = make(o);
+  std::vector<std::int32_t> tokens = prompts_[0];
+  tokens.insert(tokens.end(), prompts_[1].begin(), prompts_[1].end());
+  const auto start = static_cast<std::ptrdiff_t>(tokens.size()) - 1 - 8;
+  ASSERT_GT(start, kDraftSinkTokens);
+  std::vector<std::int32_t> view(tokens.begin(), tokens.begin() + kDraftSinkTokens);
+  view.insert(view.end(), tokens.begin() + start, tokens.end());
+  const std::vector<std::int32_t> expected = greedy_by_hand(view, 9);
+  const DraftTree first = draft_one(*d, tokens, 4);
+  EXPECT_EQ(tokens_of(first), std::vector<std::int32_t>(expected.begin(), expected.begin() + 4));
+  EXPECT_EQ(blocks_in_use(*d), blocks_for_tokens(static_cast<std::int64_t>(view.size()), kDefaultKvBlockSize));
+  tokens.insert(tokens.end(), expected.begin(), expected.begin() + 5);  // 4 accepted + the target's token
+  EXPECT_EQ(tokens_of(draft_one(*d, tokens, 4)), std::vector<std::int32_t>(expected.begin() + 5, expected.end()));
+  // A context within the window is drafted whole.
+  o.context_window = 32;
+  auto wide = make(o);
+  const std::vector<std::int32_t>& whole = prompts_[2];
+  ASSERT_LE(static_cast<std::int64_t>(whole.size()) - 1, kDraftSinkTokens + 32);
+  EXPECT_EQ(tokens_of(draft_one(*wide, whole, 4)), greedy_by_hand(whole, 4));
+  EXPECT_EQ(blocks_in_use(*wide), blocks_for_tokens(static_cast<std::int64_t>(whole.size()), kDefaultKvBlockSize));
+}
+
 TEST_F(ModelDrafterTest, EveryDraftBlockReturnsAfterRelease) {
   auto d = make();
   std::mt19937_64 rng(1);
@@ -396,7 +424,8 @@ TEST_F(ModelDrafterTest, BadOptionsAndRequestsAreErrors) {
   using Edit = void (*)(ModelDrafterOptions&);
   for (Edit bad : {Edit{[](ModelDrafterOptions& x) { x.n_layers = 6; }}, Edit{[](ModelDrafterOptions& x) { x.n_layers = -1; }},
                    Edit{[](ModelDrafterOptions& x) { x.method = SpecMethod::kPld; }},
-                   Edit{[](ModelDrafterOptions& x) { x.min_confidence = 1.0f; }}, Edit{[](ModelDrafterOptions& x) { x.kv_blocks = 0; }}}) {
+                   Edit{[](ModelDrafterOptions& x) { x.min_confidence = 1.0f; }}, Edit{[](ModelDrafterOptions& x) { x.kv_blocks = 0; }},
+                   Edit{[](ModelDrafterOptions& x) { x.context_window = -1; }}}) {
     ModelDrafterOptions b = o;
     bad(b);
     auto d = ModelDrafter::create(*model_, model_->config(), b);

@@ -15,7 +15,9 @@
 // confidence, rerank to the node budget).
 //
 // The drafter owns a paged KvCache of the draft model (its own block pool, sequence ids of its
-// own) holding each sequence's context; every draft() call resynchronizes it with the
+// own) holding each sequence's context (with a context window: its sink tokens and its tail,
+// renumbered from position 0 — RoPE sees only distances — so that a long prompt costs the draft
+// model a short prefill; drafts stay lossless, as the target verifies every token); every draft() call resynchronizes it with the
 // requests' tokens, runs ALL requests through the same batched forwards (catch-up rows of new
 // context + the root first, then one row per expanded node per step), and truncates the cache
 // back to the context afterwards, so rejected drafts never linger.
@@ -51,7 +53,16 @@ struct ModelDrafterOptions {
   std::int32_t block_size = kDefaultKvBlockSize;  // positions per draft KV block
   DType kv_dtype = DType::kF32;            // draft K/V storage: any KvCache type (f32, f16, q8_0, i8, f8_e4m3, f8_e5m2)
   float min_confidence = 0.0f;             // [0, 1): 0 expands regardless of probability
+  std::int64_t context_window = 0;         // not EAGLE: > 0, a sequence longer than this at its first
+                                           // draft call is seen by the draft model as its first
+                                           // kDraftSinkTokens tokens and the last context_window
+                                           // from there on (0 = the whole context)
 };
+
+/// Tokens kept from a sequence's start under ModelDrafterOptions::context_window: the attention
+/// sinks of StreamingLLM (Xiao et al. 2024), which a model's attention leans on wherever the
+/// text continues.
+inline constexpr std::int64_t kDraftSinkTokens = 4;
 
 class ModelDrafter final : public Drafter {
  public:
@@ -60,7 +71,7 @@ class ModelDrafter final : public Drafter {
   /// options.kv_blocks blocks of the draft model's first n_layers layers.
   /// Errors: kInvalidArgument (draft.vocab_size != target.vocab_size, method not kDraft /
   /// kLayerSkip / kQuant, n_layers outside [0, draft's n_layers], min_confidence outside
-  /// [0, 1)), and those of KvCache::create (bad kv_blocks / block_size / kv_dtype,
+  /// [0, 1), context_window < 0), and those of KvCache::create (bad kv_blocks / block_size / kv_dtype,
   /// kOutOfRange when the pool exceeds physical memory).
   static Expected<std::unique_ptr<ModelDrafter>> create(const LlamaModel& draft, const ModelConfig& target,
                                                         const ModelDrafterOptions& options);
@@ -68,7 +79,8 @@ class ModelDrafter final : public Drafter {
   /// A drafter running the EAGLE head `eagle` (borrowed: must outlive the drafter) for a
   /// target of config `target`; options.method must be kEagle and n_layers 0. Errors:
   /// kInvalidArgument (those, a vocabulary or hidden size not the target's, min_confidence
-  /// outside [0, 1)), those of KvCache::create.
+  /// outside [0, 1), a context_window: EAGLE reads the target's features by position), those of
+  /// KvCache::create.
   static Expected<std::unique_ptr<ModelDrafter>> create_eagle(const EagleLayer& eagle, const ModelConfig& target,
                                                               const ModelDrafterOptions& options);
 
@@ -104,6 +116,8 @@ class ModelDrafter final : public Drafter {
   struct Sequence {
     std::int32_t cache_id = 0;             // its context's sequence id in cache_
     std::vector<std::int32_t> cached;      // the tokens whose K/V cache_ holds, in order
+    std::int64_t window_start = -1;        // context_window: where its tail starts in the request's
+                                           // tokens (0: not windowed; -1: not yet drafted for)
     FeatureRows features;                  // EAGLE: context features not yet in cache_
   };
   struct Row;
@@ -116,11 +130,15 @@ class ModelDrafter final : public Drafter {
   Status run_forward(Batch& batch, ThreadPool& pool);
   // EAGLE: the input feature of a row at `position` of `seq` (zeros when not held).
   void add_context_feature(const Sequence& seq, std::int64_t position);
+  // The tokens the draft model sees of `tokens` (all, or the sinks and the window's tail).
+  std::vector<std::int32_t> draft_view(Sequence& seq, std::span<const std::int32_t> tokens) const;
   std::vector<Job> start_jobs(std::span<const DraftRequest> requests, Batch& batch);
   Batch next_batch(std::vector<Job>& jobs);
   void grow(std::vector<Job>& jobs, std::span<const float> logits);
   void finish(Job& job);
   std::int32_t new_cache_id();
+  // The drafter's state of the engine's sequence `seq`, created on first use.
+  Sequence& sequence(std::int32_t seq);
   void free_cache_id(std::int32_t id);
 
   const LlamaModel* model_;  // null for EAGLE
