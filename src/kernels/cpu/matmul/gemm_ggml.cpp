@@ -443,6 +443,7 @@ HWY_INLINE __m128i lane_order() { return _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13,
 // rows reproduces one-row decode steps bit for bit (model/llama_model.cpp kRowsAsDecode). At
 // batch 8 the panels below take over.
 constexpr int kGemvTokens = 7;
+static_assert(kGemvTokens <= kGgmlGemvMaxTokens, "GgmlActivations::qt is laid out up to kGgmlGemvMaxTokens tokens");
 
 template <class D, int RN>
 void gemv_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
@@ -482,6 +483,7 @@ void gemv_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end)
 // pays over more (qwen2.5-coder-1.5b Q4_K_M, 2 threads, Zen 5, tg32 tokens/s at --batch 4 / 6
 // / 8: panels 47.7 / 64.5 / 78.2, a GEMV of this shape 110.4 / 97.0 / 96.7).
 constexpr int kGemvIntTokens = 8;
+static_assert(kGemvIntTokens <= kGgmlGemvMaxTokens, "GgmlActivations::qt is laid out up to kGgmlGemvMaxTokens tokens");
 
 template <class D, int RN>
 void gemv_int_rows(const Operands& op, std::int64_t row_begin, std::int64_t row_end) {
@@ -922,8 +924,9 @@ void prepare_ggml_activations(const QuantizedActivations& xq, DType weights, Ggm
   out.block = xq.block;
   const auto n = static_cast<std::size_t>(out.n_tokens * out.ld);
   out.q.assign(n, 0);
-  out.qt.assign(n, 0);
-  out.dx16t.assign(n / 16, 0.0f);
+  const bool gemv = out.n_tokens <= kGgmlGemvMaxTokens;  // qt / dx16t: the decode GEMVs' layout only
+  out.qt.assign(gemv ? n : 0, 0);
+  out.dx16t.assign(gemv ? n / 16 : 0, 0.0f);
   out.dx.assign(n / 4, 0.0f);
   out.sum16.assign(n / 16, 0.0f);
   const std::int64_t blocks = xq.in / xq.block, per16 = xq.block / 16;
@@ -949,6 +952,7 @@ void prepare_ggml_activations(const QuantizedActivations& xq, DType weights, Ggm
         sum16[h] = d * static_cast<float>(s);
       }
     }
+    if (!gemv) continue;
     copy_subblocks_in_lanes(out.q.data() + t * out.ld, out.ld, out.qt.data() + t * out.ld);
     for (std::int64_t lane = 0; lane < out.ld / 16; ++lane) {  // lane 16g + 4k + m: sub-block 4m + k of g
       const std::int64_t g = lane / 16, k = lane % 16 / 4, m = lane % 4;

@@ -32,10 +32,11 @@ struct GgmlActivations {
   std::int64_t ld = 0;          // padded row length, a multiple of 256
   std::int64_t block = 32;      // values per activation scale: 32 or 256
   std::vector<std::int8_t> q;   // [n_tokens, ld] int8 values (0 in the padding)
-  std::vector<std::int8_t> qt;  // [n_tokens, ld]: q with each super-group's 16-value
-                                // sub-blocks in 32-bit lanes (byte 64r + 16k + 4m + j = value
-                                // 64m + 16k + 4r + j), the AVX-512 decode GEMVs' order
-  std::vector<float> dx16t;     // [n_tokens, ld / 16]: per super-group, lane 4k + m = the
+  std::vector<std::int8_t> qt;  // n_tokens <= kGgmlGemvMaxTokens, else empty: [n_tokens, ld],
+                                // q with each super-group's 16-value sub-blocks in 32-bit
+                                // lanes (byte 64r + 16k + 4m + j = value 64m + 16k + 4r + j),
+                                // the AVX-512 decode GEMVs' order
+  std::vector<float> dx16t;     // alike: [n_tokens, ld / 16], per super-group lane 4k + m = the
                                 // scale of the block holding sub-block 4m + k (qt's lanes)
   std::vector<float> dx;        // [n_tokens, ld / 64, 16]: per 64 values, lane l holds the
                                 // scale of the block holding values 4l .. 4l+3 of that chunk
@@ -43,6 +44,9 @@ struct GgmlActivations {
   std::vector<float> sum16;     // [n_tokens, ld / 16]: dx_k · Σ q_i over each 16 values; for
                                 // Q4_1 / Q5_1 weights half of Q8_1's block sum s on each 16
 };
+
+/// The most tokens gemm_ggml's decode GEMVs take (more go to the prefill panels, which read q).
+inline constexpr std::int64_t kGgmlGemvMaxTokens = 8;
 
 /// Lays out `xq` ([n_tokens, in] 8-bit blocks of 32 or 256) for gemm_ggml with weights of
 /// dtype `weights` (out's buffers are reused).
